@@ -1,0 +1,64 @@
+#include "core/formats/snapshot_assembler.h"
+
+#include "core/model/trace_builder.h"
+
+#include <algorithm>
+
+namespace poolscope {
+
+DeviceTrace& SnapshotAssembler::device(int device)
+{
+    for (auto& d : m_trace.devices)
+        if (d.device == device && d.kind == DeviceKind::Cuda)
+            return d;
+    DeviceTrace d;
+    d.device = device;
+    m_trace.devices.push_back(std::move(d));
+    std::sort(m_trace.devices.begin(), m_trace.devices.end(),
+              [](const DeviceTrace& a, const DeviceTrace& b) { return a.device < b.device; });
+    for (auto& x : m_trace.devices)
+        if (x.device == device)
+            return x;
+    return m_trace.devices.back(); // unreachable
+}
+
+void SnapshotAssembler::addEntry(int dev, std::string_view action, uint64_t addr, int64_t size, int64_t stream,
+                                 int64_t timeUs, StackId stack)
+{
+    DeviceTrace& d = device(dev);
+    const Action a = parseAction(action);
+    if (a == Action::Unknown)
+        ++d.unknownActions[std::string(action)];
+    d.events.push(a, addr, size, stream, timeUs, stack);
+}
+
+void SnapshotAssembler::addSegment(Segment segment)
+{
+    device(segment.device).segments.push_back(std::move(segment));
+}
+
+void SnapshotAssembler::unknownKey(std::string_view where, std::string_view key)
+{
+    ++m_trace.unknownKeys[std::string(where) + "." + std::string(key)];
+}
+
+void SnapshotAssembler::finish()
+{
+    for (auto& d : m_trace.devices)
+        finalizeDevice(d, m_trace.warnings);
+    auto& hints = m_trace.versionHints;
+    if (!m_trace.annotations.empty())
+        hints.push_back("PyTorch >= 2.5 (external_annotations)");
+    if (m_trace.allocatorSettings.count("expandable_segments"))
+        hints.push_back("PyTorch >= 2.3 (allocator_settings)");
+    const bool anyTime = std::any_of(m_trace.devices.begin(), m_trace.devices.end(), [](const DeviceTrace& d) { return d.hasTime; });
+    const bool anyEvents = std::any_of(m_trace.devices.begin(), m_trace.devices.end(), [](const DeviceTrace& d) { return d.eventCount() > 0; });
+    if (anyTime)
+        hints.push_back("PyTorch >= 2.2 (time_us on trace entries)");
+    else if (anyEvents)
+        hints.push_back("PyTorch <= 2.1 (no time_us on trace entries)");
+    for (const auto& [key, count] : m_trace.unknownKeys)
+        m_trace.warnings.push_back(std::to_string(count) + " unknown key '" + key + "' ignored");
+}
+
+} // namespace poolscope

@@ -1,0 +1,42 @@
+#include "core/model/events.h"
+
+#include <array>
+
+namespace poolscope {
+namespace {
+constexpr std::array<std::string_view, 11> kActionNames = {
+    "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+    "segment_unmap", "snapshot", "oom", "annotate", "unknown"};
+}
+
+std::string_view actionName(Action a) { return kActionNames[size_t(a)]; }
+
+Action parseAction(std::string_view name)
+{
+    for (size_t i = 0; i + 1 < kActionNames.size(); ++i)
+        if (kActionNames[i] == name)
+            return Action(i);
+    return Action::Unknown;
+}
+
+void EventColumns::reserve(size_t n)
+{
+    action.reserve(n);
+    addr.reserve(n);
+    size.reserve(n);
+    stream.reserve(n);
+    timeUs.reserve(n);
+    stack.reserve(n);
+}
+
+void EventColumns::push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId)
+{
+    action.push_back(a);
+    addr.push_back(address);
+    size.push_back(bytes);
+    stream.push_back(streamId);
+    timeUs.push_back(time);
+    stack.push_back(stackId);
+}
+
+} // namespace poolscope

@@ -1,0 +1,42 @@
+#pragma once
+#include "core/model/ids.h"
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace poolscope {
+
+enum class Action : uint8_t {
+    Alloc,
+    FreeRequested,
+    FreeCompleted,
+    SegmentAlloc,
+    SegmentFree,
+    SegmentMap,
+    SegmentUnmap,
+    Snapshot,
+    Oom,
+    Annotate,
+    Unknown, // kept and counted (see DeviceTrace::unknownActions), never fatal
+};
+
+std::string_view actionName(Action a);
+Action parseAction(std::string_view name); // Action::Unknown for names we do not know
+
+// One device's TraceEntry stream, column-wise: integer bytes and microseconds, no doubles.
+// For Action::Oom, `addr` holds the entry's device_free and `size` the bytes requested.
+struct EventColumns {
+    std::vector<Action> action;
+    std::vector<uint64_t> addr;
+    std::vector<int64_t> size;
+    std::vector<int64_t> stream;
+    std::vector<int64_t> timeUs; // kNoTime where absent
+    std::vector<StackId> stack;  // invalid where the entry had no frames
+
+    size_t count() const { return action.size(); }
+    void reserve(size_t n);
+    void push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId);
+};
+
+} // namespace poolscope

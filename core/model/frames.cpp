@@ -1,0 +1,96 @@
+#include "core/model/frames.h"
+
+namespace poolscope {
+namespace {
+
+bool endsWith(std::string_view s, std::string_view suffix)
+{
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+uint64_t hashStack(std::span<const FrameId> frames)
+{
+    uint64_t h = 1469598103934665603ull; // FNV-1a over the ids
+    for (FrameId f : frames) {
+        h ^= f.value;
+        h *= 1099511628211ull;
+    }
+    return h ^ frames.size();
+}
+
+bool isTorchInternal(std::string_view filename)
+{
+    return filename.find("/torch/") != std::string_view::npos || filename.find("site-packages/torch") != std::string_view::npos;
+}
+
+} // namespace
+
+bool Frame::isPython() const
+{
+    if (filename.empty() || filename == "??")
+        return false;
+    return endsWith(filename, ".py") || filename.front() == '<' || line > 0;
+}
+
+size_t FrameTable::FrameKeyHash::operator()(const Frame& f) const noexcept
+{
+    const size_t h1 = std::hash<std::string_view>{}(f.filename);
+    const size_t h2 = std::hash<std::string_view>{}(f.name);
+    return h1 ^ (h2 * 31) ^ (std::hash<int64_t>{}(f.line) * 131);
+}
+
+FrameId FrameTable::internFrame(const Frame& frame)
+{
+    auto [it, inserted] = m_frameIndex.try_emplace(frame, FrameId(uint32_t(m_frames.size())));
+    if (inserted)
+        m_frames.push_back(frame);
+    return it->second;
+}
+
+FrameId FrameTable::internFrame(std::string_view filename, std::string_view name, int64_t line)
+{
+    return internFrame(Frame{std::string(filename), std::string(name), line});
+}
+
+StackId FrameTable::internStack(std::span<const FrameId> frames)
+{
+    const uint64_t h = hashStack(frames);
+    auto [lo, hi] = m_stackIndex.equal_range(h);
+    for (auto it = lo; it != hi; ++it) {
+        auto existing = stack(it->second);
+        if (existing.size() == frames.size() && std::equal(existing.begin(), existing.end(), frames.begin()))
+            return it->second;
+    }
+    const StackId id{uint32_t(stackCount())};
+    m_stackFrames.insert(m_stackFrames.end(), frames.begin(), frames.end());
+    m_stackOffsets.push_back(uint32_t(m_stackFrames.size()));
+    m_stackIndex.emplace(h, id);
+    return id;
+}
+
+std::span<const FrameId> FrameTable::stack(StackId id) const
+{
+    if (!id.valid() || id.value >= stackCount())
+        return {};
+    const uint32_t begin = m_stackOffsets[id.value], end = m_stackOffsets[id.value + 1];
+    return {m_stackFrames.data() + begin, end - begin};
+}
+
+FrameId FrameTable::userFrame(StackId id) const
+{
+    FrameId firstPython, first;
+    for (FrameId f : stack(id)) {
+        const Frame& fr = frame(f);
+        if (!first)
+            first = f;
+        if (!fr.isPython())
+            continue;
+        if (!firstPython)
+            firstPython = f;
+        if (!isTorchInternal(fr.filename))
+            return f;
+    }
+    return firstPython ? firstPython : first;
+}
+
+} // namespace poolscope

@@ -1,0 +1,43 @@
+#include "core/model/trace.h"
+
+namespace poolscope {
+
+std::string DeviceTrace::label() const
+{
+    switch (kind) {
+    case DeviceKind::Cuda:
+        return "cuda:" + std::to_string(device);
+    case DeviceKind::Cpu:
+        return "cpu";
+    case DeviceKind::Other:
+        break;
+    }
+    return "device:" + std::to_string(device);
+}
+
+const DeviceTrace* Trace::findDevice(int device, DeviceKind kind) const
+{
+    for (const auto& d : devices)
+        if (d.device == device && d.kind == kind)
+            return &d;
+    return nullptr;
+}
+
+std::string_view formatName(SourceFormat f)
+{
+    switch (f) {
+    case SourceFormat::SnapshotPickle:
+        return "PyTorch allocator snapshot (pickle)";
+    case SourceFormat::SnapshotJson:
+        return "PyTorch allocator snapshot (JSON)";
+    case SourceFormat::SnapshotHtml:
+        return "PyTorch memory_viz HTML (embedded pickle)";
+    case SourceFormat::KinetoTrace:
+        return "Kineto/Chrome trace with [memory] events";
+    case SourceFormat::MemoryTimelineRaw:
+        return "profiler export_memory_timeline (.raw.json)";
+    }
+    return "unknown";
+}
+
+} // namespace poolscope

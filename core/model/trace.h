@@ -1,0 +1,146 @@
+#pragma once
+#include "core/model/events.h"
+#include "core/model/frames.h"
+#include "core/model/ids.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace poolscope {
+
+enum class BlockState : uint8_t { ActiveAllocated, ActivePendingFree, Inactive };
+
+struct Block {
+    uint64_t address = 0;
+    int64_t size = 0;          // rounded size the allocator handed out
+    int64_t requestedSize = 0; // what the caller asked for
+    BlockState state = BlockState::Inactive;
+    StackId stack;
+};
+
+// Allocator state at dump time (the snapshot's `segments`).
+struct Segment {
+    int device = 0;
+    uint64_t address = 0;
+    int64_t totalSize = 0;
+    int64_t allocatedSize = 0;
+    int64_t activeSize = 0;
+    int64_t requestedSize = 0;
+    int64_t stream = 0;
+    bool isLarge = true; // segment_type 'large' vs 'small'
+    bool isExpandable = false;
+    int64_t poolId[2] = {0, 0};
+    StackId stack;
+    std::vector<Block> blocks;
+};
+
+// Categories from the profiler's export_memory_timeline: PyTorch's own opinion of a pool.
+enum class ProfilerCategory : int8_t {
+    None = -1,
+    Parameter = 0,
+    OptimizerState = 1,
+    Input = 2,
+    Temporary = 3,
+    Activation = 4,
+    Gradient = 5,
+    AutogradDetail = 6,
+    Unknown = 7,
+};
+
+// One allocation, paired alloc -> free_requested -> free_completed by address.
+// Allocations made before recording began have allocEvent == kNoEvent; they come from active blocks
+// of the final segments that the trace never allocated, and from frees of addresses never allocated.
+struct Allocation {
+    uint64_t address = 0;
+    int64_t size = 0;      // bytes as the trace records them (requested size)
+    int64_t blockSize = 0; // rounded block size when known (final segments), else == size
+    int64_t stream = 0;
+    StackId stack;
+    EventIndex allocEvent = kNoEvent;
+    EventIndex freeRequestedEvent = kNoEvent;
+    EventIndex freeCompletedEvent = kNoEvent; // kNoEvent: still alive at the end of the trace
+    int64_t allocTimeUs = kNoTime;
+    int64_t freeTimeUs = kNoTime;
+    ProfilerCategory category = ProfilerCategory::None;
+    std::string opName; // Kineto: enclosing operator; empty for snapshots
+
+    bool preexisting() const { return allocEvent == kNoEvent; }
+    bool aliveAtEnd() const { return freeCompletedEvent == kNoEvent; }
+    // Alive "after event i": allocated at or before i, not yet completed-freed at i.
+    bool aliveAfter(EventIndex i) const {
+        return allocEvent <= i && (freeCompletedEvent == kNoEvent || freeCompletedEvent > i);
+    }
+};
+
+enum class DeviceKind : uint8_t { Cuda, Cpu, Other };
+
+struct OomEvent {
+    EventIndex index = kNoEvent;
+    int64_t requestedBytes = 0;
+    int64_t deviceFree = -1; // -1 when unknown
+    int64_t timeUs = kNoTime;
+};
+
+struct DeviceTrace {
+    DeviceKind kind = DeviceKind::Cuda;
+    int device = 0;
+    EventColumns events;
+    std::vector<Segment> segments;
+    std::vector<Allocation> allocations; // sorted by allocEvent (pre-existing ones first)
+    std::vector<AllocId> eventAlloc;     // per event: the allocation it touches, or invalid
+    std::map<std::string, int64_t> unknownActions;
+
+    // Absolute series "after event i". allocated counts a block from alloc until free_completed
+    // (PyTorch's active bytes; the definition the corpus facts use); reserved from segment events.
+    std::vector<int64_t> allocated;
+    std::vector<int64_t> reserved;
+    int64_t initialAllocated = 0;
+    int64_t initialReserved = 0;
+    int64_t peakAllocated = 0;
+    EventIndex peakIndex = kNoEvent; // kNoEvent: the peak is the initial state (empty trace)
+    int64_t endReserved = 0;
+    int64_t orphanFreeBytes = 0; // frees of addresses never allocated in the trace
+    std::vector<OomEvent> ooms;
+    bool hasTime = false;
+    // Kineto traces report the allocator totals themselves; kept to cross-check our running sums.
+    std::vector<int64_t> reportedAllocated; // empty when the source has no such field
+    std::vector<int64_t> reportedReserved;
+
+    size_t eventCount() const { return events.count(); }
+    int64_t allocatedAt(EventIndex i) const { return i < 0 ? initialAllocated : allocated[size_t(i)]; }
+    int64_t reservedAt(EventIndex i) const { return i < 0 ? initialReserved : reserved[size_t(i)]; }
+    std::string label() const; // "cuda:0", "cpu"
+};
+
+enum class SourceFormat : uint8_t { SnapshotPickle, SnapshotJson, SnapshotHtml, KinetoTrace, MemoryTimelineRaw };
+
+struct Annotation {
+    std::string name;
+    bool start = true;
+    int device = 0;
+    int64_t timeUs = kNoTime;
+};
+
+// A loaded dump. Immutable once built; shared as shared_ptr<const Trace> by views and what-if runs.
+struct Trace {
+    std::string path;
+    SourceFormat format = SourceFormat::SnapshotPickle;
+    std::string formatDetail;              // e.g. "pickle protocol 4, zstd-compressed"
+    std::vector<std::string> versionHints; // e.g. "PyTorch >= 2.5 (external_annotations)"
+    FrameTable frames;
+    std::vector<DeviceTrace> devices;
+    std::vector<Annotation> annotations;
+    std::map<std::string, std::string> allocatorSettings; // values rendered as text
+    std::vector<std::string> warnings;                     // aggregated, human-readable
+    std::map<std::string, int64_t> unknownKeys;            // key -> count, ignored but reported
+    int64_t inputBytes = 0;                                // decompressed size
+
+    const DeviceTrace* findDevice(int device, DeviceKind kind = DeviceKind::Cuda) const;
+};
+
+std::string_view formatName(SourceFormat f);
+
+} // namespace poolscope

@@ -1,0 +1,210 @@
+#include "core/model/trace_builder.h"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+namespace poolscope {
+namespace {
+
+struct Counters {
+    int64_t orphanFrees = 0;
+    int64_t reusedAddresses = 0;
+    int64_t completedWithoutRequest = 0;
+};
+
+void warnIf(std::vector<std::string>& warnings, const DeviceTrace& dev, int64_t n, const char* what)
+{
+    if (n > 0)
+        warnings.push_back(dev.label() + ": " + std::to_string(n) + " " + what);
+}
+
+} // namespace
+
+void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
+{
+    const auto& ev = dev.events;
+    const size_t n = ev.count();
+    dev.allocations.clear();
+    dev.eventAlloc.assign(n, AllocId{});
+    dev.ooms.clear();
+    dev.orphanFreeBytes = 0;
+    dev.hasTime = n > 0 && std::any_of(ev.timeUs.begin(), ev.timeUs.end(), [](int64_t t) { return t != kNoTime; });
+
+    Counters counters;
+    std::unordered_map<uint64_t, uint32_t> open; // address -> allocation index
+    open.reserve(1024);
+    auto& allocs = dev.allocations;
+    int64_t running = 0, deltaPeak = 0, netSeen = 0, segmentNet = 0;
+    EventIndex peakIndex = kNoEvent;
+    std::vector<int64_t> runningAlloc(n), runningReserved(n);
+
+    for (size_t i = 0; i < n; ++i) {
+        const auto idx = EventIndex(i);
+        const uint64_t addr = ev.addr[i];
+        const int64_t size = ev.size[i];
+        switch (ev.action[i]) {
+        case Action::Alloc: {
+            if (auto it = open.find(addr); it != open.end()) {
+                // PyTorch never hands out a live address twice: the free fell out of the ring buffer
+                // or the dump is damaged. Close the old one here so totals stay sane.
+                ++counters.reusedAddresses;
+                auto& old = allocs[it->second];
+                old.freeCompletedEvent = idx;
+                old.freeTimeUs = ev.timeUs[i];
+                if (!old.preexisting()) {
+                    running -= old.size;
+                    netSeen -= old.size;
+                }
+                open.erase(it);
+            }
+            Allocation a;
+            a.address = addr;
+            a.size = size;
+            a.blockSize = size;
+            a.stream = ev.stream[i];
+            a.stack = ev.stack[i];
+            a.allocEvent = idx;
+            a.allocTimeUs = ev.timeUs[i];
+            dev.eventAlloc[i] = AllocId(uint32_t(allocs.size()));
+            open.emplace(addr, uint32_t(allocs.size()));
+            allocs.push_back(std::move(a));
+            running += size;
+            netSeen += size;
+            break;
+        }
+        case Action::FreeRequested:
+        case Action::FreeCompleted: {
+            const bool completed = ev.action[i] == Action::FreeCompleted;
+            auto it = open.find(addr);
+            if (it == open.end()) {
+                // Allocated before recording began (or before the ring buffer's oldest entry).
+                Allocation a;
+                a.address = addr;
+                a.size = size;
+                a.blockSize = size;
+                a.stream = ev.stream[i];
+                a.stack = ev.stack[i];
+                it = open.emplace(addr, uint32_t(allocs.size())).first;
+                allocs.push_back(std::move(a));
+            }
+            auto& a = allocs[it->second];
+            dev.eventAlloc[i] = AllocId(it->second);
+            if (!completed) {
+                a.freeRequestedEvent = idx;
+                a.freeTimeUs = ev.timeUs[i];
+                break;
+            }
+            if (a.freeRequestedEvent == kNoEvent) {
+                ++counters.completedWithoutRequest;
+                a.freeTimeUs = ev.timeUs[i];
+            }
+            a.freeCompletedEvent = idx;
+            running -= size;
+            if (a.preexisting()) {
+                // Its bytes belong to the initial state (added below); the drop shows in allocated(t).
+                ++counters.orphanFrees;
+                dev.orphanFreeBytes += size;
+            } else {
+                netSeen -= size;
+            }
+            open.erase(it);
+            break;
+        }
+        case Action::SegmentAlloc:
+        case Action::SegmentMap:
+            segmentNet += size;
+            break;
+        case Action::SegmentFree:
+        case Action::SegmentUnmap:
+            segmentNet -= size;
+            break;
+        case Action::Oom:
+            dev.ooms.push_back(OomEvent{idx, size, int64_t(addr), ev.timeUs[i]});
+            break;
+        default:
+            break;
+        }
+        runningAlloc[i] = running;
+        runningReserved[i] = segmentNet;
+        if (running > deltaPeak) {
+            deltaPeak = running;
+            peakIndex = idx;
+        }
+    }
+
+    // Tie the remaining open allocations to the final segments' blocks: rounded size and, for
+    // allocations the trace never saw, their existence, stack and size.
+    int64_t activeBlockBytes = 0;
+    dev.endReserved = 0;
+    for (const auto& seg : dev.segments) {
+        dev.endReserved += seg.totalSize;
+        for (const auto& b : seg.blocks) {
+            if (b.state != BlockState::ActiveAllocated)
+                continue;
+            activeBlockBytes += b.size;
+            if (auto it = open.find(b.address); it != open.end()) {
+                auto& a = allocs[it->second];
+                a.blockSize = b.size;
+                if (!a.stack.valid())
+                    a.stack = b.stack;
+                continue;
+            }
+            Allocation a;
+            a.address = b.address;
+            a.size = b.size;
+            a.blockSize = b.size;
+            a.stream = seg.stream;
+            a.stack = b.stack;
+            allocs.push_back(std::move(a));
+        }
+    }
+
+    dev.initialAllocated = activeBlockBytes - netSeen + dev.orphanFreeBytes;
+    dev.initialReserved = dev.endReserved - segmentNet;
+    dev.peakAllocated = dev.initialAllocated + deltaPeak;
+    dev.peakIndex = peakIndex;
+    dev.allocated.resize(n);
+    dev.reserved.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        dev.allocated[i] = dev.initialAllocated + runningAlloc[i];
+        dev.reserved[i] = dev.initialReserved + runningReserved[i];
+    }
+    if (dev.segments.empty() && n > 0 && dev.initialAllocated < 0) {
+        // No final segments to anchor on (Kineto, timeline exports): start from zero instead.
+        for (auto& v : dev.allocated)
+            v -= dev.initialAllocated;
+        dev.peakAllocated -= dev.initialAllocated;
+        dev.initialAllocated = 0;
+    }
+    if (dev.initialReserved < 0) {
+        warnings.push_back(dev.label() + ": segment events free more than the final segments hold; reserved bytes start at 0");
+        for (auto& v : dev.reserved)
+            v -= dev.initialReserved;
+        dev.initialReserved = 0;
+    }
+
+    // Pre-existing allocations first (allocEvent == -1), then in allocation order; remap ids.
+    std::vector<uint32_t> order(allocs.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return allocs[a].allocEvent < allocs[b].allocEvent; });
+    std::vector<uint32_t> newId(allocs.size());
+    std::vector<Allocation> sorted;
+    sorted.reserve(allocs.size());
+    for (uint32_t k = 0; k < order.size(); ++k) {
+        newId[order[k]] = k;
+        sorted.push_back(std::move(allocs[order[k]]));
+    }
+    allocs = std::move(sorted);
+    for (auto& id : dev.eventAlloc)
+        if (id.valid())
+            id = AllocId(newId[id.value]);
+
+    warnIf(warnings, dev, counters.orphanFrees, "frees of addresses allocated before recording began were paired with a reconstructed allocation");
+    warnIf(warnings, dev, counters.reusedAddresses, "allocations reused a live address (a free is missing); the older allocation was closed there");
+    for (const auto& [name, count] : dev.unknownActions)
+        warnings.push_back(dev.label() + ": " + std::to_string(count) + " entries with unknown action '" + name + "' were kept and ignored");
+}
+
+} // namespace poolscope

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages PoolScope needs, only those missing. Used by run.sh and test.sh.
+set -euo pipefail
+PKGS=(build-essential cmake pkg-config qt6-base-dev libqt6svg6-dev libgl-dev libqcustomplot-dev
+      nlohmann-json3-dev libzstd-dev zlib1g-dev zstd python3)
+[ "${POOLSCOPE_WANT_CLANG:-0}" = 1 ] && PKGS+=(clang libclang-rt-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "poolscope: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
