@@ -1,0 +1,76 @@
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace poolscope {
+
+// The value model both snapshot decoders (pickle and JSON) build into. Containers live in an arena and
+// values refer to them by index, so memo sharing is sharing: a frame dict referenced 768k times exists once.
+enum class PyKind : uint8_t { None, Bool, Int, UInt, Float, Str, Bytes, List, Tuple, Dict, Released };
+
+std::string_view pyKindName(PyKind k);
+
+struct PyValue {
+    PyKind kind = PyKind::None;
+    uint32_t ref = 0; // Str/Bytes: string index; List/Tuple/Dict: container index
+    int64_t i = 0;    // Int/Bool value; UInt bit pattern (> INT64_MAX); Float bit pattern
+
+    bool isContainer() const { return kind == PyKind::List || kind == PyKind::Tuple || kind == PyKind::Dict; }
+    bool isInteger() const { return kind == PyKind::Int || kind == PyKind::UInt || kind == PyKind::Bool; }
+    double asFloat() const;
+    static PyValue makeInt(int64_t v) { return PyValue{PyKind::Int, 0, v}; }
+    static PyValue makeFloat(double v);
+};
+
+class ValueArena {
+public:
+    struct Container {
+        PyKind kind = PyKind::List;
+        uint32_t generation = 0; // bumped on release, so stale references are detected
+        std::vector<PyValue> items; // Dict: key, value, key, value, ...
+    };
+
+    explicit ValueArena(int64_t byteBudget) : m_budget(byteBudget) {}
+
+    uint32_t newContainer(PyKind kind);
+    // Frees a container's items and recycles its slot (used for consumed trace entries).
+    void release(uint32_t ref);
+    uint32_t addString(std::string_view s, bool bytes = false);
+    void append(uint32_t ref, const PyValue& v);
+    void append(uint32_t ref, std::span<const PyValue> vs);
+
+    Container& container(uint32_t ref) { return m_containers[ref]; }
+    const Container& container(uint32_t ref) const { return m_containers[ref]; }
+    std::span<const PyValue> items(const PyValue& v) const { return m_containers[v.ref].items; }
+    std::string_view str(const PyValue& v) const { return m_strings[v.ref]; }
+    size_t containerCount() const { return m_containers.size(); }
+
+    // Dict lookup by key string; nullptr when absent or v is not a dict.
+    const PyValue* get(const PyValue& dict, std::string_view key) const;
+    bool isStr(const PyValue& v, std::string_view s) const { return v.kind == PyKind::Str && m_strings[v.ref] == s; }
+
+    // Throws std::length_error when decoded data would exceed the budget; callers turn it into LoadError.
+    void charge(int64_t bytes);
+    int64_t bytesUsed() const { return m_used; }
+
+private:
+    std::vector<Container> m_containers;
+    std::vector<uint32_t> m_free;
+    std::vector<std::string> m_strings;
+    int64_t m_budget;
+    int64_t m_used = 0;
+};
+
+// Sees items as they are appended to a list, before they are stored. Returning true means the sink
+// consumed them (the list keeps only a count), which is how million-entry traces stream into columns
+// instead of becoming a million dicts.
+class ListSink {
+public:
+    virtual ~ListSink() = default;
+    virtual bool onAppend(ValueArena& arena, uint32_t listRef, std::span<const PyValue> items) = 0;
+};
+
+} // namespace poolscope

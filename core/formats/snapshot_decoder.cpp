@@ -1,0 +1,345 @@
+#include "core/formats/snapshot_decoder.h"
+
+#include "core/util/load_error.h"
+
+#include <algorithm>
+
+namespace poolscope {
+namespace {
+constexpr std::string_view kEntryKeys[] = {"action", "addr", "size", "stream", "time_us", "frames", "device_free"};
+// Keys newer PyTorch versions add to trace entries that PoolScope does not use (not "unknown").
+constexpr std::string_view kIgnoredEntryKeys[] = {"compile_context", "user_metadata", "pool_id", "forward_frames", "real_size", "device"};
+} // namespace
+
+SnapshotDecoder::SnapshotDecoder(ValueArena& arena, SnapshotAssembler& out, std::string name, bool framesListsAreUnique)
+    : m_arena(arena), m_out(out), m_name(std::move(name)), m_releaseFrameLists(framesListsAreUnique)
+{
+}
+
+void SnapshotDecoder::fail(const std::string& where, const std::string& expected, const PyValue& found) const
+{
+    throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where + ": expected " + expected + ", found " + render(found));
+}
+
+std::string SnapshotDecoder::render(const PyValue& v) const
+{
+    switch (v.kind) {
+    case PyKind::Str: {
+        auto s = m_arena.str(v);
+        return "str '" + std::string(s.substr(0, 40)) + (s.size() > 40 ? "...'" : "'");
+    }
+    case PyKind::Int: return "int " + std::to_string(v.i);
+    default: return std::string(pyKindName(v.kind));
+    }
+}
+
+int64_t SnapshotDecoder::intValue(const PyValue& v, const std::string& where) const
+{
+    switch (v.kind) {
+    case PyKind::Int:
+    case PyKind::Bool: return v.i;
+    case PyKind::Float: return int64_t(v.asFloat()); // JSON writers sometimes emit 1.7e15 for time_us
+    case PyKind::None: return 0;
+    default: fail(where, "an integer", v);
+    }
+}
+
+uint64_t SnapshotDecoder::addrValue(const PyValue& v, const std::string& where) const
+{
+    if (v.kind == PyKind::UInt)
+        return uint64_t(v.i);
+    return uint64_t(intValue(v, where));
+}
+
+int64_t SnapshotDecoder::intField(const PyValue& dict, std::string_view key, const std::string& where, int64_t fallback, bool required) const
+{
+    const PyValue* v = m_arena.get(dict, key);
+    if (!v) {
+        if (required)
+            throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where + "." + std::string(key) + " is missing");
+        return fallback;
+    }
+    return intValue(*v, where + "." + std::string(key));
+}
+
+std::string SnapshotDecoder::strField(const PyValue& dict, std::string_view key, const std::string& where) const
+{
+    const PyValue* v = m_arena.get(dict, key);
+    if (!v || v->kind == PyKind::None)
+        return {};
+    if (v->kind != PyKind::Str)
+        fail(where + "." + std::string(key), "a string", *v);
+    return std::string(m_arena.str(*v));
+}
+
+// ---- streaming trace entries ------------------------------------------------------------------
+
+bool SnapshotDecoder::looksLikeEntry(const PyValue& v) const
+{
+    return v.kind == PyKind::Dict && m_arena.get(v, "action") != nullptr;
+}
+
+bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const PyValue> items)
+{
+    if (items.empty())
+        return false;
+    auto pendingIt = m_pending.find(listRef);
+    if (pendingIt == m_pending.end()) {
+        if (!looksLikeEntry(items.front()))
+            return false;
+        pendingIt = m_pending.emplace(listRef, PendingTrace{}).first;
+    }
+    PendingTrace& pending = pendingIt->second;
+    for (const PyValue& item : items) {
+        if (!looksLikeEntry(item))
+            fail("trace entry #" + std::to_string(m_entriesSeen), "a dict with an 'action' key", item);
+        convertEntry(pending, item);
+        m_arena.release(item.ref);
+        ++m_entriesSeen;
+    }
+    return true;
+}
+
+SnapshotDecoder::EntryKey SnapshotDecoder::entryKey(const PyValue& key)
+{
+    if (key.kind != PyKind::Str)
+        return EntryKey::Unknown;
+    if (key.ref >= m_keyKind.size())
+        m_keyKind.resize(size_t(key.ref) + 1024, int8_t(EntryKey::Unseen));
+    int8_t& k = m_keyKind[key.ref];
+    if (k == int8_t(EntryKey::Unseen)) {
+        const auto s = m_arena.str(key);
+        k = int8_t(EntryKey::Unknown);
+        for (size_t i = 0; i < std::size(kEntryKeys); ++i)
+            if (s == kEntryKeys[i])
+                k = int8_t(i);
+        for (auto ignored : kIgnoredEntryKeys)
+            if (s == ignored)
+                k = int8_t(EntryKey::Ignored);
+    }
+    return EntryKey(k);
+}
+
+void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
+{
+    Action action = Action::Unknown;
+    std::string_view actionText;
+    uint64_t addr = 0;
+    int64_t size = 0, stream = 0, time = kNoTime, deviceFree = -1;
+    StackId stack;
+    const auto kv = m_arena.items(entry);
+    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+        const PyValue& value = kv[k + 1];
+        switch (entryKey(kv[k])) {
+        case EntryKey::Action: {
+            if (value.kind != PyKind::Str)
+                fail("trace entry #" + std::to_string(m_entriesSeen) + ".action", "a string", value);
+            if (value.ref >= m_actionKind.size())
+                m_actionKind.resize(size_t(value.ref) + 1024, 0);
+            int8_t& cached = m_actionKind[value.ref];
+            if (cached == 0)
+                cached = int8_t(int(parseAction(m_arena.str(value))) + 1);
+            action = Action(cached - 1);
+            actionText = m_arena.str(value);
+            break;
+        }
+        case EntryKey::Addr: addr = addrValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".addr"); break;
+        case EntryKey::Size: size = intValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".size"); break;
+        case EntryKey::Stream: stream = int64_t(addrValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".stream")); break;
+        case EntryKey::TimeUs:
+            if (value.kind != PyKind::None)
+                time = intValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".time_us");
+            break;
+        case EntryKey::Frames: stack = stackOf(value, "trace entry #" + std::to_string(m_entriesSeen) + ".frames"); break;
+        case EntryKey::DeviceFree: deviceFree = intValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".device_free"); break;
+        case EntryKey::Ignored: break;
+        case EntryKey::Unknown:
+        case EntryKey::Unseen:
+            m_out.unknownKey("trace_entry", kv[k].kind == PyKind::Str ? m_arena.str(kv[k]) : "<non-string key>");
+            break;
+        }
+    }
+    if (size < 0)
+        fail("trace entry #" + std::to_string(m_entriesSeen) + ".size", "a non-negative byte count", PyValue::makeInt(size));
+    if (action == Action::Unknown)
+        ++pending.unknownActions[std::string(actionText)];
+    if (action == Action::Oom && deviceFree >= 0)
+        addr = uint64_t(deviceFree);
+    pending.events.push(action, addr, size, stream, time, stack);
+}
+
+// ---- frames -------------------------------------------------------------------------------------
+
+FrameId SnapshotDecoder::frameOf(const PyValue& dict, const std::string& where)
+{
+    if (dict.kind != PyKind::Dict)
+        fail(where, "a frame dict {filename, line, name}", dict);
+    if (dict.ref >= m_frameOfDict.size())
+        m_frameOfDict.resize(std::max<size_t>(size_t(dict.ref) + 1, m_frameOfDict.size() * 2));
+    Cached& c = m_frameOfDict[dict.ref];
+    const uint32_t gen = m_arena.container(dict.ref).generation;
+    if (c.id != UINT32_MAX && c.generation == gen)
+        return FrameId(c.id);
+    const FrameId id = m_out.trace().frames.internFrame(strField(dict, "filename", where), strField(dict, "name", where),
+                                                       intField(dict, "line", where, 0));
+    c = Cached{gen, id.value};
+    return id;
+}
+
+StackId SnapshotDecoder::stackOf(const PyValue& list, const std::string& where)
+{
+    if (list.kind == PyKind::None)
+        return {};
+    if (list.kind != PyKind::List && list.kind != PyKind::Tuple)
+        fail(where, "a list of frames", list);
+    if (list.ref >= m_stackOfList.size())
+        m_stackOfList.resize(std::max<size_t>(size_t(list.ref) + 1, m_stackOfList.size() * 2));
+    const uint32_t gen = m_arena.container(list.ref).generation;
+    if (Cached& c = m_stackOfList[list.ref]; c.id != UINT32_MAX && c.generation == gen)
+        return StackId(c.id);
+    m_frameScratch.clear();
+    const auto frames = m_arena.items(list);
+    for (size_t i = 0; i < frames.size(); ++i)
+        m_frameScratch.push_back(frameOf(frames[i], where + "[" + std::to_string(i) + "]"));
+    const StackId id = m_out.trace().frames.internStack(m_frameScratch);
+    if (m_releaseFrameLists) {
+        m_arena.release(list.ref);
+    } else {
+        // Frames lists are shared between entries and blocks (alloc and free of one tensor share one
+        // traceback): keep the slot, drop the items, answer later references from the cache.
+        auto& items = m_arena.container(list.ref).items;
+        items.clear();
+        items.shrink_to_fit();
+        m_stackOfList[list.ref] = Cached{gen, id.value};
+    }
+    return id;
+}
+
+// ---- the root dict ------------------------------------------------------------------------------
+
+void SnapshotDecoder::moveTrace(int device, PendingTrace& pending)
+{
+    DeviceTrace& d = m_out.device(device);
+    d.events = std::move(pending.events);
+    for (auto& [name, count] : pending.unknownActions)
+        d.unknownActions[name] += count;
+}
+
+void SnapshotDecoder::decodeDeviceTraces(const PyValue& list)
+{
+    if (list.kind != PyKind::List)
+        fail("device_traces", "a list (one list of entries per device)", list);
+    const auto lists = m_arena.items(list);
+    for (size_t dev = 0; dev < lists.size(); ++dev) {
+        const PyValue& inner = lists[dev];
+        const std::string where = "device_traces[" + std::to_string(dev) + "]";
+        if (inner.kind != PyKind::List)
+            fail(where, "a list of trace entries", inner);
+        m_out.device(int(dev));
+        if (auto it = m_pending.find(inner.ref); it != m_pending.end()) {
+            moveTrace(int(dev), it->second);
+            m_pending.erase(it);
+            continue;
+        }
+        // Not streamed (e.g. a single APPEND of a non-entry): convert what is stored now.
+        PendingTrace pending;
+        for (const PyValue& e : m_arena.items(inner)) {
+            if (!looksLikeEntry(e))
+                fail(where + "[" + std::to_string(pending.events.count()) + "]", "a dict with an 'action' key", e);
+            convertEntry(pending, e);
+        }
+        moveTrace(int(dev), pending);
+    }
+}
+
+void SnapshotDecoder::decodeSettings(const PyValue& dict)
+{
+    if (dict.kind != PyKind::Dict)
+        fail("allocator_settings", "a dict", dict);
+    const auto kv = m_arena.items(dict);
+    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+        if (kv[k].kind != PyKind::Str)
+            continue;
+        const PyValue& v = kv[k + 1];
+        std::string text;
+        switch (v.kind) {
+        case PyKind::Str: text = std::string(m_arena.str(v)); break;
+        case PyKind::Bool: text = v.i ? "True" : "False"; break;
+        case PyKind::Int: text = std::to_string(v.i); break;
+        case PyKind::Float: text = std::to_string(v.asFloat()); break;
+        case PyKind::Dict: {
+            // roundup_power2_divisions: {"1": 0, "2": 0, ...} rendered as "1:0,2:0,..."
+            const auto inner = m_arena.items(v);
+            for (size_t j = 0; j + 1 < inner.size(); j += 2) {
+                if (!text.empty())
+                    text += ",";
+                text += inner[j].kind == PyKind::Str ? std::string(m_arena.str(inner[j])) : std::to_string(inner[j].i);
+                text += ":" + std::to_string(inner[j + 1].i);
+            }
+            break;
+        }
+        default: text = std::string(pyKindName(v.kind)); break;
+        }
+        m_out.setSetting(std::string(m_arena.str(kv[k])), std::move(text));
+    }
+}
+
+void SnapshotDecoder::decodeAnnotations(const PyValue& list)
+{
+    if (list.kind != PyKind::List)
+        fail("external_annotations", "a list", list);
+    size_t i = 0;
+    for (const PyValue& a : m_arena.items(list)) {
+        const std::string where = "external_annotations[" + std::to_string(i++) + "]";
+        if (a.kind != PyKind::Dict)
+            fail(where, "a dict {name, stage, device, time_us}", a);
+        Annotation ann;
+        ann.name = strField(a, "name", where);
+        const std::string stage = strField(a, "stage", where);
+        if (stage != "START" && stage != "END")
+            throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where + ".stage: expected 'START' or 'END', found '" + stage + "'");
+        ann.start = stage == "START";
+        ann.device = int(intField(a, "device", where, 0));
+        ann.timeUs = intField(a, "time_us", where, kNoTime);
+        m_out.addAnnotation(std::move(ann));
+    }
+}
+
+void SnapshotDecoder::decodeRoot(const PyValue& root)
+{
+    if (root.kind == PyKind::List) { // the oldest form: torch.cuda.memory_snapshot(), a bare list of segments
+        decodeSegments(root, "segments");
+        m_out.trace().versionHints.push_back("bare list of segments (torch.cuda.memory_snapshot(), any version)");
+        return;
+    }
+    if (root.kind != PyKind::Dict)
+        fail("<top level>", "a dict with 'segments' and 'device_traces', or a list of segments", root);
+    const auto kv = m_arena.items(root);
+    bool sawSegments = false;
+    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+        if (kv[k].kind != PyKind::Str)
+            continue;
+        const auto key = m_arena.str(kv[k]);
+        const PyValue& v = kv[k + 1];
+        if (key == "segments") {
+            decodeSegments(v, "segments");
+            sawSegments = true;
+        } else if (key == "device_traces") {
+            decodeDeviceTraces(v);
+        } else if (key == "allocator_settings") {
+            decodeSettings(v);
+        } else if (key == "external_annotations") {
+            decodeAnnotations(v);
+        } else if (key == "host_segments" || key == "host_traces") {
+            m_out.trace().versionHints.push_back("PyTorch >= 2.6 (" + std::string(key) + ", pinned host memory: not shown)");
+        } else {
+            m_out.unknownKey("snapshot", key);
+        }
+    }
+    if (!sawSegments)
+        throw LoadError(LoadErrorCode::Malformed, m_name, -1, "the top-level dict has no 'segments' key: not a PyTorch allocator snapshot");
+    if (!m_pending.empty())
+        m_out.trace().warnings.push_back(std::to_string(m_pending.size()) + " lists of trace entries were outside device_traces and ignored");
+}
+
+} // namespace poolscope

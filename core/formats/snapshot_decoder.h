@@ -1,0 +1,65 @@
+#pragma once
+#include "core/formats/py_value.h"
+#include "core/formats/snapshot_assembler.h"
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace poolscope {
+
+// Turns the snapshot dict (built by the pickle VM or the JSON reader into a ValueArena) into a Trace.
+// As a ListSink it converts trace entries into columns while the file is still being parsed, so the
+// entries never exist as dicts all at once. Field errors name the field and what was expected.
+class SnapshotDecoder : public ListSink {
+public:
+    SnapshotDecoder(ValueArena& arena, SnapshotAssembler& out, std::string name, bool framesListsAreUnique);
+
+    bool onAppend(ValueArena& arena, uint32_t listRef, std::span<const PyValue> items) override;
+    void decodeRoot(const PyValue& root);
+
+private:
+    enum class EntryKey : int8_t { Unseen = -2, Unknown = -1, Action, Addr, Size, Stream, TimeUs, Frames, DeviceFree, Ignored };
+    struct PendingTrace {
+        EventColumns events;
+        std::map<std::string, int64_t> unknownActions;
+    };
+    struct Cached {
+        uint32_t generation = 0;
+        uint32_t id = UINT32_MAX;
+    };
+
+    bool looksLikeEntry(const PyValue& v) const;
+    void convertEntry(PendingTrace& pending, const PyValue& entry);
+    EntryKey entryKey(const PyValue& key);
+    StackId stackOf(const PyValue& framesList, const std::string& where);
+    FrameId frameOf(const PyValue& frameDict, const std::string& where);
+    void decodeSegments(const PyValue& list, const std::string& where);
+    Segment decodeSegment(const PyValue& seg, const std::string& where);
+    void decodeDeviceTraces(const PyValue& list);
+    void decodeSettings(const PyValue& dict);
+    void decodeAnnotations(const PyValue& list);
+    void moveTrace(int device, PendingTrace& pending);
+
+    int64_t intField(const PyValue& dict, std::string_view key, const std::string& where, int64_t fallback, bool required = false) const;
+    uint64_t addrValue(const PyValue& v, const std::string& where) const;
+    int64_t intValue(const PyValue& v, const std::string& where) const;
+    std::string strField(const PyValue& dict, std::string_view key, const std::string& where) const;
+    [[noreturn]] void fail(const std::string& where, const std::string& expected, const PyValue& found) const;
+    std::string render(const PyValue& v) const;
+
+    ValueArena& m_arena;
+    SnapshotAssembler& m_out;
+    std::string m_name;
+    bool m_releaseFrameLists;
+    std::unordered_map<uint32_t, PendingTrace> m_pending; // list container -> entries consumed so far
+    std::vector<int8_t> m_keyKind;                        // string ref -> EntryKey
+    std::vector<int8_t> m_actionKind;                     // string ref -> Action (+1; 0 = unseen)
+    std::vector<Cached> m_stackOfList;                    // container ref -> StackId
+    std::vector<Cached> m_frameOfDict;                    // container ref -> FrameId
+    std::vector<FrameId> m_frameScratch;
+    int64_t m_entriesSeen = 0;
+};
+
+} // namespace poolscope

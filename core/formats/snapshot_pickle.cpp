@@ -1,0 +1,25 @@
+#include "core/formats/pickle_vm.h"
+#include "core/formats/snapshot_decoder.h"
+#include "core/formats/snapshot_readers.h"
+
+namespace poolscope {
+
+void readSnapshotPickle(std::span<const uint8_t> bytes, const std::string& name, Trace& out, const LoadOptions& options,
+                        Progress& progress)
+{
+    ValueArena arena(options.memoryBudgetBytes);
+    SnapshotAssembler assembler(out);
+    SnapshotDecoder decoder(arena, assembler, name, /*framesListsAreUnique=*/false);
+    progress.stage = int(LoadStage::Parsing);
+    const PickleResult result = runPickle(bytes, name, arena, &decoder, options, &progress);
+    progress.stage = int(LoadStage::Building);
+    decoder.decodeRoot(result.root);
+    assembler.finish();
+    out.formatDetail = "pickle protocol " + std::to_string(result.protocol) + (out.formatDetail.empty() ? "" : ", " + out.formatDetail);
+    if (result.protocol == 5)
+        out.versionHints.push_back("written by Python 3.14+ (pickle protocol 5)");
+    else if (result.protocol == 2)
+        out.versionHints.push_back("written by PyTorch's C++ pickler (protocol 2)");
+}
+
+} // namespace poolscope
