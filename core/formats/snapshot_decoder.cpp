@@ -11,14 +11,25 @@ constexpr std::string_view kEntryKeys[] = {"action", "addr", "size", "stream", "
 constexpr std::string_view kIgnoredEntryKeys[] = {"compile_context", "user_metadata", "pool_id", "forward_frames", "real_size", "device"};
 } // namespace
 
+std::string Where::str() const
+{
+    if (m_text)
+        return *m_text;
+    if (m_parent)
+        return m_parent->str() + "[" + std::to_string(m_index) + "]";
+    if (m_index < 0)
+        return m_prefix;
+    return std::string(m_prefix) + std::to_string(m_index) + (m_field ? m_field : "");
+}
+
 SnapshotDecoder::SnapshotDecoder(ValueArena& arena, SnapshotAssembler& out, std::string name, bool framesListsAreUnique)
     : m_arena(arena), m_out(out), m_name(std::move(name)), m_releaseFrameLists(framesListsAreUnique)
 {
 }
 
-void SnapshotDecoder::fail(const std::string& where, const std::string& expected, const PyValue& found) const
+void SnapshotDecoder::fail(const Where& where, const std::string& expected, const PyValue& found) const
 {
-    throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where + ": expected " + expected + ", found " + render(found));
+    throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where.str() + ": expected " + expected + ", found " + render(found));
 }
 
 std::string SnapshotDecoder::render(const PyValue& v) const
@@ -33,7 +44,7 @@ std::string SnapshotDecoder::render(const PyValue& v) const
     }
 }
 
-int64_t SnapshotDecoder::intValue(const PyValue& v, const std::string& where) const
+int64_t SnapshotDecoder::intValue(const PyValue& v, const Where& where) const
 {
     switch (v.kind) {
     case PyKind::Int:
@@ -44,31 +55,34 @@ int64_t SnapshotDecoder::intValue(const PyValue& v, const std::string& where) co
     }
 }
 
-uint64_t SnapshotDecoder::addrValue(const PyValue& v, const std::string& where) const
+uint64_t SnapshotDecoder::addrValue(const PyValue& v, const Where& where) const
 {
     if (v.kind == PyKind::UInt)
         return uint64_t(v.i);
     return uint64_t(intValue(v, where));
 }
 
-int64_t SnapshotDecoder::intField(const PyValue& dict, std::string_view key, const std::string& where, int64_t fallback, bool required) const
+int64_t SnapshotDecoder::intField(const PyValue& dict, std::string_view key, const Where& where, int64_t fallback, bool required) const
 {
     const PyValue* v = m_arena.get(dict, key);
     if (!v) {
         if (required)
-            throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where + "." + std::string(key) + " is missing");
+            throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where.str() + "." + std::string(key) + " is missing");
         return fallback;
     }
-    return intValue(*v, where + "." + std::string(key));
+    if (v->kind == PyKind::Int || v->kind == PyKind::Bool)
+        return v->i;
+    const std::string field = where.str() + "." + std::string(key);
+    return intValue(*v, field);
 }
 
-std::string SnapshotDecoder::strField(const PyValue& dict, std::string_view key, const std::string& where) const
+std::string SnapshotDecoder::strField(const PyValue& dict, std::string_view key, const Where& where) const
 {
     const PyValue* v = m_arena.get(dict, key);
     if (!v || v->kind == PyKind::None)
         return {};
     if (v->kind != PyKind::Str)
-        fail(where + "." + std::string(key), "a string", *v);
+        fail(where.str() + "." + std::string(key), "a string", *v);
     return std::string(m_arena.str(*v));
 }
 
@@ -92,7 +106,7 @@ bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const Py
     PendingTrace& pending = pendingIt->second;
     for (const PyValue& item : items) {
         if (!looksLikeEntry(item))
-            fail("trace entry #" + std::to_string(m_entriesSeen), "a dict with an 'action' key", item);
+            fail(Where("trace entry #", m_entriesSeen, ""), "a dict with an 'action' key", item);
         convertEntry(pending, item);
         m_arena.release(item.ref);
         ++m_entriesSeen;
@@ -133,7 +147,7 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
         switch (entryKey(kv[k])) {
         case EntryKey::Action: {
             if (value.kind != PyKind::Str)
-                fail("trace entry #" + std::to_string(m_entriesSeen) + ".action", "a string", value);
+                fail(Where("trace entry #", m_entriesSeen, ".action"), "a string", value);
             if (value.ref >= m_actionKind.size())
                 m_actionKind.resize(size_t(value.ref) + 1024, 0);
             int8_t& cached = m_actionKind[value.ref];
@@ -143,15 +157,15 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
             actionText = m_arena.str(value);
             break;
         }
-        case EntryKey::Addr: addr = addrValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".addr"); break;
-        case EntryKey::Size: size = intValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".size"); break;
-        case EntryKey::Stream: stream = int64_t(addrValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".stream")); break;
+        case EntryKey::Addr: addr = addrValue(value, Where("trace entry #", m_entriesSeen, ".addr")); break;
+        case EntryKey::Size: size = intValue(value, Where("trace entry #", m_entriesSeen, ".size")); break;
+        case EntryKey::Stream: stream = int64_t(addrValue(value, Where("trace entry #", m_entriesSeen, ".stream"))); break;
         case EntryKey::TimeUs:
             if (value.kind != PyKind::None)
-                time = intValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".time_us");
+                time = intValue(value, Where("trace entry #", m_entriesSeen, ".time_us"));
             break;
-        case EntryKey::Frames: stack = stackOf(value, "trace entry #" + std::to_string(m_entriesSeen) + ".frames"); break;
-        case EntryKey::DeviceFree: deviceFree = intValue(value, "trace entry #" + std::to_string(m_entriesSeen) + ".device_free"); break;
+        case EntryKey::Frames: stack = stackOf(value, Where("trace entry #", m_entriesSeen, ".frames")); break;
+        case EntryKey::DeviceFree: deviceFree = intValue(value, Where("trace entry #", m_entriesSeen, ".device_free")); break;
         case EntryKey::Ignored: break;
         case EntryKey::Unknown:
         case EntryKey::Unseen:
@@ -160,7 +174,7 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
         }
     }
     if (size < 0)
-        fail("trace entry #" + std::to_string(m_entriesSeen) + ".size", "a non-negative byte count", PyValue::makeInt(size));
+        fail(Where("trace entry #", m_entriesSeen, ".size"), "a non-negative byte count", PyValue::makeInt(size));
     if (action == Action::Unknown)
         ++pending.unknownActions[std::string(actionText)];
     if (action == Action::Oom && deviceFree >= 0)
@@ -170,7 +184,7 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
 
 // ---- frames -------------------------------------------------------------------------------------
 
-FrameId SnapshotDecoder::frameOf(const PyValue& dict, const std::string& where)
+FrameId SnapshotDecoder::frameOf(const PyValue& dict, const Where& where)
 {
     if (dict.kind != PyKind::Dict)
         fail(where, "a frame dict {filename, line, name}", dict);
@@ -186,7 +200,7 @@ FrameId SnapshotDecoder::frameOf(const PyValue& dict, const std::string& where)
     return id;
 }
 
-StackId SnapshotDecoder::stackOf(const PyValue& list, const std::string& where)
+StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
 {
     if (list.kind == PyKind::None)
         return {};
@@ -200,7 +214,7 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const std::string& where)
     m_frameScratch.clear();
     const auto frames = m_arena.items(list);
     for (size_t i = 0; i < frames.size(); ++i)
-        m_frameScratch.push_back(frameOf(frames[i], where + "[" + std::to_string(i) + "]"));
+        m_frameScratch.push_back(frameOf(frames[i], Where(where, int64_t(i))));
     const StackId id = m_out.trace().frames.internStack(m_frameScratch);
     if (m_releaseFrameLists) {
         m_arena.release(list.ref);
@@ -245,7 +259,7 @@ void SnapshotDecoder::decodeDeviceTraces(const PyValue& list)
         PendingTrace pending;
         for (const PyValue& e : m_arena.items(inner)) {
             if (!looksLikeEntry(e))
-                fail(where + "[" + std::to_string(pending.events.count()) + "]", "a dict with an 'action' key", e);
+                fail(std::string(where + "[" + std::to_string(pending.events.count()) + "]"), "a dict with an 'action' key", e);
             convertEntry(pending, e);
         }
         moveTrace(int(dev), pending);

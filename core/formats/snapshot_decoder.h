@@ -12,6 +12,23 @@ namespace poolscope {
 // Turns the snapshot dict (built by the pickle VM or the JSON reader into a ValueArena) into a Trace.
 // As a ListSink it converts trace entries into columns while the file is still being parsed, so the
 // entries never exist as dicts all at once. Field errors name the field and what was expected.
+// Names a field for an error message, built only when an error happens (the hot path builds no strings).
+class Where {
+public:
+    Where(const std::string& text) : m_text(&text) {} // NOLINT: implicit on purpose
+    Where(const char* prefix, int64_t index, const char* field) : m_prefix(prefix), m_index(index), m_field(field) {}
+    Where(const char* text) : m_prefix(text) {} // NOLINT: implicit on purpose
+    Where(const Where& parent, int64_t index) : m_parent(&parent), m_index(index) {}
+    std::string str() const;
+
+private:
+    const std::string* m_text = nullptr;
+    const Where* m_parent = nullptr;
+    const char* m_prefix = nullptr;
+    int64_t m_index = -1;
+    const char* m_field = nullptr;
+};
+
 class SnapshotDecoder : public ListSink {
 public:
     SnapshotDecoder(ValueArena& arena, SnapshotAssembler& out, std::string name, bool framesListsAreUnique);
@@ -33,8 +50,8 @@ private:
     bool looksLikeEntry(const PyValue& v) const;
     void convertEntry(PendingTrace& pending, const PyValue& entry);
     EntryKey entryKey(const PyValue& key);
-    StackId stackOf(const PyValue& framesList, const std::string& where);
-    FrameId frameOf(const PyValue& frameDict, const std::string& where);
+    StackId stackOf(const PyValue& framesList, const Where& where);
+    FrameId frameOf(const PyValue& frameDict, const Where& where);
     void decodeSegments(const PyValue& list, const std::string& where);
     Segment decodeSegment(const PyValue& seg, const std::string& where);
     void decodeDeviceTraces(const PyValue& list);
@@ -42,11 +59,11 @@ private:
     void decodeAnnotations(const PyValue& list);
     void moveTrace(int device, PendingTrace& pending);
 
-    int64_t intField(const PyValue& dict, std::string_view key, const std::string& where, int64_t fallback, bool required = false) const;
-    uint64_t addrValue(const PyValue& v, const std::string& where) const;
-    int64_t intValue(const PyValue& v, const std::string& where) const;
-    std::string strField(const PyValue& dict, std::string_view key, const std::string& where) const;
-    [[noreturn]] void fail(const std::string& where, const std::string& expected, const PyValue& found) const;
+    int64_t intField(const PyValue& dict, std::string_view key, const Where& where, int64_t fallback, bool required = false) const;
+    uint64_t addrValue(const PyValue& v, const Where& where) const;
+    int64_t intValue(const PyValue& v, const Where& where) const;
+    std::string strField(const PyValue& dict, std::string_view key, const Where& where) const;
+    [[noreturn]] void fail(const Where& where, const std::string& expected, const PyValue& found) const;
     std::string render(const PyValue& v) const;
 
     ValueArena& m_arena;

@@ -36,7 +36,7 @@ Segment SnapshotDecoder::decodeSegment(const PyValue& seg, const std::string& wh
     Segment s;
     s.device = int(intField(seg, "device", where, 0));
     if (const PyValue* a = m_arena.get(seg, "address"))
-        s.address = addrValue(*a, where + ".address");
+        s.address = addrValue(*a, std::string(where + ".address"));
     s.totalSize = intField(seg, "total_size", where, 0, true);
     if (s.totalSize < 0)
         throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where + ".total_size: expected a non-negative byte count, found " + std::to_string(s.totalSize));
@@ -44,16 +44,16 @@ Segment SnapshotDecoder::decodeSegment(const PyValue& seg, const std::string& wh
     s.activeSize = intField(seg, "active_size", where, 0);
     s.requestedSize = intField(seg, "requested_size", where, 0);
     if (const PyValue* st = m_arena.get(seg, "stream"))
-        s.stream = int64_t(addrValue(*st, where + ".stream"));
+        s.stream = int64_t(addrValue(*st, std::string(where + ".stream")));
     s.isLarge = strField(seg, "segment_type", where) != "small";
     s.isExpandable = intField(seg, "is_expandable", where, 0) != 0;
     if (const PyValue* pool = m_arena.get(seg, "segment_pool_id"); pool && (pool->kind == PyKind::Tuple || pool->kind == PyKind::List)) {
         const auto p = m_arena.items(*pool);
         for (size_t k = 0; k < std::min<size_t>(2, p.size()); ++k)
-            s.poolId[k] = intValue(p[k], where + ".segment_pool_id");
+            s.poolId[k] = intValue(p[k], std::string(where + ".segment_pool_id"));
     }
     if (const PyValue* f = m_arena.get(seg, "frames"))
-        s.stack = stackOf(*f, where + ".frames");
+        s.stack = stackOf(*f, std::string(where + ".frames"));
     const auto segKv = m_arena.items(seg);
     for (size_t k = 0; k + 1 < segKv.size(); k += 2)
         if (segKv[k].kind == PyKind::Str && !known(m_arena.str(segKv[k]), kSegmentKeys))
@@ -88,17 +88,17 @@ Segment SnapshotDecoder::decodeSegment(const PyValue& seg, const std::string& wh
         else
             throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + bw + ".state: expected 'active_allocated', 'active_pending_free' or 'inactive', found '" + state + "'");
         if (const PyValue* a = m_arena.get(bv, "address"))
-            b.address = addrValue(*a, bw + ".address");
+            b.address = addrValue(*a, std::string(bw + ".address"));
         else
             b.address = cursor;
         if (const PyValue* f = m_arena.get(bv, "frames"))
-            b.stack = stackOf(*f, bw + ".frames");
+            b.stack = stackOf(*f, std::string(bw + ".frames"));
         if (const PyValue* h = m_arena.get(bv, "history"); h && h->kind == PyKind::List && !m_arena.items(*h).empty()) {
             // The newest history record is the block's current allocation.
             const PyValue& last = m_arena.items(*h).back();
             if (last.kind == PyKind::Dict) {
                 if (const PyValue* f = m_arena.get(last, "frames"); f && !b.stack.valid())
-                    b.stack = stackOf(*f, bw + ".history[-1].frames");
+                    b.stack = stackOf(*f, std::string(bw + ".history[-1].frames"));
             }
         }
         const auto kv = m_arena.items(bv);
