@@ -1,0 +1,338 @@
+#include "core/load.h"
+
+#include "core/formats/html_embed.h"
+#include "core/formats/input.h"
+#include "core/formats/kineto.h"
+#include "core/formats/memory_timeline.h"
+#include "core/formats/snapshot_readers.h"
+
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
+namespace poolscope {
+namespace {
+
+enum class Kind { Pickle, Html, Kineto, SnapshotJson, TimelineRaw };
+
+constexpr std::string_view kSupported =
+    "supported: PyTorch allocator snapshots (pickle from torch.cuda.memory._dump_snapshot, the same dict as JSON, "
+    "or the HTML page of `python -m torch.cuda._memory_viz trace_plot`), Kineto/Chrome traces with [memory] "
+    "events (torch.profiler with profile_memory=True), and export_memory_timeline's .raw.json; each may be "
+    "zstd- or gzip-compressed";
+
+// A small forward-only JSON skimmer: enough to read the first keys and shapes without parsing the file.
+class Skim {
+public:
+    explicit Skim(std::string_view s, size_t pos = 0) : m_s(s), m_p(pos) {}
+    bool atEnd() { return ws() >= m_s.size(); }
+    char peek() { return ws() < m_s.size() ? m_s[m_p] : '\0'; }
+    bool eat(char c)
+    {
+        if (peek() != c)
+            return false;
+        ++m_p;
+        return true;
+    }
+    // Reads a string (the caller saw '"'); keeps at most 64 characters of it.
+    bool string(std::string& out)
+    {
+        out.clear();
+        if (!eat('"'))
+            return false;
+        while (m_p < m_s.size()) {
+            const char c = m_s[m_p++];
+            if (c == '"')
+                return true;
+            if (c == '\\') {
+                if (m_p >= m_s.size())
+                    return false;
+                ++m_p;
+            }
+            if (out.size() < 64)
+                out.push_back(c);
+        }
+        return false;
+    }
+    bool skipValue()
+    {
+        const char c = peek();
+        if (c == '"') {
+            std::string ignored;
+            return string(ignored);
+        }
+        if (c == '{' || c == '[') {
+            int depth = 0;
+            while (m_p < m_s.size()) {
+                const char d = m_s[m_p];
+                if (d == '"') {
+                    std::string ignored;
+                    if (!string(ignored))
+                        return false;
+                    continue;
+                }
+                ++m_p;
+                if (d == '{' || d == '[')
+                    ++depth;
+                else if ((d == '}' || d == ']') && --depth == 0)
+                    return true;
+            }
+            return false;
+        }
+        const size_t start = m_p;
+        while (m_p < m_s.size() && std::string_view(",]} \t\r\n").find(m_s[m_p]) == std::string_view::npos)
+            ++m_p;
+        return m_p > start;
+    }
+    // Object keys until `decide` returns true for one (then positioned at its value) or the object ends.
+    template <typename F>
+    bool keys(std::vector<std::string>& seen, F decide)
+    {
+        if (!eat('{'))
+            return false;
+        std::string key;
+        while (peek() == '"') {
+            if (!string(key) || !eat(':'))
+                return false;
+            seen.push_back(key);
+            if (decide(key))
+                return true;
+            if (!skipValue())
+                return false;
+            if (!eat(','))
+                break;
+        }
+        return false;
+    }
+    bool isNumberStart()
+    {
+        const char c = peek();
+        return c == '-' || (c >= '0' && c <= '9');
+    }
+
+private:
+    size_t ws()
+    {
+        while (m_p < m_s.size() && (m_s[m_p] == ' ' || m_s[m_p] == '\t' || m_s[m_p] == '\r' || m_s[m_p] == '\n'))
+            ++m_p;
+        return m_p;
+    }
+    std::string_view m_s;
+    size_t m_p;
+};
+
+std::string joinKeys(const std::vector<std::string>& keys)
+{
+    std::string s;
+    for (size_t i = 0; i < keys.size() && i < 8; ++i)
+        s += (i ? ", \"" : "\"") + keys[i] + "\"";
+    if (keys.size() > 8)
+        s += ", ...";
+    return s.empty() ? "no keys" : "keys " + s;
+}
+
+[[noreturn]] void unknown(const std::string& path, const std::string& seen)
+{
+    throw LoadError(LoadErrorCode::UnknownFormat, path, -1, "unrecognised content: " + seen + "; " + std::string(kSupported));
+}
+
+Kind sniffJsonObject(std::string_view text, size_t pos, const std::string& path)
+{
+    Skim skim(text, pos);
+    std::vector<std::string> seen;
+    Kind kind = Kind::Kineto;
+    bool decided = skim.keys(seen, [&](const std::string& k) {
+        if (k == "traceEvents")
+            return kind = Kind::Kineto, true;
+        if (k == "segments" || k == "device_traces")
+            return kind = Kind::SnapshotJson, true;
+        return false;
+    });
+    if (decided)
+        return kind;
+    // Nothing decisive among the keys: go by the weaker ones, so the reader can say what is missing.
+    for (const auto& k : seen) {
+        if (k == "schemaVersion" || k == "deviceProperties" || k == "displayTimeUnit" || k == "traceName")
+            return Kind::Kineto;
+        if (k == "allocator_settings" || k == "external_annotations")
+            return Kind::SnapshotJson;
+    }
+    unknown(path, "a JSON object with " + joinKeys(seen) +
+                      " (a snapshot has \"segments\"/\"device_traces\", a Kineto trace \"traceEvents\")");
+}
+
+Kind sniffJsonArray(std::string_view text, size_t pos, const std::string& path)
+{
+    Skim skim(text, pos);
+    skim.eat('[');
+    const char first = skim.peek();
+    if (first == ']')
+        return Kind::TimelineRaw; // an empty export (also an empty list of segments): nothing to show either way
+    if (first == '{') {
+        std::vector<std::string> seen;
+        Kind kind = Kind::Kineto;
+        const bool decided = skim.keys(seen, [&](const std::string& k) {
+            if (k == "ph")
+                return kind = Kind::Kineto, true;
+            if (k == "address" || k == "total_size" || k == "blocks" || k == "segment_type")
+                return kind = Kind::SnapshotJson, true;
+            return false;
+        });
+        if (decided)
+            return kind;
+        unknown(path, "a JSON array of objects with " + joinKeys(seen) +
+                          " (a list of segments has \"address\"/\"total_size\"/\"blocks\", Chrome trace events \"ph\")");
+    }
+    if (first == '[') {
+        skim.eat('[');
+        if (skim.peek() == '[')
+            unknown(path, "a JSON array of arrays of arrays");
+        int numbers = 0;
+        while (skim.isNumberStart() && numbers < 5) {
+            skim.skipValue();
+            ++numbers;
+            if (!skim.eat(','))
+                break;
+        }
+        if (numbers == 4 && skim.peek() == ']')
+            return Kind::TimelineRaw;
+        unknown(path, numbers >= 5 ? "a JSON array of long number lists, like export_memory_timeline's [times, sizes] "
+                                     "form (PoolScope reads the .raw.json export, rows of [t_ns, action, bytes, category])"
+                                   : "a JSON array of arrays that are not [t_ns, action, bytes, category] rows");
+    }
+    unknown(path, "a JSON array whose first element is neither an object nor an array");
+}
+
+std::string describeHead(std::span<const uint8_t> bytes)
+{
+    std::string hex, text;
+    for (size_t i = 0; i < bytes.size() && i < 8; ++i) {
+        char buf[4];
+        std::snprintf(buf, sizeof buf, "%02X", bytes[i]);
+        hex += (i ? " " : "") + std::string(buf);
+        text.push_back(bytes[i] >= 0x20 && bytes[i] < 0x7F ? char(bytes[i]) : '.');
+    }
+    return "first bytes " + hex + " (\"" + text + "\")";
+}
+
+Kind sniff(std::span<const uint8_t> bytes, const std::string& path, size_t& textStart)
+{
+    if (bytes.empty())
+        throw LoadError(LoadErrorCode::UnknownFormat, path, 0, "the file is empty (" + std::string(kSupported) + ")");
+    if (bytes[0] == 0x80)
+        return Kind::Pickle;
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    size_t p = text.starts_with("\xEF\xBB\xBF") ? 3 : 0; // UTF-8 byte order mark
+    while (p < text.size() && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r' || text[p] == '\n'))
+        ++p;
+    textStart = p;
+    if (p == text.size())
+        throw LoadError(LoadErrorCode::UnknownFormat, path, 0, "the file holds only whitespace (" + std::string(kSupported) + ")");
+    switch (text[p]) {
+    case '<':
+        return Kind::Html;
+    case '{':
+        return sniffJsonObject(text, p, path);
+    case '[':
+        return sniffJsonArray(text, p, path);
+    default:
+        break;
+    }
+    std::string seen = describeHead(bytes);
+    if (text.starts_with("PK\x03\x04"))
+        seen += ", a zip archive (torch.save output is not an allocator dump)";
+    else if (bytes.size() >= 6 && bytes[0] == 0xFD && text.substr(1, 4) == "7zXZ")
+        seen += ", xz-compressed data (decompress it first, or recompress with zstd or gzip)";
+    else if (text.starts_with("BZh"))
+        seen += ", bzip2-compressed data (decompress it first, or recompress with zstd or gzip)";
+    else if (text[p] == '(' || text[p] == '}' || text[p] == ']')
+        seen += ", perhaps a pickle of protocol 0 or 1 (only protocols 2-5 are read)";
+    unknown(path, seen);
+}
+
+std::string compressionSuffix(Compression c)
+{
+    switch (c) {
+    case Compression::Zstd:
+        return ", zstd-compressed";
+    case Compression::Gzip:
+        return ", gzip-compressed";
+    case Compression::None:
+        break;
+    }
+    return {};
+}
+
+} // namespace
+
+std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& options, Progress& progress)
+{
+    auto input = openInput(path, options, progress);
+    const auto bytes = input->bytes();
+    const bool compressed = input->compression != Compression::None;
+    auto trace = std::make_shared<Trace>();
+    trace->path = path;
+    trace->inputBytes = int64_t(bytes.size());
+
+    size_t textStart = 0;
+    const Kind kind = sniff(bytes, path, textStart);
+    if (progress.cancel.load(std::memory_order_relaxed))
+        throw LoadError(LoadErrorCode::Cancelled, path, -1, "loading was cancelled");
+    progress.stage.store(int(LoadStage::Parsing), std::memory_order_relaxed);
+
+    try {
+        switch (kind) {
+        case Kind::Pickle:
+            readSnapshotPickle(bytes, path, *trace, options, progress);
+            trace->format = SourceFormat::SnapshotPickle;
+            if (trace->formatDetail.empty())
+                trace->formatDetail = "pickle";
+            break;
+        case Kind::Html: {
+            const auto pickle = extractHtmlPickle(bytes, path);
+            try {
+                readSnapshotPickle(pickle, path, *trace, options, progress);
+            } catch (const LoadError& e) {
+                if (e.offset() < 0)
+                    throw;
+                throw LoadError(e.code(), e.file(), e.offset(), "(offset in the pickle embedded in the HTML) " + e.message());
+            }
+            trace->format = SourceFormat::SnapshotHtml;
+            trace->formatDetail = "memory_viz HTML, embedded " + (trace->formatDetail.empty() ? std::string("pickle") : trace->formatDetail);
+            break;
+        }
+        case Kind::SnapshotJson:
+            readSnapshotJson(bytes, path, *trace, options, progress);
+            trace->format = SourceFormat::SnapshotJson;
+            if (trace->formatDetail.empty())
+                trace->formatDetail = "JSON";
+            break;
+        case Kind::Kineto:
+            readKinetoTrace(bytes, path, *trace, options, progress);
+            trace->format = SourceFormat::KinetoTrace;
+            trace->formatDetail = bytes[textStart] == '[' ? "Chrome trace JSON (bare event array)" : "Chrome trace JSON";
+            break;
+        case Kind::TimelineRaw:
+            readMemoryTimelineRaw(bytes, path, *trace, options, progress);
+            trace->format = SourceFormat::MemoryTimelineRaw;
+            trace->formatDetail = "export_memory_timeline raw JSON";
+            break;
+        }
+    } catch (const LoadError& e) {
+        // Readers see decompressed bytes: say so, or the offset would be read as one in the file.
+        if (!compressed || e.offset() < 0 || e.code() == LoadErrorCode::Cancelled || e.message().starts_with("(offset"))
+            throw;
+        throw LoadError(e.code(), e.file(), e.offset(), "(offset in the decompressed data) " + e.message());
+    }
+    trace->formatDetail += compressionSuffix(input->compression);
+    progress.stage.store(int(LoadStage::Done), std::memory_order_relaxed);
+    return trace;
+}
+
+std::shared_ptr<const Trace> load(const std::string& path)
+{
+    Progress progress;
+    return load(path, LoadOptions{}, progress);
+}
+
+} // namespace poolscope
