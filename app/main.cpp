@@ -1,0 +1,54 @@
+// poolscope: the GUI when run without a subcommand (optionally with a file), CLI subcommands otherwise.
+#include "app/commands.h"
+
+#include <cstring>
+#include <iostream>
+
+namespace poolscope::app {
+
+std::vector<Command>& registry()
+{
+    static std::vector<Command> commands;
+    return commands;
+}
+void registerCommand(const Command& command) { registry().push_back(command); }
+const std::vector<Command>& commands() { return registry(); }
+
+} // namespace poolscope::app
+
+namespace {
+
+void printHelp()
+{
+    std::cout << "PoolScope " POOLSCOPE_VERSION " - which GPU memory pool ran out, from the crash dump itself.\n\n"
+                 "usage:\n  poolscope [FILE]            open the desktop window (on FILE)\n";
+    for (const auto& c : poolscope::app::commands())
+        std::cout << "  poolscope " << c.usage << "\n      " << c.summary << "\n";
+    std::cout << "\nExit codes: 0 success, 2 bad input or usage, 1 internal error.\n";
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    using namespace poolscope::app;
+    if (argc >= 2) {
+        const std::string first = argv[1];
+        if (first == "--help" || first == "-h" || first == "help") {
+            printHelp();
+            return 0;
+        }
+        if (first == "--version") {
+            std::cout << "poolscope " POOLSCOPE_VERSION "\n";
+            return 0;
+        }
+        for (const auto& c : commands())
+            if (first == c.name)
+                return c.run(std::vector<std::string>(argv + 2, argv + argc));
+        if (!first.empty() && first[0] == '-') {
+            std::cerr << "poolscope: unknown option " << first << " (see poolscope --help)\n";
+            return 2;
+        }
+    }
+    return runGui(argc, argv, argc >= 2 ? argv[1] : "");
+}

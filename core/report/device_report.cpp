@@ -1,0 +1,195 @@
+#include "core/report/device_report.h"
+
+#include "core/timeline/alive_index.h"
+#include "core/timeline/moment.h"
+#include "core/util/units.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace poolscope {
+namespace {
+
+using nlohmann::json;
+
+std::string frameText(const Trace& trace, const Allocation& a)
+{
+    if (!a.opName.empty())
+        return a.opName;
+    const FrameId f = trace.frames.userFrame(a.stack);
+    if (!f)
+        return {};
+    const Frame& fr = trace.frames.frame(f);
+    if (fr.isPython())
+        return fr.filename + ":" + std::to_string(fr.line) + " " + fr.name;
+    return fr.name;
+}
+
+json liveAllocations(const Trace& trace, const DeviceTrace& dev, EventIndex at, int top)
+{
+    const AliveIndex index(dev.allocations);
+    std::vector<AllocId> alive = index.aliveAfter(at);
+    const size_t k = std::min<size_t>(alive.size(), size_t(std::max(top, 0)));
+    // Largest first; address breaks ties so the order is stable across runs.
+    std::partial_sort(alive.begin(), alive.begin() + ptrdiff_t(k), alive.end(), [&](AllocId x, AllocId y) {
+        const auto& a = dev.allocations[x.value];
+        const auto& b = dev.allocations[y.value];
+        return a.size != b.size ? a.size > b.size : a.address < b.address;
+    });
+    const int64_t nowUs = at >= 0 ? dev.events.timeUs[size_t(at)] : kNoTime;
+    json rows = json::array();
+    for (size_t i = 0; i < k; ++i) {
+        const Allocation& a = dev.allocations[alive[i].value];
+        json row = {{"id", alive[i].value},
+                    {"size", a.size},
+                    {"address", formatAddress(a.address)},
+                    {"stream", a.stream},
+                    {"alloc_index", a.allocEvent},
+                    {"preexisting", a.preexisting()},
+                    {"frame", frameText(trace, a)}};
+        row["age_events"] = a.preexisting() ? json(nullptr) : json(at - a.allocEvent);
+        row["age_us"] = (nowUs != kNoTime && a.allocTimeUs != kNoTime) ? json(nowUs - a.allocTimeUs) : json(nullptr);
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+json deviceReport(const Trace& trace, const DeviceTrace& dev, const ReportOptions& options)
+{
+    json d;
+    d["device"] = dev.device;
+    d["label"] = dev.label();
+    d["kind"] = dev.kind == DeviceKind::Cuda ? "cuda" : dev.kind == DeviceKind::Cpu ? "cpu" : "other";
+    d["entries"] = dev.eventCount();
+    d["allocations"] = dev.allocations.size();
+    d["segments"] = dev.segments.size();
+    d["has_time_us"] = dev.hasTime;
+    d["initial_allocated"] = dev.initialAllocated;
+    d["peak_allocated"] = dev.peakAllocated;
+    d["peak_index"] = dev.peakIndex;
+    d["end_reserved"] = dev.endReserved;
+    d["orphan_free_bytes"] = dev.orphanFreeBytes;
+    json actions = json::object();
+    for (Action a : dev.events.action)
+        actions[std::string(actionName(a))] = actions.value(std::string(actionName(a)), 0) + 1;
+    d["actions"] = actions;
+    json ooms = json::array();
+    for (const OomEvent& o : dev.ooms)
+        ooms.push_back({{"index", o.index},
+                        {"requested", o.requestedBytes},
+                        {"device_free", o.deviceFree},
+                        {"time_us", o.timeUs == kNoTime ? json(nullptr) : json(o.timeUs)}});
+    d["ooms"] = ooms;
+
+    std::string error;
+    const auto moment = resolveMoment(dev, options.at, &error);
+    if (!moment)
+        throw std::invalid_argument(dev.label() + ": " + error);
+    const EventIndex at = moment->event;
+    json m;
+    m["at"] = options.at;
+    m["label"] = moment->label;
+    m["index"] = at;
+    m["time_us"] = (at >= 0 && dev.events.timeUs[size_t(at)] != kNoTime) ? json(dev.events.timeUs[size_t(at)]) : json(nullptr);
+    m["allocated"] = dev.allocatedAt(at);
+    m["reserved"] = dev.reservedAt(at);
+    m["cached_free"] = dev.reservedAt(at) - dev.allocatedAt(at);
+    m["top"] = liveAllocations(trace, dev, at, options.top);
+    d["moment"] = m;
+    return d;
+}
+
+std::string pad(std::string s, size_t width, bool right = false)
+{
+    if (s.size() >= width)
+        return s;
+    return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+}
+
+} // namespace
+
+json buildReport(const Trace& trace, const ReportOptions& options)
+{
+    json report;
+    report["file"] = trace.path;
+    report["format"] = std::string(formatName(trace.format));
+    report["format_detail"] = trace.formatDetail;
+    report["warnings"] = trace.warnings;
+    json devices = json::array();
+    bool found = false;
+    for (const DeviceTrace& dev : trace.devices) {
+        if (options.device && dev.device != *options.device)
+            continue;
+        found = true;
+        devices.push_back(deviceReport(trace, dev, options));
+    }
+    if (options.device && !found) {
+        std::string have;
+        for (const auto& d : trace.devices)
+            have += (have.empty() ? "" : ", ") + std::to_string(d.device);
+        throw std::invalid_argument("device " + std::to_string(*options.device) + " is not in this dump (devices: " +
+                                    (have.empty() ? "none" : have) + ")");
+    }
+    report["devices"] = devices;
+    return report;
+}
+
+std::string renderReportText(const json& report)
+{
+    std::string out = report.value("file", "") + "  (" + report.value("format", "") + ")\n";
+    for (const json& d : report["devices"]) {
+        out += "\n" + d.value("label", "") + "\n";
+        auto line = [&](const std::string& k, const std::string& v) { out += "  " + pad(k, 22) + v + "\n"; };
+        line("entries", std::to_string(d["entries"].get<int64_t>()));
+        line("allocations", std::to_string(d["allocations"].get<int64_t>()));
+        line("initial allocated", formatBytes(d["initial_allocated"].get<int64_t>()));
+        const int64_t peakIndex = d["peak_index"].get<int64_t>();
+        line("peak allocated", formatBytes(d["peak_allocated"].get<int64_t>()) +
+                                   (peakIndex >= 0 ? "  at event " + std::to_string(peakIndex) : "  (before recording)"));
+        line("reserved at end", formatBytes(d["end_reserved"].get<int64_t>()));
+        if (d["ooms"].empty())
+            line("OOM events", "none");
+        for (const json& o : d["ooms"])
+            line("OOM", "event " + std::to_string(o["index"].get<int64_t>()) + ": tried to allocate " +
+                            formatBytes(o["requested"].get<int64_t>()) +
+                            (o["device_free"].get<int64_t>() >= 0 ? ", " + formatBytes(o["device_free"].get<int64_t>()) + " free on the device" : ""));
+        const json& m = d["moment"];
+        out += "\n  at " + m.value("label", "") + "\n";
+        line("allocated", formatBytes(m["allocated"].get<int64_t>()));
+        line("reserved", formatBytes(m["reserved"].get<int64_t>()));
+        line("reserved - allocated", formatBytes(m["cached_free"].get<int64_t>()));
+        if (m.contains("verdict"))
+            out += "\n  " + m["verdict"].get<std::string>() + "\n";
+        if (m.contains("pools")) {
+            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad("share", 8, true) + "\n";
+            const double total = double(std::max<int64_t>(1, m["reserved"].get<int64_t>()));
+            for (const auto& [name, bytes] : m["pools"].items()) {
+                char share[16];
+                std::snprintf(share, sizeof share, "%.1f%%", 100.0 * double(bytes.get<int64_t>()) / total);
+                out += "  " + pad(name, 18) + pad(formatBytes(bytes.get<int64_t>()), 12, true) + pad(share, 8, true) + "\n";
+            }
+        }
+        if (!m["top"].empty()) {
+            const bool pools = m["top"].front().contains("pool");
+            out += "\n  " + pad("size", 12, true) + "  " + pad("address", 16) + pad("age", 12, true) + "  " +
+                   (pools ? pad("pool", 16) : "") + "frame\n";
+            for (const json& r : m["top"]) {
+                std::string age = "before rec.";
+                if (!r["age_us"].is_null())
+                    age = formatDurationUs(r["age_us"].get<int64_t>());
+                else if (!r["age_events"].is_null())
+                    age = std::to_string(r["age_events"].get<int64_t>()) + " ev";
+                out += "  " + pad(formatBytes(r["size"].get<int64_t>()), 12, true) + "  " + pad(r["address"].get<std::string>(), 16) +
+                       pad(age, 12, true) + "  " + (pools ? pad(r["pool"].get<std::string>(), 16) : "") + r["frame"].get<std::string>() + "\n";
+            }
+        }
+    }
+    if (!report["warnings"].empty()) {
+        out += "\nwarnings:\n";
+        for (const json& w : report["warnings"])
+            out += "  " + w.get<std::string>() + "\n";
+    }
+    return out;
+}
+
+} // namespace poolscope

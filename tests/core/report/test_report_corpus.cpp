@@ -1,0 +1,115 @@
+// `poolscope report --json` over every real dump in ../shared/corpus, compared with the facts an
+// independent reader computed (expected.json): bytes exact. Skipped where the corpus is absent.
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+using nlohmann::json;
+
+namespace {
+const QString kCorpus = QStringLiteral(POOLSCOPE_CORPUS_DIR);
+
+struct Result {
+    int exitCode = -1;
+    QByteArray out, err;
+};
+
+Result poolscope(const QStringList& args)
+{
+    QProcess p;
+    p.start(QStringLiteral(POOLSCOPE_BINARY), args);
+    p.waitForFinished(120000);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(), p.readAllStandardError()};
+}
+
+json expected()
+{
+    std::ifstream f((kCorpus + "/expected.json").toStdString());
+    return json::parse(f);
+}
+} // namespace
+
+class TestReportCorpus : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase()
+    {
+        if (!QFile::exists(kCorpus + "/expected.json"))
+            QSKIP("../shared/corpus is absent: corpus checks skipped");
+    }
+
+    void snapshotsMatchExpected_data()
+    {
+        QTest::addColumn<QString>("file");
+        for (const auto& [name, facts] : expected().items())
+            if (facts["kind"] == "allocator_snapshot")
+                QTest::newRow(name.c_str()) << QString::fromStdString(name);
+    }
+    void snapshotsMatchExpected()
+    {
+        QFETCH(QString, file);
+        const json facts = expected()[file.toStdString()];
+        const Result r = poolscope({"report", kCorpus + "/" + file, "--json", "--top", "3"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const json report = json::parse(r.out.toStdString());
+        QCOMPARE(report["devices"].size(), facts["devices"].size());
+        for (const json& want : facts["devices"]) {
+            const json* got = nullptr;
+            for (const json& d : report["devices"])
+                if (d["device"] == want["device"])
+                    got = &d;
+            QVERIFY2(got, ("device " + want["device"].dump()).c_str());
+            for (const char* field : {"entries", "initial_allocated", "peak_allocated", "peak_index", "end_reserved", "orphan_free_bytes"})
+                QVERIFY2((*got)[field] == want[field], (file.toStdString() + " " + field + ": got " + (*got)[field].dump() +
+                                                        ", expected " + want[field].dump()).c_str());
+            QCOMPARE((*got)["actions"], want["actions"]);
+            QCOMPARE((*got)["has_time_us"], want["has_time_us"]);
+            QCOMPARE((*got)["moment"]["allocated"], want["peak_allocated"]);
+        }
+    }
+
+    void kinetoTracesReport()
+    {
+        for (const auto& [name, facts] : expected().items()) {
+            if (facts["kind"] != "kineto_trace")
+                continue;
+            const Result r = poolscope({"report", kCorpus + "/" + QString::fromStdString(name), "--json"});
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            const json report = json::parse(r.out.toStdString());
+            int64_t events = 0;
+            for (const json& d : report["devices"])
+                events += d["entries"].get<int64_t>();
+            QCOMPARE(events, facts["memory_events"].get<int64_t>());
+        }
+    }
+
+    void textReportIsForPeople()
+    {
+        const Result r = poolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--at", "end", "--top", "5"});
+        QCOMPARE(r.exitCode, 0);
+        const QString text = QString::fromUtf8(r.out);
+        QVERIFY(text.contains("peak allocated        51.30 GiB  at event 19335"));
+        QVERIFY(text.contains("reserved at end       56.91 GiB"));
+        QVERIFY(text.contains("optimizers.py"));
+    }
+
+    void badInputExitsTwoWithOneLine()
+    {
+        const Result missing = poolscope({"report", kCorpus + "/no_such_file.pickle"});
+        QCOMPARE(missing.exitCode, 2);
+        QCOMPARE(missing.err.count('\n'), 1);
+        QVERIFY(missing.err.contains("no_such_file.pickle"));
+        const Result badMoment = poolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--at", "oom"});
+        QCOMPARE(badMoment.exitCode, 2);
+        const Result badDevice = poolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--device", "7"});
+        QCOMPARE(badDevice.exitCode, 2);
+        QVERIFY(badDevice.err.contains("device 7"));
+        const Result badOption = poolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--frobnicate"});
+        QCOMPARE(badOption.exitCode, 2);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestReportCorpus)
+#include "test_report_corpus.moc"
