@@ -1,0 +1,77 @@
+#pragma once
+#include "core/classify/pool.h"
+#include "core/model/trace.h"
+#include "core/timeline/alive_index.h"
+#include "core/timeline/event_axis.h"
+#include "core/timeline/stack_lod.h"
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace poolscope {
+
+// What a classifier says about one device; empty vectors mean "not classified yet", and then the
+// chart shows allocated bytes as one unclassified layer with the cache above it.
+struct PoolAssignment {
+    std::vector<Pool> allocationPool;          // per AllocId
+    std::vector<std::string> allocationReason; // per AllocId, may be empty
+    std::string verdict;                       // one sentence, may be empty
+    bool classified() const { return !allocationPool.empty(); }
+};
+
+// The numbers at one moment; everything a breakdown panel, a report or a title needs.
+struct Breakdown {
+    EventIndex event = kNoEvent;
+    int64_t timeUs = kNoTime;
+    std::array<int64_t, kPoolCount> pool{}; // bytes per pool; CachedFree = reserved - allocated (>= 0)
+    int64_t allocated = 0;
+    int64_t reserved = 0;
+    int64_t capacity = -1; // -1: unknown
+    int64_t cachedFree() const { return pool[size_t(Pool::CachedFree)]; }
+    int64_t headroom() const { return capacity < 0 ? -1 : capacity - reserved; }
+};
+
+// One device of a loaded trace, prepared for a timeline: pool layers stacked bottom to top
+// (cached_free last), their level of detail, both x axes and the alive-set index. Built once off the
+// GUI thread; immutable afterwards, so views query it concurrently.
+class DeviceTimeline {
+public:
+    DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools = {});
+
+    const Trace& trace() const { return *m_trace; }
+    const std::shared_ptr<const Trace>& tracePtr() const { return m_trace; }
+    const DeviceTrace& device() const { return m_trace->devices[m_deviceIndex]; }
+    size_t deviceIndex() const { return m_deviceIndex; }
+    const PoolAssignment& pools() const { return m_pools; }
+
+    // Layers in stacking order; Pool::Unknown doubles as "allocated, unclassified" when unclassified.
+    const std::vector<Pool>& layers() const { return m_layers; }
+    const StackLod& lod() const { return m_lod; }
+    bool hasTime() const { return device().hasTime; }
+    const EventAxis& axis(AxisMode mode) const { return mode == AxisMode::WallTime && hasTime() ? m_timeAxis : m_indexAxis; }
+    const AliveIndex& alive() const { return m_alive; }
+
+    int64_t allocatedAt(EventIndex i) const { return device().allocatedAt(i); }
+    int64_t reservedAt(EventIndex i) const { return i < 0 ? m_initialReserved : m_reserved[size_t(i)]; }
+    Pool poolOf(AllocId id) const;
+    std::string reasonOf(AllocId id) const;
+    // Capacity the OOM reported: reserved + device_free at the last OOM; -1 without one.
+    int64_t oomCapacity() const;
+    Breakdown breakdownAt(EventIndex i, int64_t capacity) const;
+
+private:
+    std::shared_ptr<const Trace> m_trace;
+    size_t m_deviceIndex = 0;
+    PoolAssignment m_pools;
+    std::vector<Pool> m_layers;
+    std::vector<int64_t> m_reserved; // per event: segment-derived, or the profiler's own totals
+    int64_t m_initialReserved = 0;
+    StackLod m_lod;
+    EventAxis m_indexAxis;
+    EventAxis m_timeAxis;
+    AliveIndex m_alive;
+};
+
+} // namespace poolscope

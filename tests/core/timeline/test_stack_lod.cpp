@@ -1,0 +1,172 @@
+// Level of detail against a brute-force reference: for random stacks, axes and zooms, every pixel
+// column's min/max of every cumulative layer must equal a plain scan of the states it shows.
+#include "core/timeline/event_axis.h"
+#include "core/timeline/stack_lod.h"
+
+#include <QTest>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+using namespace poolscope;
+
+namespace {
+
+struct Fixture {
+    std::vector<std::vector<int64_t>> layers;
+    std::vector<int64_t> initial;
+    std::vector<int64_t> times;
+};
+
+Fixture randomFixture(std::mt19937_64& rng, size_t n, size_t k)
+{
+    Fixture f;
+    std::uniform_int_distribution<int64_t> bytes(0, 1 << 20), step(0, 3), spike(0, 50);
+    f.layers.assign(k, std::vector<int64_t>(n));
+    for (size_t l = 0; l < k; ++l) {
+        int64_t v = bytes(rng);
+        f.initial.push_back(v);
+        for (size_t i = 0; i < n; ++i) {
+            v = std::max<int64_t>(0, v + bytes(rng) / 2 - (1 << 18));
+            // Rare one-event spikes: exactly what downsampling must not lose.
+            f.layers[l][i] = spike(rng) == 0 ? v + (int64_t(1) << 30) : v;
+        }
+    }
+    int64_t t = 1'700'000'000'000'000;
+    for (size_t i = 0; i < n; ++i) {
+        t += step(rng) == 0 ? 0 : step(rng) * 17; // repeated timestamps happen
+        f.times.push_back(t);
+    }
+    return f;
+}
+
+// Reference: the samples a column [xa, xb) shows are the one holding at xa and every event whose
+// position lies in [xa, xb). Scans every sample; no shared code with the pyramid walk.
+void bruteColumn(const Fixture& f, const EventAxis& axis, double xa, double xb, std::vector<int64_t>& mn,
+                 std::vector<int64_t>& mx)
+{
+    const size_t k = f.layers.size(), n = axis.eventCount();
+    mn.assign(k, std::numeric_limits<int64_t>::max());
+    mx.assign(k, std::numeric_limits<int64_t>::min());
+    size_t holding = 0; // sample index holding at xa
+    for (size_t i = 0; i < n; ++i)
+        if (double(axis.position(EventIndex(i))) <= xa)
+            holding = i + 1;
+    for (size_t s = 0; s <= n; ++s) {
+        const bool inside = s > 0 && double(axis.position(EventIndex(s - 1))) >= xa && double(axis.position(EventIndex(s - 1))) < xb;
+        if (s != holding && !inside)
+            continue;
+        int64_t c = 0;
+        for (size_t l = 0; l < k; ++l) {
+            c += s == 0 ? f.initial[l] : f.layers[l][s - 1];
+            mn[l] = std::min(mn[l], c);
+            mx[l] = std::max(mx[l], c);
+        }
+    }
+}
+
+} // namespace
+
+class TestStackLod : public QObject {
+    Q_OBJECT
+private slots:
+    void matchesBruteForce_data()
+    {
+        QTest::addColumn<int>("events");
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<bool>("byTime");
+        QTest::newRow("tiny-index") << 5 << 2 << false;
+        QTest::newRow("leaf-boundary") << 47 << 3 << false;
+        QTest::newRow("index") << 3000 << 4 << false;
+        QTest::newRow("time") << 3000 << 4 << true;
+        QTest::newRow("time-9-layers") << 1200 << 9 << true;
+    }
+    void matchesBruteForce()
+    {
+        QFETCH(int, events);
+        QFETCH(int, layers);
+        QFETCH(bool, byTime);
+        std::mt19937_64 rng(uint64_t(events * 131 + layers));
+        Fixture f = randomFixture(rng, size_t(events), size_t(layers));
+        const EventAxis axis = byTime ? EventAxis::byTime(f.times) : EventAxis::byIndex(f.times.size());
+        const StackLod lod(f.layers, f.initial);
+        QCOMPARE(lod.sampleCount(), size_t(events) + 1);
+
+        std::uniform_real_distribution<double> frac(-0.1, 1.1);
+        std::uniform_int_distribution<int> widths(1, 700);
+        const double end = double(axis.end());
+        std::vector<int64_t> mn, mx;
+        for (int round = 0; round < 40; ++round) {
+            double a = frac(rng) * end, b = frac(rng) * end;
+            if (a > b)
+                std::swap(a, b);
+            if (round == 0) {
+                a = 0;
+                b = end; // the reset view
+            }
+            if (b - a < 1e-3)
+                b = a + 1;
+            const PixelMap px{a, b, widths(rng)};
+            const auto cols = lod.query(axis, px);
+            QCOMPARE(cols.width, px.width);
+            for (int c = 0; c < px.width; ++c) {
+                bruteColumn(f, axis, px.columnStart(c), px.columnStart(c + 1), mn, mx);
+                for (size_t l = 0; l < size_t(layers); ++l) {
+                    if (cols.maxAt(l, c) != mx[l] || cols.minAt(l, c) != mn[l])
+                        QFAIL(qPrintable(QStringLiteral("round %1 column %2 layer %3: lod [%4, %5] brute [%6, %7]")
+                                             .arg(round).arg(c).arg(l)
+                                             .arg(cols.minAt(l, c)).arg(cols.maxAt(l, c)).arg(mn[l]).arg(mx[l])));
+                }
+            }
+        }
+    }
+
+    // The global peak survives the most extreme zoom-out: one column for the whole trace.
+    void peakSurvivesOneColumn()
+    {
+        std::vector<std::vector<int64_t>> layers{std::vector<int64_t>(100'000, 10)};
+        layers[0][77'777] = 1'000'000'007;
+        const StackLod lod(layers, {0});
+        const auto cols = lod.query(EventAxis::byIndex(100'000), PixelMap{0, 100'000, 1});
+        QCOMPARE(cols.maxAt(0, 0), int64_t(1'000'000'007));
+        // Event 0 sits at x = 0, so the initial state (0 bytes) is already replaced there.
+        QCOMPARE(cols.minAt(0, 0), int64_t(10));
+        const auto before = lod.query(EventAxis::byIndex(100'000), PixelMap{-1, 100'000, 1});
+        QCOMPARE(before.minAt(0, 0), int64_t(0));
+    }
+
+    void rangeExtremaEdges()
+    {
+        std::vector<std::vector<int64_t>> layers{{5, 1, 9, 3}, {1, 1, 1, 1}};
+        const StackLod lod(layers, {2, 0});
+        std::vector<StackLod::Extrema> e(2);
+        lod.rangeExtrema(0, 0, e);
+        QCOMPARE(e[0].max, int64_t(2));
+        QCOMPARE(e[1].max, int64_t(2));
+        lod.rangeExtrema(1, 4, e);
+        QCOMPARE(e[0].min, int64_t(1));
+        QCOMPARE(e[0].max, int64_t(9));
+        QCOMPARE(e[1].max, int64_t(10));
+        lod.rangeExtrema(3, 99, e); // clamped to the last sample
+        QCOMPARE(e[1].min, int64_t(4));
+        QCOMPARE(lod.cumulative(1, 3), int64_t(10));
+    }
+
+    void rejectsRaggedLayers()
+    {
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, StackLod({{1, 2}, {1}}, {0, 0}));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, StackLod({{1, 2}}, {0, 0}));
+    }
+
+    void emptyTrace()
+    {
+        const StackLod lod({{}}, {42});
+        const auto cols = lod.query(EventAxis::byIndex(0), PixelMap{0, 1, 3});
+        for (int c = 0; c < 3; ++c)
+            QCOMPARE(cols.maxAt(0, c), int64_t(42));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestStackLod)
+#include "test_stack_lod.moc"
