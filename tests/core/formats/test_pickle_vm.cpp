@@ -152,7 +152,7 @@ private slots:
                 p.op('j').le(1, 4);
             p.op('e');
         }
-        p.op('p').raw("7\n").op('0').op('g').raw("7\n").op('0').stop(); // text PUT/GET and POP
+        p.op('p').raw("7\n").op('0').op('g').raw("7\n").stop(); // text PUT, POP, GET
         auto r = run(p);
         const auto items = r->arena.items(r->result.root);
         QCOMPARE(items.size(), size_t(5000));

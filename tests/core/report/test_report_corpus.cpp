@@ -43,7 +43,8 @@ private slots:
     void snapshotsMatchExpected_data()
     {
         QTest::addColumn<QString>("file");
-        for (const auto& [name, facts] : expected().items())
+        const json all = expected();
+        for (const auto& [name, facts] : all.items())
             if (facts["kind"] == "allocator_snapshot")
                 QTest::newRow(name.c_str()) << QString::fromStdString(name);
     }
@@ -72,7 +73,8 @@ private slots:
 
     void kinetoTracesReport()
     {
-        for (const auto& [name, facts] : expected().items()) {
+        const json all = expected();
+        for (const auto& [name, facts] : all.items()) {
             if (facts["kind"] != "kineto_trace")
                 continue;
             const Result r = poolscope({"report", kCorpus + "/" + QString::fromStdString(name), "--json"});
