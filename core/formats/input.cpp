@@ -123,18 +123,22 @@ public:
             m_out.reserve(size_t(std::min(expected, m_limit)));
     }
 
-    // A writable window of at least one byte after the current end.
+    // A writable window of at least one byte after the current end. Capacity stops at limit + 1, so a
+    // stream of exactly `limit` bytes fits and one byte more is caught in commit().
     std::span<uint8_t> window()
     {
         if (m_out.size() == m_out.capacity()) {
-            if (int64_t(m_out.size()) >= m_limit)
-                fail(int64_t(m_out.size()) + 1, false);
             const size_t grown = std::max(kInitialCapacity, m_out.capacity() + m_out.capacity() / 2);
-            m_out.reserve(size_t(std::min<int64_t>(int64_t(grown), m_limit)));
+            m_out.reserve(size_t(std::min<int64_t>(int64_t(grown), m_limit + 1)));
         }
         return {m_out.data() + m_out.size(), m_out.capacity() - m_out.size()};
     }
-    void commit(size_t n) { m_out.setSize(m_out.size() + n); }
+    void commit(size_t n)
+    {
+        m_out.setSize(m_out.size() + n);
+        if (int64_t(m_out.size()) > m_limit)
+            fail(int64_t(m_out.size()), false);
+    }
 
 private:
     [[noreturn]] void fail(int64_t atLeast, bool declared) const

@@ -387,26 +387,29 @@ int64_t nanosToMicros(int64_t ns)
 
 int kindOrder(int32_t deviceType) { return deviceType == 1 ? 0 : deviceType == 0 ? 1 : 2; }
 
+void anchorReserved(DeviceTrace& dev);
+
 // Kineto reports the allocator's own totals: anchor our running sum on them (it knows what was
 // allocated before profiling began) and take reserved bytes from them (there are no segment events).
 void anchorOnReported(DeviceTrace& dev, int64_t firstReportedIndex, std::vector<std::string>& warnings)
 {
-    const size_t n = dev.eventCount();
     if (firstReportedIndex >= 0 && !dev.reportedAllocated.empty()) {
         const auto j = size_t(firstReportedIndex);
-        const int64_t runningAtJ = dev.allocated[j] - dev.initialAllocated;
-        const int64_t initial = dev.reportedAllocated[j] - runningAtJ;
-        if (initial >= 0) {
-            const int64_t shift = initial - dev.initialAllocated;
-            for (auto& v : dev.allocated)
-                v += shift;
-            dev.initialAllocated += shift;
-            dev.peakAllocated += shift;
-        } else {
-            warnings.push_back(dev.label() + ": Total Allocated is smaller than the sum of the [memory] events; "
-                                             "allocated bytes start at 0");
+        const int64_t initial = dev.reportedAllocated[j] - (dev.allocated[j] - dev.initialAllocated);
+        if (initial >= dev.orphanFreeBytes) {
+            anchorInitialAllocated(dev, initial);
+            return anchorReserved(dev);
         }
+        warnings.push_back(dev.label() + ": Total Allocated is smaller than the [memory] events imply; "
+                                         "allocated bytes are our own running sum");
     }
+    anchorInitialAllocated(dev, dev.orphanFreeBytes);
+    anchorReserved(dev);
+}
+
+void anchorReserved(DeviceTrace& dev)
+{
+    const size_t n = dev.eventCount();
     if (!dev.reportedReserved.empty() && n > 0) {
         dev.reserved = dev.reportedReserved;
         dev.initialReserved = dev.reserved.front();
@@ -424,6 +427,17 @@ void backfill(std::vector<int64_t>& series)
 }
 
 } // namespace
+
+void anchorInitialAllocated(DeviceTrace& dev, int64_t initial)
+{
+    const int64_t shift = initial - dev.initialAllocated;
+    if (shift == 0)
+        return;
+    for (auto& v : dev.allocated)
+        v += shift;
+    dev.initialAllocated = initial;
+    dev.peakAllocated += shift;
+}
 
 std::optional<int64_t> parseMicrosToNanos(std::string_view text)
 {

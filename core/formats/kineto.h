@@ -31,6 +31,11 @@ namespace poolscope {
 void readKinetoTrace(std::span<const uint8_t> bytes, const std::string& name, Trace& out, const LoadOptions& options,
                      Progress& progress);
 
+// For devices without final segments (Kineto, timeline exports): finalizeDevice anchors the end on
+// empty segments, which is wrong here. What is known is that the bytes freed but never allocated in
+// the trace (orphanFreeBytes) existed at the start: make that the initial state, shifting the series.
+void anchorInitialAllocated(DeviceTrace& device, int64_t initialAllocated);
+
 // "1336304245461.149" (µs) -> 1336304245461149 (ns) exactly; digits past ns are rounded half up.
 // Exponent forms fall back to double. nullopt when the text is not a number or does not fit.
 std::optional<int64_t> parseMicrosToNanos(std::string_view text);

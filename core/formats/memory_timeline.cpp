@@ -1,6 +1,7 @@
 #include "core/formats/memory_timeline.h"
 
 #include "core/formats/json_input.h"
+#include "core/formats/kineto.h"
 #include "core/model/trace_builder.h"
 
 #include <algorithm>
@@ -215,6 +216,7 @@ void readMemoryTimelineRaw(std::span<const uint8_t> bytes, const std::string& na
     }
 
     finalizeDevice(dev, out.warnings);
+    anchorInitialAllocated(dev, dev.orphanFreeBytes); // no final segments to anchor the end on
     for (auto& a : dev.allocations) {
         // The category of the row that opened it; for pre-existing ones, that of the row that closed it.
         const EventIndex e = a.allocEvent != kNoEvent ? a.allocEvent : a.freeCompletedEvent;
