@@ -1,0 +1,377 @@
+#include "core/classify/classifier.h"
+
+#include "core/classify/frame_matcher.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace poolscope {
+namespace {
+
+struct CompiledRule {
+    const Rule* rule = nullptr;
+    std::vector<int> any, all, none;
+};
+
+struct Features {
+    Phase birth = Phase::Unknown;
+    Phase free = Phase::Unknown;
+    bool freed = false;
+    uint16_t lifetime = 0;
+    int64_t mirrorSize = 0;
+    bool emptyStack = true;
+};
+
+class Engine {
+public:
+    Engine(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules)
+        : m_trace(trace), m_dev(dev), m_rules(rules), m_matcher(rules, trace.frames)
+    {
+        for (const auto& r : rules.rules()) {
+            CompiledRule c;
+            c.rule = &r;
+            for (const auto& p : r.framesAny)
+                c.any.push_back(m_matcher.patternId(p));
+            for (const auto& p : r.framesAll)
+                c.all.push_back(m_matcher.patternId(p));
+            for (const auto& p : r.framesNone)
+                c.none.push_back(m_matcher.patternId(p));
+            m_compiled.push_back(std::move(c));
+        }
+    }
+
+    Classification run()
+    {
+        Classification c;
+        c.device = m_dev.device;
+        c.kind = m_dev.kind;
+        for (const auto& r : m_rules.rules())
+            c.rules.push_back(RuleInfo{r.name, r.reason, r.origin, r.pool});
+        c.noRule = uint16_t(c.rules.size());
+        c.rules.push_back(RuleInfo{std::string(kNoRuleName), "no rule matched: no frame, phase or lifetime evidence names a pool",
+                                   "built-in", Pool::Unknown});
+        c.phases = computePhases(m_trace, m_dev, m_rules, m_matcher);
+        computeFeatures(c);
+
+        const size_t n = m_dev.allocations.size();
+        c.pool.assign(n, Pool::Unknown);
+        c.confidence.assign(n, 0);
+        c.rule.assign(n, c.noRule);
+        // Pass 1: no size-mirroring rules; learn the sizes of parameters and gradients.
+        for (size_t a = 0; a < n; ++a)
+            decide(c, a, false);
+        countSizes(c);
+        // Pass 2: everything, with the sizes of pass 1.
+        for (size_t a = 0; a < n; ++a) {
+            decide(c, a, true);
+            adjustConfidence(c, a);
+        }
+        countSizes(c);
+        return c;
+    }
+
+private:
+    void computeFeatures(Classification& c)
+    {
+        const auto& allocs = m_dev.allocations;
+        const auto& tl = c.phases;
+        m_features.resize(allocs.size());
+        c.birthPhase.resize(allocs.size());
+        c.freePhase.resize(allocs.size());
+        c.lifetime.resize(allocs.size());
+        // Pre-existing allocations carry their block's rounded size; the block's requested size is
+        // what a gradient of the same tensor shape records.
+        std::unordered_map<uint64_t, int64_t> requested;
+        for (const auto& seg : m_dev.segments)
+            for (const auto& b : seg.blocks)
+                if (b.state != BlockState::Inactive && b.requestedSize > 0)
+                    requested.emplace(b.address, b.requestedSize);
+        for (size_t i = 0; i < allocs.size(); ++i) {
+            const Allocation& a = allocs[i];
+            Features& f = m_features[i];
+            const EventIndex freeEv = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+            f.freed = freeEv != kNoEvent;
+            uint16_t lt = 0;
+            if (a.preexisting()) {
+                lt |= bit(Lifetime::Preexisting);
+                if (!f.freed)
+                    lt |= bit(Lifetime::AliveWholeTrace);
+                // Its block's stack (from the final segments) still tells where it was born.
+                if (a.stack.valid()) {
+                    f.birth = m_matcher.stackPhase(a.stack);
+                    if (f.birth != Phase::Unknown)
+                        lt |= bit(Lifetime::OwnPhase);
+                }
+            } else {
+                lt |= bit(Lifetime::Recorded);
+                f.birth = tl.phase[size_t(a.allocEvent)];
+                const auto src = tl.source[size_t(a.allocEvent)];
+                if (src == PhaseSource::Frames || src == PhaseSource::Annotation)
+                    lt |= bit(Lifetime::OwnPhase);
+            }
+            if (f.freed) {
+                lt |= bit(Lifetime::Freed);
+                f.free = tl.phase[size_t(freeEv)];
+                if (!a.preexisting()) {
+                    const bool same = tl.run[size_t(freeEv)] == tl.run[size_t(a.allocEvent)];
+                    lt |= same ? bit(Lifetime::SamePhase) : bit(Lifetime::LaterPhase);
+                    if (freeEv - a.allocEvent <= kQuickEvents)
+                        lt |= bit(Lifetime::Quick);
+                }
+            } else {
+                lt |= bit(Lifetime::AliveAtEnd);
+            }
+            if (!(lt & bit(Lifetime::SamePhase))) {
+                if (f.birth == Phase::OptimizerStep)
+                    lt |= bit(Lifetime::SurvivesStep);
+                if (f.birth == Phase::Backward)
+                    lt |= bit(Lifetime::SurvivesBackward);
+            }
+            f.lifetime = lt;
+            int64_t size = a.size;
+            if (a.preexisting())
+                if (auto it = requested.find(a.address); it != requested.end())
+                    size = it->second;
+            f.mirrorSize = mirrorKey(size);
+            f.emptyStack = (!a.stack.valid() || m_trace.frames.stack(a.stack).empty()) && a.opName.empty();
+            c.birthPhase[i] = f.birth;
+            c.freePhase[i] = f.free;
+            c.lifetime[i] = lt;
+        }
+    }
+
+    bool matches(const CompiledRule& cr, const Allocation& a, const Features& f, const Classification& c, bool withSizes)
+    {
+        const Rule& r = *cr.rule;
+        if (r.mirrors != SizeMirror::None && !withSizes)
+            return false;
+        if (r.phaseMask && !(r.phaseMask & (1u << unsigned(f.birth))))
+            return false;
+        if (r.freePhaseMask) {
+            const unsigned b = f.freed ? unsigned(f.free) : unsigned(kPhaseCount);
+            if (!(r.freePhaseMask & (1u << b)))
+                return false;
+        }
+        if ((f.lifetime & r.lifetimeAll) != r.lifetimeAll || (f.lifetime & r.lifetimeNone))
+            return false;
+        if (a.size < r.minBytes || a.size > r.maxBytes)
+            return false;
+        if (r.stack == StackCondition::Empty && !f.emptyStack)
+            return false;
+        if (r.stack == StackCondition::Present && f.emptyStack)
+            return false;
+        auto has = [&](int p) {
+            if (a.stack.valid())
+                return r.innermost > 0 ? m_matcher.stackMatchesInnermost(a.stack, p, r.innermost) : m_matcher.stackMatches(a.stack, p);
+            return m_matcher.opMatches(a.opName, p);
+        };
+        if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), has))
+            return false;
+        if (!cr.all.empty() && !std::all_of(cr.all.begin(), cr.all.end(), has))
+            return false;
+        if (!cr.none.empty() && std::any_of(cr.none.begin(), cr.none.end(), has))
+            return false;
+        if (r.mirrors == SizeMirror::Parameter && !c.parameterSizes.count(f.mirrorSize))
+            return false;
+        if (r.mirrors == SizeMirror::Gradient && !c.gradientSizes.count(f.mirrorSize))
+            return false;
+        return true;
+    }
+
+    void decide(Classification& c, size_t i, bool withSizes)
+    {
+        const Allocation& a = m_dev.allocations[i];
+        const Features& f = m_features[i];
+        for (size_t k = 0; k < m_compiled.size(); ++k) {
+            if (matches(m_compiled[k], a, f, c, withSizes)) {
+                c.pool[i] = m_compiled[k].rule->pool;
+                c.confidence[i] = m_compiled[k].rule->confidence;
+                c.rule[i] = uint16_t(k);
+                return;
+            }
+        }
+        c.pool[i] = Pool::Unknown;
+        c.confidence[i] = 0;
+        c.rule[i] = c.noRule;
+    }
+
+    // Size mirroring confirms (gradients mirror parameters one to one; optimizer state comes in
+    // buffers of parameter sizes); evidence borrowed from a neighbour's phase weakens.
+    void adjustConfidence(Classification& c, size_t i)
+    {
+        if (c.rule[i] == c.noRule)
+            return;
+        const Features& f = m_features[i];
+        const Rule& r = *m_compiled[c.rule[i]].rule;
+        int conf = c.confidence[i];
+        if (r.phaseMask && !(f.lifetime & bit(Lifetime::OwnPhase)) && !(f.lifetime & bit(Lifetime::Preexisting)))
+            conf -= 10;
+        if (r.mirrors == SizeMirror::None) {
+            const bool paramSize = c.parameterSizes.count(f.mirrorSize) > 0;
+            const bool gradSize = c.gradientSizes.count(f.mirrorSize) > 0;
+            if ((c.pool[i] == Pool::Gradient || c.pool[i] == Pool::OptimizerState) && paramSize)
+                conf += 5;
+            if (c.pool[i] == Pool::Parameter && gradSize)
+                conf += 5;
+        }
+        c.confidence[i] = uint8_t(std::clamp(conf, 1, 99));
+    }
+
+    void countSizes(Classification& c)
+    {
+        c.parameterSizes.clear();
+        c.gradientSizes.clear();
+        c.stateSizes.clear();
+        for (size_t i = 0; i < c.pool.size(); ++i) {
+            const int64_t key = m_features[i].mirrorSize;
+            switch (c.pool[i]) {
+            case Pool::Parameter:
+                ++c.parameterSizes[key];
+                break;
+            case Pool::Gradient:
+                ++c.gradientSizes[key];
+                break;
+            case Pool::OptimizerState:
+                ++c.stateSizes[key];
+                break;
+            default:
+                break;
+            }
+        }
+    }
+
+    const Trace& m_trace;
+    const DeviceTrace& m_dev;
+    const RuleSet& m_rules;
+    FrameMatcher m_matcher;
+    std::vector<CompiledRule> m_compiled;
+    std::vector<Features> m_features;
+};
+
+std::string bytesText(int64_t b)
+{
+    char buf[64];
+    const double v = double(b);
+    if (b >= (int64_t(1) << 30))
+        std::snprintf(buf, sizeof buf, "%.2f GiB", v / double(int64_t(1) << 30));
+    else if (b >= (int64_t(1) << 20))
+        std::snprintf(buf, sizeof buf, "%.2f MiB", v / double(int64_t(1) << 20));
+    else if (b >= 1024)
+        std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024.0);
+    else
+        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+    return buf;
+}
+
+std::string frameText(const Frame& f)
+{
+    std::string s = f.name;
+    if (!f.filename.empty() && f.filename != "??") {
+        s += " (" + f.filename;
+        if (f.line > 0)
+            s += ":" + std::to_string(f.line);
+        s += ")";
+    }
+    return s;
+}
+
+std::string phaseEvidence(const Trace& trace, const DeviceTrace& dev, const Classification& c, EventIndex e)
+{
+    const Phase ph = c.phases.phase[size_t(e)];
+    std::string s = std::string(phaseName(ph));
+    switch (c.phases.source[size_t(e)]) {
+    case PhaseSource::Frames: {
+        const StackId st = dev.events.stack[size_t(e)];
+        if (!st.valid()) {
+            s += ", named by the enclosing operator";
+            break;
+        }
+        const FrameId f = st.value < c.phases.decisiveFrame.size() ? c.phases.decisiveFrame[st.value] : FrameId{};
+        s += f.valid() ? ", named by the frame " + frameText(trace.frames.frame(f)) : std::string(", named by its stack");
+        break;
+    }
+    case PhaseSource::Annotation: {
+        const int64_t t = dev.events.timeUs[size_t(e)];
+        for (const auto& w : c.phases.windows)
+            if (w.phase == ph && t >= w.startUs && t <= w.endUs) {
+                s += ", inside the annotation window '" + w.name + "'";
+                break;
+            }
+        break;
+    }
+    case PhaseSource::Inherited:
+        s += ", taken from the events around it (its own stack names no phase)";
+        break;
+    case PhaseSource::None:
+        s += " (no evidence)";
+        break;
+    }
+    return s;
+}
+
+} // namespace
+
+Classification classify(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules)
+{
+    return Engine(trace, dev, rules).run();
+}
+
+Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classification& c, AllocId id)
+{
+    Explanation x;
+    x.id = id;
+    if (!id.valid() || id.value >= c.size() || id.value >= dev.allocations.size())
+        return x;
+    const size_t i = id.value;
+    const Allocation& a = dev.allocations[i];
+    const RuleInfo& rule = c.rules[c.rule[i]];
+    x.pool = c.pool[i];
+    x.confidence = c.confidence[i];
+    x.rule = rule.name;
+    x.reason = rule.reason;
+    auto& ev = x.evidence;
+    if (a.preexisting()) {
+        ev.push_back(a.freeCompletedEvent == kNoEvent && a.freeRequestedEvent == kNoEvent
+                         ? "allocated before recording began (found among the final segments' active blocks)"
+                         : "allocated before recording began (first seen when it was freed)");
+    } else {
+        ev.push_back("allocated at event #" + std::to_string(a.allocEvent) + "; phase " +
+                     phaseEvidence(trace, dev, c, a.allocEvent));
+    }
+    const EventIndex freeEv = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+    if (freeEv == kNoEvent) {
+        ev.push_back("still allocated at the end of the trace");
+    } else {
+        std::string s = "freed at event #" + std::to_string(freeEv) + "; phase " + phaseEvidence(trace, dev, c, freeEv);
+        if (!a.preexisting())
+            s += c.phases.run[size_t(freeEv)] == c.phases.run[size_t(a.allocEvent)] ? "; the same phase run it was born in"
+                                                                                     : "; a later phase run";
+        ev.push_back(s);
+    }
+    std::string lt = "lifetime:";
+    for (size_t b = 0; b < kLifetimeCount; ++b)
+        if (c.lifetime[i] & (1u << b))
+            lt += " " + std::string(lifetimeName(Lifetime(1u << b)));
+    ev.push_back(lt);
+    const int64_t key = mirrorKey(a.size);
+    auto count = [&](const std::unordered_map<int64_t, uint32_t>& m) {
+        auto it = m.find(key);
+        return it == m.end() ? 0u : it->second;
+    };
+    ev.push_back("size " + bytesText(a.size) + " (" + std::to_string(a.size) + " B); allocations of this size: " +
+                 std::to_string(count(c.parameterSizes)) + " parameter, " + std::to_string(count(c.gradientSizes)) +
+                 " gradient, " + std::to_string(count(c.stateSizes)) + " optimizer_state");
+    if (a.stack.valid()) {
+        const FrameId uf = trace.frames.userFrame(a.stack);
+        if (uf.valid())
+            ev.push_back("user frame: " + frameText(trace.frames.frame(uf)));
+    } else if (!a.opName.empty()) {
+        ev.push_back("operator: " + a.opName);
+    } else {
+        ev.push_back("no stack recorded");
+    }
+    ev.push_back("decided by rule '" + rule.name + "' from " + rule.origin + ": " + rule.reason);
+    return x;
+}
+
+} // namespace poolscope

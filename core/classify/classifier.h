@@ -1,0 +1,68 @@
+#pragma once
+#include "core/classify/phases.h"
+#include "core/classify/pool.h"
+#include "core/classify/rules.h"
+#include "core/model/trace.h"
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace poolscope {
+
+// What decided a pool: a rule of the rule set, or one of the classifier's own fallbacks.
+struct RuleInfo {
+    std::string name;
+    std::string reason;
+    std::string origin; // rules file, or "built-in"
+    Pool pool = Pool::Unknown;
+};
+
+// One DeviceTrace's allocations, each with a pool, a confidence and the rule that decided it.
+// Vectors are indexed like DeviceTrace::allocations.
+struct Classification {
+    int device = 0;
+    DeviceKind kind = DeviceKind::Cuda;
+    std::vector<Pool> pool;
+    std::vector<uint8_t> confidence; // 0-100
+    std::vector<uint16_t> rule;      // index into rules
+    std::vector<RuleInfo> rules;     // the rule set's rules, then kNoRuleName ("no rule matched")
+    uint16_t noRule = 0;             // index of the "no rule matched" entry
+
+    // The evidence the rules saw, kept so explanations quote it.
+    std::vector<Phase> birthPhase;
+    std::vector<Phase> freePhase; // Phase::Unknown with lifetime AliveAtEnd: never freed
+    std::vector<uint16_t> lifetime;
+    PhaseTimeline phases;
+    // Counts of allocations per size (rounded up to 512 B, the allocator's granularity) in the
+    // parameter, gradient and optimizer-state pools: the size-mirroring evidence.
+    std::unordered_map<int64_t, uint32_t> parameterSizes, gradientSizes, stateSizes;
+
+    size_t size() const { return pool.size(); }
+};
+
+constexpr std::string_view kNoRuleName = "no-rule-matched";
+constexpr int kQuickEvents = 32; // "freed within a few events": the Quick lifetime
+
+// Two passes over the allocations: the first without size-mirroring rules, to learn which sizes
+// the parameters and gradients have; the second with them. O(allocations x rules), no regex work
+// per allocation (see FrameMatcher).
+Classification classify(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules);
+
+struct Explanation {
+    AllocId id;
+    Pool pool = Pool::Unknown;
+    uint8_t confidence = 0;
+    std::string rule;
+    std::string reason;
+    std::vector<std::string> evidence; // one human-readable fact per line
+};
+
+Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classification& c, AllocId id);
+
+// The size allocations are compared by: pre-existing allocations carry their block's rounded size,
+// traced ones the requested size; both round up to the allocator's 512-byte granularity.
+constexpr int64_t mirrorKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+} // namespace poolscope

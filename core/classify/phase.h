@@ -1,0 +1,27 @@
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace poolscope {
+
+// The phase of a training step an event belongs to. Unknown: no frame, annotation or neighbour said.
+enum class Phase : uint8_t { Unknown, Forward, Backward, OptimizerStep, ZeroGrad };
+constexpr size_t kPhaseCount = 5;
+constexpr std::array<std::string_view, kPhaseCount> kPhaseNames = {"unknown", "forward", "backward", "optimizer_step",
+                                                                   "zero_grad"};
+
+constexpr std::string_view phaseName(Phase p) { return kPhaseNames[size_t(p)]; }
+inline std::optional<Phase> parsePhase(std::string_view name)
+{
+    for (size_t i = 0; i < kPhaseCount; ++i)
+        if (kPhaseNames[i] == name)
+            return Phase(i);
+    return std::nullopt;
+}
+
+// Where an event's phase came from, strongest first. Explanations quote it.
+enum class PhaseSource : uint8_t { Frames, Annotation, Inherited, None };
+
+} // namespace poolscope

@@ -1,0 +1,153 @@
+#include "core/classify/phases.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+
+namespace poolscope {
+namespace {
+
+// Nested windows: the more specific phase wins (an Optimizer.step inside a user "train" scope).
+constexpr std::array<int, kPhaseCount> kWindowRank = {0, 1, 2, 4, 3}; // by Phase
+
+struct Segment {
+    int64_t startUs;
+    Phase phase;
+};
+
+std::vector<Segment> windowSegments(const std::vector<PhaseWindow>& windows)
+{
+    struct Edge {
+        int64_t t;
+        int delta;
+        Phase phase;
+    };
+    std::vector<Edge> edges;
+    edges.reserve(windows.size() * 2);
+    for (const auto& w : windows) {
+        edges.push_back({w.startUs, +1, w.phase});
+        // Ends are inclusive: the window stops covering at end + 1 µs.
+        const int64_t stop = w.endUs == std::numeric_limits<int64_t>::max() ? w.endUs : w.endUs + 1;
+        edges.push_back({stop, -1, w.phase});
+    }
+    std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
+    std::array<int, kPhaseCount> open{};
+    std::vector<Segment> segs;
+    for (size_t i = 0; i < edges.size();) {
+        const int64_t t = edges[i].t;
+        for (; i < edges.size() && edges[i].t == t; ++i)
+            open[size_t(edges[i].phase)] += edges[i].delta;
+        Phase best = Phase::Unknown;
+        for (size_t p = 1; p < kPhaseCount; ++p)
+            if (open[p] > 0 && kWindowRank[p] > kWindowRank[size_t(best)])
+                best = Phase(p);
+        if (segs.empty() || segs.back().phase != best)
+            segs.push_back({t, best});
+    }
+    return segs;
+}
+
+Phase windowPhaseAt(const std::vector<Segment>& segs, int64_t t)
+{
+    auto it = std::upper_bound(segs.begin(), segs.end(), t, [](int64_t v, const Segment& s) { return v < s.startUs; });
+    if (it == segs.begin())
+        return Phase::Unknown;
+    return std::prev(it)->phase;
+}
+
+} // namespace
+
+std::vector<PhaseWindow> phaseWindows(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules)
+{
+    std::vector<PhaseWindow> out;
+    const auto& regexes = rules.regexes();
+    std::map<std::string, std::vector<int64_t>> openStarts; // name -> START times not yet closed
+    auto phaseOf = [&](const std::string& name) {
+        for (const auto& a : rules.annotationPatterns())
+            if (a.regex >= 0 && regexes[size_t(a.regex)].search(name))
+                return a.phase;
+        return Phase::Unknown;
+    };
+    std::vector<const Annotation*> anns;
+    for (const auto& a : trace.annotations)
+        if (a.timeUs != kNoTime && (a.device == dev.device || a.device < 0))
+            anns.push_back(&a);
+    std::stable_sort(anns.begin(), anns.end(), [](const Annotation* a, const Annotation* b) { return a->timeUs < b->timeUs; });
+    for (const Annotation* a : anns) {
+        const Phase ph = phaseOf(a->name);
+        if (ph == Phase::Unknown)
+            continue;
+        if (a->start) {
+            openStarts[a->name].push_back(a->timeUs);
+            continue;
+        }
+        auto& starts = openStarts[a->name];
+        PhaseWindow w{a->name, ph, std::numeric_limits<int64_t>::min(), a->timeUs};
+        if (!starts.empty()) {
+            w.startUs = starts.back();
+            starts.pop_back();
+        }
+        out.push_back(std::move(w));
+    }
+    for (auto& [name, starts] : openStarts)
+        for (int64_t s : starts)
+            out.push_back(PhaseWindow{name, phaseOf(name), s, std::numeric_limits<int64_t>::max()});
+    std::sort(out.begin(), out.end(), [](const PhaseWindow& a, const PhaseWindow& b) { return a.startUs < b.startUs; });
+    return out;
+}
+
+PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules, FrameMatcher& matcher)
+{
+    PhaseTimeline tl;
+    const auto& ev = dev.events;
+    const size_t n = ev.count();
+    tl.phase.assign(n, Phase::Unknown);
+    tl.source.assign(n, PhaseSource::None);
+    tl.run.assign(n, 0);
+    tl.windows = dev.hasTime ? phaseWindows(trace, dev, rules) : std::vector<PhaseWindow>{};
+    const auto segs = windowSegments(tl.windows);
+
+    tl.decisiveFrame.assign(trace.frames.stackCount(), FrameId{});
+    Phase previous = Phase::Unknown;
+    EventIndex firstKnown = kNoEvent;
+    for (size_t i = 0; i < n; ++i) {
+        Phase ph = Phase::Unknown;
+        PhaseSource src = PhaseSource::None;
+        if (ev.stack[i].valid() && ev.stack[i].value < tl.decisiveFrame.size()) {
+            ph = matcher.stackPhase(ev.stack[i], &tl.decisiveFrame[ev.stack[i].value]);
+        } else if (const AllocId id = dev.eventAlloc[i]; id.valid() && !dev.allocations[id.value].opName.empty()) {
+            ph = matcher.opPhase(dev.allocations[id.value].opName);
+        }
+        if (ph != Phase::Unknown) {
+            src = PhaseSource::Frames;
+            tl.anyFrameEvidence = true;
+        } else if (!segs.empty() && ev.timeUs[i] != kNoTime && (ph = windowPhaseAt(segs, ev.timeUs[i])) != Phase::Unknown) {
+            src = PhaseSource::Annotation;
+        } else if (previous != Phase::Unknown) {
+            ph = previous;
+            src = PhaseSource::Inherited;
+        }
+        if (ph != Phase::Unknown && firstKnown == kNoEvent)
+            firstKnown = EventIndex(i);
+        tl.phase[i] = ph;
+        tl.source[i] = src;
+        previous = ph;
+    }
+    // Events before the first evidence belong to the phase that evidence starts.
+    if (firstKnown > 0)
+        for (size_t i = 0; i < size_t(firstKnown); ++i) {
+            tl.phase[i] = tl.phase[size_t(firstKnown)];
+            tl.source[i] = PhaseSource::Inherited;
+        }
+
+    for (size_t i = 0; i < n; ++i) {
+        if (tl.runs.empty() || tl.runs.back().phase != tl.phase[i])
+            tl.runs.push_back(PhaseTimeline::Run{tl.phase[i], EventIndex(i), EventIndex(i)});
+        tl.runs.back().last = EventIndex(i);
+        tl.run[i] = uint32_t(tl.runs.size() - 1);
+    }
+    return tl;
+}
+
+} // namespace poolscope

@@ -1,0 +1,44 @@
+#pragma once
+#include "core/classify/frame_matcher.h"
+#include "core/classify/phase.h"
+#include "core/model/trace.h"
+
+#include <string>
+#include <vector>
+
+namespace poolscope {
+
+// A phase window opened and closed by a record_function annotation (external_annotations).
+struct PhaseWindow {
+    std::string name;
+    Phase phase = Phase::Unknown;
+    int64_t startUs = 0; // inclusive; INT64_MIN when the START fell out of the ring buffer
+    int64_t endUs = 0;   // inclusive; INT64_MAX when the END never came (the dump was taken inside it)
+};
+
+// Per event: the phase it belongs to, where that came from, and which run (maximal stretch of
+// events with one phase) it is in. Lifetimes are judged on runs: "freed in the same phase" means
+// "freed in the same run", so one step's forward is not confused with the next step's.
+struct PhaseTimeline {
+    std::vector<Phase> phase;
+    std::vector<PhaseSource> source;
+    std::vector<uint32_t> run;
+    struct Run {
+        Phase phase = Phase::Unknown;
+        EventIndex first = 0, last = 0;
+    };
+    std::vector<Run> runs;
+    std::vector<PhaseWindow> windows; // this device's annotation windows that name a phase
+    std::vector<FrameId> decisiveFrame; // per StackId: the frame that named the stack's phase
+    bool anyFrameEvidence = false;
+};
+
+std::vector<PhaseWindow> phaseWindows(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules);
+
+// Frames decide first (the innermost frame that names a phase; a forward inside backward is
+// checkpoint recomputation and counts as backward), then annotation windows, then the previous
+// event's phase (the autograd engine's thread has no Python frames, so with stacks='python' its
+// events are empty and belong to the backward() that started them).
+PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules, FrameMatcher& matcher);
+
+} // namespace poolscope
