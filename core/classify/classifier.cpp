@@ -10,7 +10,9 @@ namespace {
 
 struct CompiledRule {
     const Rule* rule = nullptr;
+    size_t index = 0;
     std::vector<int> any, all, none;
+    bool hasFrameConditions = false;
 };
 
 struct Features {
@@ -36,8 +38,11 @@ public:
                 c.all.push_back(m_matcher.patternId(p));
             for (const auto& p : r.framesNone)
                 c.none.push_back(m_matcher.patternId(p));
+            c.hasFrameConditions = !c.any.empty() || !c.all.empty() || !c.none.empty();
+            c.index = m_compiled.size();
             m_compiled.push_back(std::move(c));
         }
+        m_frameOk.assign(trace.frames.stackCount() * m_compiled.size(), 0);
     }
 
     Classification run()
@@ -67,6 +72,7 @@ public:
             adjustConfidence(c, a);
         }
         countSizes(c);
+        judgeUntracked(c);
         return c;
     }
 
@@ -160,22 +166,39 @@ private:
             return false;
         if (r.stack == StackCondition::Present && f.emptyStack)
             return false;
-        auto has = [&](int p) {
-            if (a.stack.valid())
-                return r.innermost > 0 ? m_matcher.stackMatchesInnermost(a.stack, p, r.innermost) : m_matcher.stackMatches(a.stack, p);
-            return m_matcher.opMatches(a.opName, p);
-        };
-        if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), has))
-            return false;
-        if (!cr.all.empty() && !std::all_of(cr.all.begin(), cr.all.end(), has))
-            return false;
-        if (!cr.none.empty() && std::any_of(cr.none.begin(), cr.none.end(), has))
+        if (cr.hasFrameConditions && !framesOk(cr, a))
             return false;
         if (r.mirrors == SizeMirror::Parameter && !c.parameterSizes.count(f.mirrorSize))
             return false;
         if (r.mirrors == SizeMirror::Gradient && !c.gradientSizes.count(f.mirrorSize))
             return false;
         return true;
+    }
+
+    // Frame conditions depend on the stack alone: answered once per (stack, rule). Thousands of
+    // allocations share a few hundred stacks.
+    bool framesOk(const CompiledRule& cr, const Allocation& a)
+    {
+        const Rule& r = *cr.rule;
+        auto evaluate = [&] {
+            auto has = [&](int p) {
+                if (a.stack.valid())
+                    return r.innermost > 0 ? m_matcher.stackMatchesInnermost(a.stack, p, r.innermost)
+                                           : m_matcher.stackMatches(a.stack, p);
+                return m_matcher.opMatches(a.opName, p);
+            };
+            if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), has))
+                return false;
+            if (!cr.all.empty() && !std::all_of(cr.all.begin(), cr.all.end(), has))
+                return false;
+            return cr.none.empty() || !std::any_of(cr.none.begin(), cr.none.end(), has);
+        };
+        if (!a.stack.valid() || size_t(a.stack.value) * m_compiled.size() >= m_frameOk.size())
+            return evaluate();
+        uint8_t& cached = m_frameOk[size_t(a.stack.value) * m_compiled.size() + cr.index];
+        if (cached == 0)
+            cached = evaluate() ? 2 : 1;
+        return cached == 2;
     }
 
     void decide(Classification& c, size_t i, bool withSizes)
@@ -217,6 +240,32 @@ private:
         c.confidence[i] = uint8_t(std::clamp(conf, 1, 99));
     }
 
+    void judgeUntracked(Classification& c)
+    {
+        c.untrackedRule = c.noRule;
+        if (!m_dev.segments.empty())
+            return;
+        int64_t tracked = 0;
+        for (const auto& a : m_dev.allocations)
+            if (a.preexisting())
+                tracked += a.size;
+        c.untrackedBytes = m_dev.initialAllocated - tracked;
+        if (c.untrackedBytes <= 0)
+            return;
+        Allocation pseudo;
+        pseudo.size = c.untrackedBytes;
+        pseudo.blockSize = c.untrackedBytes;
+        Features f;
+        f.lifetime = bit(Lifetime::Preexisting) | bit(Lifetime::AliveWholeTrace) | bit(Lifetime::AliveAtEnd);
+        f.mirrorSize = mirrorKey(c.untrackedBytes);
+        for (size_t k = 0; k < m_compiled.size(); ++k)
+            if (matches(m_compiled[k], pseudo, f, c, true)) {
+                c.untrackedPool = m_compiled[k].rule->pool;
+                c.untrackedRule = uint16_t(k);
+                return;
+            }
+    }
+
     void countSizes(Classification& c)
     {
         c.parameterSizes.clear();
@@ -246,6 +295,7 @@ private:
     FrameMatcher m_matcher;
     std::vector<CompiledRule> m_compiled;
     std::vector<Features> m_features;
+    std::vector<uint8_t> m_frameOk; // stack x rule: 0 unknown, 1 no, 2 yes
 };
 
 std::string bytesText(int64_t b)

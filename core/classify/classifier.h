@@ -35,6 +35,13 @@ struct Classification {
     std::vector<Phase> freePhase; // Phase::Unknown with lifetime AliveAtEnd: never freed
     std::vector<uint16_t> lifetime;
     PhaseTimeline phases;
+    // Sources without final segments (Kineto) anchor DeviceTrace::initialAllocated on the profiler's
+    // own total: the part no allocation accounts for predates profiling and is never touched. The
+    // rules judge it like a pre-existing allocation alive throughout with no stack.
+    int64_t untrackedBytes = 0;
+    Pool untrackedPool = Pool::Unknown;
+    uint16_t untrackedRule = 0;
+
     // Counts of allocations per size (rounded up to 512 B, the allocator's granularity) in the
     // parameter, gradient and optimizer-state pools: the size-mirroring evidence.
     std::unordered_map<int64_t, uint32_t> parameterSizes, gradientSizes, stateSizes;

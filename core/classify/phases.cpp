@@ -134,12 +134,9 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         tl.source[i] = src;
         previous = ph;
     }
-    // Events before the first evidence belong to the phase that evidence starts.
-    if (firstKnown > 0)
-        for (size_t i = 0; i < size_t(firstKnown); ++i) {
-            tl.phase[i] = tl.phase[size_t(firstKnown)];
-            tl.source[i] = PhaseSource::Inherited;
-        }
+    // Events before the first evidence stay Unknown: guessing them from what follows would invent
+    // a phase (a trace often starts with data loading or model set-up).
+    (void)firstKnown;
 
     for (size_t i = 0; i < n; ++i) {
         if (tl.runs.empty() || tl.runs.back().phase != tl.phase[i])

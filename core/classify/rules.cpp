@@ -44,19 +44,12 @@ private:
     std::string m_name;
 };
 
-bool isLiteral(const std::string& s)
-{
-    return s.find_first_of("\\^$.|?*+()[]{}") == std::string::npos;
-}
-
 void checkRegex(const Context& ctx, std::string_view field, const std::string& source)
 {
     if (source.empty())
         ctx.fail(field, "empty pattern");
-    if (isLiteral(source))
-        return;
     try {
-        std::regex re(source, std::regex::ECMAScript);
+        (void)TextPattern::compile(source);
     } catch (const std::regex_error& e) {
         ctx.fail(field, "bad regular expression '" + source + "': " + e.what());
     }
@@ -273,13 +266,6 @@ std::string_view lifetimeName(Lifetime l)
     return "?";
 }
 
-bool CompiledRegex::search(std::string_view text) const
-{
-    if (literal)
-        return text.find(source) != std::string_view::npos;
-    return std::regex_search(text.begin(), text.end(), re);
-}
-
 RuleSet RuleSet::parse(std::string_view jsonText, const std::string& origin)
 {
     json doc;
@@ -468,14 +454,9 @@ int RuleSet::internRegex(const std::string& source)
     if (source.empty())
         return -1;
     for (size_t i = 0; i < m_regexes.size(); ++i)
-        if (m_regexes[i].source == source)
+        if (m_regexes[i].source() == source)
             return int(i);
-    CompiledRegex c;
-    c.source = source;
-    c.literal = isLiteral(source);
-    if (!c.literal)
-        c.re = std::regex(source, std::regex::ECMAScript | std::regex::optimize);
-    m_regexes.push_back(std::move(c));
+    m_regexes.push_back(TextPattern::compile(source));
     return int(m_regexes.size() - 1);
 }
 

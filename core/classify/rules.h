@@ -1,10 +1,10 @@
 #pragma once
 #include "core/classify/phase.h"
 #include "core/classify/pool.h"
+#include "core/classify/text_pattern.h"
 
 #include <cstdint>
 #include <limits>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,12 +80,6 @@ struct AnnotationPattern {
     Phase phase = Phase::Unknown;
 };
 
-struct CompiledRegex {
-    std::string source;
-    bool literal = false; // plain substring: searched without std::regex (most patterns are)
-    std::regex re;
-    bool search(std::string_view text) const;
-};
 
 // The ordered rules plus the phase evidence they rely on. Built from the default rules file and
 // any user rules file; immutable once loaded.
@@ -110,7 +104,7 @@ public:
     const std::vector<Rule>& rules() const { return m_rules; }
     const std::vector<PhasePattern>& phasePatterns() const { return m_phases; }
     const std::vector<AnnotationPattern>& annotationPatterns() const { return m_annotations; }
-    const std::vector<CompiledRegex>& regexes() const { return m_regexes; }
+    const std::vector<TextPattern>& regexes() const { return m_regexes; }
     const std::vector<std::string>& sources() const { return m_sources; }
 
 private:
@@ -125,7 +119,7 @@ private:
     std::vector<std::string> m_deletedRules, m_deletedPhases, m_deletedAnnotations; // "disabled": true
     std::vector<PhasePattern> m_phases;
     std::vector<AnnotationPattern> m_annotations;
-    std::vector<CompiledRegex> m_regexes;
+    std::vector<TextPattern> m_regexes;
     std::vector<std::string> m_sources;
 };
 

@@ -1,0 +1,60 @@
+#pragma once
+#include "core/classify/classifier.h"
+#include "core/classify/pool.h"
+#include "core/model/trace.h"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace poolscope {
+
+using PoolBytes = std::array<int64_t, kPoolCount>; // indexed by Pool, CachedFree last
+
+// Bytes per pool after every event of one device, computed in one O(events + allocations) pass.
+// Bytes-exact: at every event the eight allocation pools sum to DeviceTrace::allocatedAt(i), and
+// cached_free = reservedAt(i) - allocatedAt(i) (clamped at 0 where a source without segments has
+// no reserved figure).
+//
+// Where the allocation pools and allocatedAt would disagree, the difference goes to `other` and is
+// also reported by remainder(): DeviceTrace::initialAllocated counts, from the very first event,
+// the allocator's rounding slack (block size - requested size) of blocks that are still allocated
+// at the end (see core/model/trace_builder.h), because the final segments only know block sizes.
+// That slack is charged to each such allocation's own pool from its birth on, so the pools are
+// block-exact at the end; before those births it has no owner yet and sits in `other`. Sources
+// without final segments (Kineto) anchor initialAllocated on the profiler's own total instead: there
+// the remainder is memory allocated before profiling that no event touches; it goes to the pool the
+// rules give it (Classification::untrackedPool: by default parameter, like any pre-existing memory).
+class PoolSeries {
+public:
+    size_t eventCount() const { return m_columns[0].size(); }
+    // After event i; i < 0 is the state before the first event.
+    int64_t bytes(Pool p, EventIndex i) const { return i < 0 ? m_initial[size_t(p)] : m_columns[size_t(p)][size_t(i)]; }
+    PoolBytes at(EventIndex i) const;
+    const std::vector<int64_t>& column(Pool p) const { return m_columns[size_t(p)]; }
+    const PoolBytes& initial() const { return m_initial; }
+    int64_t remainder(EventIndex i) const;
+    int64_t maxRemainder() const { return m_maxRemainder; }
+
+    // Largest value of each pool over the initial state and every event, and the first event
+    // where it is reached (kNoEvent: the initial state).
+    const PoolBytes& peak() const { return m_peak; }
+    EventIndex peakIndex(Pool p) const { return m_peakIndex[size_t(p)]; }
+
+private:
+    friend PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c);
+    std::array<std::vector<int64_t>, kPoolCount> m_columns;
+    std::vector<int64_t> m_remainder; // empty when zero everywhere
+    PoolBytes m_initial{};
+    int64_t m_initialRemainder = 0;
+    int64_t m_maxRemainder = 0;
+    PoolBytes m_peak{};
+    std::array<EventIndex, kPoolCount> m_peakIndex{};
+};
+
+PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c);
+
+// Sum of the eight allocation pools (everything but cached_free).
+int64_t allocatedBytes(const PoolBytes& b);
+
+} // namespace poolscope
