@@ -7,12 +7,6 @@
 namespace poolscope {
 namespace {
 
-struct MemoSlot {
-    PyValue value;
-    uint32_t generation = 0;
-    bool set = false;
-};
-
 const char* codeOpcodeName(uint8_t op)
 {
     switch (op) {
@@ -40,13 +34,16 @@ public:
         : m_data(bytes.data()), m_size(bytes.size()), m_name(name), m_arena(arena), m_sink(sink), m_options(options),
           m_progress(progress)
     {
+        m_arena.attachMemo(&m_memo);
+        m_stack.reserve(4096);
     }
+    ~Vm() { m_arena.attachMemo(nullptr); }
 
     PickleResult run();
     int64_t offset() const { return int64_t(m_opStart); }
 
 private:
-    [[noreturn]] void fail(LoadErrorCode code, const std::string& msg, int64_t at = -1) const
+    [[noreturn, gnu::cold, gnu::noinline]] void fail(LoadErrorCode code, const std::string& msg, int64_t at = -1) const
     {
         throw LoadError(code, m_name, at >= 0 ? at : int64_t(m_opStart), msg);
     }
@@ -91,7 +88,7 @@ private:
 
     void push(const PyValue& v)
     {
-        if (m_stack.size() >= kMaxStack)
+        if (m_stack.size() >= kMaxStack) [[unlikely]]
             fail(LoadErrorCode::LimitExceeded, "pickle stack deeper than " + std::to_string(kMaxStack) + " values");
         m_stack.push_back(v);
     }
@@ -130,26 +127,28 @@ private:
         m_stack.resize(from);
         push(PyValue{kind, ref, 0});
     }
+    // Unset memo slots hold PyKind::Released; the arena marks a slot so when it recycles the container.
     void memoPut(uint64_t index)
     {
         if (index > m_memo.size() + (1u << 20) || index >= kMaxMemo)
             fail(LoadErrorCode::LimitExceeded, "memo index " + std::to_string(index) + " is implausibly large");
         if (index >= m_memo.size()) {
-            m_arena.charge(int64_t(index + 1 - m_memo.size()) * int64_t(sizeof(MemoSlot)));
-            m_memo.resize(index + 1);
+            m_arena.charge(int64_t(index + 1 - m_memo.size()) * int64_t(sizeof(PyValue)));
+            m_memo.resize(index + 1, PyValue{PyKind::Released, 0, 0});
         }
         const PyValue& v = top();
-        m_memo[index] = MemoSlot{v, v.isContainer() ? m_arena.container(v.ref).generation : 0, true};
+        m_memo[index] = v;
+        if (v.isContainer())
+            m_arena.container(v.ref).memoIndex = uint32_t(index);
     }
     void memoGet(uint64_t index)
     {
-        if (index >= m_memo.size() || !m_memo[index].set)
-            fail(LoadErrorCode::Malformed, "memo key " + std::to_string(index) + " was never stored");
-        const MemoSlot& slot = m_memo[index];
-        if (slot.value.isContainer() && m_arena.container(slot.value.ref).generation != slot.generation)
+        if (index >= m_memo.size() || m_memo[index].kind == PyKind::Released) [[unlikely]] {
             fail(LoadErrorCode::Malformed, "memo key " + std::to_string(index) +
-                                               " refers back to a trace entry after it was consumed (unsupported sharing)");
-        push(slot.value);
+                                               (index < m_memo.size() ? " refers back to a trace entry after it was consumed (unsupported sharing)"
+                                                                      : " was never stored"));
+        }
+        push(m_memo[index]);
     }
     void pushLong(std::string_view bytes);
     void appendTo(size_t listPos, size_t from);
@@ -171,7 +170,7 @@ private:
     Progress* m_progress;
     std::vector<PyValue> m_stack;
     std::vector<size_t> m_marks;
-    std::vector<MemoSlot> m_memo;
+    std::vector<PyValue> m_memo;
     int m_protocol = 0;
 };
 

@@ -47,12 +47,13 @@ uint32_t ValueArena::newContainer(PyKind kind)
         const uint32_t ref = m_free.back();
         m_free.pop_back();
         m_containers[ref].kind = kind;
+        m_containers[ref].memoIndex = UINT32_MAX;
         return ref;
     }
     if (m_containers.size() >= 0xFFFFFFF0u)
         throw std::length_error("more than 4 billion containers");
     charge(int64_t(sizeof(Container)));
-    m_containers.push_back(Container{kind, 0, {}});
+    m_containers.push_back(Container{kind, 0, UINT32_MAX, {}});
     return uint32_t(m_containers.size() - 1);
 }
 
@@ -62,6 +63,9 @@ void ValueArena::release(uint32_t ref)
     c.items.clear(); // capacity kept: the slot is reused for the next entry of the same shape
     c.kind = PyKind::Released;
     ++c.generation;
+    if (m_memo && c.memoIndex < m_memo->size() && (*m_memo)[c.memoIndex].ref == ref)
+        (*m_memo)[c.memoIndex] = PyValue{PyKind::Released, 0, 0};
+    c.memoIndex = UINT32_MAX;
     m_free.push_back(ref);
 }
 

@@ -30,14 +30,17 @@ public:
     struct Container {
         PyKind kind = PyKind::List;
         uint32_t generation = 0; // bumped on release, so stale references are detected
+        uint32_t memoIndex = UINT32_MAX; // memo slot holding it, cleared on release
         std::vector<PyValue> items; // Dict: key, value, key, value, ...
     };
 
     explicit ValueArena(int64_t byteBudget) : m_budget(byteBudget) {}
 
     uint32_t newContainer(PyKind kind);
-    // Frees a container's items and recycles its slot (used for consumed trace entries).
+    // Frees a container's items and recycles its slot (used for consumed trace entries). The memo slot
+    // that held it (see attachMemo) is marked stale, so a later reference is an error, not a wrong value.
     void release(uint32_t ref);
+    void attachMemo(std::vector<PyValue>* memo) { m_memo = memo; }
     uint32_t addString(std::string_view s, bool bytes = false);
     void append(uint32_t ref, const PyValue& v);
     void append(uint32_t ref, std::span<const PyValue> vs);
@@ -62,6 +65,7 @@ private:
     std::vector<std::string> m_strings;
     int64_t m_budget;
     int64_t m_used = 0;
+    std::vector<PyValue>* m_memo = nullptr;
 };
 
 // Sees items as they are appended to a list, before they are stored. Returning true means the sink

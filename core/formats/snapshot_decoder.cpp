@@ -211,11 +211,39 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
     const uint32_t gen = m_arena.container(list.ref).generation;
     if (Cached& c = m_stackOfList[list.ref]; c.id != UINT32_MAX && c.generation == gen)
         return StackId(c.id);
-    m_frameScratch.clear();
     const auto frames = m_arena.items(list);
-    for (size_t i = 0; i < frames.size(); ++i)
-        m_frameScratch.push_back(frameOf(frames[i], Where(where, int64_t(i))));
-    const StackId id = m_out.trace().frames.internStack(m_frameScratch);
+    uint64_t h = 1469598103934665603ull;
+    bool allDicts = true;
+    for (const PyValue& f : frames) {
+        allDicts &= f.kind == PyKind::Dict;
+        h = (h ^ f.ref) * 1099511628211ull;
+    }
+    StackId id;
+    if (allDicts) {
+        auto [lo, hi] = m_seqIndex.equal_range(h);
+        for (auto it = lo; it != hi && !id.valid(); ++it) {
+            const SeqEntry& e = m_seqs[it->second];
+            if (e.length != frames.size())
+                continue;
+            bool same = true;
+            for (size_t i = 0; i < frames.size() && same; ++i)
+                same = m_seqRefs[e.offset + i] == frames[i].ref;
+            if (same)
+                id = e.stack;
+        }
+    }
+    if (!id.valid()) {
+        m_frameScratch.clear();
+        for (size_t i = 0; i < frames.size(); ++i)
+            m_frameScratch.push_back(frameOf(frames[i], Where(where, int64_t(i))));
+        id = m_out.trace().frames.internStack(m_frameScratch);
+        if (allDicts) {
+            m_seqIndex.emplace(h, uint32_t(m_seqs.size()));
+            m_seqs.push_back(SeqEntry{h, uint32_t(m_seqRefs.size()), uint32_t(frames.size()), id});
+            for (const PyValue& f : frames)
+                m_seqRefs.push_back(f.ref);
+        }
+    }
     if (m_releaseFrameLists) {
         m_arena.release(list.ref);
     } else {

@@ -76,6 +76,16 @@ private:
     std::vector<Cached> m_stackOfList;                    // container ref -> StackId
     std::vector<Cached> m_frameOfDict;                    // container ref -> FrameId
     std::vector<FrameId> m_frameScratch;
+    // Frames lists are new objects per traceback but repeat the same frame dicts: a list whose sequence
+    // of frame-dict containers was seen before gets its StackId without decoding a single frame.
+    struct SeqEntry {
+        uint64_t hash;
+        uint32_t offset, length;
+        StackId stack;
+    };
+    std::unordered_multimap<uint64_t, uint32_t> m_seqIndex; // hash -> index into m_seqs
+    std::vector<SeqEntry> m_seqs;
+    std::vector<uint32_t> m_seqRefs;
     int64_t m_entriesSeen = 0;
 };
 

@@ -187,8 +187,8 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
     // Pre-existing allocations first (allocEvent == -1), then in allocation order; remap ids.
     std::vector<uint32_t> order(allocs.size());
     std::iota(order.begin(), order.end(), 0u);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](uint32_t a, uint32_t b) { return allocs[a].allocEvent < allocs[b].allocEvent; });
+    // Allocations are created in event order, so a stable partition sorts them in O(n).
+    std::stable_partition(order.begin(), order.end(), [&](uint32_t a) { return allocs[a].preexisting(); });
     std::vector<uint32_t> newId(allocs.size());
     std::vector<Allocation> sorted;
     sorted.reserve(allocs.size());
