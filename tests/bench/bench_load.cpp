@@ -1,0 +1,129 @@
+// Load benchmark: snapshot pickles of 100k, 1M (and with --full 6M) entries made by repeating a real
+// trace (make_big_snapshot.py), loaded by PoolScope and, as the baseline in the same run, by Python's
+// own unpickler. Each load runs in a child process so peak RSS belongs to that load alone.
+//   bench_load [--full] [--entries N[,N...]] [--dir DIR] [--no-python]
+#include "core/load.h"
+#include "core/timeline/prepared_trace.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+long peakRssKiB()
+{
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+int64_t fileSize(const std::string& path)
+{
+    struct stat st{};
+    return stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : -1;
+}
+std::string run(const std::string& cmd)
+{
+    std::string out;
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+            out.append(buf, n);
+        pclose(p);
+    }
+    return out;
+}
+
+// Child: load (and, for "first chart", classify and prepare the timeline), print "load_s chart_s rss_kib entries".
+int child(const std::string& file)
+{
+    const auto t0 = Clock::now();
+    auto trace = poolscope::load(file);
+    const auto t1 = Clock::now();
+    auto prepared = poolscope::prepareTrace(trace);
+    const auto t2 = Clock::now();
+    size_t entries = 0;
+    for (const auto& d : trace->devices)
+        entries += d.eventCount();
+    std::printf("%.4f %.4f %ld %zu\n", seconds(t0, t1), seconds(t0, t2), peakRssKiB(), entries);
+    return prepared ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.size() == 2 && args[0] == "--child")
+        return child(args[1]);
+
+    std::vector<long> sizes = {100000, 1000000};
+    std::string dir = "/tmp/poolscope-bench";
+    bool python = true;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--full")
+            sizes = {100000, 1000000, 6000000};
+        else if (args[i] == "--entries" && i + 1 < args.size()) {
+            sizes.clear();
+            std::stringstream ss(args[++i]);
+            for (std::string n; std::getline(ss, n, ',');)
+                sizes.push_back(std::stol(n));
+        } else if (args[i] == "--dir" && i + 1 < args.size())
+            dir = args[++i];
+        else if (args[i] == "--no-python")
+            python = false;
+    }
+    const std::string self = "/proc/" + std::to_string(getpid()) + "/exe";
+    const std::string script = std::string(POOLSCOPE_SOURCE_DIR) + "/tests/bench/make_big_snapshot.py";
+    std::system(("mkdir -p " + dir).c_str());
+
+    std::printf("%-9s %9s | %9s %9s %9s %9s %9s | %9s %9s | %7s %7s\n", "entries", "MB", "load s", "chart s", "MB/s",
+                "Mentry/s", "RSS MB", "py s", "py RSS", "speedup", "RSS/file");
+    for (long n : sizes) {
+        const std::string file = dir + "/snapshot_" + std::to_string(n) + ".pickle";
+        if (fileSize(file) <= 0)
+            run("python3 " + script + " " + file + " " + std::to_string(n) + " >&2");
+        const double mb = double(fileSize(file)) / 1e6;
+        // Best of three for PoolScope (noisy 2-core machine); Python once, it is slow enough.
+        double load = 1e9, chart = 1e9;
+        long rss = 0;
+        size_t entries = 0;
+        for (int rep = 0; rep < 3; ++rep) {
+            std::istringstream r(run(self + " --child " + file));
+            double l = 0, c = 0;
+            long k = 0;
+            r >> l >> c >> k >> entries;
+            if (l > 0 && l < load)
+                load = l;
+            if (c > 0 && c < chart)
+                chart = c;
+            rss = std::max(rss, k);
+        }
+        double pyS = 0, pyRss = 0;
+        if (python) {
+            std::istringstream r(run("python3 -c \"import pickle,time,resource; t=time.perf_counter(); "
+                                     "pickle.load(open('" + file + "','rb')); "
+                                     "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\""));
+            r >> pyS >> pyRss;
+        }
+        std::printf("%-9zu %9.1f | %9.3f %9.3f %9.1f %9.2f %9.1f | %9.3f %9.1f | %6.1fx %7.2f\n", entries, mb, load, chart,
+                    mb / load, double(entries) / load / 1e6, double(rss) / 1024.0, pyS, pyRss / 1024.0,
+                    pyS > 0 ? pyS / load : 0.0, double(rss) / 1024.0 / mb);
+        std::fflush(stdout);
+    }
+    std::printf("load s = poolscope::load; chart s = load + classification + timeline (first chart); speedup = python "
+                "pickle.load / load; RSS/file = PoolScope peak RSS / file size.\n");
+    return 0;
+}
