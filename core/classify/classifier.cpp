@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 namespace poolscope {
 namespace {
@@ -22,6 +23,7 @@ struct Features {
     uint16_t lifetime = 0;
     int64_t mirrorSize = 0;
     bool emptyStack = true;
+    StackId stack; // where it was allocated; invalid when unknown
 };
 
 class Engine {
@@ -72,6 +74,8 @@ public:
             adjustConfidence(c, a);
         }
         countSizes(c);
+        sizeLedger(c);
+        countSizes(c);
         judgeUntracked(c);
         return c;
     }
@@ -102,13 +106,18 @@ private:
                 lt |= bit(Lifetime::Preexisting);
                 if (!f.freed)
                     lt |= bit(Lifetime::AliveWholeTrace);
-                // Its block's stack (from the final segments) still tells where it was born.
-                if (a.stack.valid()) {
-                    f.birth = m_matcher.stackPhase(a.stack);
+                // Its block's stack (from the final segments) still tells where it was born. An
+                // allocation first seen at its free carries the free's stack instead: no birth evidence.
+                const EventIndex firstFree = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+                const bool stackIsFree = firstFree != kNoEvent && a.stack == m_dev.events.stack[size_t(firstFree)];
+                f.stack = stackIsFree ? StackId{} : a.stack;
+                if (f.stack.valid()) {
+                    f.birth = m_matcher.stackPhase(f.stack);
                     if (f.birth != Phase::Unknown)
                         lt |= bit(Lifetime::OwnPhase);
                 }
             } else {
+                f.stack = a.stack;
                 lt |= bit(Lifetime::Recorded);
                 f.birth = tl.phase[size_t(a.allocEvent)];
                 const auto src = tl.source[size_t(a.allocEvent)];
@@ -139,7 +148,7 @@ private:
                 if (auto it = requested.find(a.address); it != requested.end())
                     size = it->second;
             f.mirrorSize = mirrorKey(size);
-            f.emptyStack = (!a.stack.valid() || m_trace.frames.stack(a.stack).empty()) && a.opName.empty();
+            f.emptyStack = (!f.stack.valid() || m_trace.frames.stack(f.stack).empty()) && a.opName.empty();
             c.birthPhase[i] = f.birth;
             c.freePhase[i] = f.free;
             c.lifetime[i] = lt;
@@ -166,7 +175,7 @@ private:
             return false;
         if (r.stack == StackCondition::Present && f.emptyStack)
             return false;
-        if (cr.hasFrameConditions && !framesOk(cr, a))
+        if (cr.hasFrameConditions && !framesOk(cr, a, f.stack))
             return false;
         if (r.mirrors == SizeMirror::Parameter && !c.parameterSizes.count(f.mirrorSize))
             return false;
@@ -177,14 +186,14 @@ private:
 
     // Frame conditions depend on the stack alone: answered once per (stack, rule). Thousands of
     // allocations share a few hundred stacks.
-    bool framesOk(const CompiledRule& cr, const Allocation& a)
+    bool framesOk(const CompiledRule& cr, const Allocation& a, StackId stack)
     {
         const Rule& r = *cr.rule;
         auto evaluate = [&] {
             auto has = [&](int p) {
-                if (a.stack.valid())
-                    return r.innermost > 0 ? m_matcher.stackMatchesInnermost(a.stack, p, r.innermost)
-                                           : m_matcher.stackMatches(a.stack, p);
+                if (stack.valid())
+                    return r.innermost > 0 ? m_matcher.stackMatchesInnermost(stack, p, r.innermost)
+                                           : m_matcher.stackMatches(stack, p);
                 return m_matcher.opMatches(a.opName, p);
             };
             if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), has))
@@ -193,9 +202,9 @@ private:
                 return false;
             return cr.none.empty() || !std::any_of(cr.none.begin(), cr.none.end(), has);
         };
-        if (!a.stack.valid() || size_t(a.stack.value) * m_compiled.size() >= m_frameOk.size())
+        if (!stack.valid() || size_t(stack.value) * m_compiled.size() >= m_frameOk.size())
             return evaluate();
-        uint8_t& cached = m_frameOk[size_t(a.stack.value) * m_compiled.size() + cr.index];
+        uint8_t& cached = m_frameOk[size_t(stack.value) * m_compiled.size() + cr.index];
         if (cached == 0)
             cached = evaluate() ? 2 : 1;
         return cached == 2;
@@ -238,6 +247,78 @@ private:
                 conf += 5;
         }
         c.confidence[i] = uint8_t(std::clamp(conf, 1, 99));
+    }
+
+    // Recording often starts after the first step: then parameters and optimizer state both predate
+    // it, alive throughout, without stacks, and the rules call them all parameters. The gradients
+    // (born in the recorded backward) tell them apart: Adam keeps two state buffers per parameter,
+    // so each gradient size shows up K = 3 times among those blocks (SGD with momentum: K = 2).
+    // When most of those bytes agree on one K and no optimizer state was born in the trace, K - 1
+    // of every K same-size blocks are optimizer state. Which block is which is not knowable; the
+    // bytes are. Parameters are usually allocated first, so the higher addresses become state.
+    void sizeLedger(Classification& c)
+    {
+        for (size_t i = 0; i < c.size(); ++i)
+            if (c.pool[i] == Pool::OptimizerState && !m_dev.allocations[i].preexisting())
+                return; // the state was born in the trace: nothing predates it
+        std::unordered_map<int64_t, std::vector<uint32_t>> candidates;
+        for (size_t i = 0; i < c.size(); ++i)
+            if (c.pool[i] == Pool::Parameter && (m_features[i].lifetime & bit(Lifetime::AliveWholeTrace)) && m_features[i].emptyStack)
+                candidates[m_features[i].mirrorSize].push_back(uint32_t(i));
+        // Gradients per parameter size: those one backward pass produced (every step makes new ones).
+        std::unordered_map<int64_t, uint32_t> perStep;
+        {
+            std::map<std::pair<uint32_t, int64_t>, uint32_t> byRun;
+            for (size_t i = 0; i < c.size(); ++i) {
+                const Allocation& a = m_dev.allocations[i];
+                if (c.pool[i] == Pool::Gradient && !a.preexisting())
+                    ++byRun[{c.phases.run[size_t(a.allocEvent)], m_features[i].mirrorSize}];
+            }
+            for (const auto& [key, n] : byRun)
+                perStep[key.second] = std::max(perStep[key.second], n);
+        }
+        std::unordered_map<int64_t, int64_t> bytesPerK;
+        int64_t withGradients = 0;
+        for (const auto& [size, ids] : candidates) {
+            auto g = perStep.find(size);
+            if (g == perStep.end() || g->second == 0)
+                continue;
+            const int64_t bytes = int64_t(ids.size()) * size;
+            withGradients += bytes;
+            if (ids.size() % g->second == 0)
+                bytesPerK[int64_t(ids.size() / g->second)] += bytes;
+        }
+        int64_t bestK = 0, bestBytes = 0;
+        for (const auto& [k, b] : bytesPerK)
+            if (b > bestBytes) {
+                bestK = k;
+                bestBytes = b;
+            }
+        if (bestK < 2 || bestBytes * 5 < withGradients * 4)
+            return;
+        const uint16_t ledgerRule = uint16_t(c.rules.size());
+        c.rules.push_back(RuleInfo{"size-ledger-optimizer-state",
+                                   "allocated before recording and alive throughout, one of " + std::to_string(bestK) +
+                                       " same-size blocks per gradient of that size: 1 parameter + " + std::to_string(bestK - 1) +
+                                       " optimizer-state buffers created before recording began",
+                                   "built-in", Pool::OptimizerState});
+        for (auto& [size, ids] : candidates) {
+            auto g = perStep.find(size);
+            if (g == perStep.end() || g->second == 0)
+                continue;
+            const size_t grads = g->second;
+            if (ids.size() < 2 * grads)
+                continue;
+            const size_t states = std::min(ids.size() - grads, size_t(bestK - 1) * grads);
+            std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+                return m_dev.allocations[a].address < m_dev.allocations[b].address;
+            });
+            for (size_t k = ids.size() - states; k < ids.size(); ++k) {
+                c.pool[ids[k]] = Pool::OptimizerState;
+                c.rule[ids[k]] = ledgerRule;
+                c.confidence[ids[k]] = 55;
+            }
+        }
     }
 
     void judgeUntracked(Classification& c)
@@ -412,9 +493,13 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
                  std::to_string(count(c.parameterSizes)) + " parameter, " + std::to_string(count(c.gradientSizes)) +
                  " gradient, " + std::to_string(count(c.stateSizes)) + " optimizer_state");
     if (a.stack.valid()) {
+        const EventIndex firstFree = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+        const bool stackIsFree = a.preexisting() && firstFree != kNoEvent && dev.events.stack[size_t(firstFree)] == a.stack;
         const FrameId uf = trace.frames.userFrame(a.stack);
         if (uf.valid())
-            ev.push_back("user frame: " + frameText(trace.frames.frame(uf)));
+            ev.push_back(std::string(stackIsFree ? "user frame (of its free; where it was allocated is unknown): "
+                                                 : "user frame: ") +
+                         frameText(trace.frames.frame(uf)));
     } else if (!a.opName.empty()) {
         ev.push_back("operator: " + a.opName);
     } else {

@@ -27,7 +27,8 @@ struct Classification {
     std::vector<Pool> pool;
     std::vector<uint8_t> confidence; // 0-100
     std::vector<uint16_t> rule;      // index into rules
-    std::vector<RuleInfo> rules;     // the rule set's rules, then kNoRuleName ("no rule matched")
+    std::vector<RuleInfo> rules;     // the rule set's rules, kNoRuleName ("no rule matched"), then built-in evidence
+                                     // such as the size ledger
     uint16_t noRule = 0;             // index of the "no rule matched" entry
 
     // The evidence the rules saw, kept so explanations quote it.
