@@ -32,6 +32,7 @@ struct TrainingOptions {
     bool steadyState = false;          // recording starts after a step: state and grads predate it
     bool workspace = true;             // a cuBLAS workspace
     bool forwardOnly = false;          // inference: forward passes, no backward, no step
+    bool distinctLayerFrames = false;  // each layer's forward on its own source line (many frames)
 };
 
 struct TrainingTrace {
@@ -196,7 +197,8 @@ inline void TrainingTraceBuilder::forward(std::vector<uint64_t>& saved, std::vec
     const FrameId mm = frame("??", "torch::autograd::THPVariable_matmul(_object*, _object*, _object*)");
     for (int l = 0; l < m_o.layers; ++l) {
         auto fwd = [&] {
-            std::vector<FrameId> py{m_forward, m_callImpl, m_wrappedCall, m_module, m_callImpl, m_wrappedCall};
+            const FrameId layerForward = m_o.distinctLayerFrames ? frame("/home/user/project/model.py", "forward", 100 + l) : m_forward;
+            std::vector<FrameId> py{layerForward, m_callImpl, m_wrappedCall, m_module, m_callImpl, m_wrappedCall};
             if (m_o.checkpointing)
                 py.push_back(ckpt);
             return python(py, {m_opMm, mm});
