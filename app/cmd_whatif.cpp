@@ -1,0 +1,157 @@
+#include "app/args.h"
+#include "app/commands.h"
+
+#include "core/classify/classifier.h"
+#include "core/classify/rules.h"
+#include "core/load.h"
+#include "core/util/units.h"
+#include "core/whatif/whatif.h"
+
+#include <iostream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+namespace poolscope::app {
+namespace {
+
+Ratio ratioOption(Args& args, const char* name)
+{
+    const auto v = args.option(name);
+    if (!v)
+        return {};
+    const auto r = parseRatio(*v);
+    if (!r)
+        throw UsageError(std::string(name) + " expects a positive factor such as 2 or 0.5, got '" + *v + "'");
+    return *r;
+}
+
+// `--checkpoint` takes an optional mode: a bare flag means full checkpointing.
+std::vector<std::string> normaliseCheckpoint(std::vector<std::string> argv)
+{
+    for (size_t i = 0; i < argv.size(); ++i) {
+        if (argv[i] != "--checkpoint")
+            continue;
+        if (i + 1 < argv.size() && parseCheckpoint(argv[i + 1])) {
+            argv[i] = "--checkpoint=" + argv[i + 1];
+            argv.erase(argv.begin() + ptrdiff_t(i) + 1);
+        } else {
+            argv[i] = "--checkpoint=full";
+        }
+    }
+    return argv;
+}
+
+Scenario scenarioFrom(Args& args)
+{
+    Scenario s;
+    s.batchScale = ratioOption(args, "--batch-scale");
+    s.activationScale = ratioOption(args, "--activation-scale");
+    s.seqScale = ratioOption(args, "--seq-scale");
+    if (auto c = args.option("--checkpoint")) {
+        const auto k = parseCheckpoint(*c);
+        if (!k)
+            throw UsageError("--checkpoint expects full, selective or sqrt, got '" + *c + "'");
+        s.checkpoint = *k;
+    }
+    if (auto o = args.option("--optimizer")) {
+        const auto k = parseOptimizer(*o);
+        if (!k)
+            throw UsageError("--optimizer expects adamw, adam, sgd, sgd-momentum, lion, adafactor or adam8bit, got '" + *o + "'");
+        s.optimizer = *k;
+    }
+    const auto zero = args.option("--zero");
+    const auto fsdp = args.option("--fsdp");
+    if (zero && fsdp)
+        throw UsageError("--zero and --fsdp exclude each other");
+    if (zero) {
+        const auto k = parseZeroStage(*zero);
+        if (!k)
+            throw UsageError("--zero expects 1, 2 or 3, got '" + *zero + "'");
+        s.sharding = *k;
+    }
+    if (fsdp) {
+        const auto k = parseFsdp(*fsdp);
+        if (!k)
+            throw UsageError("--fsdp expects full, grad-op or hybrid, got '" + *fsdp + "'");
+        s.sharding = *k;
+    }
+    s.ranks = args.intOption("--ranks", s.sharding == ShardingKind::None ? 1 : 8);
+    s.offloadOptimizer = args.flag("--offload-optimizer");
+    if (auto c = args.option("--capacity")) {
+        const int64_t bytes = parseBytes(*c);
+        if (bytes <= 0)
+            throw UsageError("--capacity expects a size such as 80GiB, got '" + *c + "'");
+        s.capacity = bytes;
+    }
+    if (const std::string problem = s.validate(); !problem.empty())
+        throw UsageError(problem);
+    return s;
+}
+
+const DeviceTrace& pickDevice(const Trace& trace, std::optional<int> wanted)
+{
+    if (trace.devices.empty())
+        throw std::invalid_argument(trace.path + ": the file holds no device traces");
+    if (wanted) {
+        if (const DeviceTrace* d = trace.findDevice(*wanted))
+            return *d;
+        if (const DeviceTrace* d = trace.findDevice(*wanted, DeviceKind::Cpu))
+            return *d;
+        throw std::invalid_argument(trace.path + ": no device " + std::to_string(*wanted));
+    }
+    // The device a user means: one that ran out of memory, else the busiest CUDA device.
+    const DeviceTrace* best = &trace.devices.front();
+    auto score = [](const DeviceTrace& d) { return std::tuple(!d.ooms.empty(), d.kind == DeviceKind::Cuda, d.eventCount()); };
+    for (const auto& d : trace.devices)
+        if (score(d) > score(*best))
+            best = &d;
+    return *best;
+}
+
+int runWhatIfCommand(const std::vector<std::string>& argv)
+{
+    return guarded("whatif", [&] {
+        Args args(normaliseCheckpoint(argv));
+        std::optional<int> device;
+        if (auto d = args.option("--device"))
+            device = Args({"--device", *d}).intOption("--device", 0);
+        const bool asJson = args.flag("--json");
+        const Scenario scenario = scenarioFrom(args);
+        const auto files = args.positionals();
+        if (files.size() != 1)
+            throw UsageError("whatif expects one FILE");
+        const auto trace = load(files[0]);
+        const DeviceTrace& dev = pickDevice(*trace, device);
+        if (dev.eventCount() == 0)
+            throw std::invalid_argument(files[0] + ": " + dev.label() + " has no trace events to replay (segments only)");
+        Classification c;
+        std::string rulesProblem;
+        try {
+            c = classify(*trace, dev, RuleSet::load());
+        } catch (const LoadError& e) {
+            rulesProblem = std::string("pools are unclassified: ") + e.what();
+        }
+        WhatIfResult r = poolscope::runWhatIf(*trace, dev, c, scenario);
+        if (!rulesProblem.empty())
+            r.notes.insert(r.notes.begin(), rulesProblem);
+        if (asJson) {
+            nlohmann::json j = whatIfJson(r);
+            j["file"] = trace->path;
+            std::cout << j.dump(2) << "\n";
+        } else {
+            std::cout << trace->path << "\n" << renderWhatIfText(r);
+        }
+        return 0;
+    });
+}
+
+const CommandRegistrar kRegister(
+    {"whatif",
+     "whatif FILE [--device N] [--batch-scale X] [--activation-scale X] [--seq-scale X] [--checkpoint [full|selective|sqrt]] "
+     "[--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor|adam8bit] [--zero 1|2|3 | --fsdp full|grad-op|hybrid] "
+     "[--ranks N] [--offload-optimizer] [--capacity 80GiB] [--json]",
+     "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer or sharding", runWhatIfCommand});
+
+} // namespace
+} // namespace poolscope::app

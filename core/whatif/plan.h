@@ -1,0 +1,46 @@
+#pragma once
+#include "core/classify/pool.h"
+#include "core/model/trace.h"
+#include "core/whatif/scenario.h"
+#include "core/whatif/trace_model.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace poolscope {
+
+// A scenario applied to one device's allocation stream: what to replay through the allocator.
+// Original allocations keep their events and may change size (0 drops them) or be released early;
+// injected allocations (recomputed activations, all-gather buffers, gradient shards, new optimizer
+// state) come with the events they live between. An operation "at event e" runs right after the
+// trace's own operation of event e (frees before allocations); at kNoEvent it runs before the first
+// event, and a free at kNoEvent means "alive at the end".
+struct Plan {
+    struct Extra {
+        EventIndex allocAt = kNoEvent;
+        EventIndex freeAt = kNoEvent;
+        int64_t size = 0;
+        int64_t stream = 0;
+        Pool pool = Pool::Unknown;
+    };
+    std::vector<int64_t> size;         // per original allocation; 0: dropped
+    std::vector<EventIndex> earlyFree; // per original allocation; kNoEvent: freed as recorded
+    std::vector<Extra> extras;
+    bool identity = true; // every size and lifetime as recorded, nothing injected
+
+    std::string recompute;          // the compute the scenario adds ("one extra forward per step ...")
+    std::vector<std::string> notes; // what the transform assumed
+};
+
+Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario);
+
+// Optimizer arithmetic, exposed for tests. Bytes of state for one parameter tensor of `numel`
+// fp32 elements (AdamW 8 B each; SGD 0; momentum and Lion 4; Adafactor factored: (rows + cols)
+// x 4 B for matrices, taken as square, full for vectors; 8-bit Adam 2 B plus block-wise scales,
+// tensors under 4096 elements stay fp32 as bitsandbytes keeps them).
+int64_t optimizerStateBytes(OptimizerKind kind, int64_t numel);
+// Scratch a foreach step allocates per parameter byte-for-byte (AdamW's sqrt(v) list: 4 B).
+int64_t optimizerWorkspaceBytesPerParam(OptimizerKind kind);
+
+} // namespace poolscope

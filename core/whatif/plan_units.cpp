@@ -1,0 +1,214 @@
+// Transforms that follow the model's layers: ZeRO / FSDP sharding (with the transient buffers of
+// one unit) and activation checkpointing (segments that keep only their input and recompute).
+#include "core/whatif/plan.h"
+
+#include "core/util/units.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace poolscope {
+namespace {
+
+int shardStage(ShardingKind k)
+{
+    switch (k) {
+    case ShardingKind::None:
+        return 0;
+    case ShardingKind::Zero1:
+        return 1;
+    case ShardingKind::Zero2:
+    case ShardingKind::FsdpGradOp:
+        return 2;
+    default:
+        return 3;
+    }
+}
+
+EventIndex before(EventIndex e)
+{
+    return e > 0 ? e - 1 : kNoEvent;
+}
+
+// Where a gradient born at `birth` is reduce-scattered: when its layer's backward ends (the next
+// layer boundary), or at once when the trace shows no layers (an ideal bucketed reducer).
+EventIndex reducePoint(const std::vector<EventIndex>& boundaries, EventIndex birth)
+{
+    auto it = std::lower_bound(boundaries.begin(), boundaries.end(), birth);
+    return it == boundaries.end() ? birth : *it;
+}
+
+// All-gather buffers of FSDP FULL_SHARD / ZeRO-3: a unit's unsharded parameters from just before
+// its forward (the next unit prefetched while the current one runs) to its end, and again in backward.
+void gatherBuffers(const ForwardPass& pass, int64_t unit, int64_t stream, bool gradOp, Plan& plan)
+{
+    const size_t L = pass.layers.size();
+    for (size_t l = 0; l < L; ++l) {
+        const LayerSpan& span = pass.layers[l];
+        if (gradOp) {
+            // SHARD_GRAD_OP: the unit stays unsharded from its forward until its backward is done.
+            const EventIndex until = span.backwardEnd != kNoEvent ? span.backwardEnd : pass.end;
+            plan.extras.push_back({before(span.forwardBegin), until, unit, stream, Pool::Parameter});
+            continue;
+        }
+        const EventIndex fwdFrom = before(l > 0 ? pass.layers[l - 1].forwardBegin : span.forwardBegin);
+        plan.extras.push_back({fwdFrom, span.forwardEnd, unit, stream, Pool::Parameter});
+        if (span.backwardBegin == kNoEvent)
+            continue;
+        const EventIndex prefetch = l + 1 < L && pass.layers[l + 1].backwardBegin != kNoEvent ? pass.layers[l + 1].backwardBegin
+                                                                                           : span.backwardBegin;
+        plan.extras.push_back({before(prefetch), span.backwardEnd, unit, stream, Pool::Parameter});
+    }
+}
+
+} // namespace
+
+void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan)
+{
+    const int stage = shardStage(sc.sharding);
+    if (stage == 0)
+        return;
+    const Ratio shard{1, sc.ranks};
+    const auto& allocs = dev.allocations;
+    int64_t stateBefore = 0, stateAfter = 0;
+    for (size_t a = 0; a < plan.size.size(); ++a)
+        if (m.pool[a] == Pool::OptimizerState || m.stepWorkspace[a]) {
+            stateBefore += plan.size[a];
+            plan.size[a] = shard.apply(plan.size[a]);
+            stateAfter += plan.size[a];
+        }
+    for (auto& e : plan.extras)
+        if (e.pool == Pool::OptimizerState)
+            e.size = shard.apply(e.size);
+    std::string note = std::string(shardingName(sc.sharding)) + " on " + std::to_string(sc.ranks) +
+                       " ranks: optimizer state and step scratch / " + std::to_string(sc.ranks);
+
+    if (stage >= 2) {
+        std::vector<EventIndex> boundaries;
+        for (const auto& pass : m.passes)
+            for (const auto& span : pass.layers)
+                if (span.backwardEnd != kNoEvent)
+                    boundaries.push_back(span.backwardEnd);
+        std::sort(boundaries.begin(), boundaries.end());
+        for (size_t a = 0; a < plan.size.size(); ++a) {
+            if (m.pool[a] != Pool::Gradient || plan.size[a] == 0)
+                continue;
+            const Allocation& al = allocs[a];
+            if (al.preexisting()) {
+                plan.size[a] = shard.apply(plan.size[a]);
+                continue;
+            }
+            // Full-size while its unit's backward runs, then only this rank's shard survives.
+            const EventIndex at = reducePoint(boundaries, al.allocEvent);
+            if (al.freeCompletedEvent != kNoEvent && al.freeCompletedEvent <= at)
+                continue;
+            plan.earlyFree[a] = at;
+            plan.extras.push_back({at, al.freeCompletedEvent, shard.apply(plan.size[a]), al.stream, Pool::Gradient});
+        }
+        note += boundaries.empty() ? "; gradients / " + std::to_string(sc.ranks) + " right after they are produced"
+                                   : "; gradients / " + std::to_string(sc.ranks) + " once their layer's backward is done";
+    }
+    const bool gradOp = sc.sharding == ShardingKind::FsdpGradOp;
+    if (stage >= 3 || gradOp) {
+        int64_t params = 0, largest = 0, stream = 0;
+        for (size_t a = 0; a < plan.size.size(); ++a)
+            if (m.pool[a] == Pool::Parameter) {
+                params += plan.size[a];
+                if (plan.size[a] > largest) {
+                    largest = plan.size[a];
+                    stream = allocs[a].stream;
+                }
+                plan.size[a] = shard.apply(plan.size[a]);
+            }
+        const int64_t unit = m.layersPerPass > 0 ? params / m.layersPerPass : largest;
+        for (const auto& pass : m.passes) {
+            if (!pass.layers.empty()) {
+                gatherBuffers(pass, unit, stream, gradOp, plan);
+                continue;
+            }
+            // No layers: gradOp keeps all parameters unsharded through forward and backward; full
+            // sharding gathers the largest parameter and the prefetched next one throughout.
+            if (gradOp) {
+                const EventIndex until = pass.backwardEnd != kNoEvent ? pass.backwardEnd : pass.end;
+                plan.extras.push_back({before(pass.begin), until, params, stream, Pool::Parameter});
+                continue;
+            }
+            plan.extras.push_back({before(pass.begin), pass.end, 2 * largest, stream, Pool::Parameter});
+            if (pass.backwardBegin != kNoEvent)
+                plan.extras.push_back({before(pass.backwardBegin), pass.backwardEnd, 2 * largest, stream, Pool::Parameter});
+        }
+        note += "; parameters / " + std::to_string(sc.ranks) +
+                (gradOp ? " at rest, each unit unsharded from its forward to its backward ("
+                        : ", plus all-gather buffers of one unit and the prefetched next (") +
+                formatBytes(unit) + " per unit" + (m.layersPerPass > 0 ? ")" : ", no layers found: the largest parameter)");
+        if (m.passes.empty())
+            note += "; no forward pass in this trace, so no all-gather buffers are added";
+    }
+    if (sc.sharding == ShardingKind::FsdpHybrid)
+        note += " (hybrid: --ranks is the size of one shard group, replicated across groups)";
+    note += "; collective buckets are not modeled";
+    plan.notes.push_back(note + " (state " + formatBytes(stateBefore) + " -> " + formatBytes(stateAfter) + " over the trace)");
+}
+
+void applyCheckpointing(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan)
+{
+    if (sc.checkpoint == CheckpointKind::None)
+        return;
+    const auto& allocs = dev.allocations;
+    const bool selective = sc.checkpoint == CheckpointKind::Selective;
+    int64_t released = 0, recomputed = 0;
+    int segmentLayers = 1;
+    bool anyBackward = false;
+    for (size_t p = 0; p < m.passes.size(); ++p) {
+        const ForwardPass& pass = m.passes[p];
+        const size_t L = pass.layers.size();
+        if (L == 0)
+            continue;
+        const size_t k = sc.checkpoint == CheckpointKind::Sqrt ? size_t(std::ceil(std::sqrt(double(L)))) : 1;
+        segmentLayers = int(k);
+        for (size_t a = 0; a < allocs.size(); ++a) {
+            if (m.pass[a] != int32_t(p) || m.layer[a] < 0 || !m.saved[a] || plan.size[a] == 0)
+                continue;
+            if (selective && m.law[a] != SizeLaw::Quadratic)
+                continue;
+            const size_t layer = size_t(m.layer[a]);
+            const size_t last = std::min(L, (layer / k + 1) * k) - 1; // last layer of the segment
+            // Full checkpointing keeps each segment's output: the next segment's input.
+            if (!selective && m.keptInput[a] && layer == last)
+                continue;
+            const EventIndex segEnd = pass.layers[last].forwardEnd;
+            if (allocs[a].allocEvent > segEnd)
+                continue;
+            plan.earlyFree[a] = segEnd;
+            released += plan.size[a];
+            const EventIndex recomputeAt = pass.layers[last].backwardBegin;
+            const EventIndex freed = allocs[a].freeCompletedEvent;
+            if (recomputeAt != kNoEvent && freed != kNoEvent && recomputeAt <= freed) {
+                plan.extras.push_back({before(recomputeAt), freed, plan.size[a], allocs[a].stream, m.pool[a]});
+                recomputed += plan.size[a];
+                anyBackward = true;
+            }
+        }
+    }
+    if (m.layersPerPass == 0) {
+        plan.notes.push_back("checkpointing needs the forward pass's layers, and none were found: not applied");
+        return;
+    }
+    std::string what = selective ? "selective checkpointing: the attention-score tensors of each layer are not kept"
+                                 : "checkpointing " + std::string(checkpointName(sc.checkpoint)) + " (segments of " +
+                                       std::to_string(segmentLayers) + " layer" + (segmentLayers > 1 ? "s" : "") +
+                                       "): each segment keeps only its input";
+    plan.notes.push_back(what + "; " + formatBytes(released) + " of saved activations released after their segment" +
+                         (anyBackward ? ", " + formatBytes(recomputed) + " recomputed one segment at a time in backward"
+                                      : "; no backward in this trace, so nothing is recomputed"));
+    int64_t forwardUs = 0;
+    for (const auto& pass : m.passes)
+        forwardUs += std::max<int64_t>(0, pass.durationUs);
+    if (selective)
+        plan.recompute = "recomputes the attention scores of each layer in backward (a few % more compute, Korthikanti et al.)";
+    else
+        plan.recompute = "one extra forward pass per step" +
+                         (forwardUs > 0 ? " (the recorded forward took " + formatDurationUs(forwardUs) + ")" : std::string());
+}
+
+} // namespace poolscope

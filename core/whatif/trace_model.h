@@ -1,0 +1,75 @@
+#pragma once
+#include "core/classify/classifier.h"
+#include "core/model/trace.h"
+#include "core/whatif/scenario.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace poolscope {
+
+// How an allocation's bytes follow the tokens of a micro-batch (b sequences of s tokens).
+// Korthikanti et al.: activations are s*b*h*(34 + 5*a*s/h) bytes per layer; the 5as/h part is the
+// attention-score matrix (b*a*s*s elements), quadratic in s.
+enum class SizeLaw : uint8_t { Fixed, Linear, Quadratic };
+
+// One layer of one forward pass: the unit of checkpointing and of FSDP wrapping.
+struct LayerSpan {
+    EventIndex forwardBegin = kNoEvent; // birth of its first saved activation
+    EventIndex forwardEnd = kNoEvent;   // last event before the next layer (or the head) begins
+    EventIndex backwardBegin = kNoEvent; // where its backward starts (kNoEvent: no backward recorded)
+    EventIndex backwardEnd = kNoEvent;   // its last saved activation released
+    int64_t savedBytes = 0;              // batch-dependent bytes it keeps for backward
+};
+
+struct ForwardPass {
+    EventIndex begin = 0, end = 0; // the forward phase run
+    std::vector<LayerSpan> layers; // empty when no repeating layer structure was found
+    int64_t inputBytes = 0;        // U: a layer's input (the residual stream), what full checkpointing keeps
+    EventIndex backwardBegin = kNoEvent, backwardEnd = kNoEvent;
+    int64_t durationUs = -1; // of the forward run, when the trace has time
+};
+
+// What the what-if engine knows about one device's trace beyond the pools: which allocations
+// follow the batch, which are kept for backward and in which layer, and what optimizer ran.
+// Built once per (trace, classification); every scenario reuses it.
+struct TraceModel {
+    size_t allocationCount = 0;
+    std::vector<Pool> pool;            // per allocation (Unknown where the classification has none)
+    std::vector<SizeLaw> law;          // per allocation
+    std::vector<int64_t> requestedSize; // per allocation: what was asked for (pre-existing ones: from the final blocks)
+    std::vector<int32_t> pass;         // forward pass of a saved activation, -1 otherwise
+    std::vector<int32_t> layer;        // its layer within the pass, -1 outside the layers
+    std::vector<uint8_t> saved;        // born in a forward pass, alive past its end (kept for backward)
+    std::vector<uint8_t> keptInput;    // saved, and the layer output that is the next layer's input
+    std::vector<uint8_t> stepWorkspace; // scratch of the optimizer step (follows the optimizer, not the batch)
+    std::vector<ForwardPass> passes;
+    int layersPerPass = 0;
+
+    // Size evidence for the s^2 term: allocations are T*e*W bytes (T tokens, e bytes per element,
+    // W features); W that no model dimension explains (a*s for the score matrix) are quadratic.
+    int64_t tokenUnit = 0;       // T (as found, up to a power of two), 0 when not found
+    int64_t quadraticWidth = 0;  // e*W of the score matrix at its most common element size
+    int64_t linearSavedBytes = 0, quadraticSavedBytes = 0; // saved activations of every pass, by law
+    int64_t linearBytes = 0, quadraticBytes = 0;           // every batch-dependent allocation, by law
+
+    // Optimizer: what ran, and its state bytes per parameter (8 for Adam/AdamW).
+    OptimizerKind recordedOptimizer = OptimizerKind::Keep; // Keep: unknown
+    std::string optimizerEvidence;
+    int stateBytesPerParam = 0;
+    int64_t parameterBytes = 0; // parameter pool alive at the end of the trace (or ever, if none is)
+    int64_t gradientBytes = 0;  // largest gradient pool
+    int64_t stateBytes = 0;     // optimizer state alive at the end
+    bool hasBackward = false;
+    bool hasStep = false;
+    EventIndex firstStepEvent = kNoEvent;
+
+    std::vector<std::string> notes; // assumptions and what could not be found, for the report
+};
+
+TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Classification& c);
+
+std::string_view sizeLawName(SizeLaw law);
+
+} // namespace poolscope

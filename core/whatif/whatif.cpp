@@ -1,0 +1,174 @@
+#include "core/whatif/whatif.h"
+
+#include "core/util/units.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace poolscope {
+namespace {
+
+// The recorded side of the comparison, with the same pool bookkeeping the replay uses.
+void recordedFigures(const DeviceTrace& dev, const TraceModel& model, WhatIfResult& out)
+{
+    out.recordedPeakAllocated = dev.peakAllocated;
+    out.recordedPeakAt = dev.peakIndex;
+    out.recordedPeakReserved = dev.reserved.empty() ? dev.initialReserved : *std::max_element(dev.reserved.begin(), dev.reserved.end());
+    PoolBytes cur{};
+    auto poolOf = [&](size_t a) { return size_t(a < model.pool.size() ? model.pool[a] : Pool::Unknown); };
+    for (size_t a = 0; a < dev.allocations.size(); ++a)
+        if (dev.allocations[a].preexisting())
+            cur[poolOf(a)] += dev.allocations[a].size;
+    out.recordedPoolPeaks = cur;
+    out.recordedPoolsAtPeak = cur;
+    const auto& ev = dev.events;
+    for (size_t i = 0; i < ev.count(); ++i) {
+        const AllocId id = dev.eventAlloc[i];
+        if (id.valid() && (ev.action[i] == Action::Alloc || ev.action[i] == Action::FreeCompleted)) {
+            const size_t p = poolOf(id.value);
+            const int64_t size = dev.allocations[id.value].size;
+            cur[p] += ev.action[i] == Action::Alloc ? size : -size;
+            out.recordedPoolPeaks[p] = std::max(out.recordedPoolPeaks[p], cur[p]);
+        }
+        if (EventIndex(i) == dev.peakIndex)
+            out.recordedPoolsAtPeak = cur;
+    }
+}
+
+std::string percent(int64_t from, int64_t to)
+{
+    if (from == 0)
+        return to == 0 ? "0%" : "new";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * double(to - from) / double(from));
+    return buf;
+}
+
+std::string row(const std::string& label, int64_t recorded, int64_t predicted)
+{
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  %-22s %14s %14s %9s\n", label.c_str(), formatBytes(recorded).c_str(),
+                  formatBytes(predicted).c_str(), percent(recorded, predicted).c_str());
+    return buf;
+}
+
+} // namespace
+
+WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario,
+                       const WhatIfOptions& options)
+{
+    const Plan plan = buildPlan(dev, model, scenario);
+    WhatIfResult r = replayPlan(trace, dev, model, plan, scenario, options);
+    recordedFigures(dev, model, r);
+    r.recompute = plan.recompute;
+    r.notes = model.notes;
+    r.notes.insert(r.notes.end(), plan.notes.begin(), plan.notes.end());
+    if (r.recordedOom)
+        r.notes.push_back("the recorded run ended in an OOM: the prediction covers the events up to it");
+    return r;
+}
+
+WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const Classification& c, const Scenario& scenario,
+                       const WhatIfOptions& options)
+{
+    return runWhatIf(trace, dev, buildTraceModel(trace, dev, c), scenario, options);
+}
+
+std::string renderWhatIfText(const WhatIfResult& r)
+{
+    std::string out = r.device + ": what if " + r.scenario.describe() + "\n";
+    if (r.cancelled)
+        return out + "  cancelled\n";
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "  %-22s %14s %14s %9s\n", "", "recorded", "predicted", "change");
+    out += buf;
+    out += row("peak allocated", r.recordedPeakAllocated, r.peakAllocated);
+    out += row("peak reserved", r.recordedPeakReserved, r.peakReserved);
+    out += "  per-pool peaks\n";
+    for (size_t p = 0; p < kAllocationPoolCount; ++p)
+        if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)
+            out += row("  " + std::string(poolName(Pool(p))), r.recordedPoolPeaks[p], r.poolPeaks[p]);
+    out += "  predicted peak at event " + std::to_string(r.peakAt) + "; reserved but unallocated at the reserved peak: " +
+           formatBytes(r.fragmentation()) + "\n";
+    if (!r.capacity) {
+        out += "  capacity: unknown (no OOM recorded; pass --capacity) \n";
+    } else if (r.oom) {
+        out += "  OOM at " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): event " + std::to_string(r.oom->index) +
+               " tried to allocate " + formatBytes(r.oom->wantedBytes) + " with " + formatBytes(r.oom->allocated) +
+               " allocated and " + formatBytes(r.oom->reserved - r.oom->allocated) + " reserved but unallocated\n";
+    } else {
+        out += "  fits in " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): headroom " +
+               formatBytes(*r.capacity - r.peakReserved) + " over the predicted reserved peak\n";
+    }
+    if (!r.recompute.empty())
+        out += "  recompute: " + r.recompute + "\n";
+    if (r.identity) {
+        out += "  replay check: allocated equal after " + std::to_string(r.events - r.allocatedMismatches) + " / " +
+               std::to_string(r.events) + " events; reserved equal after " + std::to_string(r.reservedMatches) + " / " +
+               std::to_string(r.reservedCompared) + " non-segment events\n";
+    }
+    for (const auto& n : r.notes)
+        out += "  - " + n + "\n";
+    for (const auto& w : r.allocatorWarnings)
+        out += "  - allocator: " + w + "\n";
+    return out;
+}
+
+nlohmann::json whatIfJson(const WhatIfResult& r)
+{
+    using nlohmann::json;
+    auto pools = [](const PoolBytes& b) {
+        json j = json::object();
+        for (size_t p = 0; p < kAllocationPoolCount; ++p)
+            j[std::string(poolName(Pool(p)))] = b[p];
+        return j;
+    };
+    json j;
+    j["device"] = r.device;
+    j["scenario"] = {{"description", r.scenario.describe()},
+                     {"batch_scale", r.scenario.batchScale.text()},
+                     {"seq_scale", r.scenario.seqScale.text()},
+                     {"activation_scale", r.scenario.activationScale.text()},
+                     {"checkpoint", std::string(checkpointName(r.scenario.checkpoint))},
+                     {"optimizer", std::string(optimizerName(r.scenario.optimizer))},
+                     {"sharding", std::string(shardingName(r.scenario.sharding))},
+                     {"ranks", r.scenario.ranks},
+                     {"offload_optimizer", r.scenario.offloadOptimizer}};
+    j["events"] = r.events;
+    j["cancelled"] = r.cancelled;
+    j["recorded"] = {{"peak_allocated", r.recordedPeakAllocated},
+                     {"peak_index", r.recordedPeakAt},
+                     {"peak_reserved", r.recordedPeakReserved},
+                     {"pool_peaks", pools(r.recordedPoolPeaks)},
+                     {"pools_at_peak", pools(r.recordedPoolsAtPeak)}};
+    j["predicted"] = {{"peak_allocated", r.peakAllocated},
+                      {"peak_index", r.peakAt},
+                      {"peak_reserved", r.peakReserved},
+                      {"peak_reserved_index", r.peakReservedAt},
+                      {"reserved_unallocated_at_peak", r.fragmentation()},
+                      {"pool_peaks", pools(r.poolPeaks)},
+                      {"pools_at_peak", pools(r.poolsAtPeak)}};
+    j["capacity"] = r.capacity ? json(*r.capacity) : json(nullptr);
+    j["capacity_source"] = r.capacitySource;
+    j["fits"] = r.capacity ? json(r.fits()) : json(nullptr);
+    if (r.oom)
+        j["oom"] = {{"index", r.oom->index},          {"requested", r.oom->requested}, {"tried_to_allocate", r.oom->wantedBytes},
+                    {"device_free", r.oom->deviceFree}, {"allocated", r.oom->allocated}, {"reserved", r.oom->reserved}};
+    else
+        j["oom"] = nullptr;
+    j["recorded_oom"] = r.recordedOom;
+    j["recompute"] = r.recompute;
+    j["notes"] = r.notes;
+    j["allocator_warnings"] = r.allocatorWarnings;
+    if (r.identity)
+        j["replay_check"] = {{"allocated_mismatches", r.allocatedMismatches},
+                             {"first_allocated_mismatch", r.firstAllocatedMismatch},
+                             {"reserved_matches", r.reservedMatches},
+                             {"reserved_compared", r.reservedCompared}};
+    j["replay_us"] = r.replayUs;
+    return j;
+}
+
+} // namespace poolscope

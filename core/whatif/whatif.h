@@ -1,0 +1,93 @@
+#pragma once
+#include "core/allocator/replay.h"
+#include "core/classify/classifier.h"
+#include "core/classify/pool_series.h"
+#include "core/model/trace.h"
+#include "core/whatif/plan.h"
+#include "core/whatif/scenario.h"
+#include "core/whatif/trace_model.h"
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace poolscope {
+
+struct WhatIfOptions {
+    bool keepSeries = true;                   // predicted allocated/reserved after every event
+    const std::atomic<bool>* cancel = nullptr; // polled every few thousand events
+};
+
+// The answer to one scenario on one device: the recorded figures next to the predicted ones, from
+// a replay of the transformed alloc/free stream through the caching-allocator simulation.
+struct WhatIfResult {
+    Scenario scenario;
+    std::string device; // "cuda:0"
+    int64_t events = 0;
+    bool cancelled = false;
+
+    int64_t recordedPeakAllocated = 0; // DeviceTrace::peakAllocated
+    EventIndex recordedPeakAt = kNoEvent;
+    int64_t recordedPeakReserved = 0; // largest reserved after an event of the trace
+    PoolBytes recordedPoolPeaks{};    // each pool's own peak (CachedFree unused)
+    PoolBytes recordedPoolsAtPeak{};  // the pools at the recorded peak
+
+    // Predicted. allocated counts requested bytes from alloc to free_completed, as the trace does.
+    int64_t peakAllocated = 0;
+    EventIndex peakAt = kNoEvent;
+    int64_t peakReserved = 0;
+    EventIndex peakReservedAt = kNoEvent;
+    int64_t blockBytesAtPeakReserved = 0; // the allocator's own allocated (rounded blocks) there
+    int64_t fragmentation() const { return peakReserved - blockBytesAtPeakReserved; } // reserved but unallocated
+    PoolBytes poolPeaks{};
+    PoolBytes poolsAtPeak{};
+
+    std::optional<int64_t> capacity; // what cudaMalloc may use
+    std::string capacitySource;      // "--capacity", "the recorded OOM (reserved + free)", or empty
+    std::optional<ReplayOom> oom;    // the first request the predicted run could not get
+    bool recordedOom = false;        // the trace ends in an OOM: the prediction covers events up to it
+    bool fits() const { return capacity.has_value() && !oom.has_value(); }
+
+    std::string recompute;          // compute the scenario adds, empty when none
+    std::vector<std::string> notes; // what the trace told and what the transform assumed
+
+    // The replay's own check: for the identity scenario the predicted allocated series must equal the
+    // recorded one after every event, and reserved must match after every non-segment event.
+    bool identity = false;
+    int64_t allocatedMismatches = 0;
+    EventIndex firstAllocatedMismatch = kNoEvent;
+    int64_t reservedMatches = 0;
+    int64_t reservedCompared = 0;
+
+    int64_t initialAllocated = 0;
+    int64_t initialReserved = 0;
+    std::vector<int64_t> allocated; // after every event (empty without keepSeries or when cancelled)
+    std::vector<int64_t> reserved;
+    std::vector<std::string> allocatorWarnings;
+    int64_t replayedAllocations = 0; // allocator requests made (originals and injected)
+    int64_t replayUs = 0;            // time spent replaying (wall clock)
+};
+
+// The capacity a scenario is judged against: the scenario's own, else the recorded OOM's device
+// memory (reserved at the OOM + the free bytes it reported), else none.
+std::optional<int64_t> recordedCapacity(const DeviceTrace& dev);
+
+// Replays `plan` (see plan.h) through CachingAllocatorSim with the trace's allocator settings.
+WhatIfResult replayPlan(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, const Plan& plan,
+                        const Scenario& scenario, const WhatIfOptions& options = {});
+
+// Model + plan + replay. The model depends only on the trace and classification: callers that try
+// several scenarios build it once with buildTraceModel and use the second overload.
+WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const Classification& c, const Scenario& scenario,
+                       const WhatIfOptions& options = {});
+WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario,
+                       const WhatIfOptions& options = {});
+
+std::string renderWhatIfText(const WhatIfResult& r);
+nlohmann::json whatIfJson(const WhatIfResult& r);
+
+} // namespace poolscope

@@ -1,0 +1,400 @@
+// Replays a Plan through CachingAllocatorSim. Handles 0..n-1 are the trace's allocations, n.. the
+// injected ones; a handle maps to its simulated address while live. The loop touches only flat
+// arrays: no hashing of addresses on our side (the simulator keeps its own map).
+#include "core/whatif/whatif.h"
+
+#include "core/allocator/allocator_config.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <unordered_set>
+
+namespace poolscope {
+namespace {
+
+struct Op {
+    EventIndex at = kNoEvent;
+    uint32_t handle = 0;
+    bool alloc = false;
+    bool operator<(const Op& o) const
+    {
+        if (at != o.at)
+            return at < o.at;
+        if (alloc != o.alloc)
+            return !alloc; // frees first
+        return handle < o.handle;
+    }
+};
+
+bool saysEmptyCache(const FrameTable& frames, StackId stack)
+{
+    if (!stack.valid())
+        return false;
+    for (FrameId f : frames.stack(stack)) {
+        const std::string& name = frames.frame(f).name;
+        if (name == "empty_cache" || name.find("emptyCache") != std::string::npos)
+            return true;
+    }
+    return false;
+}
+
+bool isSegmentAction(Action a)
+{
+    return a == Action::SegmentAlloc || a == Action::SegmentFree || a == Action::SegmentMap || a == Action::SegmentUnmap;
+}
+
+// Runs of segment_free that torch.cuda.empty_cache() produced (the same rule as the allocator
+// replay: a stack that names it, or, without stacks, a release that no request follows).
+std::vector<EventIndex> emptyCacheEvents(const Trace& trace, const DeviceTrace& dev, bool capacity)
+{
+    const auto& ev = dev.events;
+    const size_t n = ev.count();
+    std::vector<EventIndex> out;
+    for (size_t i = 0; i < n;) {
+        if (ev.action[i] != Action::SegmentFree && ev.action[i] != Action::SegmentUnmap) {
+            ++i;
+            continue;
+        }
+        size_t j = i;
+        bool framed = false, says = false;
+        while (j < n && (ev.action[j] == Action::SegmentFree || ev.action[j] == Action::SegmentUnmap)) {
+            framed |= ev.stack[j].valid();
+            says = says || saysEmptyCache(trace.frames, ev.stack[j]);
+            ++j;
+        }
+        bool empty = says;
+        if (!framed) {
+            const bool requestFollows = j < n && (ev.action[j] == Action::SegmentAlloc || ev.action[j] == Action::SegmentMap ||
+                                                  ev.action[j] == Action::Alloc || ev.action[j] == Action::Oom);
+            empty = !capacity || !requestFollows;
+        }
+        if (empty)
+            out.push_back(EventIndex(i));
+        i = j;
+    }
+    return out;
+}
+
+struct SeedSegment {
+    uint64_t addr = 0;
+    int64_t size = 0;
+    int64_t stream = 0;
+    bool small = false;
+    bool keep = true; // false: a block in it changed, so its blocks are allocated afresh
+    std::vector<ExistingBlock> blocks;
+    std::vector<uint32_t> handles;
+};
+
+class PlanReplayer {
+public:
+    PlanReplayer(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, const Plan& plan,
+                 const AllocatorConfig& config, std::optional<int64_t> capacity, WhatIfResult& out)
+        : m_trace(trace), m_dev(dev), m_plan(plan), m_config(config), m_sim(config, capacity), m_out(out)
+    {
+        const size_t n = dev.allocations.size();
+        const size_t handles = n + plan.extras.size();
+        m_addr.assign(handles, 0);
+        m_size.resize(handles);
+        m_pool.resize(handles);
+        m_stream.resize(handles);
+        for (size_t a = 0; a < n; ++a) {
+            m_size[a] = plan.size[a];
+            m_pool[a] = a < model.pool.size() ? model.pool[a] : Pool::Unknown;
+            m_stream[a] = dev.allocations[a].stream;
+        }
+        for (size_t e = 0; e < plan.extras.size(); ++e) {
+            m_size[n + e] = plan.extras[e].size;
+            m_pool[n + e] = plan.extras[e].pool;
+            m_stream[n + e] = plan.extras[e].stream;
+        }
+        for (size_t a = 0; a < n; ++a)
+            if (plan.earlyFree[a] != kNoEvent)
+                m_ops.push_back({plan.earlyFree[a], uint32_t(a), false});
+        for (size_t e = 0; e < plan.extras.size(); ++e) {
+            if (plan.extras[e].size <= 0)
+                continue;
+            m_ops.push_back({plan.extras[e].allocAt, uint32_t(n + e), true});
+            if (plan.extras[e].freeAt != kNoEvent)
+                m_ops.push_back({plan.extras[e].freeAt, uint32_t(n + e), false});
+        }
+        std::sort(m_ops.begin(), m_ops.end());
+    }
+
+    void run(const WhatIfOptions& options)
+    {
+        seed();
+        const auto& ev = m_dev.events;
+        const size_t n = ev.count();
+        const auto empties = emptyCacheEvents(m_trace, m_dev, m_sim.capacity().has_value());
+        size_t nextEmpty = 0, nextOp = 0;
+        while (nextOp < m_ops.size() && m_ops[nextOp].at < 0)
+            runOp(m_ops[nextOp++]);
+        // The trace's initialAllocated also counts rounding slack of blocks alive at the end; it
+        // stays a constant offset over the requested bytes the simulator counts.
+        m_offset = m_dev.initialAllocated - m_seededRequested;
+        m_out.initialAllocated = m_sim.stats().requested + m_offset;
+        m_out.initialReserved = m_sim.stats().reserved;
+        if (options.keepSeries) {
+            m_out.allocated.reserve(n);
+            m_out.reserved.reserve(n);
+        }
+        const bool compare = m_plan.identity && m_dev.allocated.size() == n;
+        const bool compareReserved = m_plan.identity && m_dev.reserved.size() == n;
+        for (size_t i = 0; i < n; ++i) {
+            if ((i & 0xffff) == 0 && options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+                m_out.cancelled = true;
+                m_out.allocated.clear();
+                m_out.reserved.clear();
+                return;
+            }
+            const auto idx = EventIndex(i);
+            if (nextEmpty < empties.size() && empties[nextEmpty] == idx) {
+                m_sim.emptyCache();
+                m_sim.clearEvents();
+                ++nextEmpty;
+            }
+            const AllocId id = m_dev.eventAlloc[i];
+            switch (ev.action[i]) {
+            case Action::Alloc:
+                if (id.valid() && m_size[id.value] > 0)
+                    allocate(id.value, idx);
+                break;
+            case Action::FreeRequested:
+                if (id.valid() && m_addr[id.value])
+                    m_sim.freeRequested(m_addr[id.value]);
+                break;
+            case Action::FreeCompleted:
+                if (id.valid() && m_addr[id.value])
+                    release(id.value);
+                break;
+            case Action::Oom:
+                tryRecordedOom(idx, ev.size[i], ev.stream[i]);
+                break;
+            default:
+                break;
+            }
+            while (nextOp < m_ops.size() && m_ops[nextOp].at == idx)
+                runOp(m_ops[nextOp++]);
+            const int64_t allocated = m_sim.stats().requested + m_offset;
+            const int64_t reserved = m_sim.stats().reserved;
+            if (options.keepSeries) {
+                m_out.allocated.push_back(allocated);
+                m_out.reserved.push_back(reserved);
+            }
+            if (allocated > m_out.peakAllocated || m_out.peakAt == kNoEvent) {
+                m_out.peakAllocated = allocated;
+                m_out.peakAt = idx;
+                m_out.poolsAtPeak = m_pools;
+            }
+            if (reserved > m_out.peakReserved || m_out.peakReservedAt == kNoEvent) {
+                m_out.peakReserved = reserved;
+                m_out.peakReservedAt = idx;
+                m_out.blockBytesAtPeakReserved = m_sim.stats().allocated;
+            }
+            if (compare && allocated != m_dev.allocated[i]) {
+                if (m_out.allocatedMismatches++ == 0)
+                    m_out.firstAllocatedMismatch = idx;
+            }
+            if (compareReserved && !isSegmentAction(ev.action[i])) {
+                ++m_out.reservedCompared;
+                m_out.reservedMatches += reserved == m_dev.reserved[i];
+            }
+        }
+        while (nextOp < m_ops.size())
+            runOp(m_ops[nextOp++]);
+    }
+
+private:
+    void seed();
+
+    void allocate(uint32_t h, EventIndex at)
+    {
+        AllocResult r = m_sim.malloc(m_size[h], m_stream[h]);
+        if (!r.ok) {
+            if (!m_out.oom)
+                m_out.oom = ReplayOom{at, m_size[h], r.roundedSize, r.wantedBytes, r.deviceFree, m_sim.stats().allocated,
+                                      m_sim.stats().reserved};
+            // Go on without a limit: the rest of the run still shows what it would need.
+            m_sim.setCapacity(std::nullopt);
+            r = m_sim.malloc(m_size[h], m_stream[h]);
+        }
+        m_sim.clearEvents();
+        ++m_out.replayedAllocations;
+        if (!r.ok)
+            return;
+        m_addr[h] = r.addr;
+        const size_t p = size_t(m_pool[h]);
+        m_pools[p] += m_size[h];
+        if (m_pools[p] > m_out.poolPeaks[p])
+            m_out.poolPeaks[p] = m_pools[p];
+    }
+
+    void release(uint32_t h)
+    {
+        m_sim.freeCompleted(m_addr[h]); // also completes a block whose free was never requested
+        m_sim.clearEvents();
+        m_addr[h] = 0;
+        m_pools[size_t(m_pool[h])] -= m_size[h];
+    }
+
+    void runOp(const Op& op)
+    {
+        if (op.alloc) {
+            if (!m_addr[op.handle])
+                allocate(op.handle, op.at);
+        } else if (m_addr[op.handle]) {
+            release(op.handle);
+        }
+    }
+
+    void tryRecordedOom(EventIndex at, int64_t size, int64_t stream)
+    {
+        if (!m_sim.capacity())
+            return;
+        AllocResult r = m_sim.malloc(size, stream);
+        m_sim.clearEvents();
+        if (r.ok) {
+            m_sim.free(r.addr);
+            m_sim.clearEvents();
+        } else if (!m_out.oom) {
+            m_out.oom = ReplayOom{at, size, r.roundedSize, r.wantedBytes, r.deviceFree, m_sim.stats().allocated, m_sim.stats().reserved};
+        }
+    }
+
+    const Trace& m_trace;
+    const DeviceTrace& m_dev;
+    const Plan& m_plan;
+    AllocatorConfig m_config;
+    CachingAllocatorSim m_sim;
+    WhatIfResult& m_out;
+    std::vector<uint64_t> m_addr;
+    std::vector<int64_t> m_size;
+    std::vector<Pool> m_pool;
+    std::vector<int64_t> m_stream;
+    std::vector<Op> m_ops;
+    PoolBytes m_pools{};
+    int64_t m_offset = 0;
+    int64_t m_seededRequested = 0; // requested bytes of the recorded initial state, as the trace has it
+};
+
+// The allocator state when recording began (as core/allocator/replay.cpp reconstructs it): the
+// segments no segment_alloc created, holding the allocations made before recording. A segment
+// whose allocations the scenario changes is not seeded: its allocations are requested afresh.
+void PlanReplayer::seed()
+{
+    const auto& ev = m_dev.events;
+    std::unordered_set<uint64_t> createdByTrace;
+    std::vector<SeedSegment> segs;
+    for (size_t i = 0; i < ev.count(); ++i) {
+        if (ev.action[i] == Action::SegmentAlloc) {
+            createdByTrace.insert(ev.addr[i]);
+        } else if (ev.action[i] == Action::SegmentFree) {
+            if (!createdByTrace.count(ev.addr[i]))
+                segs.push_back({ev.addr[i], ev.size[i], ev.stream[i], ev.size[i] == kSmallBuffer, true, {}, {}});
+            else
+                createdByTrace.erase(ev.addr[i]);
+        }
+    }
+    for (const auto& s : m_dev.segments)
+        if (!createdByTrace.count(s.address) && !s.isExpandable)
+            segs.push_back({s.address, s.totalSize, s.stream, !s.isLarge, true, {}, {}});
+    std::sort(segs.begin(), segs.end(), [](const SeedSegment& a, const SeedSegment& b) { return a.addr < b.addr; });
+
+    std::vector<uint32_t> fresh; // pre-existing allocations requested anew, in address order
+    for (size_t a = 0; a < m_dev.allocations.size(); ++a) {
+        const Allocation& al = m_dev.allocations[a];
+        if (!al.preexisting())
+            continue;
+        m_seededRequested += al.size;
+        auto it = std::upper_bound(segs.begin(), segs.end(), al.address,
+                                   [](uint64_t addr, const SeedSegment& s) { return addr < s.addr; });
+        if (it == segs.begin() || al.address >= std::prev(it)->addr + uint64_t(std::prev(it)->size)) {
+            fresh.push_back(uint32_t(a));
+            continue;
+        }
+        SeedSegment& s = *std::prev(it);
+        const int64_t block = al.blockSize != al.size ? al.blockSize : std::max(al.blockSize, roundSize(m_config, al.size));
+        s.blocks.push_back({al.address, block, al.size});
+        s.handles.push_back(uint32_t(a));
+        if (m_size[a] != al.size || m_plan.earlyFree[a] != kNoEvent)
+            s.keep = false;
+    }
+    for (auto& s : segs) {
+        if (!s.keep) {
+            fresh.insert(fresh.end(), s.handles.begin(), s.handles.end());
+            continue;
+        }
+        std::vector<size_t> order(s.blocks.size());
+        for (size_t k = 0; k < order.size(); ++k)
+            order[k] = k;
+        std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return s.blocks[x].addr < s.blocks[y].addr; });
+        std::vector<ExistingBlock> blocks;
+        for (size_t k = 0; k < order.size(); ++k) {
+            ExistingBlock b = s.blocks[order[k]];
+            const uint64_t limit = k + 1 < order.size() ? s.blocks[order[k + 1]].addr : s.addr + uint64_t(s.size);
+            b.size = std::min<int64_t>(b.size, int64_t(limit - b.addr));
+            blocks.push_back(b);
+        }
+        if (m_sim.addExistingSegment(s.addr, s.size, s.stream, s.small, blocks)) {
+            for (size_t k = 0; k < order.size(); ++k) {
+                const uint32_t h = s.handles[order[k]];
+                m_addr[h] = s.blocks[order[k]].addr;
+                m_pools[size_t(m_pool[h])] += m_size[h];
+            }
+        } else {
+            m_out.allocatorWarnings.push_back("could not seed the segment at " + std::to_string(s.addr));
+            fresh.insert(fresh.end(), s.handles.begin(), s.handles.end());
+        }
+    }
+    std::sort(fresh.begin(), fresh.end(),
+              [&](uint32_t x, uint32_t y) { return m_dev.allocations[x].address < m_dev.allocations[y].address; });
+    for (uint32_t h : fresh)
+        if (m_size[h] > 0)
+            allocate(h, kNoEvent);
+    m_sim.clearEvents();
+    m_out.poolPeaks = m_pools;
+    m_out.poolsAtPeak = m_pools;
+}
+
+} // namespace
+
+std::optional<int64_t> recordedCapacity(const DeviceTrace& dev)
+{
+    if (dev.ooms.empty())
+        return std::nullopt;
+    const OomEvent& o = dev.ooms.back();
+    if (o.deviceFree < 0)
+        return std::nullopt;
+    return dev.reservedAt(o.index) + o.deviceFree;
+}
+
+WhatIfResult replayPlan(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, const Plan& plan,
+                        const Scenario& scenario, const WhatIfOptions& options)
+{
+    WhatIfResult out;
+    out.scenario = scenario;
+    out.device = dev.label();
+    out.events = int64_t(dev.eventCount());
+    out.identity = plan.identity;
+    out.recordedOom = !dev.ooms.empty();
+    if (scenario.capacity) {
+        out.capacity = scenario.capacity;
+        out.capacitySource = "--capacity";
+    } else if (auto c = recordedCapacity(dev)) {
+        out.capacity = c;
+        out.capacitySource = "the recorded OOM (reserved + free device memory)";
+    }
+    std::vector<std::string> notes;
+    AllocatorConfig config = allocatorConfigFromSettings(trace.allocatorSettings, &notes);
+    if (out.capacity)
+        config.deviceTotalMemory = *out.capacity;
+    const auto t0 = std::chrono::steady_clock::now();
+    PlanReplayer replayer(trace, dev, model, plan, config, out.capacity, out);
+    replayer.run(options);
+    out.replayUs = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    out.allocatorWarnings.insert(out.allocatorWarnings.end(), notes.begin(), notes.end());
+    return out;
+}
+
+} // namespace poolscope
