@@ -4,8 +4,14 @@
 
 #include "fixture_util.h"
 
+#include <nlohmann/json.hpp>
+
+#include <QDir>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <fstream>
+#include <iterator>
 
 using namespace poolscope;
 using namespace poolscope::testutil;
@@ -17,9 +23,11 @@ const char* kSegmentList = R"([{"device": 0, "address": 4096, "total_size": 2097
   "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
   "blocks": [{"address": 4096, "size": 2097152, "state": "inactive", "frames": []}]}])";
 // Metadata before traceEvents holds brackets and quotes inside strings: the skimmer must not trip.
-const char* kKinetoObject = R"({"schemaVersion": 1, "deviceProperties": [{"name": "a \"}]{[\" b", "x": [[1], {"y": "]"}]}],
-  "traceEvents": [{"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5,
-  "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512, "Addr": 4096}}]})";
+// (Plain literals: moc misreads raw strings with unbalanced brackets.)
+const char* kKinetoObject = "{\"schemaVersion\": 1, \"deviceProperties\": [{\"name\": \"a \\\"}]{[\\\" b\", "
+                            "\"x\": [[1], {\"y\": \"]\"}]}],\n"
+                            "  \"traceEvents\": [{\"ph\": \"i\", \"name\": \"[memory]\", \"pid\": 1, \"tid\": 1, \"ts\": 5,\n"
+                            "  \"args\": {\"Device Type\": 1, \"Device Id\": 0, \"Bytes\": 512, \"Addr\": 4096}}]}";
 const char* kKinetoArray = R"([{"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5,
   "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512, "Addr": 4096}}])";
 const char* kTimeline = "[[-1, 1, 100, 0], [1000, 2, 50, 4]]";
@@ -148,6 +156,35 @@ private slots:
         const LoadError plain = loadError(file("cut.json", toBytes(cut)));
         QCOMPARE(plain.code(), LoadErrorCode::Truncated);
         QVERIFY2(plain.message().find("decompressed") == std::string::npos, plain.what());
+    }
+
+    // A real dump in every wrapping the loader accepts gives the same numbers as expected.json.
+    void corpusPickleInEveryWrapping()
+    {
+        const QString dir = QStringLiteral(POOLSCOPE_CORPUS_DIR);
+        const std::string name = "k_ctx128_fullstep.pickle";
+        if (!QDir(dir).exists(QString::fromStdString(name)))
+            QSKIP("corpus not present");
+        std::ifstream in(dir.toStdString() + "/" + name, std::ios::binary);
+        const Bytes pickle((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::ifstream ex(dir.toStdString() + "/expected.json");
+        const auto expected = nlohmann::json::parse(ex).at(name).at("devices").at(0);
+
+        const std::pair<const char*, Bytes> wrappings[] = {{"a.bin", pickle},
+                                                           {"b.bin", zstdCompress(pickle, 1)},
+                                                           {"c.bin", gzipCompress(pickle, 1)},
+                                                           {"d.bin", toBytes(memoryVizHtml(pickle))}};
+        for (const auto& [file_, data] : wrappings) {
+            auto trace = load(file(file_, data));
+            // The decoded input: the pickle itself, or the HTML page around it.
+            QCOMPARE(trace->inputBytes, int64_t(trace->format == SourceFormat::SnapshotHtml ? data.size() : pickle.size()));
+            const DeviceTrace* d = trace->findDevice(expected.at("device").get<int>());
+            QVERIFY(d);
+            QCOMPARE(int64_t(d->eventCount()), expected.at("entries").get<int64_t>());
+            QCOMPARE(d->initialAllocated, expected.at("initial_allocated").get<int64_t>());
+            QCOMPARE(d->peakAllocated, expected.at("peak_allocated").get<int64_t>());
+            QCOMPARE(d->endReserved, expected.at("end_reserved").get<int64_t>());
+        }
     }
 
     void cancelledBeforeParsing()
