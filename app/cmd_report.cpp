@@ -19,6 +19,8 @@ int runReport(const std::vector<std::string>& argv)
         options.at = args.option("--at").value_or("peak");
         options.top = args.intOption("--top", 10);
         const bool asJson = args.flag("--json");
+        options.rulesFile = args.option("--rules").value_or("");
+        options.classify = !args.flag("--no-pools");
         const auto files = args.positionals();
         if (files.size() != 1)
             throw UsageError("report expects one FILE");
@@ -29,8 +31,8 @@ int runReport(const std::vector<std::string>& argv)
     });
 }
 
-const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--json]",
-                                  "per-device totals, peak and OOM, and what was alive at the chosen moment", runReport});
+const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--rules FILE] [--no-pools] [--json]",
+                                  "per-device totals, peak and OOM, pools and the verdict at the chosen moment, the largest live tensors", runReport});
 
 } // namespace
 } // namespace poolscope::app

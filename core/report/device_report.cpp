@@ -1,10 +1,14 @@
 #include "core/report/device_report.h"
 
+#include "core/classify/classifier.h"
+#include "core/classify/pool_series.h"
+#include "core/report/verdict.h"
 #include "core/timeline/alive_index.h"
 #include "core/timeline/moment.h"
 #include "core/util/units.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 namespace poolscope {
@@ -25,7 +29,18 @@ std::string frameText(const Trace& trace, const Allocation& a)
     return fr.name;
 }
 
-json liveAllocations(const Trace& trace, const DeviceTrace& dev, EventIndex at, int top)
+std::string verdictMoment(const std::string& at, EventIndex index)
+{
+    if (at == "oom")
+        return "At the OOM";
+    if (at == "peak")
+        return "At the peak";
+    if (at == "end")
+        return "At the end";
+    return "At event #" + std::to_string(index);
+}
+
+json liveAllocations(const Trace& trace, const DeviceTrace& dev, EventIndex at, int top, const Classification* c)
 {
     const AliveIndex index(dev.allocations);
     std::vector<AllocId> alive = index.aliveAfter(at);
@@ -47,6 +62,8 @@ json liveAllocations(const Trace& trace, const DeviceTrace& dev, EventIndex at, 
                     {"alloc_index", a.allocEvent},
                     {"preexisting", a.preexisting()},
                     {"frame", frameText(trace, a)}};
+        if (c)
+            row["pool"] = std::string(poolName(c->pool[alive[i].value]));
         row["age_events"] = a.preexisting() ? json(nullptr) : json(at - a.allocEvent);
         row["age_us"] = (nowUs != kNoTime && a.allocTimeUs != kNoTime) ? json(nowUs - a.allocTimeUs) : json(nullptr);
         rows.push_back(std::move(row));
@@ -54,7 +71,7 @@ json liveAllocations(const Trace& trace, const DeviceTrace& dev, EventIndex at, 
     return rows;
 }
 
-json deviceReport(const Trace& trace, const DeviceTrace& dev, const ReportOptions& options)
+json deviceReport(const Trace& trace, const DeviceTrace& dev, const ReportOptions& options, const RuleSet* rules)
 {
     json d;
     d["device"] = dev.device;
@@ -94,7 +111,22 @@ json deviceReport(const Trace& trace, const DeviceTrace& dev, const ReportOption
     m["allocated"] = dev.allocatedAt(at);
     m["reserved"] = dev.reservedAt(at);
     m["cached_free"] = dev.reservedAt(at) - dev.allocatedAt(at);
-    m["top"] = liveAllocations(trace, dev, at, options.top);
+    std::optional<Classification> classification;
+    if (rules) {
+        classification = classify(trace, dev, *rules);
+        const PoolSeries series = computePoolSeries(dev, *classification);
+        json peaks = json::object();
+        for (size_t p = 0; p < kPoolCount; ++p)
+            peaks[std::string(kPoolNames[p])] = {{"bytes", series.peak()[p]}, {"index", series.peakIndex(Pool(p))}};
+        d["pool_peaks"] = peaks;
+        const PoolBytes now = series.at(at);
+        json pools = json::object();
+        for (size_t p = 0; p < kPoolCount; ++p)
+            pools[std::string(kPoolNames[p])] = now[p];
+        m["pools"] = pools;
+        m["verdict"] = makeVerdict(verdictMoment(options.at, at), now).sentence;
+    }
+    m["top"] = liveAllocations(trace, dev, at, options.top, classification ? &*classification : nullptr);
     d["moment"] = m;
     return d;
 }
@@ -117,11 +149,14 @@ json buildReport(const Trace& trace, const ReportOptions& options)
     report["warnings"] = trace.warnings;
     json devices = json::array();
     bool found = false;
+    std::optional<RuleSet> rules;
+    if (options.classify)
+        rules = RuleSet::load(options.rulesFile);
     for (const DeviceTrace& dev : trace.devices) {
         if (options.device && dev.device != *options.device)
             continue;
         found = true;
-        devices.push_back(deviceReport(trace, dev, options));
+        devices.push_back(deviceReport(trace, dev, options, rules ? &*rules : nullptr));
     }
     if (options.device && !found) {
         std::string have;
@@ -161,12 +196,15 @@ std::string renderReportText(const json& report)
         if (m.contains("verdict"))
             out += "\n  " + m["verdict"].get<std::string>() + "\n";
         if (m.contains("pools")) {
-            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad("share", 8, true) + "\n";
+            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad("of reserved", 13, true) + "\n";
             const double total = double(std::max<int64_t>(1, m["reserved"].get<int64_t>()));
-            for (const auto& [name, bytes] : m["pools"].items()) {
+            for (const auto name : kPoolNames) {
+                const json& bytes = m["pools"][std::string(name)];
+                if (bytes.get<int64_t>() == 0)
+                    continue;
                 char share[16];
                 std::snprintf(share, sizeof share, "%.1f%%", 100.0 * double(bytes.get<int64_t>()) / total);
-                out += "  " + pad(name, 18) + pad(formatBytes(bytes.get<int64_t>()), 12, true) + pad(share, 8, true) + "\n";
+                out += "  " + pad(std::string(name), 18) + pad(formatBytes(bytes.get<int64_t>()), 12, true) + pad(share, 13, true) + "\n";
             }
         }
         if (!m["top"].empty()) {

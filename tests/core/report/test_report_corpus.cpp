@@ -68,6 +68,12 @@ private slots:
             QCOMPARE((*got)["actions"], want["actions"]);
             QCOMPARE((*got)["has_time_us"], want["has_time_us"]);
             QCOMPARE((*got)["moment"]["allocated"], want["peak_allocated"]);
+            // The pools partition reserved memory exactly: allocation pools + cached_free.
+            int64_t poolSum = 0;
+            for (const auto& [pool, bytes] : (*got)["moment"]["pools"].items())
+                poolSum += bytes.get<int64_t>();
+            QCOMPARE(poolSum, std::max((*got)["moment"]["reserved"].get<int64_t>(), (*got)["moment"]["allocated"].get<int64_t>()));
+            QVERIFY((*got)["moment"]["verdict"].get<std::string>().rfind("At the peak", 0) == 0);
         }
     }
 
@@ -95,6 +101,8 @@ private slots:
         QVERIFY(text.contains("peak allocated        51.30 GiB  at event 19335"));
         QVERIFY(text.contains("reserved at end       56.91 GiB"));
         QVERIFY(text.contains("optimizers.py"));
+        QVERIFY(text.contains("The wall is optimizer state"));
+        QVERIFY(text.contains("optimizer_state"));
     }
 
     void badInputExitsTwoWithOneLine()
