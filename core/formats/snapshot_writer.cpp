@@ -1,0 +1,528 @@
+#include "core/formats/pickle_writer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+
+// writeSnapshot / writeSnapshotJson: a Trace back in the shape torch.cuda.memory._snapshot() has.
+
+namespace poolscope {
+namespace {
+
+constexpr uint64_t kFrameKeyBase = uint64_t(1) << 62;
+constexpr uint64_t kListKeyBase = uint64_t(1) << 63;
+
+const char* stateName(BlockState s)
+{
+    switch (s) {
+    case BlockState::ActiveAllocated:
+        return "active_allocated";
+    case BlockState::ActivePendingFree:
+        return "active_pending_free";
+    case BlockState::Inactive:
+        break;
+    }
+    return "inactive";
+}
+
+std::vector<const DeviceTrace*> cudaDevices(const Trace& trace)
+{
+    std::vector<const DeviceTrace*> out;
+    for (const auto& d : trace.devices)
+        if (d.kind == DeviceKind::Cuda && d.device >= 0)
+            out.push_back(&d);
+    std::sort(out.begin(), out.end(), [](const DeviceTrace* a, const DeviceTrace* b) { return a->device < b->device; });
+    return out;
+}
+
+// allocator_settings values come as text; give them back their Python types.
+struct SettingValue {
+    enum Kind { Bool, Int, Float, Str, IntDict } kind = Str;
+    bool b = false;
+    int64_t i = 0;
+    double f = 0;
+    std::string s;
+    std::vector<std::pair<std::string, int64_t>> dict;
+};
+
+SettingValue parseSetting(const std::string& key, const std::string& text)
+{
+    SettingValue v;
+    v.s = text;
+    if (text == "True" || text == "False") {
+        v.kind = SettingValue::Bool;
+        v.b = text == "True";
+        return v;
+    }
+    int64_t i = 0;
+    if (!text.empty()) {
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), i);
+        if (ec == std::errc() && p == text.data() + text.size()) {
+            v.kind = SettingValue::Int;
+            v.i = i;
+            return v;
+        }
+        if (text.find_first_not_of("0123456789.-+eE") == std::string::npos && text.find_first_of("0123456789") != std::string::npos) {
+            char* end = nullptr;
+            const double f = std::strtod(text.c_str(), &end);
+            if (end && *end == '\0') {
+                v.kind = SettingValue::Float;
+                v.f = f;
+                return v;
+            }
+        }
+    }
+    if (key == "roundup_power2_divisions") {
+        // The loader renders the dict as "1:0,2:0,...".
+        std::vector<std::pair<std::string, int64_t>> items;
+        size_t pos = 0;
+        bool ok = !text.empty();
+        while (ok && pos < text.size()) {
+            const size_t comma = std::min(text.find(',', pos), text.size());
+            const std::string item = text.substr(pos, comma - pos);
+            const size_t colon = item.find(':');
+            int64_t value = 0;
+            ok = colon != std::string::npos &&
+                 std::from_chars(item.data() + colon + 1, item.data() + item.size(), value).ec == std::errc();
+            if (ok)
+                items.emplace_back(item.substr(0, colon), value);
+            pos = comma + 1;
+        }
+        if (ok) {
+            v.kind = SettingValue::IntDict;
+            v.dict = std::move(items);
+        }
+    }
+    return v;
+}
+
+class SnapshotPickler {
+public:
+    SnapshotPickler(const Trace& trace, PickleWriter& w) : m_trace(trace), m_w(w) {}
+
+    void write()
+    {
+        const auto devices = cudaDevices(m_trace);
+        const bool settings = !m_trace.allocatorSettings.empty();
+        // PyTorch >= 2.5 always writes external_annotations; the model cannot tell an empty list from a
+        // missing one, so a dump recent enough to carry allocator_settings gets the (empty) list too.
+        const bool annotations = !m_trace.annotations.empty() || settings;
+        m_w.beginDict(2 + size_t(settings) + size_t(annotations));
+        key("segments");
+        size_t segmentCount = 0;
+        for (const auto* d : devices)
+            segmentCount += d->segments.size();
+        m_w.beginList(segmentCount);
+        for (const auto* d : devices)
+            for (const auto& s : d->segments)
+                segment(*d, s);
+        m_w.endList();
+
+        key("device_traces");
+        const int maxDevice = devices.empty() ? -1 : devices.back()->device;
+        m_w.beginList(size_t(maxDevice + 1));
+        for (int dev = 0; dev <= maxDevice; ++dev) {
+            auto it = std::find_if(devices.begin(), devices.end(), [&](const DeviceTrace* d) { return d->device == dev; });
+            if (it == devices.end()) {
+                m_w.beginList(0);
+                m_w.endList();
+            } else {
+                m_device = uint64_t(dev) & 0x3f;
+                entries(**it);
+            }
+        }
+        m_w.endList();
+
+        if (settings) {
+            key("allocator_settings");
+            m_w.beginDict(m_trace.allocatorSettings.size());
+            for (const auto& [k, text] : m_trace.allocatorSettings) {
+                key(k);
+                const SettingValue v = parseSetting(k, text);
+                switch (v.kind) {
+                case SettingValue::Bool: m_w.boolean(v.b); break;
+                case SettingValue::Int: m_w.integer(v.i); break;
+                case SettingValue::Float: m_w.floating(v.f); break;
+                case SettingValue::Str: m_w.string(v.s); break;
+                case SettingValue::IntDict:
+                    m_w.beginDict(v.dict.size());
+                    for (const auto& [dk, dv] : v.dict) {
+                        m_w.string(dk);
+                        m_w.integer(dv);
+                    }
+                    m_w.endDict();
+                    break;
+                }
+            }
+            m_w.endDict();
+        }
+        if (annotations) {
+            key("external_annotations");
+            m_w.beginList(m_trace.annotations.size());
+            for (const auto& a : m_trace.annotations) {
+                const bool time = a.timeUs != kNoTime;
+                m_w.beginDict(3 + size_t(time));
+                key("stage");
+                m_w.sharedString(a.start ? "START" : "END");
+                key("name");
+                m_w.sharedString(a.name);
+                key("device");
+                m_w.integer(a.device);
+                if (time) {
+                    key("time_us");
+                    m_w.integer(a.timeUs);
+                }
+                m_w.endDict();
+            }
+            m_w.endList();
+        }
+        m_w.endDict();
+    }
+
+private:
+    void key(std::string_view k) { m_w.sharedString(k); }
+
+    void frames(StackId stack, std::optional<uint64_t> listKey = std::nullopt)
+    {
+        if (listKey && m_w.get(*listKey))
+            return;
+        if (!stack.valid()) {
+            m_w.beginList(0, listKey);
+            m_w.endList();
+            return;
+        }
+        const auto ids = m_trace.frames.stack(stack);
+        m_w.beginList(ids.size(), listKey);
+        for (FrameId f : ids) {
+            // One dict per distinct frame, fetched from the memo afterwards (PyTorch's dumps do that).
+            const uint64_t memoKey = kFrameKeyBase | f.value;
+            if (m_w.get(memoKey))
+                continue;
+            const Frame& fr = m_trace.frames.frame(f);
+            m_w.beginDict(3, memoKey);
+            key("name");
+            m_w.sharedString(fr.name);
+            key("filename");
+            m_w.sharedString(fr.filename);
+            key("line");
+            m_w.integer(fr.line);
+            m_w.endDict();
+        }
+        m_w.endList();
+    }
+
+    void segment(const DeviceTrace& d, const Segment& s)
+    {
+        m_w.beginDict(12);
+        key("device");
+        m_w.integer(d.device);
+        key("address");
+        m_w.unsignedInteger(s.address);
+        key("total_size");
+        m_w.integer(s.totalSize);
+        key("allocated_size");
+        m_w.integer(s.allocatedSize);
+        key("active_size");
+        m_w.integer(s.activeSize);
+        key("requested_size");
+        m_w.integer(s.requestedSize);
+        key("stream");
+        m_w.integer(s.stream);
+        key("segment_type");
+        m_w.sharedString(s.isLarge ? "large" : "small");
+        key("segment_pool_id");
+        m_w.beginTuple(2);
+        m_w.integer(s.poolId[0]);
+        m_w.integer(s.poolId[1]);
+        m_w.endTuple();
+        key("is_expandable");
+        m_w.boolean(s.isExpandable);
+        key("blocks");
+        m_w.beginList(s.blocks.size());
+        for (const auto& b : s.blocks) {
+            m_w.beginDict(5);
+            key("address");
+            m_w.unsignedInteger(b.address);
+            key("size");
+            m_w.integer(b.size);
+            key("requested_size");
+            m_w.integer(b.requestedSize);
+            key("state");
+            m_w.sharedString(stateName(b.state));
+            key("frames");
+            frames(b.stack);
+            m_w.endDict();
+        }
+        m_w.endList();
+        key("frames");
+        frames(s.stack);
+        m_w.endDict();
+    }
+
+    void entries(const DeviceTrace& d)
+    {
+        const auto& ev = d.events;
+        // PyTorch converts each recorded context to one Python list: a request's segment events share
+        // it with its alloc, and a free's free_completed with its free_requested (or with the alloc,
+        // when frees record no context of their own). Equal stacks of one allocation share it here.
+        std::vector<uint32_t> group(ev.count(), AllocId::kInvalid);
+        uint32_t nextAlloc = AllocId::kInvalid;
+        for (size_t i = ev.count(); i-- > 0;) {
+            const Action a = ev.action[i];
+            const bool segmentEvent = a == Action::SegmentAlloc || a == Action::SegmentMap || a == Action::SegmentFree ||
+                                      a == Action::SegmentUnmap;
+            const bool hasAlloc = i < d.eventAlloc.size() && d.eventAlloc[i].valid();
+            if (hasAlloc)
+                group[i] = d.eventAlloc[i].value;
+            else if (segmentEvent)
+                group[i] = nextAlloc;
+            if (a == Action::Alloc)
+                nextAlloc = hasAlloc ? d.eventAlloc[i].value : AllocId::kInvalid;
+            else if (!segmentEvent)
+                nextAlloc = AllocId::kInvalid;
+        }
+        m_w.beginList(ev.count());
+        for (size_t i = 0; i < ev.count(); ++i) {
+            const bool time = ev.timeUs[i] != kNoTime;
+            const bool oom = ev.action[i] == Action::Oom;
+            m_w.beginDict(5 + size_t(time));
+            key("action");
+            m_w.sharedString(actionName(ev.action[i]));
+            key(oom ? "device_free" : "addr");
+            m_w.unsignedInteger(ev.addr[i]);
+            key("size");
+            m_w.integer(ev.size[i]);
+            key("stream");
+            m_w.integer(ev.stream[i]);
+            if (time) {
+                key("time_us");
+                m_w.integer(ev.timeUs[i]);
+            }
+            key("frames");
+            std::optional<uint64_t> listKey;
+            if (group[i] != AllocId::kInvalid && ev.stack[i].valid() && ev.stack[i].value < (1u << 31))
+                listKey = kListKeyBase | (uint64_t(m_device) << 56) | (uint64_t(group[i] & 0x1ffffff) << 31) | ev.stack[i].value;
+            frames(ev.stack[i], listKey);
+            m_w.endDict();
+        }
+        m_w.endList();
+    }
+
+    const Trace& m_trace;
+    PickleWriter& m_w;
+    uint64_t m_device = 0;
+};
+
+// JSON: the same dict, frames written out in full (JSON has no sharing).
+class JsonOut {
+public:
+    explicit JsonOut(std::ostream& out) : m_out(out) { m_buf.reserve(1 << 20); }
+    ~JsonOut() { flush(); }
+    void raw(std::string_view s)
+    {
+        m_buf.append(s);
+        if (m_buf.size() >= (1 << 20))
+            flush();
+    }
+    void num(int64_t v) { numT(v); }
+    void dbl(double v) { numT(v); }
+    void unum(uint64_t v) { numT(v); }
+    void str(std::string_view s)
+    {
+        m_buf.push_back('"');
+        for (char c : s) {
+            const auto u = static_cast<unsigned char>(c);
+            if (c == '"' || c == '\\') {
+                m_buf.push_back('\\');
+                m_buf.push_back(c);
+            } else if (u < 0x20) {
+                static const char* hex = "0123456789abcdef";
+                m_buf.append("\\u00");
+                m_buf.push_back(hex[u >> 4]);
+                m_buf.push_back(hex[u & 15]);
+            } else {
+                m_buf.push_back(c);
+            }
+        }
+        m_buf.push_back('"');
+    }
+    void flush()
+    {
+        m_out.write(m_buf.data(), std::streamsize(m_buf.size()));
+        m_buf.clear();
+    }
+
+private:
+    template <typename T>
+    void numT(T v)
+    {
+        char tmp[24];
+        auto [p, ec] = std::to_chars(tmp, tmp + sizeof tmp, v);
+        m_buf.append(tmp, size_t(p - tmp));
+    }
+    std::ostream& m_out;
+    std::string m_buf;
+};
+
+void jsonFrames(JsonOut& j, const FrameTable& table, StackId stack)
+{
+    j.raw("[");
+    if (stack.valid()) {
+        bool first = true;
+        for (FrameId f : table.stack(stack)) {
+            const Frame& fr = table.frame(f);
+            j.raw(first ? "{\"name\":" : ",{\"name\":");
+            first = false;
+            j.str(fr.name);
+            j.raw(",\"filename\":");
+            j.str(fr.filename);
+            j.raw(",\"line\":");
+            j.num(fr.line);
+            j.raw("}");
+        }
+    }
+    j.raw("]");
+}
+
+} // namespace
+
+void writeSnapshot(const Trace& trace, std::ostream& out, int protocol)
+{
+    PickleWriter w(out, protocol);
+    SnapshotPickler(trace, w).write();
+    w.finish();
+}
+
+void writeSnapshotJson(const Trace& trace, std::ostream& out)
+{
+    JsonOut j(out);
+    const auto devices = cudaDevices(trace);
+    j.raw("{\"segments\":[");
+    bool first = true;
+    for (const auto* d : devices) {
+        for (const auto& s : d->segments) {
+            j.raw(first ? "{\"device\":" : ",{\"device\":");
+            first = false;
+            j.num(d->device);
+            j.raw(",\"address\":");
+            j.unum(s.address);
+            j.raw(",\"total_size\":");
+            j.num(s.totalSize);
+            j.raw(",\"allocated_size\":");
+            j.num(s.allocatedSize);
+            j.raw(",\"active_size\":");
+            j.num(s.activeSize);
+            j.raw(",\"requested_size\":");
+            j.num(s.requestedSize);
+            j.raw(",\"stream\":");
+            j.num(s.stream);
+            j.raw(s.isLarge ? ",\"segment_type\":\"large\"" : ",\"segment_type\":\"small\"");
+            j.raw(",\"segment_pool_id\":[");
+            j.num(s.poolId[0]);
+            j.raw(",");
+            j.num(s.poolId[1]);
+            j.raw(s.isExpandable ? "],\"is_expandable\":true,\"blocks\":[" : "],\"is_expandable\":false,\"blocks\":[");
+            bool firstBlock = true;
+            for (const auto& b : s.blocks) {
+                j.raw(firstBlock ? "{\"address\":" : ",{\"address\":");
+                firstBlock = false;
+                j.unum(b.address);
+                j.raw(",\"size\":");
+                j.num(b.size);
+                j.raw(",\"requested_size\":");
+                j.num(b.requestedSize);
+                j.raw(",\"state\":");
+                j.str(stateName(b.state));
+                j.raw(",\"frames\":");
+                jsonFrames(j, trace.frames, b.stack);
+                j.raw("}");
+            }
+            j.raw("],\"frames\":");
+            jsonFrames(j, trace.frames, s.stack);
+            j.raw("}");
+        }
+    }
+    j.raw("],\"device_traces\":[");
+    const int maxDevice = devices.empty() ? -1 : devices.back()->device;
+    for (int dev = 0; dev <= maxDevice; ++dev) {
+        j.raw(dev == 0 ? "[" : ",[");
+        auto it = std::find_if(devices.begin(), devices.end(), [&](const DeviceTrace* d) { return d->device == dev; });
+        if (it != devices.end()) {
+            const auto& ev = (*it)->events;
+            for (size_t i = 0; i < ev.count(); ++i) {
+                j.raw(i == 0 ? "{\"action\":" : ",{\"action\":");
+                j.str(actionName(ev.action[i]));
+                j.raw(ev.action[i] == Action::Oom ? ",\"device_free\":" : ",\"addr\":");
+                j.unum(ev.addr[i]);
+                j.raw(",\"size\":");
+                j.num(ev.size[i]);
+                j.raw(",\"stream\":");
+                j.num(ev.stream[i]);
+                if (ev.timeUs[i] != kNoTime) {
+                    j.raw(",\"time_us\":");
+                    j.num(ev.timeUs[i]);
+                }
+                j.raw(",\"frames\":");
+                jsonFrames(j, trace.frames, ev.stack[i]);
+                j.raw("}");
+            }
+        }
+        j.raw("]");
+    }
+    j.raw("]");
+    if (!trace.allocatorSettings.empty()) {
+        j.raw(",\"allocator_settings\":{");
+        bool firstSetting = true;
+        for (const auto& [k, text] : trace.allocatorSettings) {
+            if (!firstSetting)
+                j.raw(",");
+            firstSetting = false;
+            j.str(k);
+            j.raw(":");
+            const SettingValue v = parseSetting(k, text);
+            switch (v.kind) {
+            case SettingValue::Bool: j.raw(v.b ? "true" : "false"); break;
+            case SettingValue::Int: j.num(v.i); break;
+            case SettingValue::Float: j.dbl(v.f); break;
+            case SettingValue::Str: j.str(v.s); break;
+            case SettingValue::IntDict: {
+                j.raw("{");
+                for (size_t k2 = 0; k2 < v.dict.size(); ++k2) {
+                    if (k2)
+                        j.raw(",");
+                    j.str(v.dict[k2].first);
+                    j.raw(":");
+                    j.num(v.dict[k2].second);
+                }
+                j.raw("}");
+                break;
+            }
+            }
+        }
+        j.raw("}");
+    }
+    if (!trace.annotations.empty()) {
+        j.raw(",\"external_annotations\":[");
+        for (size_t i = 0; i < trace.annotations.size(); ++i) {
+            const auto& a = trace.annotations[i];
+            j.raw(i == 0 ? "{\"stage\":" : ",{\"stage\":");
+            j.raw(a.start ? "\"START\"" : "\"END\"");
+            j.raw(",\"name\":");
+            j.str(a.name);
+            j.raw(",\"device\":");
+            j.num(a.device);
+            if (a.timeUs != kNoTime) {
+                j.raw(",\"time_us\":");
+                j.num(a.timeUs);
+            }
+            j.raw("}");
+        }
+        j.raw("]");
+    }
+    j.raw("}");
+    j.flush();
+}
+
+} // namespace poolscope
