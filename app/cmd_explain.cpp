@@ -132,6 +132,7 @@ int runExplain(const std::vector<std::string>& argv)
             j["file"] = trace->path;
             j["device"] = dev->label();
             j["address"] = formatAddress(a.address);
+            j["queried_address"] = formatAddress(addr);
             j["allocation"] = {{"id", id.value},
                                {"size", a.size},
                                {"block_size", a.blockSize},
@@ -158,6 +159,8 @@ int runExplain(const std::vector<std::string>& argv)
         }
         std::cout << formatAddress(a.address) << " on " << dev->label() << ": " << formatBytes(a.size) << " (" << a.size
                   << " B), " << lifeText(a) << "\n";
+        if (a.address != addr)
+            std::cout << "  (" << formatAddress(addr) << " lies inside this block, at offset " << (addr - a.address) << ")\n";
         if (candidates > 1)
             std::cout << "  (" << candidates << " allocations used this address; pick another with --index EVENT)\n";
         std::cout << "  pool        " << poolName(x.pool) << " (confidence " << int(x.confidence) << "%)\n"

@@ -496,7 +496,7 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
         const EventIndex firstFree = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
         const bool stackIsFree = a.preexisting() && firstFree != kNoEvent && dev.events.stack[size_t(firstFree)] == a.stack;
         const FrameId uf = trace.frames.userFrame(a.stack);
-        if (uf.valid())
+        if (uf.valid() && trace.frames.frame(uf).isPython())
             ev.push_back(std::string(stackIsFree ? "user frame (of its free; where it was allocated is unknown): "
                                                  : "user frame: ") +
                          frameText(trace.frames.frame(uf)));
