@@ -150,6 +150,9 @@ Kind sniffJsonObject(std::string_view text, size_t pos, const std::string& path)
     });
     if (decided)
         return kind;
+    if (skim.atEnd())
+        throw LoadError(LoadErrorCode::Truncated, path, int64_t(text.size()),
+                        "JSON ends before its keys say what it is (" + joinKeys(seen) + " so far; file truncated?)");
     // Nothing decisive among the keys: go by the weaker ones, so the reader can say what is missing.
     for (const auto& k : seen) {
         if (k == "schemaVersion" || k == "deviceProperties" || k == "displayTimeUnit" || k == "traceName")
@@ -165,6 +168,12 @@ Kind sniffJsonArray(std::string_view text, size_t pos, const std::string& path)
 {
     Skim skim(text, pos);
     skim.eat('[');
+    const auto cutShort = [&](const std::string& seen) {
+        if (skim.atEnd())
+            throw LoadError(LoadErrorCode::Truncated, path, int64_t(text.size()),
+                            "JSON ends before its first element says what it is (" + seen + "; file truncated?)");
+    };
+    cutShort("an array");
     const char first = skim.peek();
     if (first == ']')
         return Kind::TimelineRaw; // an empty export (also an empty list of segments): nothing to show either way
@@ -180,6 +189,7 @@ Kind sniffJsonArray(std::string_view text, size_t pos, const std::string& path)
         });
         if (decided)
             return kind;
+        cutShort("an array of objects with " + joinKeys(seen));
         unknown(path, "a JSON array of objects with " + joinKeys(seen) +
                           " (a list of segments has \"address\"/\"total_size\"/\"blocks\", Chrome trace events \"ph\")");
     }
@@ -196,6 +206,7 @@ Kind sniffJsonArray(std::string_view text, size_t pos, const std::string& path)
         }
         if (numbers == 4 && skim.peek() == ']')
             return Kind::TimelineRaw;
+        cutShort("an array of arrays of " + std::to_string(numbers) + " numbers");
         unknown(path, numbers >= 5 ? "a JSON array of long number lists, like export_memory_timeline's [times, sizes] "
                                      "form (PoolScope reads the .raw.json export, rows of [t_ns, action, bytes, category])"
                                    : "a JSON array of arrays that are not [t_ns, action, bytes, category] rows");
@@ -319,6 +330,9 @@ std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& op
             break;
         }
     } catch (const LoadError& e) {
+        // The model build (finalizeDevice) knows no file name: name the file here.
+        if (e.file().empty())
+            throw LoadError(e.code(), path, e.offset(), e.message());
         // Readers see decompressed bytes: say so, or the offset would be read as one in the file.
         if (!compressed || e.offset() < 0 || e.code() == LoadErrorCode::Cancelled || e.message().starts_with("(offset"))
             throw;

@@ -12,6 +12,7 @@
 
 #include <fstream>
 #include <map>
+#include <random>
 
 using namespace poolscope;
 using namespace poolscope::testutil;
@@ -196,6 +197,27 @@ private slots:
         e = readError(R"({"displayTimeUnit":"ms"})");
         QCOMPARE(e.code(), LoadErrorCode::Malformed);
         QVERIFY(e.message().find("traceEvents") != std::string::npos);
+    }
+
+    // Every prefix fails with a typed error; random byte flips either parse or fail typed. Never a
+    // crash, a hang or another exception (QtTest reports those as failures).
+    void damagedInputFailsCleanly()
+    {
+        for (size_t cut = 0; cut < kNewTrace.size(); ++cut) {
+            const auto e = readError(kNewTrace.substr(0, cut));
+            QVERIFY2(e.code() == LoadErrorCode::Truncated || e.code() == LoadErrorCode::Malformed,
+                     qPrintable(QString("cut %1: %2").arg(cut).arg(e.what())));
+        }
+        std::mt19937 rng(11);
+        for (int round = 0; round < 3000; ++round) {
+            std::string bad = kNewTrace;
+            for (int k = 0; k < 3; ++k)
+                bad[rng() % bad.size()] = char(rng() % 256);
+            try {
+                readJson(bad);
+            } catch (const LoadError&) {
+            }
+        }
     }
 
     void cancel()

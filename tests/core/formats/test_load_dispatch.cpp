@@ -140,6 +140,28 @@ private slots:
         QCOMPARE(z.code(), LoadErrorCode::UnknownFormat);
     }
 
+    // Sniffing a cut file never misfires: once the first byte says JSON, every prefix is Truncated or
+    // Malformed, not "unknown format", and never a crash. A cut HTML page is fine past the base64.
+    void prefixesOfEachKind()
+    {
+        const std::string html = memoryVizHtml(snapshotPickle());
+        const size_t htmlDataEnd = html.find('"', html.find("\"base64\": \"") + 11);
+        for (const std::string& full : {std::string(kKinetoObject), std::string(kSegmentList), std::string(kTimeline), html}) {
+            const bool isHtml = full == html;
+            for (size_t cut = 1; cut < full.size(); cut += cut < 160 ? 1 : 5) { // every byte of the heads
+                const std::string path = file("prefix", toBytes(full.substr(0, cut)));
+                if (isHtml && cut > htmlDataEnd) {
+                    QCOMPARE(load(path)->format, SourceFormat::SnapshotHtml);
+                    continue;
+                }
+                const LoadError e = loadError(path);
+                const bool ok = e.code() == LoadErrorCode::Truncated || e.code() == LoadErrorCode::Malformed ||
+                                (isHtml && e.code() == LoadErrorCode::UnknownFormat);
+                QVERIFY2(ok, qPrintable(QString("cut %1: %2").arg(cut).arg(e.what())));
+            }
+        }
+    }
+
     void missingFile()
     {
         const LoadError e = loadError(m_dir.filePath("absent.pickle").toStdString());

@@ -126,6 +126,15 @@ private slots:
         QCOMPARE(e.code(), LoadErrorCode::Truncated);
     }
 
+    void everyPrefixFailsTyped()
+    {
+        const std::string rows = kRows;
+        for (size_t cut = 0; cut + 1 < rows.size(); ++cut) {
+            const auto e = rowsError(rows.substr(0, cut));
+            QVERIFY2(e.code() == LoadErrorCode::Truncated || e.code() == LoadErrorCode::Malformed, e.what());
+        }
+    }
+
     void loadsCompressedThroughLoad()
     {
         QTemporaryDir dir;
