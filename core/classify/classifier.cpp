@@ -68,9 +68,17 @@ public:
         for (size_t a = 0; a < n; ++a)
             decide(c, a, false);
         countSizes(c);
-        // Pass 2: everything, with the sizes of pass 1.
+        // Pass 2: everything, with the sizes of pass 1. Rules before the first size-mirroring rule
+        // saw the same facts in pass 1, so only allocations decided at or after it are looked at again.
+        size_t firstMirror = m_compiled.size();
+        for (size_t k = 0; k < m_compiled.size(); ++k)
+            if (m_compiled[k].rule->mirrors != SizeMirror::None) {
+                firstMirror = k;
+                break;
+            }
         for (size_t a = 0; a < n; ++a) {
-            decide(c, a, true);
+            if (c.rule[a] == c.noRule || c.rule[a] >= firstMirror)
+                decide(c, a, true, firstMirror);
             adjustConfidence(c, a);
         }
         countSizes(c);
@@ -210,11 +218,11 @@ private:
         return cached == 2;
     }
 
-    void decide(Classification& c, size_t i, bool withSizes)
+    void decide(Classification& c, size_t i, bool withSizes, size_t fromRule = 0)
     {
         const Allocation& a = m_dev.allocations[i];
         const Features& f = m_features[i];
-        for (size_t k = 0; k < m_compiled.size(); ++k) {
+        for (size_t k = fromRule; k < m_compiled.size(); ++k) {
             if (matches(m_compiled[k], a, f, c, withSizes)) {
                 c.pool[i] = m_compiled[k].rule->pool;
                 c.confidence[i] = m_compiled[k].rule->confidence;
