@@ -201,14 +201,17 @@ void applyCheckpointing(const DeviceTrace& dev, const TraceModel& m, const Scena
     plan.notes.push_back(what + "; " + formatBytes(released) + " of saved activations released after their segment" +
                          (anyBackward ? ", " + formatBytes(recomputed) + " recomputed one segment at a time in backward"
                                       : "; no backward in this trace, so nothing is recomputed"));
-    int64_t forwardUs = 0;
+    int64_t forwardUs = 0, timed = 0;
     for (const auto& pass : m.passes)
-        forwardUs += std::max<int64_t>(0, pass.durationUs);
+        if (pass.durationUs > 0) {
+            forwardUs += pass.durationUs;
+            ++timed;
+        }
     if (selective)
         plan.recompute = "recomputes the attention scores of each layer in backward (a few % more compute, Korthikanti et al.)";
     else
         plan.recompute = "one extra forward pass per step" +
-                         (forwardUs > 0 ? " (the recorded forward took " + formatDurationUs(forwardUs) + ")" : std::string());
+                         (timed > 0 ? " (a recorded forward pass took " + formatDurationUs(forwardUs / timed) + ")" : std::string());
 }
 
 } // namespace poolscope

@@ -25,14 +25,16 @@ std::string_view sizeLawName(SizeLaw law)
 
 // Defined in trace_model_layers.cpp: forward passes, their layers and the backward that follows.
 void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m);
+// Defined in trace_model_replay.cpp.
+void findReplayInputs(const Trace& trace, const DeviceTrace& dev, TraceModel& m);
 
 namespace {
 
 // e (bytes per element: 1, 2, 4, 8) times k (small multiples: fused q/k/v, gates, pairs).
 constexpr std::array<int64_t, 12> kWidthFactors = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
-constexpr size_t kMaxDims = 256;
 constexpr size_t kMaxSizes = 256;
 constexpr int64_t kMinQuotientDim = 64;
+constexpr size_t kMinScoreTensors = 8;
 
 bool isWeightPool(Pool p)
 {
@@ -57,37 +59,37 @@ std::unordered_set<int64_t> modelDims(const std::vector<int64_t>& requested, con
             ++sizeCount[requested[a]];
             paramSizes.insert(requested[a]);
         }
-    std::unordered_map<int64_t, int64_t> numels;
-    for (auto& [size, count] : sizeCount) {
-        if (count < 2)
-            continue;
-        for (int64_t e : {2, 4})
-            if (size % e == 0 && size / e > 1)
-                numels[size / e] += count;
-    }
-    std::vector<std::pair<int64_t, int64_t>> byCount(numels.begin(), numels.end());
-    std::sort(byCount.begin(), byCount.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
-    if (byCount.size() > 48)
-        byCount.resize(48);
+    std::vector<std::pair<int64_t, int64_t>> repeated; // (bytes, count) of parameter sizes seen at least twice
+    for (auto& [size, count] : sizeCount)
+        if (count >= 2)
+            repeated.emplace_back(size, count);
+    std::sort(repeated.begin(), repeated.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    if (repeated.size() > 64)
+        repeated.resize(64);
     std::unordered_set<int64_t> dims{1};
-    for (auto& [n, count] : byCount) {
-        dims.insert(n);
-        // Quotients name a second dimension of a matrix (h x 4h over h gives 4h); small ones are just
-        // ratios between weights (2, 4, 8) and, times the element-size factors, would explain any
-        // power of two, the score matrix included.
-        for (auto& [d, count2] : byCount)
-            if (d > 1 && d < n && n % d == 0 && n / d >= kMinQuotientDim)
-                dims.insert(n / d);
-        if (dims.size() > kMaxDims)
-            break;
+    for (auto& [size, count] : repeated) {
+        // Element counts in fp32, 16-bit, 8-bit, and 4-bit packed (two per byte, as bitsandbytes stores them).
+        dims.insert(size * 2);
+        for (int64_t e : {1, 2, 4})
+            if (size % e == 0 && size / e > 1)
+                dims.insert(size / e);
+        // A matrix over a vector of the same dtype names the matrix's other dimension (h x 4h over h
+        // gives 4h). Small ratios are just ratios between weights (2, 4, 8) and, times the
+        // element-size factors, would explain any power of two, the score matrix included.
+        for (auto& [other, count2] : repeated)
+            if (other < size && size % other == 0 && size / other >= kMinQuotientDim)
+                dims.insert(size / other);
     }
     return dims;
 }
 
 bool explained(int64_t width, const std::unordered_set<int64_t>& dims)
 {
+    // Per-token scalars (dimension 1) are a plain element: 1 to 8 bytes, no multiples.
+    if (width <= 8)
+        return true;
     for (int64_t f : kWidthFactors)
-        if (width % f == 0 && dims.count(width / f))
+        if (width % f == 0 && width / f > 1 && dims.count(width / f))
             return true;
     return false;
 }
@@ -96,10 +98,10 @@ bool explained(int64_t width, const std::unordered_set<int64_t>& dims)
 // fp32 master copies) follows the model, never the batch.
 bool mirrorsParameter(int64_t size, const std::unordered_set<int64_t>& paramSizes)
 {
-    for (int64_t v : {size, size * 2, size * 4})
-        if (paramSizes.count(v))
+    for (int64_t k : {1, 2, 4, 8}) // fp32 <-> 16-bit <-> 8-bit <-> 4-bit copies
+        if (paramSizes.count(size * k) || (size % k == 0 && paramSizes.count(size / k)))
             return true;
-    return size % 2 == 0 && paramSizes.count(size / 2);
+    return false;
 }
 
 void classifyLaws(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m)
@@ -207,10 +209,20 @@ void classifyLaws(const Trace& trace, const DeviceTrace& dev, const Classificati
                           "all taken as linear in the sequence length, as with FlashAttention");
         return;
     }
-    m.quadraticWidth = modeWidth;
+    // A score matrix exists once per attention layer: a width seen a few times is something else
+    // (shifted logits of s-1 tokens, a one-off buffer).
+    std::vector<size_t> family;
     for (size_t a = 0; a < m.allocationCount; ++a)
-        if (m.law[a] == SizeLaw::Linear && birthPhase(c, a) != Phase::OptimizerStep && inFamily(dev.allocations[a].size))
-            m.law[a] = SizeLaw::Quadratic;
+        if (m.law[a] == SizeLaw::Linear && inFamily(dev.allocations[a].size))
+            family.push_back(a);
+    if (family.size() < kMinScoreTensors) {
+        m.notes.push_back("no attention-score matrices found (every repeated activation is tokens x a model dimension): "
+                          "all taken as linear in the sequence length, as with FlashAttention");
+        return;
+    }
+    m.quadraticWidth = modeWidth;
+    for (size_t a : family)
+        m.law[a] = SizeLaw::Quadratic;
 }
 
 OptimizerKind optimizerFromName(std::string_view name)
@@ -358,6 +370,7 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
     poolTotals(dev, m);
     findOptimizer(trace, dev, m);
     findForwardPasses(trace, dev, c, m);
+    findReplayInputs(trace, dev, m);
 
     for (size_t a = 0; a < n; ++a) {
         const int64_t size = dev.allocations[a].size;

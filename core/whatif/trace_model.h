@@ -66,6 +66,29 @@ struct TraceModel {
     EventIndex firstStepEvent = kNoEvent;
 
     std::vector<std::string> notes; // assumptions and what could not be found, for the report
+
+    // Replay inputs that depend on the trace alone, found once and reused by every scenario.
+    struct ReleaseRun {
+        EventIndex at = 0;          // first segment_free of a run
+        bool namesEmptyCache = false; // a stack in it names empty_cache()
+        bool framed = false;          // any stack at all
+        bool requestFollows = false;  // an allocation request comes right after it
+        // torch.cuda.empty_cache(), or a release the allocator did inside malloc (which the
+        // simulator does by itself when it has a capacity to run into)?
+        bool emptyCache(bool haveCapacity) const { return namesEmptyCache || (!framed && (!haveCapacity || !requestFollows)); }
+    };
+    struct InitialSegment {
+        uint64_t addr = 0;
+        int64_t size = 0;
+        int64_t stream = 0;
+        bool small = false;
+    };
+    std::vector<ReleaseRun> releaseRuns;
+    std::vector<InitialSegment> initialSegments; // segments that existed before recording, by address
+    // Allocations the trace builder closed where a new allocation reused their live address (their
+    // free fell out of the ring buffer): (event, allocation), by event.
+    std::vector<std::pair<EventIndex, uint32_t>> reuseCloses;
+    std::vector<int64_t> stream; // per allocation
 };
 
 TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Classification& c);

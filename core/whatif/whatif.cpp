@@ -24,7 +24,12 @@ void recordedFigures(const DeviceTrace& dev, const TraceModel& model, WhatIfResu
     out.recordedPoolPeaks = cur;
     out.recordedPoolsAtPeak = cur;
     const auto& ev = dev.events;
+    size_t nextClose = 0;
     for (size_t i = 0; i < ev.count(); ++i) {
+        for (; nextClose < model.reuseCloses.size() && model.reuseCloses[nextClose].first == EventIndex(i); ++nextClose) {
+            const uint32_t a = model.reuseCloses[nextClose].second;
+            cur[poolOf(a)] -= dev.allocations[a].size;
+        }
         const AllocId id = dev.eventAlloc[i];
         if (id.valid() && (ev.action[i] == Action::Alloc || ev.action[i] == Action::FreeCompleted)) {
             const size_t p = poolOf(id.value);

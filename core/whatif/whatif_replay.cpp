@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
-#include <unordered_set>
 
 namespace poolscope {
 namespace {
@@ -27,60 +26,13 @@ struct Op {
     }
 };
 
-bool saysEmptyCache(const FrameTable& frames, StackId stack)
-{
-    if (!stack.valid())
-        return false;
-    for (FrameId f : frames.stack(stack)) {
-        const std::string& name = frames.frame(f).name;
-        if (name == "empty_cache" || name.find("emptyCache") != std::string::npos)
-            return true;
-    }
-    return false;
-}
-
 bool isSegmentAction(Action a)
 {
     return a == Action::SegmentAlloc || a == Action::SegmentFree || a == Action::SegmentMap || a == Action::SegmentUnmap;
 }
 
-// Runs of segment_free that torch.cuda.empty_cache() produced (the same rule as the allocator
-// replay: a stack that names it, or, without stacks, a release that no request follows).
-std::vector<EventIndex> emptyCacheEvents(const Trace& trace, const DeviceTrace& dev, bool capacity)
-{
-    const auto& ev = dev.events;
-    const size_t n = ev.count();
-    std::vector<EventIndex> out;
-    for (size_t i = 0; i < n;) {
-        if (ev.action[i] != Action::SegmentFree && ev.action[i] != Action::SegmentUnmap) {
-            ++i;
-            continue;
-        }
-        size_t j = i;
-        bool framed = false, says = false;
-        while (j < n && (ev.action[j] == Action::SegmentFree || ev.action[j] == Action::SegmentUnmap)) {
-            framed |= ev.stack[j].valid();
-            says = says || saysEmptyCache(trace.frames, ev.stack[j]);
-            ++j;
-        }
-        bool empty = says;
-        if (!framed) {
-            const bool requestFollows = j < n && (ev.action[j] == Action::SegmentAlloc || ev.action[j] == Action::SegmentMap ||
-                                                  ev.action[j] == Action::Alloc || ev.action[j] == Action::Oom);
-            empty = !capacity || !requestFollows;
-        }
-        if (empty)
-            out.push_back(EventIndex(i));
-        i = j;
-    }
-    return out;
-}
-
 struct SeedSegment {
-    uint64_t addr = 0;
-    int64_t size = 0;
-    int64_t stream = 0;
-    bool small = false;
+    const TraceModel::InitialSegment* segment = nullptr;
     bool keep = true; // false: a block in it changed, so its blocks are allocated afresh
     std::vector<ExistingBlock> blocks;
     std::vector<uint32_t> handles;
@@ -88,9 +40,9 @@ struct SeedSegment {
 
 class PlanReplayer {
 public:
-    PlanReplayer(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, const Plan& plan,
+    PlanReplayer(const DeviceTrace& dev, const TraceModel& model, const Plan& plan,
                  const AllocatorConfig& config, std::optional<int64_t> capacity, WhatIfResult& out)
-        : m_trace(trace), m_dev(dev), m_plan(plan), m_config(config), m_sim(config, capacity), m_out(out)
+        : m_dev(dev), m_model(model), m_plan(plan), m_config(config), m_sim(config, capacity), m_out(out)
     {
         const size_t n = dev.allocations.size();
         const size_t handles = n + plan.extras.size();
@@ -101,8 +53,9 @@ public:
         for (size_t a = 0; a < n; ++a) {
             m_size[a] = plan.size[a];
             m_pool[a] = a < model.pool.size() ? model.pool[a] : Pool::Unknown;
-            m_stream[a] = dev.allocations[a].stream;
         }
+        m_stream.assign(model.stream.begin(), model.stream.end());
+        m_stream.resize(handles);
         for (size_t e = 0; e < plan.extras.size(); ++e) {
             m_size[n + e] = plan.extras[e].size;
             m_pool[n + e] = plan.extras[e].pool;
@@ -126,8 +79,12 @@ public:
         seed();
         const auto& ev = m_dev.events;
         const size_t n = ev.count();
-        const auto empties = emptyCacheEvents(m_trace, m_dev, m_sim.capacity().has_value());
-        size_t nextEmpty = 0, nextOp = 0;
+        std::vector<EventIndex> empties;
+        for (const auto& run : m_model.releaseRuns)
+            if (run.emptyCache(m_sim.capacity().has_value()))
+                empties.push_back(run.at);
+        const auto& closes = m_model.reuseCloses;
+        size_t nextEmpty = 0, nextOp = 0, nextClose = 0;
         while (nextOp < m_ops.size() && m_ops[nextOp].at < 0)
             runOp(m_ops[nextOp++]);
         // The trace's initialAllocated also counts rounding slack of blocks alive at the end; it
@@ -154,6 +111,10 @@ public:
                 m_sim.clearEvents();
                 ++nextEmpty;
             }
+            // The builder closed these where this event's allocation reused their address.
+            for (; nextClose < closes.size() && closes[nextClose].first == idx; ++nextClose)
+                if (m_addr[closes[nextClose].second])
+                    release(closes[nextClose].second);
             const AllocId id = m_dev.eventAlloc[i];
             switch (ev.action[i]) {
             case Action::Alloc:
@@ -161,7 +122,10 @@ public:
                     allocate(id.value, idx);
                 break;
             case Action::FreeRequested:
-                if (id.valid() && m_addr[id.value])
+                // Mostly the very next event completes it: freeCompleted() then does both, one lookup
+                // less, and nothing the series keeps (requested and reserved bytes) moves in between.
+                if (id.valid() && m_addr[id.value] &&
+                    !(i + 1 < n && ev.action[i + 1] == Action::FreeCompleted && m_dev.eventAlloc[i + 1] == id))
                     m_sim.freeRequested(m_addr[id.value]);
                 break;
             case Action::FreeCompleted:
@@ -262,8 +226,8 @@ private:
         }
     }
 
-    const Trace& m_trace;
     const DeviceTrace& m_dev;
+    const TraceModel& m_model;
     const Plan& m_plan;
     AllocatorConfig m_config;
     CachingAllocatorSim m_sim;
@@ -272,7 +236,7 @@ private:
     std::vector<int64_t> m_size;
     std::vector<Pool> m_pool;
     std::vector<int64_t> m_stream;
-    std::vector<Op> m_ops;
+    std::vector<Op> m_ops; // after the event's own operation
     PoolBytes m_pools{};
     int64_t m_offset = 0;
     int64_t m_seededRequested = 0; // requested bytes of the recorded initial state, as the trace has it
@@ -283,24 +247,10 @@ private:
 // whose allocations the scenario changes is not seeded: its allocations are requested afresh.
 void PlanReplayer::seed()
 {
-    const auto& ev = m_dev.events;
-    std::unordered_set<uint64_t> createdByTrace;
     std::vector<SeedSegment> segs;
-    for (size_t i = 0; i < ev.count(); ++i) {
-        if (ev.action[i] == Action::SegmentAlloc) {
-            createdByTrace.insert(ev.addr[i]);
-        } else if (ev.action[i] == Action::SegmentFree) {
-            if (!createdByTrace.count(ev.addr[i]))
-                segs.push_back({ev.addr[i], ev.size[i], ev.stream[i], ev.size[i] == kSmallBuffer, true, {}, {}});
-            else
-                createdByTrace.erase(ev.addr[i]);
-        }
-    }
-    for (const auto& s : m_dev.segments)
-        if (!createdByTrace.count(s.address) && !s.isExpandable)
-            segs.push_back({s.address, s.totalSize, s.stream, !s.isLarge, true, {}, {}});
-    std::sort(segs.begin(), segs.end(), [](const SeedSegment& a, const SeedSegment& b) { return a.addr < b.addr; });
-
+    segs.reserve(m_model.initialSegments.size());
+    for (const auto& seg : m_model.initialSegments)
+        segs.push_back({&seg, true, {}, {}});
     std::vector<uint32_t> fresh; // pre-existing allocations requested anew, in address order
     for (size_t a = 0; a < m_dev.allocations.size(); ++a) {
         const Allocation& al = m_dev.allocations[a];
@@ -308,8 +258,8 @@ void PlanReplayer::seed()
             continue;
         m_seededRequested += al.size;
         auto it = std::upper_bound(segs.begin(), segs.end(), al.address,
-                                   [](uint64_t addr, const SeedSegment& s) { return addr < s.addr; });
-        if (it == segs.begin() || al.address >= std::prev(it)->addr + uint64_t(std::prev(it)->size)) {
+                                   [](uint64_t addr, const SeedSegment& s) { return addr < s.segment->addr; });
+        if (it == segs.begin() || al.address >= std::prev(it)->segment->addr + uint64_t(std::prev(it)->segment->size)) {
             fresh.push_back(uint32_t(a));
             continue;
         }
@@ -332,18 +282,19 @@ void PlanReplayer::seed()
         std::vector<ExistingBlock> blocks;
         for (size_t k = 0; k < order.size(); ++k) {
             ExistingBlock b = s.blocks[order[k]];
-            const uint64_t limit = k + 1 < order.size() ? s.blocks[order[k + 1]].addr : s.addr + uint64_t(s.size);
+            const uint64_t limit = k + 1 < order.size() ? s.blocks[order[k + 1]].addr : s.segment->addr + uint64_t(s.segment->size);
             b.size = std::min<int64_t>(b.size, int64_t(limit - b.addr));
             blocks.push_back(b);
         }
-        if (m_sim.addExistingSegment(s.addr, s.size, s.stream, s.small, blocks)) {
+        const auto& seg = *s.segment;
+        if (m_sim.addExistingSegment(seg.addr, seg.size, seg.stream, seg.small, blocks)) {
             for (size_t k = 0; k < order.size(); ++k) {
                 const uint32_t h = s.handles[order[k]];
                 m_addr[h] = s.blocks[order[k]].addr;
                 m_pools[size_t(m_pool[h])] += m_size[h];
             }
         } else {
-            m_out.allocatorWarnings.push_back("could not seed the segment at " + std::to_string(s.addr));
+            m_out.allocatorWarnings.push_back("could not seed the segment at " + std::to_string(seg.addr));
             fresh.insert(fresh.end(), s.handles.begin(), s.handles.end());
         }
     }
@@ -390,7 +341,7 @@ WhatIfResult replayPlan(const Trace& trace, const DeviceTrace& dev, const TraceM
     if (out.capacity)
         config.deviceTotalMemory = *out.capacity;
     const auto t0 = std::chrono::steady_clock::now();
-    PlanReplayer replayer(trace, dev, model, plan, config, out.capacity, out);
+    PlanReplayer replayer(dev, model, plan, config, out.capacity, out);
     replayer.run(options);
     out.replayUs = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     out.allocatorWarnings.insert(out.allocatorWarnings.end(), notes.begin(), notes.end());

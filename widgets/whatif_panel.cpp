@@ -1,0 +1,356 @@
+#include "widgets/whatif_panel.h"
+
+#include "core/util/units.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+namespace poolscope {
+namespace {
+
+QString bytesText(qint64 b) { return QString::fromStdString(formatBytes(b)); }
+
+QString changeText(qint64 from, qint64 to)
+{
+    if (from == 0)
+        return to == 0 ? QStringLiteral("0%") : QStringLiteral("new");
+    return QString::asprintf("%+.1f%%", 100.0 * double(to - from) / double(from));
+}
+
+Ratio ratioOf(const QDoubleSpinBox* box)
+{
+    return parseRatio(QString::number(box->value(), 'f', 3).toStdString()).value_or(Ratio{});
+}
+
+} // namespace
+
+void WhatIfResultModel::setResult(std::shared_ptr<const WhatIfResult> result)
+{
+    beginResetModel();
+    m_result = std::move(result);
+    m_rows.clear();
+    if (m_result) {
+        const WhatIfResult& r = *m_result;
+        m_rows.push_back({tr("peak allocated"), r.recordedPeakAllocated, r.peakAllocated});
+        m_rows.push_back({tr("peak reserved"), r.recordedPeakReserved, r.peakReserved});
+        for (size_t p = 0; p < kAllocationPoolCount; ++p)
+            if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)
+                m_rows.push_back({QString::fromUtf8(poolName(Pool(p)).data()), r.recordedPoolPeaks[p], r.poolPeaks[p]});
+    }
+    endResetModel();
+}
+
+int WhatIfResultModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_rows.size()); }
+int WhatIfResultModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant WhatIfResultModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || index.row() >= int(m_rows.size()))
+        return {};
+    const Row& row = m_rows[size_t(index.row())];
+    if (role == Qt::UserRole) {
+        if (index.column() == Recorded)
+            return row.recorded;
+        if (index.column() == Predicted)
+            return row.predicted;
+        return {};
+    }
+    if (role == Qt::TextAlignmentRole && index.column() != Quantity)
+        return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role != Qt::DisplayRole)
+        return {};
+    switch (index.column()) {
+    case Quantity:
+        return index.row() >= 2 ? QStringLiteral("  ") + row.label : row.label;
+    case Recorded:
+        return bytesText(row.recorded);
+    case Predicted:
+        return bytesText(row.predicted);
+    case Change:
+        return changeText(row.recorded, row.predicted);
+    default:
+        return {};
+    }
+}
+
+QVariant WhatIfResultModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case Quantity:
+        return tr("What");
+    case Recorded:
+        return tr("Recorded");
+    case Predicted:
+        return tr("Predicted");
+    case Change:
+        return tr("Change");
+    default:
+        return {};
+    }
+}
+
+WhatIfPanel::WhatIfPanel(QWidget* parent) : QWidget(parent)
+{
+    buildUi();
+    setTrace(nullptr, 0);
+}
+
+WhatIfPanel::~WhatIfPanel()
+{
+    cancelJob();
+    if (m_watcher)
+        m_watcher->waitForFinished();
+}
+
+void WhatIfPanel::buildUi()
+{
+    auto scaleBox = [this](const QString& tip) {
+        auto* box = new QDoubleSpinBox(this);
+        box->setRange(0.125, 64.0);
+        box->setDecimals(3);
+        box->setSingleStep(0.25);
+        box->setValue(1.0);
+        box->setPrefix(QStringLiteral("x"));
+        box->setToolTip(tip);
+        return box;
+    };
+    m_batch = scaleBox(tr("Micro-batch size factor: every allocation that follows the tokens scales with it"));
+    m_seq = scaleBox(tr("Sequence length factor: linear terms scale with s, the attention-score matrices with s squared"));
+    m_activation = scaleBox(tr("A plain factor on the activation pool"));
+    m_checkpoint = new QComboBox(this);
+    for (auto k : {CheckpointKind::None, CheckpointKind::Full, CheckpointKind::Selective, CheckpointKind::Sqrt})
+        m_checkpoint->addItem(QString::fromUtf8(checkpointName(k).data()), int(k));
+    m_optimizer = new QComboBox(this);
+    m_optimizer->addItem(tr("as recorded"), int(OptimizerKind::Keep));
+    for (auto k : {OptimizerKind::AdamW, OptimizerKind::Adam, OptimizerKind::Sgd, OptimizerKind::SgdMomentum,
+                   OptimizerKind::Lion, OptimizerKind::Adafactor, OptimizerKind::Adam8bit})
+        m_optimizer->addItem(QString::fromUtf8(optimizerName(k).data()), int(k));
+    m_sharding = new QComboBox(this);
+    for (auto k : {ShardingKind::None, ShardingKind::Zero1, ShardingKind::Zero2, ShardingKind::Zero3, ShardingKind::FsdpFull,
+                   ShardingKind::FsdpGradOp, ShardingKind::FsdpHybrid})
+        m_sharding->addItem(QString::fromUtf8(shardingName(k).data()), int(k));
+    m_ranks = new QSpinBox(this);
+    m_ranks->setRange(1, 65536);
+    m_ranks->setValue(8);
+    m_ranks->setToolTip(tr("Data-parallel ranks (hybrid sharding: the ranks of one shard group)"));
+    m_offload = new QCheckBox(tr("Offload the optimizer to the CPU"), this);
+    m_capacity = new QLineEdit(this);
+    m_capacity->setPlaceholderText(tr("e.g. 80GiB (empty: the recorded OOM's device)"));
+    m_runButton = new QPushButton(tr("Predict"), this);
+    connect(m_runButton, &QPushButton::clicked, this, &WhatIfPanel::run);
+    connect(m_sharding, &QComboBox::currentIndexChanged, this,
+            [this] { m_ranks->setEnabled(ShardingKind(m_sharding->currentData().toInt()) != ShardingKind::None); });
+
+    auto* form = new QFormLayout;
+    form->addRow(tr("Micro-batch"), m_batch);
+    form->addRow(tr("Sequence"), m_seq);
+    form->addRow(tr("Activations"), m_activation);
+    form->addRow(tr("Checkpointing"), m_checkpoint);
+    form->addRow(tr("Optimizer"), m_optimizer);
+    auto* shard = new QHBoxLayout;
+    shard->addWidget(m_sharding, 1);
+    shard->addWidget(new QLabel(tr("ranks"), this));
+    shard->addWidget(m_ranks);
+    form->addRow(tr("Sharding"), shard);
+    form->addRow(QString(), m_offload);
+    form->addRow(tr("Capacity"), m_capacity);
+
+    m_verdict = new QLabel(this);
+    m_verdict->setWordWrap(true);
+    m_verdict->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_model = new WhatIfResultModel(this);
+    m_table = new QTableView(this);
+    m_table->setModel(m_model);
+    m_table->verticalHeader()->hide();
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_notes = new QPlainTextEdit(this);
+    m_notes->setReadOnly(true);
+    m_notes->setMaximumBlockCount(200);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(form);
+    layout->addWidget(m_runButton);
+    layout->addWidget(m_verdict);
+    layout->addWidget(m_table, 2);
+    layout->addWidget(m_notes, 1);
+    m_ranks->setEnabled(false);
+}
+
+void WhatIfPanel::setTrace(std::shared_ptr<const PreparedTrace> trace, size_t deviceIndex)
+{
+    cancelJob();
+    m_trace = std::move(trace);
+    m_device = deviceIndex;
+    m_traceModel.reset();
+    m_result.reset();
+    m_model->setResult(nullptr);
+    m_notes->clear();
+    const bool usable = m_trace && m_device < m_trace->trace->devices.size() && m_trace->trace->devices[m_device].eventCount() > 0;
+    m_runButton->setEnabled(usable);
+    m_verdict->setText(!m_trace ? tr("Open a dump to ask what if.")
+                       : usable ? tr("Set the knobs and press Predict: the trace is replayed through the allocator.")
+                                : tr("This device has no trace events to replay."));
+    setRunning(false);
+}
+
+Scenario WhatIfPanel::scenario() const
+{
+    Scenario s;
+    s.batchScale = ratioOf(m_batch);
+    s.seqScale = ratioOf(m_seq);
+    s.activationScale = ratioOf(m_activation);
+    s.checkpoint = CheckpointKind(m_checkpoint->currentData().toInt());
+    s.optimizer = OptimizerKind(m_optimizer->currentData().toInt());
+    s.sharding = ShardingKind(m_sharding->currentData().toInt());
+    s.ranks = s.sharding == ShardingKind::None ? 1 : m_ranks->value();
+    s.offloadOptimizer = m_offload->isChecked();
+    if (const int64_t bytes = parseBytes(m_capacity->text().trimmed().toStdString()); bytes > 0)
+        s.capacity = bytes;
+    return s;
+}
+
+void WhatIfPanel::setScenario(const Scenario& s)
+{
+    m_batch->setValue(s.batchScale.value());
+    m_seq->setValue(s.seqScale.value());
+    m_activation->setValue(s.activationScale.value());
+    m_checkpoint->setCurrentIndex(m_checkpoint->findData(int(s.checkpoint)));
+    m_optimizer->setCurrentIndex(m_optimizer->findData(int(s.optimizer)));
+    m_sharding->setCurrentIndex(m_sharding->findData(int(s.sharding)));
+    if (s.sharding != ShardingKind::None)
+        m_ranks->setValue(s.ranks);
+    m_offload->setChecked(s.offloadOptimizer);
+    m_capacity->setText(s.capacity ? QString::fromStdString(formatBytes(*s.capacity)).remove(' ') : QString());
+}
+
+void WhatIfPanel::run()
+{
+    if (!m_trace || m_device >= m_trace->trace->devices.size())
+        return;
+    const Scenario s = scenario();
+    if (const std::string problem = s.validate(); !problem.empty()) {
+        m_verdict->setText(QString::fromStdString(problem));
+        emit failed(QString::fromStdString(problem));
+        return;
+    }
+    cancelJob();
+    const quint64 id = ++m_jobId;
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    m_cancel = cancel;
+    auto* watcher = new QFutureWatcher<Outcome>(this);
+    m_watcher = watcher;
+    connect(watcher, &QFutureWatcher<Outcome>::finished, this, [this, id, watcher] { jobFinished(id, watcher); });
+    auto trace = m_trace;
+    auto cached = m_traceModel;
+    const size_t device = m_device;
+    watcher->setFuture(QtConcurrent::run([trace, cached, device, s, cancel]() -> Outcome {
+        Outcome o;
+        try {
+            const DeviceTrace& dev = trace->trace->devices[device];
+            o.model = cached;
+            if (!o.model) {
+                const auto& c = device < trace->devices.size() ? trace->devices[device].classification : nullptr;
+                o.model = std::make_shared<const TraceModel>(buildTraceModel(*trace->trace, dev, c ? *c : Classification{}));
+            }
+            WhatIfOptions options;
+            options.keepSeries = false;
+            options.cancel = cancel.get();
+            o.result = std::make_shared<const WhatIfResult>(runWhatIf(*trace->trace, dev, *o.model, s, options));
+        } catch (const std::exception& e) {
+            o.error = QString::fromStdString(e.what());
+        }
+        return o;
+    }));
+    m_verdict->setText(tr("Replaying %1 events...").arg(m_trace->trace->devices[m_device].eventCount()));
+    setRunning(true);
+}
+
+void WhatIfPanel::jobFinished(quint64 id, QFutureWatcher<Outcome>* watcher)
+{
+    watcher->deleteLater();
+    if (watcher == m_watcher)
+        m_watcher = nullptr;
+    if (id != m_jobId)
+        return; // stale: a newer run or another trace took over
+    setRunning(false);
+    const Outcome o = watcher->result();
+    if (!o.error.isEmpty()) {
+        m_verdict->setText(tr("The prediction failed: %1").arg(o.error));
+        emit failed(o.error);
+        return;
+    }
+    if (!o.result || o.result->cancelled)
+        return;
+    m_traceModel = o.model;
+    m_result = o.result;
+    showResult();
+    emit finished();
+}
+
+void WhatIfPanel::showResult()
+{
+    const WhatIfResult& r = *m_result;
+    m_model->setResult(m_result);
+    QString verdict = QStringLiteral("<b>%1</b>: ").arg(QString::fromStdString(r.scenario.describe()).toHtmlEscaped());
+    if (!r.capacity) {
+        verdict += tr("peak %1 allocated, %2 reserved; no capacity known (no OOM recorded): enter one to judge the fit.")
+                       .arg(bytesText(r.peakAllocated), bytesText(r.peakReserved));
+    } else if (r.oom) {
+        verdict += tr("<span style='color:#b00020'>OOM</span> at %1: event %2 tried to allocate %3 with %4 allocated.")
+                       .arg(bytesText(*r.capacity))
+                       .arg(r.oom->index)
+                       .arg(bytesText(r.oom->wantedBytes), bytesText(r.oom->allocated));
+    } else {
+        verdict += tr("<span style='color:#1b5e20'>fits</span> in %1 with %2 to spare at the reserved peak.")
+                       .arg(bytesText(*r.capacity), bytesText(*r.capacity - r.peakReserved));
+    }
+    m_verdict->setText(verdict);
+    QStringList notes;
+    if (!r.recompute.empty())
+        notes << tr("Recompute: %1").arg(QString::fromStdString(r.recompute));
+    notes << tr("Reserved but unallocated at the reserved peak: %1").arg(bytesText(r.fragmentation()));
+    if (r.identity)
+        notes << tr("Replay check: allocated equal after %1 of %2 events; reserved after %3 of %4")
+                     .arg(r.events - r.allocatedMismatches)
+                     .arg(r.events)
+                     .arg(r.reservedMatches)
+                     .arg(r.reservedCompared);
+    for (const auto& n : r.notes)
+        notes << QStringLiteral("- ") + QString::fromStdString(n);
+    m_notes->setPlainText(notes.join('\n'));
+}
+
+void WhatIfPanel::cancelJob()
+{
+    ++m_jobId; // whatever is running is stale now
+    if (m_cancel)
+        m_cancel->store(true);
+    m_cancel.reset();
+}
+
+void WhatIfPanel::setRunning(bool running)
+{
+    if (running == m_running)
+        return;
+    m_running = running;
+    m_runButton->setText(running ? tr("Predicting...") : tr("Predict"));
+    emit runningChanged(running);
+}
+
+} // namespace poolscope

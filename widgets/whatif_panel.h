@@ -1,0 +1,123 @@
+#pragma once
+#include "core/timeline/prepared_trace.h"
+#include "core/whatif/whatif.h"
+
+#include <QAbstractTableModel>
+#include <QFutureWatcher>
+#include <QWidget>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QTableView;
+
+namespace poolscope {
+
+// Rows: peak allocated, peak reserved, reserved-but-unallocated at the reserved peak, then each
+// pool's own peak; columns: what, recorded, predicted, change. Display text only; the raw bytes
+// are under Qt::UserRole (recorded and predicted columns) for callers and tests.
+class WhatIfResultModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { Quantity, Recorded, Predicted, Change, ColumnCount };
+    using QAbstractTableModel::QAbstractTableModel;
+
+    void setResult(std::shared_ptr<const WhatIfResult> result);
+    const WhatIfResult* result() const { return m_result.get(); }
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+private:
+    struct Row {
+        QString label;
+        qint64 recorded = 0;
+        qint64 predicted = 0;
+    };
+    std::shared_ptr<const WhatIfResult> m_result;
+    std::vector<Row> m_rows;
+};
+
+// "What if I checkpoint / shard / change the optimizer / change the batch?" The knobs of a
+// Scenario, a Run button, and the answer: recorded vs predicted peaks, per-pool peaks, whether it
+// fits at the capacity, what the prediction assumed. The replay runs off the GUI thread
+// (QtConcurrent); a newer run or a new trace makes a running one stale: it is cancelled and its
+// result dropped. The trace model (size laws, layers) is built once per device and reused.
+class WhatIfPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit WhatIfPanel(QWidget* parent = nullptr);
+    ~WhatIfPanel() override;
+
+    // The document and the device (an index into trace->devices and devices) to ask about. A null
+    // trace clears the panel. Nothing runs until run() (or the Run button).
+    void setTrace(std::shared_ptr<const PreparedTrace> trace, size_t deviceIndex);
+    std::shared_ptr<const PreparedTrace> trace() const { return m_trace; }
+    size_t deviceIndex() const { return m_device; }
+
+    // The knobs as a Scenario, and back. A capacity field that does not parse counts as empty.
+    Scenario scenario() const;
+    void setScenario(const Scenario& scenario);
+
+    bool isRunning() const { return m_running; }
+    // The last finished result for the current trace and device; null before the first one.
+    std::shared_ptr<const WhatIfResult> result() const { return m_result; }
+    WhatIfResultModel* resultModel() const { return m_model; }
+
+public slots:
+    void run();
+
+signals:
+    void finished(); // a new result is shown
+    void failed(const QString& message);
+    void runningChanged(bool running);
+
+private:
+    struct Outcome {
+        std::shared_ptr<const TraceModel> model;
+        std::shared_ptr<const WhatIfResult> result;
+        QString error;
+    };
+    void buildUi();
+    void jobFinished(quint64 id, QFutureWatcher<Outcome>* watcher);
+    void setRunning(bool running);
+    void cancelJob();
+    void showResult();
+
+    std::shared_ptr<const PreparedTrace> m_trace;
+    size_t m_device = 0;
+    std::shared_ptr<const TraceModel> m_traceModel; // for m_trace / m_device, once built
+    std::shared_ptr<const WhatIfResult> m_result;
+    quint64 m_jobId = 0;
+    std::shared_ptr<std::atomic<bool>> m_cancel;
+    QFutureWatcher<Outcome>* m_watcher = nullptr;
+    bool m_running = false;
+
+    QDoubleSpinBox* m_batch = nullptr;
+    QDoubleSpinBox* m_seq = nullptr;
+    QDoubleSpinBox* m_activation = nullptr;
+    QComboBox* m_checkpoint = nullptr;
+    QComboBox* m_optimizer = nullptr;
+    QComboBox* m_sharding = nullptr;
+    QSpinBox* m_ranks = nullptr;
+    QCheckBox* m_offload = nullptr;
+    QLineEdit* m_capacity = nullptr;
+    QPushButton* m_runButton = nullptr;
+    QLabel* m_verdict = nullptr;
+    QTableView* m_table = nullptr;
+    QPlainTextEdit* m_notes = nullptr;
+    WhatIfResultModel* m_model = nullptr;
+};
+
+} // namespace poolscope
