@@ -330,22 +330,31 @@ void PickleWriter::stringWithKey(std::string_view s, uint64_t key)
     afterValue();
 }
 
-void PickleWriter::sharedString(std::string_view s)
+uint32_t PickleWriter::sharedString(std::string_view s)
 {
     if (auto it = m_strings.find(std::string(s)); it != m_strings.end()) {
         writeGet(it->second);
-        return;
+        return it->second;
     }
-    m_strings.emplace(std::string(s), m_memoSize);
+    const uint32_t index = m_memoSize;
+    m_strings.emplace(std::string(s), index);
     string(s);
+    return index;
 }
 
-void PickleWriter::beginList(size_t count, std::optional<uint64_t> key)
+void PickleWriter::fetch(uint32_t memoIndex)
+{
+    writeGet(memoIndex);
+}
+
+uint32_t PickleWriter::beginList(size_t count, std::optional<uint64_t> key)
 {
     beforeValue();
     put(kEmptyList);
+    const uint32_t index = m_memoSize;
     memoize(key);
     m_stack.push_back(Open{Kind::List, count, 0, 0, key});
+    return index;
 }
 
 void PickleWriter::endList()
@@ -356,12 +365,14 @@ void PickleWriter::endList()
     afterValue();
 }
 
-void PickleWriter::beginDict(size_t count, std::optional<uint64_t> key)
+uint32_t PickleWriter::beginDict(size_t count, std::optional<uint64_t> key)
 {
     beforeValue();
     put(kEmptyDict);
+    const uint32_t index = m_memoSize;
     memoize(key);
     m_stack.push_back(Open{Kind::Dict, count, 0, 0, key});
+    return index;
 }
 
 void PickleWriter::endDict()

@@ -40,16 +40,20 @@ public:
     // A fresh str object (memoized, never reused).
     void string(std::string_view s);
     // A str shared by content: the first time it is written and memoized, afterwards fetched.
-    void sharedString(std::string_view s);
+    // Returns its memo index.
+    uint32_t sharedString(std::string_view s);
 
     // Objects with identity: if `key` was memoized, writes the fetch and returns true.
     bool get(uint64_t key);
     void stringWithKey(std::string_view s, uint64_t key);
+    // Fetches a memo index the caller kept (cheaper than a keyed lookup for hot paths).
+    void fetch(uint32_t memoIndex);
 
     // Containers; every item is one value (lists, tuples) or a key and a value (dicts).
-    void beginList(size_t count, std::optional<uint64_t> key = std::nullopt);
+    // beginList/beginDict return the container's memo index.
+    uint32_t beginList(size_t count, std::optional<uint64_t> key = std::nullopt);
     void endList();
-    void beginDict(size_t count, std::optional<uint64_t> key = std::nullopt);
+    uint32_t beginDict(size_t count, std::optional<uint64_t> key = std::nullopt);
     void endDict();
     void beginTuple(size_t count, std::optional<uint64_t> key = std::nullopt);
     void endTuple();

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <iterator>
+#include <limits>
 #include <optional>
 
 // writeSnapshot / writeSnapshotJson: a Trace back in the shape torch.cuda.memory._snapshot() has.
@@ -11,8 +13,6 @@
 namespace poolscope {
 namespace {
 
-constexpr uint64_t kFrameKeyBase = uint64_t(1) << 62;
-constexpr uint64_t kListKeyBase = uint64_t(1) << 63;
 
 const char* stateName(BlockState s)
 {
@@ -129,7 +129,6 @@ public:
                 m_w.beginList(0);
                 m_w.endList();
             } else {
-                m_device = uint64_t(dev) & 0x3f;
                 entries(**it);
             }
         }
@@ -184,33 +183,46 @@ public:
 private:
     void key(std::string_view k) { m_w.sharedString(k); }
 
-    void frames(StackId stack, std::optional<uint64_t> listKey = std::nullopt)
+    enum HotKey { kAction, kAddr, kDeviceFree, kSize, kStream, kTimeUs, kFrames, kName, kFilename, kLine, kHotKeys };
+    void hot(HotKey k)
     {
-        if (listKey && m_w.get(*listKey))
-            return;
+        static constexpr const char* names[kHotKeys] = {"action", "addr", "device_free", "size", "stream",
+                                                        "time_us", "frames", "name", "filename", "line"};
+        if (m_hot[k] != kNone)
+            m_w.fetch(m_hot[k]);
+        else
+            m_hot[k] = m_w.sharedString(names[k]);
+    }
+
+    // Writes a frames list; returns its memo index. Frame dicts are written once and fetched after,
+    // as in PyTorch's dumps.
+    uint32_t frames(StackId stack)
+    {
         if (!stack.valid()) {
-            m_w.beginList(0, listKey);
+            const uint32_t index = m_w.beginList(0);
             m_w.endList();
-            return;
+            return index;
         }
         const auto ids = m_trace.frames.stack(stack);
-        m_w.beginList(ids.size(), listKey);
+        const uint32_t index = m_w.beginList(ids.size());
         for (FrameId f : ids) {
-            // One dict per distinct frame, fetched from the memo afterwards (PyTorch's dumps do that).
-            const uint64_t memoKey = kFrameKeyBase | f.value;
-            if (m_w.get(memoKey))
+            uint32_t& memo = m_frameMemo[f.value];
+            if (memo != kNone) {
+                m_w.fetch(memo);
                 continue;
+            }
             const Frame& fr = m_trace.frames.frame(f);
-            m_w.beginDict(3, memoKey);
-            key("name");
+            memo = m_w.beginDict(3);
+            hot(kName);
             m_w.sharedString(fr.name);
-            key("filename");
+            hot(kFilename);
             m_w.sharedString(fr.filename);
-            key("line");
+            hot(kLine);
             m_w.integer(fr.line);
             m_w.endDict();
         }
         m_w.endList();
+        return index;
     }
 
     void segment(const DeviceTrace& d, const Segment& s)
@@ -251,12 +263,12 @@ private:
             m_w.integer(b.requestedSize);
             key("state");
             m_w.sharedString(stateName(b.state));
-            key("frames");
+            hot(kFrames);
             frames(b.stack);
             m_w.endDict();
         }
         m_w.endList();
-        key("frames");
+        hot(kFrames);
         frames(s.stack);
         m_w.endDict();
     }
@@ -283,36 +295,52 @@ private:
             else if (!segmentEvent)
                 nextAlloc = AllocId::kInvalid;
         }
+        // Per allocation: the stack and memo index of the frames list its events last wrote.
+        std::vector<std::pair<uint32_t, uint32_t>> lastList(d.allocations.size(), {StackId::kInvalid, kNone});
+        uint32_t actionMemo[16];
+        std::fill(std::begin(actionMemo), std::end(actionMemo), kNone);
         m_w.beginList(ev.count());
         for (size_t i = 0; i < ev.count(); ++i) {
             const bool time = ev.timeUs[i] != kNoTime;
             const bool oom = ev.action[i] == Action::Oom;
             m_w.beginDict(5 + size_t(time));
-            key("action");
-            m_w.sharedString(actionName(ev.action[i]));
-            key(oom ? "device_free" : "addr");
+            hot(kAction);
+            uint32_t& am = actionMemo[size_t(ev.action[i]) & 15];
+            if (am != kNone)
+                m_w.fetch(am);
+            else
+                am = m_w.sharedString(actionName(ev.action[i]));
+            hot(oom ? kDeviceFree : kAddr);
             m_w.unsignedInteger(ev.addr[i]);
-            key("size");
+            hot(kSize);
             m_w.integer(ev.size[i]);
-            key("stream");
+            hot(kStream);
             m_w.integer(ev.stream[i]);
             if (time) {
-                key("time_us");
+                hot(kTimeUs);
                 m_w.integer(ev.timeUs[i]);
             }
-            key("frames");
-            std::optional<uint64_t> listKey;
-            if (group[i] != AllocId::kInvalid && ev.stack[i].valid() && ev.stack[i].value < (1u << 31))
-                listKey = kListKeyBase | (uint64_t(m_device) << 56) | (uint64_t(group[i] & 0x1ffffff) << 31) | ev.stack[i].value;
-            frames(ev.stack[i], listKey);
+            hot(kFrames);
+            const StackId stack = ev.stack[i];
+            if (group[i] != AllocId::kInvalid && group[i] < lastList.size() && stack.valid()) {
+                auto& last = lastList[group[i]];
+                if (last.first == stack.value && last.second != kNone)
+                    m_w.fetch(last.second);
+                else
+                    last = {stack.value, frames(stack)};
+            } else {
+                frames(stack);
+            }
             m_w.endDict();
         }
         m_w.endList();
     }
 
+    static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
     const Trace& m_trace;
     PickleWriter& m_w;
-    uint64_t m_device = 0;
+    uint32_t m_hot[kHotKeys] = {kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone};
+    std::vector<uint32_t> m_frameMemo = std::vector<uint32_t>(m_trace.frames.frameCount(), kNone);
 };
 
 // JSON: the same dict, frames written out in full (JSON has no sharing).

@@ -1,0 +1,163 @@
+#include "app/args.h"
+#include "app/commands.h"
+
+#include "core/formats/pickle_writer.h"
+#include "core/formats/zstd_output.h"
+#include "core/synth/synth.h"
+#include "core/util/units.h"
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+// `poolscope synth`: a synthetic training trace (documented as such) for tests, benchmarks and the
+// bundled example. The trace comes from running a model description through the allocator simulator.
+
+namespace poolscope::app {
+namespace {
+
+bool endsWith(const std::string& s, const std::string& suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int64_t positive(Args& args, const std::string& name, int64_t fallback)
+{
+    const auto v = args.option(name);
+    if (!v)
+        return fallback;
+    size_t used = 0;
+    int64_t n = 0;
+    try {
+        n = std::stoll(*v, &used);
+    } catch (...) {
+        used = 0;
+    }
+    if (used != v->size() || n < 0)
+        throw UsageError(name + " expects a non-negative integer, got '" + *v + "'");
+    return n;
+}
+
+int64_t bytesOption(Args& args, const std::string& name)
+{
+    const auto v = args.option(name);
+    if (!v)
+        return -1;
+    const int64_t bytes = parseBytes(*v);
+    if (bytes <= 0)
+        throw UsageError(name + " expects a size such as 24GiB, got '" + *v + "'");
+    return bytes;
+}
+
+int runSynth(const std::vector<std::string>& argv)
+{
+    return guarded("synth", [&] {
+        Args args(argv);
+        SynthModel m;
+        m.layers = int(positive(args, "--layers", m.layers));
+        m.hidden = positive(args, "--hidden", m.hidden);
+        m.heads = positive(args, "--heads", m.heads);
+        m.seq = positive(args, "--seq", m.seq);
+        m.microBatch = positive(args, "--batch", m.microBatch);
+        m.vocab = positive(args, "--vocab", m.vocab);
+        m.steps = int(positive(args, "--steps", m.steps));
+        m.dataParallel = int(positive(args, "--ranks", m.dataParallel));
+        m.zeroStage = int(positive(args, "--zero", m.zeroStage));
+        m.targetEntries = positive(args, "--entries", 0);
+        m.checkpointing = args.flag("--checkpointing");
+        if (auto d = args.option("--dtype")) {
+            auto dt = parseSynthDtype(*d);
+            if (!dt)
+                throw UsageError("--dtype expects fp32, bf16 or mixed");
+            m.dtype = *dt;
+        }
+        if (auto o = args.option("--optimizer")) {
+            auto opt = parseSynthOptimizer(*o);
+            if (!opt)
+                throw UsageError("--optimizer expects adamw, adam, sgd, sgd-momentum, lion or adafactor");
+            m.optimizer = *opt;
+        }
+        if (const int64_t cap = bytesOption(args, "--capacity"); cap > 0) {
+            m.capacity = cap;
+            m.allocator.deviceTotalMemory = cap;
+        }
+        if (const int64_t split = bytesOption(args, "--max-split-size"); split > 0)
+            m.allocator.maxSplitSize = std::max(split, kLargeBuffer);
+        m.allocator.expandableSegments = args.flag("--expandable-segments");
+        const int protocol = int(positive(args, "--protocol", 4));
+        if (protocol < 2 || protocol > 5)
+            throw UsageError("--protocol expects 2, 3, 4 or 5");
+        const auto out = args.option("-o");
+        const auto truthPath = args.option("--truth");
+        if (!args.positionals().empty())
+            throw UsageError("synth takes options only");
+        if (!out)
+            throw UsageError("synth needs -o OUT.pickle|OUT.json|OUT.pickle.zst");
+
+        const auto t0 = std::chrono::steady_clock::now();
+        const SynthResult r = synthesize(m);
+        const auto t1 = std::chrono::steady_clock::now();
+
+        std::ofstream file(*out, std::ios::binary | std::ios::trunc);
+        if (!file)
+            throw std::invalid_argument("cannot write " + *out);
+        const bool zst = endsWith(*out, ".zst");
+        const std::string base = zst ? out->substr(0, out->size() - 4) : *out;
+        const bool json = endsWith(base, ".json");
+        {
+            std::unique_ptr<ZstdOutputBuffer> zbuf;
+            std::unique_ptr<std::ostream> zstream;
+            std::ostream* sink = &file;
+            if (zst) {
+                zbuf = std::make_unique<ZstdOutputBuffer>(file);
+                zstream = std::make_unique<std::ostream>(zbuf.get());
+                sink = zstream.get();
+            }
+            if (json)
+                writeSnapshotJson(r.trace, *sink);
+            else
+                writeSnapshot(r.trace, *sink, protocol);
+            if (zbuf)
+                zbuf->close();
+        }
+        file.close();
+        if (!file)
+            throw std::runtime_error("writing " + *out + " failed");
+        if (truthPath) {
+            // Per allocation (in the order a loader pairs them), the pool the generator put it in.
+            nlohmann::json tj = nlohmann::json::array();
+            for (Pool p : r.truth)
+                tj.push_back(std::string(poolName(p)));
+            std::ofstream tf(*truthPath, std::ios::trunc);
+            tf << tj.dump() << "\n";
+            if (!tf)
+                throw std::invalid_argument("cannot write " + *truthPath);
+        }
+        const auto t2 = std::chrono::steady_clock::now();
+        const auto& dev = r.trace.devices.at(0);
+        const double genS = std::chrono::duration<double>(t1 - t0).count();
+        const double writeS = std::chrono::duration<double>(t2 - t1).count();
+        std::cout << "synthetic trace: " << dev.eventCount() << " entries, " << r.stepsRun << " steps, "
+                  << dev.allocations.size() << " allocations; peak allocated " << formatBytes(dev.peakAllocated)
+                  << ", peak reserved " << formatBytes(r.peakReserved);
+        if (r.oom)
+            std::cout << "; out of memory at entry " << r.oomIndex;
+        std::cout << "\n  parameters " << formatBytes(r.sizes.parameterBytes) << " (" << r.sizes.parameterElements
+                  << " elements), optimizer state " << formatBytes(r.sizes.optimizerStateBytes) << ", activations per layer "
+                  << formatBytes(r.sizes.activationBytesPerLayer) << "\n  generated in " << genS << " s, wrote " << *out
+                  << " in " << writeS << " s\n";
+        return 0;
+    });
+}
+
+const CommandRegistrar kRegister(
+    {"synth",
+     "synth -o OUT.pickle|OUT.json|OUT.pickle.zst [--layers N] [--hidden H] [--heads A] [--seq S] [--batch B] [--vocab V] "
+     "[--dtype fp32|bf16|mixed] [--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor] [--steps K] [--entries N] "
+     "[--checkpointing] [--ranks N] [--zero 0-3] [--capacity 24GiB] [--expandable-segments] [--max-split-size SIZE] "
+     "[--protocol 2-5] [--truth POOLS.json]",
+     "write a synthetic training trace (simulated allocator, realistic frames), optionally ending in an OOM", runSynth});
+
+} // namespace
+} // namespace poolscope::app

@@ -1,0 +1,70 @@
+#pragma once
+#include "core/allocator/allocator_config.h"
+#include "core/classify/pool.h"
+#include "core/model/trace.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace poolscope {
+
+enum class SynthDtype : uint8_t { Fp32, Bf16, Mixed }; // Mixed: fp32 weights, bf16 activations (autocast)
+enum class SynthOptimizer : uint8_t { AdamW, Adam, Sgd, SgdMomentum, Lion, Adafactor };
+
+std::optional<SynthDtype> parseSynthDtype(std::string_view s);
+std::optional<SynthOptimizer> parseSynthOptimizer(std::string_view s);
+std::string_view synthOptimizerClass(SynthOptimizer o); // "AdamW", "SGD", ...
+
+// A GPT-style decoder trained with one optimizer: what `poolscope synth` turns into a trace.
+struct SynthModel {
+    int layers = 12;
+    int64_t hidden = 768;
+    int64_t heads = 12;
+    int64_t seq = 1024;
+    int64_t microBatch = 4;
+    int64_t vocab = 50304;
+    SynthDtype dtype = SynthDtype::Mixed;
+    SynthOptimizer optimizer = SynthOptimizer::AdamW;
+    int steps = 2;
+    bool checkpointing = false; // full recompute: one layer input kept per layer
+    int dataParallel = 1;       // ranks (Nd); the trace is rank 0's
+    int zeroStage = 0;          // 0..3: ZeRO sharding of optimizer state / gradients / parameters
+    std::optional<int64_t> capacity; // device bytes: the run stops at the first OOM
+    int64_t targetEntries = 0;  // > 0: repeat steps until about this many trace entries
+    AllocatorConfig allocator;
+    int64_t startTimeUs = 1748730219000000;
+};
+
+// The generator's own figures, for tests: what the formulas say each pool should hold.
+struct SynthSizes {
+    int64_t parameterElements = 0;  // Ψ
+    int64_t parameterBytes = 0;     // on this rank (sharded under ZeRO-3)
+    int64_t gradientBytes = 0;      // persistent gradients on this rank
+    int64_t optimizerStateBytes = 0;
+    int64_t activationBytesPerLayer = 0; // kept for backward, one layer, without checkpointing
+    int64_t activationElementSize = 2;
+};
+SynthSizes synthSizes(const SynthModel& model);
+
+struct SynthResult {
+    Trace trace; // one CUDA device, finalized (allocations paired, series built)
+    // The true pool of every allocation, in the order of trace.devices[0].allocations.
+    std::vector<Pool> truth;
+    SynthSizes sizes;
+    int stepsRun = 0;
+    bool oom = false;
+    EventIndex oomIndex = kNoEvent;
+    int64_t peakReserved = 0;
+};
+
+// Runs the training loop through CachingAllocatorSim: parameters before recording, then per step
+// zero_grad, the batch's .to(), forward (per-layer activations, Korthikanti sizes), backward
+// (activations freed, gradients via AccumulateGrad), optimizer step (state created at the first step),
+// with Python and C++ frames and record_function annotations. Throws std::invalid_argument on a
+// model that makes no sense (zero layers, heads not dividing hidden, ...).
+SynthResult synthesize(const SynthModel& model);
+
+} // namespace poolscope
