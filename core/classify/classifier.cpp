@@ -13,7 +13,9 @@ struct CompiledRule {
     const Rule* rule = nullptr;
     size_t index = 0;
     std::vector<int> any, all, none;
+    std::vector<int> freeAny, freeNone;
     bool hasFrameConditions = false;
+    bool hasFreeFrameConditions = false;
 };
 
 struct Features {
@@ -23,7 +25,8 @@ struct Features {
     uint16_t lifetime = 0;
     int64_t mirrorSize = 0;
     bool emptyStack = true;
-    StackId stack; // where it was allocated; invalid when unknown
+    StackId stack;     // where it was allocated; invalid when unknown
+    StackId freeStack; // where the program let go of it; invalid when never freed or unknown
 };
 
 class Engine {
@@ -40,11 +43,17 @@ public:
                 c.all.push_back(m_matcher.patternId(p));
             for (const auto& p : r.framesNone)
                 c.none.push_back(m_matcher.patternId(p));
+            for (const auto& p : r.freeFramesAny)
+                c.freeAny.push_back(m_matcher.patternId(p));
+            for (const auto& p : r.freeFramesNone)
+                c.freeNone.push_back(m_matcher.patternId(p));
             c.hasFrameConditions = !c.any.empty() || !c.all.empty() || !c.none.empty();
+            c.hasFreeFrameConditions = !c.freeAny.empty() || !c.freeNone.empty();
             c.index = m_compiled.size();
             m_compiled.push_back(std::move(c));
         }
         m_frameOk.assign(trace.frames.stackCount() * m_compiled.size(), 0);
+        m_freeFrameOk.assign(trace.frames.stackCount() * m_compiled.size(), 0);
     }
 
     Classification run()
@@ -134,6 +143,7 @@ private:
             }
             if (f.freed) {
                 lt |= bit(Lifetime::Freed);
+                f.freeStack = m_dev.events.stack[size_t(freeEv)];
                 f.free = tl.phase[size_t(freeEv)];
                 if (!a.preexisting()) {
                     const bool same = tl.run[size_t(freeEv)] == tl.run[size_t(a.allocEvent)];
@@ -185,6 +195,8 @@ private:
             return false;
         if (cr.hasFrameConditions && !framesOk(cr, a, f.stack))
             return false;
+        if (cr.hasFreeFrameConditions && !freeFramesOk(cr, f.freeStack))
+            return false;
         if (r.mirrors == SizeMirror::Parameter && !c.parameterSizes.count(f.mirrorSize))
             return false;
         if (r.mirrors == SizeMirror::Gradient && !c.gradientSizes.count(f.mirrorSize))
@@ -213,6 +225,22 @@ private:
         if (!stack.valid() || size_t(stack.value) * m_compiled.size() >= m_frameOk.size())
             return evaluate();
         uint8_t& cached = m_frameOk[size_t(stack.value) * m_compiled.size() + cr.index];
+        if (cached == 0)
+            cached = evaluate() ? 2 : 1;
+        return cached == 2;
+    }
+
+    bool freeFramesOk(const CompiledRule& cr, StackId stack)
+    {
+        auto evaluate = [&] {
+            auto has = [&](int p) { return m_matcher.stackMatches(stack, p); };
+            if (!cr.freeAny.empty() && std::none_of(cr.freeAny.begin(), cr.freeAny.end(), has))
+                return false;
+            return cr.freeNone.empty() || !std::any_of(cr.freeNone.begin(), cr.freeNone.end(), has);
+        };
+        if (!stack.valid() || size_t(stack.value) * m_compiled.size() >= m_freeFrameOk.size())
+            return evaluate();
+        uint8_t& cached = m_freeFrameOk[size_t(stack.value) * m_compiled.size() + cr.index];
         if (cached == 0)
             cached = evaluate() ? 2 : 1;
         return cached == 2;
@@ -384,7 +412,8 @@ private:
     FrameMatcher m_matcher;
     std::vector<CompiledRule> m_compiled;
     std::vector<Features> m_features;
-    std::vector<uint8_t> m_frameOk; // stack x rule: 0 unknown, 1 no, 2 yes
+    std::vector<uint8_t> m_frameOk;     // stack x rule: 0 unknown, 1 no, 2 yes
+    std::vector<uint8_t> m_freeFrameOk; // the same for the stack that freed it
 };
 
 std::string bytesText(int64_t b)

@@ -29,6 +29,10 @@ FrameMatcher::FrameMatcher(const RuleSet& rules, const FrameTable& frames) : m_f
             addPair(p);
         for (const auto& p : r.framesNone)
             addPair(p);
+        for (const auto& p : r.freeFramesAny)
+            addPair(p);
+        for (const auto& p : r.freeFramesNone)
+            addPair(p);
     }
     for (const auto& ph : rules.phasePatterns())
         addPair(ph.pattern);

@@ -184,7 +184,8 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
     if (r.name.empty())
         ctx.fail("name", "must not be empty");
     ctx.setName(r.name);
-    checkKeys(ctx, j, {"name", "pool", "reason", "confidence", "frames_any", "frames_all", "frames_none", "innermost",
+    checkKeys(ctx, j, {"name", "pool", "reason", "confidence", "frames_any", "frames_all", "frames_none", "free_frames_any",
+                       "free_frames_none", "innermost",
                        "stack", "phase", "free_phase", "lifetime", "not_lifetime", "size", "before", "after",
                        "disabled", "comment"});
     if (auto it = j.find("disabled"); it != j.end()) {
@@ -211,6 +212,8 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
     r.framesAny = parsePatterns(ctx, j, "frames_any");
     r.framesAll = parsePatterns(ctx, j, "frames_all");
     r.framesNone = parsePatterns(ctx, j, "frames_none");
+    r.freeFramesAny = parsePatterns(ctx, j, "free_frames_any");
+    r.freeFramesNone = parsePatterns(ctx, j, "free_frames_none");
     if (auto it = j.find("innermost"); it != j.end()) {
         if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 4096)
             ctx.fail("innermost", "expected an integer from 1 to 4096");
@@ -473,6 +476,10 @@ void RuleSet::internAll()
         for (auto& p : r.framesAll)
             internPattern(p);
         for (auto& p : r.framesNone)
+            internPattern(p);
+        for (auto& p : r.freeFramesAny)
+            internPattern(p);
+        for (auto& p : r.freeFramesNone)
             internPattern(p);
     }
     for (auto& p : m_phases)

@@ -51,6 +51,8 @@ struct Rule {
     std::vector<FramePattern> framesAny;  // some frame matches one of these (empty: no condition)
     std::vector<FramePattern> framesAll;  // each pattern matches some frame
     std::vector<FramePattern> framesNone; // no frame matches any of these
+    std::vector<FramePattern> freeFramesAny;  // the stack that freed it: some frame matches one of these
+    std::vector<FramePattern> freeFramesNone; // ... no frame matches any of these (true when never freed)
     int innermost = 0;                    // > 0: frame conditions look at the N innermost frames only
     StackCondition stack = StackCondition::Any;
     uint8_t phaseMask = 0;     // birth phase in this set (bit per Phase); 0: any
