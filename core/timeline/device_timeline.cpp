@@ -4,20 +4,9 @@
 #include <stdexcept>
 
 namespace poolscope {
-namespace {
 
-// Kineto traces carry no segments; their "Total Reserved" is the only reserved figure there is.
-bool useReportedReserved(const DeviceTrace& d)
-{
-    const size_t n = d.eventCount();
-    if (d.reportedReserved.size() != n || n == 0 || !d.segments.empty())
-        return false;
-    return std::all_of(d.reserved.begin(), d.reserved.end(), [](int64_t v) { return v == 0; });
-}
-
-} // namespace
-
-DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools)
+DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools,
+                               const PoolSeries* poolSeries)
     : m_trace(std::move(trace)), m_deviceIndex(deviceIndex), m_pools(std::move(pools))
 {
     if (!m_trace || deviceIndex >= m_trace->devices.size())
@@ -27,12 +16,26 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     if (m_pools.classified() && m_pools.allocationPool.size() != d.allocations.size())
         throw std::invalid_argument("DeviceTimeline: one pool per allocation expected");
 
-    if (useReportedReserved(d)) {
-        m_reserved = d.reportedReserved;
-        m_initialReserved = 0;
-    } else {
-        m_reserved = d.reserved;
-        m_initialReserved = d.initialReserved;
+    m_indexAxis = EventAxis::byIndex(n);
+    if (d.hasTime)
+        m_timeAxis = EventAxis::byTime(d.events.timeUs);
+    m_alive = AliveIndex(d.allocations);
+
+    std::vector<std::vector<int64_t>> layers;
+    std::vector<int64_t> layerInitial;
+    if (poolSeries && poolSeries->eventCount() == n) {
+        for (size_t p = 0; p < kPoolCount; ++p) {
+            const auto& col = poolSeries->column(Pool(p));
+            const int64_t init = poolSeries->initial()[p];
+            const bool any = init != 0 || std::any_of(col.begin(), col.end(), [](int64_t v) { return v != 0; });
+            if (!any && Pool(p) != Pool::CachedFree)
+                continue;
+            m_layers.push_back(Pool(p));
+            layers.push_back(col);
+            layerInitial.push_back(init);
+        }
+        m_lod = StackLod(std::move(layers), std::move(layerInitial));
+        return;
     }
 
     // Per-pool series from per-allocation pools: +size at the alloc, -size at free_completed (the
@@ -78,8 +81,6 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     }
     initial[kUnknown] = std::max<int64_t>(0, initial[kUnknown]);
 
-    std::vector<std::vector<int64_t>> layers;
-    std::vector<int64_t> layerInitial;
     for (size_t p = 0; p < kAllocationPoolCount; ++p) {
         const auto& s = series[p];
         const bool any = initial[p] != 0 || std::any_of(s.begin(), s.end(), [](int64_t v) { return v != 0; });
@@ -93,16 +94,11 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     }
     std::vector<int64_t> cached(n);
     for (size_t i = 0; i < n; ++i)
-        cached[i] = std::max<int64_t>(0, m_reserved[i] - d.allocated[i]);
+        cached[i] = std::max<int64_t>(0, d.reserved[i] - d.allocated[i]);
     m_layers.push_back(Pool::CachedFree);
     layers.push_back(std::move(cached));
-    layerInitial.push_back(std::max<int64_t>(0, m_initialReserved - d.initialAllocated));
-
+    layerInitial.push_back(std::max<int64_t>(0, d.initialReserved - d.initialAllocated));
     m_lod = StackLod(std::move(layers), std::move(layerInitial));
-    m_indexAxis = EventAxis::byIndex(n);
-    if (d.hasTime)
-        m_timeAxis = EventAxis::byTime(d.events.timeUs);
-    m_alive = AliveIndex(d.allocations);
 }
 
 Pool DeviceTimeline::poolOf(AllocId id) const

@@ -1,5 +1,6 @@
 #pragma once
 #include "core/classify/pool.h"
+#include "core/classify/pool_series.h"
 #include "core/model/trace.h"
 #include "core/timeline/alive_index.h"
 #include "core/timeline/event_axis.h"
@@ -38,7 +39,10 @@ struct Breakdown {
 // GUI thread; immutable afterwards, so views query it concurrently.
 class DeviceTimeline {
 public:
-    DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools = {});
+    // With `series` (the classifier's bytes-exact per-pool series, the numbers `report` prints) the
+    // layers are copied from it; without, they are summed here from the per-allocation pools.
+    DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools = {},
+                   const PoolSeries* series = nullptr);
 
     const Trace& trace() const { return *m_trace; }
     const std::shared_ptr<const Trace>& tracePtr() const { return m_trace; }
@@ -54,7 +58,7 @@ public:
     const AliveIndex& alive() const { return m_alive; }
 
     int64_t allocatedAt(EventIndex i) const { return device().allocatedAt(i); }
-    int64_t reservedAt(EventIndex i) const { return i < 0 ? m_initialReserved : m_reserved[size_t(i)]; }
+    int64_t reservedAt(EventIndex i) const { return device().reservedAt(i); }
     Pool poolOf(AllocId id) const;
     std::string reasonOf(AllocId id) const;
     // Capacity the OOM reported: reserved + device_free at the last OOM; -1 without one.
@@ -66,8 +70,6 @@ private:
     size_t m_deviceIndex = 0;
     PoolAssignment m_pools;
     std::vector<Pool> m_layers;
-    std::vector<int64_t> m_reserved; // per event: segment-derived, or the profiler's own totals
-    int64_t m_initialReserved = 0;
     StackLod m_lod;
     EventAxis m_indexAxis;
     EventAxis m_timeAxis;

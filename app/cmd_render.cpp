@@ -1,0 +1,115 @@
+// `poolscope render`: the review image without a display (offscreen Qt platform).
+#include "app/args.h"
+#include "app/commands.h"
+
+#include "core/load.h"
+#include "core/timeline/moment.h"
+#include "core/timeline/phase_bands.h"
+#include "core/timeline/prepared_trace.h"
+#include "core/util/units.h"
+#include "widgets/review_image.h"
+#include "widgets/timeline_plot.h"
+
+#include <QApplication>
+#include <QFileInfo>
+
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+
+namespace poolscope::app {
+namespace {
+
+QSize parseSize(const std::string& text)
+{
+    const auto x = text.find('x');
+    try {
+        if (x != std::string::npos) {
+            size_t used = 0;
+            const int w = std::stoi(text.substr(0, x), &used);
+            const int h = std::stoi(text.substr(x + 1));
+            if (used == x && w >= 320 && h >= 240 && w <= 8000 && h <= 8000)
+                return QSize(w, h);
+        }
+    } catch (const std::exception&) {
+    }
+    throw UsageError("--size expects WIDTHxHEIGHT between 320x240 and 8000x8000, got '" + text + "'");
+}
+
+int runRender(const std::vector<std::string>& argv)
+{
+    return guarded("render", [&] {
+        Args args(argv);
+        const auto deviceOpt = args.option("--device");
+        const std::string at = args.option("--at").value_or("");
+        const QSize size = parseSize(args.option("--size").value_or("1600x900"));
+        const auto capacityOpt = args.option("--capacity");
+        const bool dark = args.flag("--dark");
+        const bool indexAxis = args.flag("--index-axis");
+        auto out = args.option("-o");
+        if (!out)
+            out = args.option("--output");
+        const auto files = args.positionals();
+        if (files.size() != 1 || !out)
+            throw UsageError("render expects one FILE and -o OUT.png|svg|pdf");
+        const QString outPath = QString::fromStdString(*out);
+        if (!reviewImageFormats().contains(QFileInfo(outPath).suffix().toLower()))
+            throw UsageError("-o must end in .png, .svg or .pdf");
+        int64_t capacity = -1;
+        if (capacityOpt && (capacity = parseBytes(*capacityOpt)) <= 0)
+            throw UsageError("--capacity expects a size such as 80GiB, got '" + *capacityOpt + "'");
+
+        const auto doc = prepareTrace(load(files[0]));
+        size_t device = doc->defaultDevice();
+        if (deviceOpt) {
+            device = doc->findDevice(Args({"--device", *deviceOpt}).intOption("--device", 0));
+            if (device == std::string::npos)
+                throw std::invalid_argument("device " + *deviceOpt + " is not in this dump");
+        }
+        if (doc->devices.empty())
+            throw std::invalid_argument("the dump holds no device data");
+        const PreparedDevice& pd = doc->devices[device];
+        const DeviceTrace& dev = pd.timeline->device();
+        // Default moment: the OOM when there is one, else the peak.
+        std::string error;
+        const auto moment = resolveMoment(dev, at.empty() ? (dev.ooms.empty() ? "peak" : "oom") : at, &error);
+        if (!moment)
+            throw std::invalid_argument(error);
+        if (capacity < 0)
+            capacity = pd.timeline->oomCapacity();
+
+        // Qt needs a platform even to paint into an image; offscreen needs no display.
+        if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
+            setenv("QT_QPA_PLATFORM", "offscreen", 1);
+        int qtArgc = 1;
+        char name[] = "poolscope";
+        char* qtArgv[] = {name, nullptr};
+        QApplication qapp(qtArgc, qtArgv);
+
+        TimelinePlot plot;
+        plot.setPoolPalette(PoolPalette(dark));
+        plot.resize(size);
+        plot.setTimeline(pd.timeline, phaseBands(*pd.timeline, pd.classification.get()));
+        plot.setAxisMode(indexAxis ? AxisMode::EventIndex : AxisMode::WallTime);
+        const QString path = QString::fromStdString(files[0]);
+        plot.setCapacity(capacity, capacity < 0 ? QString()
+                                   : capacity == pd.timeline->oomCapacity()
+                                       ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(QString::fromStdString(formatBytes(capacity)))
+                                       : QObject::tr("capacity %1").arg(QString::fromStdString(formatBytes(capacity))));
+        plot.setCursorEvent(std::max<EventIndex>(0, moment->event));
+        const ReviewContent content = reviewContentFor(*doc, device, plot.cursorEvent(), capacity, path, dark);
+        QString why;
+        if (!saveReviewImage(outPath, plot, content, size, &why))
+            throw std::runtime_error(why.toStdString());
+        std::cout << "wrote " << *out << " (" << dev.label() << ", " << moment->label << ")\n";
+        return 0;
+    });
+}
+
+const CommandRegistrar kRegister({"render",
+                                  "render FILE [--device N] [--at peak|oom|end|INDEX] [--size 1600x900] [--capacity 80GiB] "
+                                  "[--index-axis] [--dark] -o OUT.png|svg|pdf",
+                                  "the review image (stacked pools, breakdown, verdict) without a display", runRender});
+
+} // namespace
+} // namespace poolscope::app

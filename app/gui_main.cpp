@@ -1,0 +1,34 @@
+// `poolscope [FILE]`: the desktop window.
+#include "app/commands.h"
+
+#include "widgets/main_window.h"
+
+#include <QApplication>
+#include <QIcon>
+
+#include <cstdlib>
+#include <iostream>
+
+namespace poolscope::app {
+
+int runGui(int argc, char** argv, const std::string& file)
+{
+    // Without a display Qt would abort with a platform-plugin message; say what to do instead.
+    if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM")) {
+        std::cerr << "poolscope: no display to open a window on (DISPLAY/WAYLAND_DISPLAY unset); "
+                     "use `poolscope render FILE -o OUT.png` or `poolscope report FILE` without one\n";
+        return 2;
+    }
+    QApplication app(argc, argv);
+    QCoreApplication::setOrganizationName(QStringLiteral("PoolScope"));
+    QCoreApplication::setApplicationName(QStringLiteral("PoolScope"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(POOLSCOPE_VERSION));
+    QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/poolscope.svg")));
+    poolscope::MainWindow window;
+    window.show();
+    if (!file.empty())
+        window.openFile(QString::fromLocal8Bit(file.c_str()));
+    return app.exec();
+}
+
+} // namespace poolscope::app

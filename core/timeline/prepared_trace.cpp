@@ -1,0 +1,78 @@
+#include "core/timeline/prepared_trace.h"
+
+#include "core/util/load_error.h"
+
+#include <optional>
+#include <tuple>
+
+namespace poolscope {
+
+size_t PreparedTrace::defaultDevice() const
+{
+    size_t best = 0;
+    auto score = [&](size_t i) {
+        const DeviceTrace& d = trace->devices[i];
+        return std::tuple(!d.ooms.empty(), d.kind == DeviceKind::Cuda, d.eventCount(), d.segments.size());
+    };
+    for (size_t i = 1; i < devices.size(); ++i)
+        if (score(i) > score(best))
+            best = i;
+    return best;
+}
+
+size_t PreparedTrace::findDevice(int device) const
+{
+    for (size_t i = 0; i < trace->devices.size(); ++i)
+        if (trace->devices[i].device == device && trace->devices[i].kind == DeviceKind::Cuda)
+            return i;
+    for (size_t i = 0; i < trace->devices.size(); ++i)
+        if (trace->devices[i].device == device)
+            return i;
+    return std::string::npos;
+}
+
+PoolAssignment poolAssignment(const Trace&, const DeviceTrace& dev, const Classification& c)
+{
+    PoolAssignment p;
+    if (c.size() != dev.allocations.size())
+        return p;
+    p.allocationPool = c.pool;
+    p.allocationReason.reserve(c.size());
+    for (size_t i = 0; i < c.size(); ++i)
+        p.allocationReason.push_back(c.rules[c.rule[i]].reason);
+    return p;
+}
+
+std::shared_ptr<const PreparedTrace> prepareTrace(std::shared_ptr<const Trace> trace, const RuleSet* rules,
+                                                  const std::atomic<bool>* cancel)
+{
+    auto out = std::make_shared<PreparedTrace>();
+    out->trace = trace;
+    std::optional<RuleSet> loaded;
+    if (!rules) {
+        try {
+            loaded = RuleSet::load();
+            rules = &*loaded;
+        } catch (const std::exception& e) {
+            out->notes.push_back(std::string("pools are unclassified: the classifier rules could not be loaded (") + e.what() + ")");
+        }
+    }
+    for (size_t i = 0; i < trace->devices.size(); ++i) {
+        if (cancel && cancel->load())
+            return nullptr;
+        const DeviceTrace& dev = trace->devices[i];
+        PreparedDevice pd;
+        if (rules) {
+            auto c = std::make_shared<Classification>(classify(*trace, dev, *rules));
+            const PoolSeries series = computePoolSeries(dev, *c);
+            pd.timeline = std::make_shared<DeviceTimeline>(trace, i, poolAssignment(*trace, dev, *c), &series);
+            pd.classification = std::move(c);
+        } else {
+            pd.timeline = std::make_shared<DeviceTimeline>(trace, i);
+        }
+        out->devices.push_back(std::move(pd));
+    }
+    return out;
+}
+
+} // namespace poolscope

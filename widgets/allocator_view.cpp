@@ -1,0 +1,229 @@
+#include "widgets/allocator_view.h"
+
+#include "core/util/units.h"
+#include "widgets/tensor_model.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHelpEvent>
+#include <QLabel>
+#include <QPainter>
+#include <QPaintEvent>
+#include <QScrollArea>
+#include <QToolTip>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+namespace poolscope {
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+} // namespace
+
+SegmentRowsWidget::SegmentRowsWidget(QWidget* parent) : QWidget(parent), m_palette(PoolPalette::fromSystem())
+{
+    setMouseTracking(true);
+}
+
+void SegmentRowsWidget::setLayoutData(std::shared_ptr<const DeviceTimeline> timeline, SegmentLayout layout)
+{
+    m_timeline = std::move(timeline);
+    m_layout = std::move(layout);
+    sortRows();
+    updateGeometry();
+    resize(width(), sizeHint().height());
+    update();
+}
+
+void SegmentRowsWidget::setOrder(Order order)
+{
+    m_orderBy = order;
+    sortRows();
+    update();
+}
+
+void SegmentRowsWidget::setPoolPalette(const PoolPalette& palette)
+{
+    m_palette = palette;
+    update();
+}
+
+void SegmentRowsWidget::sortRows()
+{
+    const auto& segs = m_layout.segments;
+    m_order.resize(segs.size());
+    for (size_t i = 0; i < segs.size(); ++i)
+        m_order[i] = i;
+    std::stable_sort(m_order.begin(), m_order.end(), [&](size_t a, size_t b) {
+        switch (m_orderBy) {
+        case Order::FreeBytes:
+            return segs[a].freeBytes > segs[b].freeBytes;
+        case Order::Size:
+            return segs[a].size > segs[b].size;
+        case Order::Address:
+            break;
+        }
+        return segs[a].address < segs[b].address;
+    });
+}
+
+QSize SegmentRowsWidget::sizeHint() const { return QSize(600, std::max(kRowHeight, int(m_order.size()) * kRowHeight + 4)); }
+
+const LayoutSegment* SegmentRowsWidget::rowAt(int y) const
+{
+    const int row = y / kRowHeight;
+    if (row < 0 || row >= int(m_order.size()))
+        return nullptr;
+    return &m_layout.segments[m_order[size_t(row)]];
+}
+
+void SegmentRowsWidget::paintEvent(QPaintEvent* event)
+{
+    QPainter p(this);
+    p.fillRect(event->rect(), m_palette.background());
+    const int first = std::max(0, event->rect().top() / kRowHeight);
+    const int last = std::min(int(m_order.size()) - 1, event->rect().bottom() / kRowHeight);
+    const int barLeft = kLabelWidth;
+    const int barWidth = std::max(40, width() - barLeft - 6);
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    p.setFont(small);
+    const QBrush freeBrush(m_palette.color(Pool::CachedFree), Qt::BDiagPattern);
+    for (int r = first; r <= last; ++r) {
+        const LayoutSegment& s = m_layout.segments[m_order[size_t(r)]];
+        const int y = r * kRowHeight;
+        p.setPen(m_palette.foreground());
+        const QString label = QStringLiteral("%1  %2  free %3").arg(qs(formatAddress(s.address)), qs(formatBytes(s.size)), qs(formatBytes(s.freeBytes)));
+        p.drawText(QRect(4, y, kLabelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, label);
+        const QRectF bar(barLeft, y + 2, barWidth, kRowHeight - 4);
+        p.fillRect(bar, m_palette.background());
+        for (const LayoutBlock& b : s.blocks) {
+            const double x0 = bar.left() + bar.width() * double(b.address - s.address) / double(s.size);
+            const double x1 = bar.left() + bar.width() * double(b.address - s.address + uint64_t(b.size)) / double(s.size);
+            const QRectF rect(x0, bar.top(), std::max(1.0, x1 - x0), bar.height());
+            if (b.free())
+                p.fillRect(rect, freeBrush);
+            else
+                p.fillRect(rect, m_palette.color(m_timeline ? m_timeline->poolOf(b.alloc) : Pool::Unknown));
+            if (x1 - x0 >= 4) { // block borders only where they do not drown the colours
+                p.setPen(QPen(m_palette.background(), 1));
+                p.drawLine(QPointF(x1, bar.top()), QPointF(x1, bar.bottom()));
+            }
+        }
+        p.setPen(QPen(m_palette.grid()));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(bar);
+        if (!s.fromFinalSegments) {
+            p.setPen(m_palette.foreground());
+            p.drawText(bar.adjusted(4, 0, -4, 0), Qt::AlignVCenter | Qt::AlignRight, tr("(freed later)"));
+        }
+    }
+    if (m_order.empty()) {
+        p.setPen(m_palette.foreground());
+        p.drawText(rect(), Qt::AlignCenter, tr("No segments at this moment"));
+    }
+}
+
+bool SegmentRowsWidget::event(QEvent* e)
+{
+    if (e->type() != QEvent::ToolTip)
+        return QWidget::event(e);
+    auto* help = static_cast<QHelpEvent*>(e);
+    const LayoutSegment* s = rowAt(help->pos().y());
+    const int barWidth = std::max(40, width() - kLabelWidth - 6);
+    if (!s || help->pos().x() < kLabelWidth) {
+        QToolTip::hideText();
+        e->ignore();
+        return true;
+    }
+    const double frac = double(help->pos().x() - kLabelWidth) / double(barWidth);
+    const uint64_t addr = s->address + uint64_t(frac * double(s->size));
+    for (const LayoutBlock& b : s->blocks) {
+        if (addr < b.address || addr >= b.address + uint64_t(b.size))
+            continue;
+        QString text;
+        if (b.free()) {
+            text = tr("free block: %1 at %2").arg(qs(formatBytes(b.size)), qs(formatAddress(b.address)));
+        } else {
+            const Allocation& a = m_timeline->device().allocations[b.alloc.value];
+            text = tr("%1: %2 at %3\n%4")
+                       .arg(PoolPalette::label(m_timeline->poolOf(b.alloc), m_timeline->pools().classified()),
+                            qs(formatBytes(b.size)), qs(formatAddress(b.address)),
+                            TensorModel::frameText(m_timeline->trace(), a));
+        }
+        QToolTip::showText(help->globalPos(), text, this);
+        return true;
+    }
+    QToolTip::hideText();
+    return true;
+}
+
+AllocatorView::AllocatorView(QWidget* parent) : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    auto* top = new QHBoxLayout;
+    m_summary = new QLabel(this);
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_order = new QComboBox(this);
+    m_order->addItems({tr("Most free first"), tr("Largest first"), tr("By address")});
+    top->addWidget(m_summary, 1);
+    top->addWidget(m_order);
+    layout->addLayout(top);
+    m_scroll = new QScrollArea(this);
+    m_rows = new SegmentRowsWidget;
+    m_scroll->setWidget(m_rows);
+    m_scroll->setWidgetResizable(true);
+    layout->addWidget(m_scroll, 1);
+    connect(m_order, &QComboBox::currentIndexChanged, this, [this](int i) {
+        m_rows->setOrder(i == 0 ? SegmentRowsWidget::Order::FreeBytes : i == 1 ? SegmentRowsWidget::Order::Size : SegmentRowsWidget::Order::Address);
+    });
+    clear();
+}
+
+void AllocatorView::clear()
+{
+    m_layout = SegmentLayout{};
+    m_rows->setLayoutData(nullptr, SegmentLayout{});
+    m_summary->setText(tr("No dump open."));
+}
+
+QString AllocatorView::summaryText() const
+{
+    const SegmentLayout& l = m_layout;
+    QString text = tr("%1 segments, %2 reserved: %3 in blocks, %4 free; largest free block %5; fragmentation %6%")
+                       .arg(l.segments.size())
+                       .arg(qs(formatBytes(l.reserved)), qs(formatBytes(l.allocated)), qs(formatBytes(l.freeBytes)),
+                            qs(formatBytes(l.largestFree)))
+                       .arg(100.0 * l.fragmentation(), 0, 'f', 1);
+    if (l.unplacedCount > 0)
+        text += tr(" · %1 alive allocations (%2) lie outside the reconstructed segments")
+                    .arg(l.unplacedCount)
+                    .arg(qs(formatBytes(l.unplacedBytes)));
+    return text;
+}
+
+void AllocatorView::setMoment(std::shared_ptr<const DeviceTimeline> timeline, EventIndex event)
+{
+    if (!timeline) {
+        clear();
+        return;
+    }
+    showLayout(timeline, segmentLayoutAt(timeline->device(), timeline->alive(), event));
+}
+
+void AllocatorView::showLayout(std::shared_ptr<const DeviceTimeline> timeline, SegmentLayout layout)
+{
+    m_layout = std::move(layout);
+    m_summary->setText(summaryText());
+    m_rows->setLayoutData(std::move(timeline), m_layout);
+}
+
+} // namespace poolscope
+
+// Compiled here rather than in mocs_compilation.cpp: one translation unit per header keeps
+// headers that clash with Qt keywords (a method named emit) out of the Qt moc TU.
+#include "moc_allocator_view.cpp"

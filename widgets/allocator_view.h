@@ -1,0 +1,67 @@
+#pragma once
+#include "core/timeline/device_timeline.h"
+#include "core/timeline/segment_layout.h"
+#include "widgets/pool_palette.h"
+
+#include <QWidget>
+
+#include <memory>
+
+class QComboBox;
+class QLabel;
+class QScrollArea;
+
+namespace poolscope {
+
+// Segments at the cursor as rows of blocks coloured by pool; free gaps hatched. Each row spans the
+// full width (the label gives the segment's size), so a 2 MiB segment's crumbs are as visible as
+// a 2 GiB segment's.
+class SegmentRowsWidget : public QWidget {
+    Q_OBJECT
+public:
+    enum class Order { FreeBytes, Size, Address };
+    explicit SegmentRowsWidget(QWidget* parent = nullptr);
+    void setLayoutData(std::shared_ptr<const DeviceTimeline> timeline, SegmentLayout layout);
+    void setOrder(Order order);
+    void setPoolPalette(const PoolPalette& palette);
+    QSize sizeHint() const override;
+    static constexpr int kRowHeight = 18;
+    static constexpr int kLabelWidth = 250;
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+    bool event(QEvent* event) override;
+
+private:
+    void sortRows();
+    const LayoutSegment* rowAt(int y) const;
+
+    std::shared_ptr<const DeviceTimeline> m_timeline;
+    SegmentLayout m_layout;
+    std::vector<size_t> m_order;
+    Order m_orderBy = Order::FreeBytes;
+    PoolPalette m_palette;
+};
+
+// The allocator dock: fragmentation figures over the rows, and the order to list segments in.
+class AllocatorView : public QWidget {
+    Q_OBJECT
+public:
+    explicit AllocatorView(QWidget* parent = nullptr);
+    void setMoment(std::shared_ptr<const DeviceTimeline> timeline, EventIndex event);
+    // The same with a layout the caller already computed (the breakdown needs it too).
+    void showLayout(std::shared_ptr<const DeviceTimeline> timeline, SegmentLayout layout);
+    void clear();
+    void setPoolPalette(const PoolPalette& palette) { m_rows->setPoolPalette(palette); }
+    const SegmentLayout& layoutData() const { return m_layout; }
+    QString summaryText() const;
+
+private:
+    SegmentLayout m_layout;
+    QLabel* m_summary;
+    QComboBox* m_order;
+    QScrollArea* m_scroll;
+    SegmentRowsWidget* m_rows;
+};
+
+} // namespace poolscope

@@ -1,0 +1,144 @@
+#include "widgets/breakdown_model.h"
+
+#include "core/util/units.h"
+
+#include <QPixmap>
+
+#include <limits>
+
+namespace poolscope {
+namespace {
+
+constexpr int64_t kNoBytes = std::numeric_limits<int64_t>::min(); // a row that is a ratio only
+
+QString percent(int64_t part, int64_t whole)
+{
+    if (whole <= 0)
+        return {};
+    return QString::number(100.0 * double(part) / double(whole), 'f', 1) + QLatin1Char('%');
+}
+
+} // namespace
+
+BreakdownModel::BreakdownModel(QObject* parent) : QAbstractTableModel(parent), m_palette(PoolPalette::fromSystem()) {}
+
+void BreakdownModel::setPoolPalette(const PoolPalette& palette)
+{
+    m_palette = palette;
+    if (!m_rows.empty())
+        emit dataChanged(index(0, Name), index(int(m_rows.size()) - 1, Name), {Qt::DecorationRole});
+}
+
+void BreakdownModel::clear()
+{
+    beginResetModel();
+    m_rows.clear();
+    m_breakdown = Breakdown{};
+    endResetModel();
+}
+
+void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& layers, bool classified,
+                                  const SegmentLayout* layout)
+{
+    std::vector<Row> rows;
+    // Shares are of reserved: the pools and the cache add up to 100%.
+    const int64_t whole = std::max(b.reserved, b.allocated);
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+        const Pool p = *it;
+        const int64_t bytes = b.pool[size_t(p)];
+        rows.push_back(Row{PoolPalette::label(p, classified), bytes, percent(bytes, whole), int(p), {}});
+    }
+    rows.push_back(Row{tr("allocated"), b.allocated, percent(b.allocated, whole), -1,
+                       tr("bytes handed to tensors (counted from alloc until free_completed)")});
+    rows.push_back(Row{tr("reserved"), b.reserved, {}, -1, tr("bytes the caching allocator holds from the driver (segments)")});
+    rows.push_back(Row{tr("reserved − allocated"), b.reserved - b.allocated, percent(b.reserved - b.allocated, b.reserved), -1,
+                       tr("cached but unallocated: the allocator's free blocks and fragmentation")});
+    if (layout && layout->freeBytes > 0) {
+        rows.push_back(Row{tr("largest free block"), layout->largestFree, percent(layout->largestFree, layout->freeBytes), -1,
+                           tr("the biggest request the cached free bytes could serve without a new segment")});
+        rows.push_back(Row{tr("fragmentation"), kNoBytes,
+                           QString::number(100.0 * layout->fragmentation(), 'f', 1) + QLatin1Char('%'), -1,
+                           tr("cached free bytes outside the largest free block: 1 − largest / free")});
+    }
+    if (b.capacity >= 0) {
+        rows.push_back(Row{tr("capacity"), b.capacity, {}, -1, {}});
+        rows.push_back(Row{tr("headroom to capacity"), b.headroom(), percent(b.headroom(), b.capacity), -1,
+                           tr("capacity − reserved: what the allocator could still have obtained")});
+    }
+    if (rows.size() == m_rows.size()) {
+        // Same shape (the usual case while scrubbing): update in place, no reset.
+        m_rows = std::move(rows);
+        m_breakdown = b;
+        emit dataChanged(index(0, 0), index(int(m_rows.size()) - 1, ColumnCount - 1));
+        return;
+    }
+    beginResetModel();
+    m_rows = std::move(rows);
+    m_breakdown = b;
+    endResetModel();
+}
+
+int BreakdownModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_rows.size()); }
+int BreakdownModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant BreakdownModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const Row& r = m_rows[size_t(index.row())];
+    switch (role) {
+    case Qt::DisplayRole:
+        if (index.column() == Name)
+            return r.name;
+        if (index.column() == Bytes)
+            return r.bytes == kNoBytes ? QString() : QString::fromStdString(formatBytes(r.bytes));
+        return r.share;
+    case Qt::TextAlignmentRole:
+        return index.column() == Name ? QVariant(int(Qt::AlignLeft | Qt::AlignVCenter)) : QVariant(int(Qt::AlignRight | Qt::AlignVCenter));
+    case Qt::DecorationRole:
+        if (index.column() == Name && r.pool >= 0) {
+            QPixmap swatch(12, 12);
+            swatch.fill(m_palette.color(Pool(r.pool)));
+            return swatch;
+        }
+        return {};
+    case Qt::ToolTipRole:
+        return r.tooltip.isEmpty() ? QVariant() : QVariant(r.tooltip);
+    case kBytesRole:
+        return qint64(r.bytes);
+    case kPoolRole:
+        return r.pool;
+    default:
+        return {};
+    }
+}
+
+QVariant BreakdownModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case Name:
+        return tr("pool");
+    case Bytes:
+        return tr("bytes");
+    case Share:
+        return tr("share");
+    default:
+        return {};
+    }
+}
+
+QList<QStringList> BreakdownModel::rows() const
+{
+    QList<QStringList> out;
+    for (int r = 0; r < rowCount(); ++r)
+        out.append({data(index(r, Name)).toString(), data(index(r, Bytes)).toString(), data(index(r, Share)).toString()});
+    return out;
+}
+
+} // namespace poolscope
+
+// Compiled here rather than in mocs_compilation.cpp: one translation unit per header keeps
+// headers that clash with Qt keywords (a method named emit) out of the Qt moc TU.
+#include "moc_breakdown_model.cpp"

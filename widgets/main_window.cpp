@@ -1,0 +1,447 @@
+// MainWindow: construction, actions, menus, docks and settings. Document handling and the panels
+// live in main_window_document.cpp.
+#include "widgets/main_window.h"
+
+#include "core/util/units.h"
+#include "widgets/allocator_view.h"
+#include "widgets/breakdown_model.h"
+#include "widgets/stack_model.h"
+#include "widgets/tensor_model.h"
+#include "widgets/timeline_plot.h"
+#include "widgets/trace_loader.h"
+
+#include <QAction>
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTableView>
+#include <QToolBar>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+namespace poolscope {
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), m_loader(new TraceLoader(this)), m_plot(new TimelinePlot(this)),
+      m_breakdown(new BreakdownModel(this)), m_tensors(new TensorModel(this)), m_tensorProxy(new TensorFilterProxy(this)),
+      m_stack(new StackModel(this))
+{
+    setObjectName(QStringLiteral("PoolScopeMainWindow"));
+    setWindowTitle(tr("PoolScope"));
+    setAcceptDrops(true);
+    setCentralWidget(m_plot);
+    m_tensorProxy->setSourceModel(m_tensors);
+    m_panelTimer.setSingleShot(true);
+    m_panelTimer.setInterval(0); // coalesces a burst of cursor moves into one panel update
+    connect(&m_panelTimer, &QTimer::timeout, this, &MainWindow::updatePanels);
+
+    buildActions();
+    buildDocks();
+    buildMenus();
+
+    m_status = new QLabel(tr("Open a PyTorch memory snapshot (File ▸ Open, or drop it here)."), this);
+    m_progress = new QProgressBar(this);
+    m_progress->setMaximumWidth(260);
+    m_progress->setTextVisible(true);
+    m_progress->hide();
+    m_cancel = new QPushButton(tr("Cancel"), this);
+    m_cancel->hide();
+    statusBar()->addWidget(m_status, 1);
+    statusBar()->addPermanentWidget(m_progress);
+    statusBar()->addPermanentWidget(m_cancel);
+    connect(m_cancel, &QPushButton::clicked, m_loader, &TraceLoader::cancel);
+
+    connect(m_loader, &TraceLoader::progressChanged, this, [this](int stage, qint64 done, qint64 total) {
+        m_progress->setFormat(TraceLoader::stageName(stage) + QStringLiteral(" %p%"));
+        if (total > 0 && stage < int(LoadStage::Done)) {
+            m_progress->setRange(0, 1000);
+            m_progress->setValue(int(1000.0 * double(done) / double(total)));
+        } else {
+            m_progress->setRange(0, 0); // busy: no byte count for this stage
+        }
+    });
+    connect(m_loader, &TraceLoader::runningChanged, this, [this](bool running) {
+        m_progress->setVisible(running);
+        m_cancel->setVisible(running);
+        if (running)
+            m_status->setText(tr("Loading %1…").arg(QFileInfo(m_loader->path()).fileName()));
+    });
+    connect(m_loader, &TraceLoader::loaded, this, &MainWindow::loaderFinishedOk);
+    connect(m_loader, &TraceLoader::failed, this, [this](const QString& message, const QString& path) {
+        m_lastError = message;
+        m_status->setText(m_doc ? tr("Could not open %1; still showing %2.").arg(QFileInfo(path).fileName(), QFileInfo(m_path).fileName())
+                                : tr("Could not open %1.").arg(QFileInfo(path).fileName()));
+        auto* box = new QMessageBox(QMessageBox::Critical, tr("Could not open the dump"), message, QMessageBox::Ok, this);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->setObjectName(QStringLiteral("loadErrorBox"));
+        box->open(); // window-modal, never blocks the event loop
+    });
+    connect(m_loader, &TraceLoader::cancelled, this, [this](const QString& path) {
+        m_status->setText(tr("Cancelled loading %1.").arg(QFileInfo(path).fileName()));
+    });
+    connect(m_plot, &TimelinePlot::cursorMoved, this, [this] { schedulePanels(); });
+
+    restoreSettings();
+    updateTitle();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildActions()
+{
+    auto make = [this](const QString& text, const QKeySequence& key, const QString& tip = {}) {
+        auto* a = new QAction(text, this);
+        if (!key.isEmpty())
+            a->setShortcut(key);
+        a->setToolTip(tip.isEmpty() ? text : tip);
+        a->setStatusTip(tip);
+        return a;
+    };
+    m_openAct = make(tr("&Open…"), QKeySequence::Open, tr("Open a snapshot pickle, JSON, memory_viz HTML or Kineto trace"));
+    m_openAct->setIcon(QIcon::fromTheme(QStringLiteral("document-open"), QIcon(QStringLiteral(":/icons/open.svg"))));
+    connect(m_openAct, &QAction::triggered, this, [this] {
+        QSettings s;
+        const QString file = QFileDialog::getOpenFileName(this, tr("Open a memory dump"), s.value(QStringLiteral("lastDir")).toString(),
+                                                          tr("Memory dumps (*.pickle *.pkl *.json *.gz *.zst *.html);;All files (*)"));
+        if (!file.isEmpty())
+            openFile(file);
+    });
+    m_exportAct = make(tr("&Export image…"), QKeySequence(tr("Ctrl+E")), tr("Save the chart, legend and breakdown as PNG, SVG or PDF"));
+    connect(m_exportAct, &QAction::triggered, this, &MainWindow::exportDialog);
+    m_copyAct = make(tr("&Copy image"), QKeySequence(tr("Ctrl+Shift+C")), tr("Copy the review image to the clipboard"));
+    connect(m_copyAct, &QAction::triggered, this, &MainWindow::copyImage);
+    m_quitAct = make(tr("&Quit"), QKeySequence::Quit);
+    connect(m_quitAct, &QAction::triggered, this, &QWidget::close);
+
+    m_timeAxisAct = make(tr("&Wall-time axis"), QKeySequence(tr("Ctrl+T")), tr("X axis: wall time when the dump has time_us, else event index"));
+    m_timeAxisAct->setCheckable(true);
+    connect(m_timeAxisAct, &QAction::toggled, this, [this](bool on) {
+        m_plot->setAxisMode(on ? AxisMode::WallTime : AxisMode::EventIndex);
+        QSettings().setValue(QStringLiteral("view/timeAxis"), on);
+    });
+    m_resetAct = make(tr("&Reset view"), QKeySequence(tr("Ctrl+0")), tr("Show the whole trace (double-click the chart)"));
+    connect(m_resetAct, &QAction::triggered, m_plot, &TimelinePlot::resetView);
+    m_zoomInAct = make(tr("Zoom &in"), QKeySequence::ZoomIn);
+    connect(m_zoomInAct, &QAction::triggered, this, [this] { m_plot->zoom(0.5); });
+    m_zoomOutAct = make(tr("Zoom &out"), QKeySequence::ZoomOut);
+    connect(m_zoomOutAct, &QAction::triggered, this, [this] { m_plot->zoom(2.0); });
+
+    // Cursor keys act while the chart has focus, so that tables and the filter keep their arrows.
+    auto nav = [&](const QString& text, const QKeySequence& key, auto fn) {
+        QAction* a = make(text, key);
+        a->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+        m_plot->addAction(a);
+        connect(a, &QAction::triggered, this, fn);
+        return a;
+    };
+    m_prevAct = nav(tr("Previous event"), QKeySequence(Qt::Key_Left), [this] { stepCursor(-1); });
+    m_nextAct = nav(tr("Next event"), QKeySequence(Qt::Key_Right), [this] { stepCursor(1); });
+    m_pageBackAct = nav(tr("Page back"), QKeySequence(Qt::Key_PageUp), [this] { stepCursor(-std::max<EventIndex>(1, m_plot->visibleEventCount() / 10)); });
+    m_pageFwdAct = nav(tr("Page forward"), QKeySequence(Qt::Key_PageDown), [this] { stepCursor(std::max<EventIndex>(1, m_plot->visibleEventCount() / 10)); });
+    m_firstAct = nav(tr("First event"), QKeySequence(Qt::Key_Home), [this] { setCursorEvent(0); });
+    m_lastAct = nav(tr("Last event"), QKeySequence(Qt::Key_End), [this] { setCursorEvent(std::numeric_limits<EventIndex>::max()); });
+    m_oomAct = make(tr("Jump to &OOM"), QKeySequence(tr("Ctrl+Shift+O")), tr("Move the cursor to the out-of-memory event"));
+    m_oomAct->setIcon(QIcon(QStringLiteral(":/icons/oom.svg")));
+    connect(m_oomAct, &QAction::triggered, this, &MainWindow::jumpToOom);
+    m_peakAct = make(tr("Jump to &peak"), QKeySequence(tr("Ctrl+Shift+P")), tr("Move the cursor to the peak of allocated memory"));
+    m_peakAct->setIcon(QIcon(QStringLiteral(":/icons/peak.svg")));
+    connect(m_peakAct, &QAction::triggered, this, &MainWindow::jumpToPeak);
+}
+
+void MainWindow::buildMenus()
+{
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    file->addAction(m_openAct);
+    m_recentMenu = file->addMenu(tr("Open &Recent"));
+    file->addSeparator();
+    file->addAction(m_exportAct);
+    file->addAction(m_copyAct);
+    file->addSeparator();
+    file->addAction(m_quitAct);
+
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    view->addAction(m_timeAxisAct);
+    view->addAction(m_resetAct);
+    view->addAction(m_zoomInAct);
+    view->addAction(m_zoomOutAct);
+    view->addSeparator();
+    QMenu* palette = view->addMenu(tr("&Colours"));
+    auto* group = new QActionGroup(this);
+    for (const auto& [mode, text] : {std::pair{QStringLiteral("auto"), tr("Follow the system")},
+                                     std::pair{QStringLiteral("light"), tr("Light")}, std::pair{QStringLiteral("dark"), tr("Dark")}}) {
+        QAction* a = palette->addAction(text);
+        a->setCheckable(true);
+        a->setData(mode);
+        a->setChecked(mode == m_paletteMode);
+        group->addAction(a);
+        connect(a, &QAction::triggered, this, [this, mode = mode] { setPaletteMode(mode); });
+    }
+    view->addSeparator();
+    for (QDockWidget* d : findChildren<QDockWidget*>())
+        view->addAction(d->toggleViewAction());
+
+    QMenu* nav = menuBar()->addMenu(tr("&Navigate"));
+    nav->addAction(m_oomAct);
+    nav->addAction(m_peakAct);
+    nav->addSeparator();
+    for (QAction* a : {m_prevAct, m_nextAct, m_pageBackAct, m_pageFwdAct, m_firstAct, m_lastAct})
+        nav->addAction(a);
+
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&Mouse and keys"), this, [this] {
+        QMessageBox::information(this, tr("Mouse and keys"),
+                                 tr("Click or drag on the chart: move the cursor\n"
+                                    "Shift+drag: zoom to a range\nRight or middle drag: pan\n"
+                                    "Wheel: zoom around the pointer\nDouble-click: reset the view\n"
+                                    "←/→ one event, PgUp/PgDn one tenth of the view, Home/End (chart focused)"));
+    });
+    help->addAction(tr("&About PoolScope"), this, [this] {
+        QMessageBox::about(this, tr("About PoolScope"),
+                           tr("PoolScope %1\nWhich GPU memory pool ran out, from the crash dump itself.\n"
+                              "Dumps are parsed, never executed.").arg(QStringLiteral(POOLSCOPE_VERSION)));
+    });
+
+    QToolBar* tb = addToolBar(tr("Main"));
+    tb->setObjectName(QStringLiteral("mainToolBar"));
+    tb->addAction(m_openAct);
+    m_deviceCombo = new QComboBox(this);
+    m_deviceCombo->setToolTip(tr("Device"));
+    m_deviceCombo->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    tb->addWidget(m_deviceCombo);
+    connect(m_deviceCombo, &QComboBox::activated, this, [this](int i) { selectDevice(size_t(m_deviceCombo->itemData(i).toULongLong())); });
+    tb->addSeparator();
+    tb->addAction(m_oomAct);
+    tb->addAction(m_peakAct);
+    tb->addAction(m_resetAct);
+    tb->addAction(m_timeAxisAct);
+    tb->addSeparator();
+    tb->addWidget(new QLabel(tr(" Capacity: "), this));
+    m_capacityCombo = new QComboBox(this);
+    m_capacityCombo->setToolTip(tr("Device capacity for the red line and the headroom"));
+    m_capacityCombo->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    tb->addWidget(m_capacityCombo);
+    connect(m_capacityCombo, &QComboBox::activated, this, &MainWindow::chooseCapacity);
+    tb->addSeparator();
+    tb->addAction(m_exportAct);
+}
+
+void MainWindow::buildDocks()
+{
+    auto dock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
+        auto* d = new QDockWidget(title, this);
+        d->setObjectName(name);
+        d->setWidget(w);
+        addDockWidget(area, d);
+        return d;
+    };
+
+    auto* breakdown = new QWidget(this);
+    auto* bl = new QVBoxLayout(breakdown);
+    bl->setContentsMargins(4, 4, 4, 4);
+    m_momentLabel = new QLabel(breakdown);
+    m_momentLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_verdictLabel = new QLabel(breakdown);
+    m_verdictLabel->setWordWrap(true);
+    m_verdictLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    QFont bold = m_verdictLabel->font();
+    bold.setBold(true);
+    m_verdictLabel->setFont(bold);
+    m_breakdownView = new QTableView(breakdown);
+    m_breakdownView->setModel(m_breakdown);
+    m_breakdownView->verticalHeader()->hide();
+    m_breakdownView->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    m_breakdownView->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+    m_breakdownView->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+    m_breakdownView->setSelectionMode(QAbstractItemView::NoSelection);
+    m_breakdownView->setAlternatingRowColors(true);
+    m_breakdownView->verticalHeader()->setDefaultSectionSize(m_breakdownView->fontMetrics().height() + 6);
+    bl->addWidget(m_momentLabel);
+    bl->addWidget(m_verdictLabel);
+    bl->addWidget(m_breakdownView, 1);
+    QDockWidget* bd = dock(tr("Breakdown at cursor"), QStringLiteral("breakdownDock"), breakdown, Qt::RightDockWidgetArea);
+
+    auto* tensors = new QWidget(this);
+    auto* tl = new QVBoxLayout(tensors);
+    tl->setContentsMargins(4, 4, 4, 4);
+    auto* filters = new QHBoxLayout;
+    m_poolFilter = new QComboBox(tensors);
+    m_poolFilter->addItem(tr("All pools"), -1);
+    for (size_t p = 0; p < kAllocationPoolCount; ++p)
+        m_poolFilter->addItem(PoolPalette::label(Pool(p)), int(p));
+    m_frameFilter = new QLineEdit(tensors);
+    m_frameFilter->setPlaceholderText(tr("Filter by text in frames (file or function)…"));
+    m_frameFilter->setClearButtonEnabled(true);
+    m_tensorSummary = new QLabel(tensors);
+    filters->addWidget(m_poolFilter);
+    filters->addWidget(m_frameFilter, 1);
+    filters->addWidget(m_tensorSummary);
+    m_tensorView = new QTableView(tensors);
+    m_tensorView->setModel(m_tensorProxy);
+    m_tensorView->setSortingEnabled(true);
+    m_tensorView->sortByColumn(TensorModel::Size, Qt::DescendingOrder);
+    m_tensorView->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_tensorView->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_tensorView->verticalHeader()->hide();
+    m_tensorView->verticalHeader()->setDefaultSectionSize(m_tensorView->fontMetrics().height() + 6);
+    m_tensorView->horizontalHeader()->setStretchLastSection(true);
+    m_tensorView->setAlternatingRowColors(true);
+    tl->addLayout(filters);
+    tl->addWidget(m_tensorView, 1);
+    connect(m_poolFilter, &QComboBox::currentIndexChanged, this, [this] {
+        m_tensorProxy->setPoolFilter(m_poolFilter->currentData().toInt());
+        schedulePanels();
+    });
+    connect(m_frameFilter, &QLineEdit::textChanged, this, [this](const QString& t) {
+        m_tensorProxy->setFrameFilter(t);
+        schedulePanels();
+    });
+    connect(m_tensorView->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &MainWindow::showTensorDetails);
+    QDockWidget* td = dock(tr("Tensors alive at cursor"), QStringLiteral("tensorDock"), tensors, Qt::BottomDockWidgetArea);
+
+    auto* stack = new QWidget(this);
+    auto* sl = new QVBoxLayout(stack);
+    sl->setContentsMargins(4, 4, 4, 4);
+    m_reasonLabel = new QLabel(tr("Select a tensor to see its stack and why it is in its pool."), stack);
+    m_reasonLabel->setWordWrap(true);
+    m_reasonLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_stackView = new QTreeView(stack);
+    m_stackView->setModel(m_stack);
+    m_stackView->setUniformRowHeights(true);
+    m_stackView->header()->setStretchLastSection(true);
+    sl->addWidget(m_reasonLabel);
+    sl->addWidget(m_stackView, 1);
+    dock(tr("Stack and reason"), QStringLiteral("stackDock"), stack, Qt::RightDockWidgetArea);
+
+    m_allocator = new AllocatorView(this);
+    QDockWidget* ad = dock(tr("Allocator segments"), QStringLiteral("allocatorDock"), m_allocator, Qt::BottomDockWidgetArea);
+    tabifyDockWidget(td, ad);
+    td->raise();
+    resizeDocks({bd}, {420}, Qt::Horizontal);
+    resizeDocks({td}, {260}, Qt::Vertical);
+}
+
+void MainWindow::restoreSettings()
+{
+    QSettings s;
+    m_paletteMode = s.value(QStringLiteral("view/palette"), QStringLiteral("auto")).toString();
+    applySystemPalette();
+    if (!restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray()))
+        resize(1500, 950);
+    restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+    {
+        const QSignalBlocker block(m_timeAxisAct);
+        m_timeAxisAct->setChecked(s.value(QStringLiteral("view/timeAxis"), true).toBool());
+    }
+    m_plot->setAxisMode(m_timeAxisAct->isChecked() ? AxisMode::WallTime : AxisMode::EventIndex);
+    rebuildRecentMenu();
+    rebuildCapacityChoices();
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings s;
+    s.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    s.setValue(QStringLiteral("window/state"), saveState());
+    m_loader->cancel();
+    QMainWindow::closeEvent(event);
+}
+
+void MainWindow::addRecentFile(const QString& path)
+{
+    QSettings s;
+    QStringList files = s.value(QStringLiteral("recentFiles")).toStringList();
+    const QString abs = QFileInfo(path).absoluteFilePath();
+    files.removeAll(abs);
+    files.prepend(abs);
+    while (files.size() > 10)
+        files.removeLast();
+    s.setValue(QStringLiteral("recentFiles"), files);
+    s.setValue(QStringLiteral("lastDir"), QFileInfo(abs).absolutePath());
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    m_recentMenu->clear();
+    const QStringList files = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+    for (int i = 0; i < files.size(); ++i) {
+        QAction* a = m_recentMenu->addAction(QStringLiteral("&%1 %2").arg(i + 1).arg(QFileInfo(files[i]).fileName()));
+        a->setToolTip(files[i]);
+        a->setStatusTip(files[i]);
+        connect(a, &QAction::triggered, this, [this, f = files[i]] { openFile(f); });
+    }
+    m_recentMenu->setEnabled(!files.isEmpty());
+    if (!files.isEmpty()) {
+        m_recentMenu->addSeparator();
+        m_recentMenu->addAction(tr("Clear list"), this, [this] {
+            QSettings().remove(QStringLiteral("recentFiles"));
+            rebuildRecentMenu();
+        });
+    }
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (event->mimeData()->hasUrls() && !event->mimeData()->urls().isEmpty() && event->mimeData()->urls().front().isLocalFile())
+        event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    const auto urls = event->mimeData()->urls();
+    if (!urls.isEmpty() && urls.front().isLocalFile()) {
+        openFile(urls.front().toLocalFile());
+        event->acceptProposedAction();
+    }
+}
+
+void MainWindow::changeEvent(QEvent* event)
+{
+    if (event->type() == QEvent::ApplicationPaletteChange || event->type() == QEvent::PaletteChange)
+        if (m_paletteMode == QLatin1String("auto"))
+            applySystemPalette();
+    QMainWindow::changeEvent(event);
+}
+
+void MainWindow::setPaletteMode(const QString& mode)
+{
+    m_paletteMode = mode;
+    QSettings().setValue(QStringLiteral("view/palette"), mode);
+    applySystemPalette();
+}
+
+void MainWindow::applySystemPalette()
+{
+    const PoolPalette palette = m_paletteMode == QLatin1String("dark") ? PoolPalette(true)
+                                : m_paletteMode == QLatin1String("light") ? PoolPalette(false)
+                                                                          : PoolPalette::fromSystem();
+    m_plot->setPoolPalette(palette);
+    m_breakdown->setPoolPalette(palette);
+    if (m_allocator)
+        m_allocator->setPoolPalette(palette);
+}
+
+} // namespace poolscope
+
+// Compiled here rather than in mocs_compilation.cpp: one translation unit per header keeps
+// headers that clash with Qt keywords (a method named emit) out of the Qt moc TU.
+#include "moc_main_window.cpp"

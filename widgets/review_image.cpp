@@ -1,0 +1,180 @@
+#include "widgets/review_image.h"
+
+#include "core/timeline/segment_layout.h"
+#include "widgets/breakdown_model.h"
+#include "widgets/timeline_plot.h"
+#include "widgets/verdict_text.h"
+
+#include <QFileInfo>
+#include <QPdfWriter>
+#include <QSvgGenerator>
+
+#include <algorithm>
+
+namespace poolscope {
+namespace {
+
+// Paints the whole review into `painter` over a logical canvas of `size` pixels.
+void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c, QSize size)
+{
+    const QColor bg = c.dark ? QColor(0x1e, 0x1f, 0x22) : QColor(Qt::white);
+    const QColor fg = c.dark ? QColor(0xe6, 0xe6, 0xe6) : QColor(0x20, 0x20, 0x20);
+    const QColor rule = c.dark ? QColor(0x3a, 0x3c, 0x40) : QColor(0xd0, 0xd0, 0xd0);
+    painter.fillRect(QRect(QPoint(0, 0), size), bg);
+    const int margin = std::max(12, size.width() / 80);
+    const double scale = std::clamp(size.height() / 900.0, 0.6, 2.5);
+
+    QFont titleFont = plot.font();
+    titleFont.setPixelSize(int(22 * scale));
+    titleFont.setBold(true);
+    QFont textFont = plot.font();
+    textFont.setPixelSize(int(14 * scale));
+    QFont tableFont = textFont;
+    tableFont.setPixelSize(int(13 * scale));
+
+    painter.setPen(fg);
+    painter.setFont(titleFont);
+    const int titleH = QFontMetrics(titleFont).height();
+    painter.drawText(QRect(margin, margin, size.width() - 2 * margin, titleH), Qt::AlignLeft | Qt::AlignVCenter,
+                     QFontMetrics(titleFont).elidedText(c.title, Qt::ElideMiddle, size.width() - 2 * margin));
+    int y = margin + titleH + 4;
+    if (!c.subtitle.isEmpty()) {
+        painter.setFont(textFont);
+        const QRect box(margin, y, size.width() - 2 * margin, QFontMetrics(textFont).height() * 2 + 4);
+        QRect used;
+        painter.drawText(box, Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, c.subtitle, &used);
+        y += used.height() + 6;
+    }
+    y += 4;
+
+    // Table on the right, sized to its widest row.
+    const QFontMetrics tm(tableFont);
+    int nameW = tm.horizontalAdvance(c.header.value(0)), bytesW = tm.horizontalAdvance(QStringLiteral("000.00 GiB")),
+        shareW = tm.horizontalAdvance(QStringLiteral("100.0%"));
+    for (const QStringList& r : c.rows) {
+        nameW = std::max(nameW, tm.horizontalAdvance(r.value(0)));
+        bytesW = std::max(bytesW, tm.horizontalAdvance(r.value(1)));
+        shareW = std::max(shareW, tm.horizontalAdvance(r.value(2)));
+    }
+    const int gap = tm.horizontalAdvance(QStringLiteral("    "));
+    const int tableW = c.rows.isEmpty() ? 0 : nameW + bytesW + shareW + 2 * gap;
+    const int chartW = size.width() - 2 * margin - (tableW > 0 ? tableW + margin : 0);
+    const int chartH = size.height() - y - margin;
+
+    painter.save();
+    painter.translate(margin, y);
+    plot.toPainter(&painter, std::max(200, chartW), std::max(150, chartH));
+    painter.restore();
+
+    if (tableW > 0) {
+        const int x = size.width() - margin - tableW;
+        const int rowH = tm.height() + int(6 * scale);
+        int ty = y + 4;
+        painter.setFont(tableFont);
+        auto drawRow = [&](const QStringList& r, bool header) {
+            QFont f = tableFont;
+            f.setBold(header);
+            painter.setFont(f);
+            painter.setPen(fg);
+            painter.drawText(QRect(x, ty, nameW, rowH), Qt::AlignLeft | Qt::AlignVCenter, r.value(0));
+            painter.drawText(QRect(x + nameW + gap, ty, bytesW, rowH), Qt::AlignRight | Qt::AlignVCenter, r.value(1));
+            painter.drawText(QRect(x + nameW + bytesW + 2 * gap, ty, shareW, rowH), Qt::AlignRight | Qt::AlignVCenter, r.value(2));
+            ty += rowH;
+            painter.setPen(QPen(rule, 1));
+            painter.drawLine(QLineF(x, ty, x + tableW, ty));
+        };
+        drawRow(c.header, true);
+        for (const QStringList& r : c.rows)
+            drawRow(r, false);
+    }
+}
+
+} // namespace
+
+ReviewContent reviewContentFor(const PreparedTrace& doc, size_t device, EventIndex event, int64_t capacity,
+                               const QString& path, bool dark)
+{
+    ReviewContent c;
+    const PreparedDevice& pd = doc.devices[device];
+    const DeviceTimeline& tl = *pd.timeline;
+    const DeviceTrace& d = tl.device();
+    QString moment = QObject::tr("event %1").arg(event);
+    if (!d.ooms.empty() && d.ooms.back().index == event)
+        moment = QObject::tr("the OOM (event %1)").arg(event);
+    else if (d.peakIndex == event)
+        moment = QObject::tr("the peak (event %1)").arg(event);
+    c.title = QObject::tr("%1 — %2 — at %3").arg(QFileInfo(path).fileName(), QString::fromStdString(d.label()), moment);
+    c.subtitle = verdictSentence(doc, pd, event, capacity);
+    const SegmentLayout layout = segmentLayoutAt(d, tl.alive(), event);
+    BreakdownModel model;
+    model.setBreakdown(tl.breakdownAt(event, capacity), tl.layers(), tl.pools().classified(), &layout);
+    c.rows = model.rows();
+    c.dark = dark;
+    return c;
+}
+
+QStringList reviewImageFormats() { return {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("pdf")}; }
+
+QImage renderReviewImage(TimelinePlot& plot, const ReviewContent& content, QSize size)
+{
+    QImage image(size, QImage::Format_ARGB32_Premultiplied);
+    image.fill(Qt::white);
+    QCPPainter painter(&image);
+    painter.setRenderHint(QPainter::Antialiasing);
+    painter.setRenderHint(QPainter::TextAntialiasing);
+    paintReview(painter, plot, content, size);
+    painter.end();
+    return image;
+}
+
+bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewContent& content, QSize size, QString* error)
+{
+    const QString ext = QFileInfo(path).suffix().toLower();
+    auto fail = [&](const QString& why) {
+        if (error)
+            *error = why;
+        return false;
+    };
+    if (ext == QLatin1String("png")) {
+        if (!renderReviewImage(plot, content, size).save(path, "PNG"))
+            return fail(QObject::tr("could not write %1").arg(path));
+        return true;
+    }
+    if (ext == QLatin1String("svg")) {
+        QSvgGenerator svg;
+        svg.setFileName(path);
+        svg.setSize(size);
+        svg.setViewBox(QRect(QPoint(0, 0), size));
+        svg.setTitle(content.title);
+        svg.setDescription(content.subtitle);
+        QCPPainter painter;
+        if (!painter.begin(&svg))
+            return fail(QObject::tr("could not write %1").arg(path));
+        painter.setMode(QCPPainter::pmVectorized);
+        painter.setMode(QCPPainter::pmNoCaching);
+        paintReview(painter, plot, content, size);
+        painter.end();
+        return true;
+    }
+    if (ext == QLatin1String("pdf")) {
+        QPdfWriter pdf(path);
+        pdf.setTitle(content.title);
+        pdf.setCreator(QStringLiteral("PoolScope"));
+        pdf.setResolution(96);
+        pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
+        pdf.setPageSize(QPageSize(QSizeF(size), QPageSize::Point)); // 96 dpi pixels at 72 pt/in, scaled below
+        QCPPainter painter;
+        if (!painter.begin(&pdf))
+            return fail(QObject::tr("could not write %1").arg(path));
+        painter.setMode(QCPPainter::pmVectorized);
+        painter.setMode(QCPPainter::pmNoCaching);
+        const double sx = double(painter.viewport().width()) / double(size.width());
+        painter.scale(sx, sx);
+        paintReview(painter, plot, content, size);
+        painter.end();
+        return true;
+    }
+    return fail(QObject::tr("unknown image format '%1' (expected png, svg or pdf)").arg(ext));
+}
+
+} // namespace poolscope

@@ -1,0 +1,36 @@
+#pragma once
+#include <QImage>
+#include <QList>
+#include <QSize>
+#include <QString>
+#include <QStringList>
+
+#include "core/timeline/prepared_trace.h"
+
+namespace poolscope {
+
+class TimelinePlot;
+
+// What the review image shows besides the chart: a title (file, device, moment), one line of
+// verdict, and the breakdown table at the cursor.
+struct ReviewContent {
+    QString title;
+    QString subtitle;
+    QStringList header{QStringLiteral("pool"), QStringLiteral("bytes"), QStringLiteral("share")};
+    QList<QStringList> rows;
+    bool dark = false;
+};
+
+// Lays out title, chart (with its legend) and table on `size`; vector formats stay vectors.
+QImage renderReviewImage(TimelinePlot& plot, const ReviewContent& content, QSize size);
+// Writes PNG, SVG or PDF by the file's extension. False and a message on failure.
+bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewContent& content, QSize size, QString* error);
+QStringList reviewImageFormats(); // "png", "svg", "pdf"
+
+// The content for one device at one event: title from the file name, device and moment; the verdict
+// sentence; the breakdown rows (pools, totals, fragmentation, headroom). The GUI and
+// `poolscope render` both call this, so the two images agree.
+ReviewContent reviewContentFor(const PreparedTrace& doc, size_t device, EventIndex event, int64_t capacity,
+                               const QString& path, bool dark);
+
+} // namespace poolscope

@@ -1,0 +1,508 @@
+#include "widgets/timeline_plot.h"
+
+#include "core/util/units.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace poolscope {
+namespace {
+
+QColor bandColor(Phase p, bool dark)
+{
+    const int a = dark ? 46 : 34;
+    switch (p) {
+    case Phase::Forward:
+        return QColor(0x56, 0xb4, 0xe9, a);
+    case Phase::Backward:
+        return QColor(0xe6, 0x9f, 0x00, a);
+    case Phase::OptimizerStep:
+        return QColor(0xcc, 0x79, 0xa7, a + 12);
+    case Phase::ZeroGrad:
+        return QColor(0x99, 0x99, 0x99, a);
+    case Phase::Unknown:
+        break;
+    }
+    return QColor(0x99, 0x99, 0x99, a - 10);
+}
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+} // namespace
+
+TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(PoolPalette::fromSystem())
+{
+    setPlottingHints(QCP::phCacheLabels);
+    setNoAntialiasingOnDrag(true);
+    setFocusPolicy(Qt::StrongFocus);
+    addLayer(QStringLiteral("bands"), layer(QStringLiteral("background")), QCustomPlot::limAbove);
+    m_bandLayer = layer(QStringLiteral("bands"));
+    addLayer(QStringLiteral("cursor"), layer(QStringLiteral("main")), QCustomPlot::limAbove);
+    m_cursorLayer = layer(QStringLiteral("cursor"));
+    m_cursorLayer->setMode(QCPLayer::lmBuffered); // scrubbing repaints this layer alone
+
+    setInteractions(QCP::iRangeZoom);
+    axisRect()->setRangeZoom(Qt::Horizontal);
+    axisRect()->setRangeZoomFactor(0.85);
+    selectionRect()->setPen(QPen(Qt::gray, 1, Qt::DashLine));
+    selectionRect()->setBrush(QColor(128, 128, 128, 40));
+
+    legend->setVisible(true);
+    axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    legend->setFont(small);
+    legend->setRowSpacing(0);
+    yAxis->setLabel(QStringLiteral("memory (GiB)"));
+    xAxis->setNumberFormat(QStringLiteral("f"));
+    xAxis->setNumberPrecision(0);
+
+    m_capacityLine = new QCPItemStraightLine(this);
+    m_capacityText = new QCPItemText(this);
+    m_capacityText->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+    m_capacityText->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
+    m_capacityText->setClipToAxisRect(true);
+
+    m_highlight = new QCPItemRect(this);
+    m_highlight->setLayer(m_cursorLayer);
+    m_highlight->topLeft->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    m_highlight->bottomRight->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    m_highlight->setVisible(false);
+    m_cursorLine = new QCPItemStraightLine(this);
+    m_cursorLine->setLayer(m_cursorLayer);
+    m_cursorText = new QCPItemText(this);
+    m_cursorText->setLayer(m_cursorLayer);
+    m_cursorText->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    m_cursorText->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+    m_cursorText->setPadding(QMargins(4, 2, 4, 2));
+    m_cursorText->setFont(small);
+
+    connect(xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, &TimelinePlot::clampRange);
+    connect(this, &QCustomPlot::afterLayout, this, [this] {
+        if (m_timeline && axisRect()->width() != m_lastQueryWidth)
+            refreshData();
+    });
+    applyPalette();
+    setTimeline(nullptr);
+}
+
+void TimelinePlot::setPoolPalette(const PoolPalette& palette)
+{
+    m_palette = palette;
+    applyPalette();
+    rebuildGraphs();
+    rebuildMarkers();
+    replot();
+}
+
+void TimelinePlot::applyPalette()
+{
+    const QColor fg = m_palette.foreground();
+    setBackground(m_palette.background());
+    for (QCPAxis* a : {xAxis, yAxis, xAxis2, yAxis2}) {
+        a->setBasePen(QPen(fg));
+        a->setTickPen(QPen(fg));
+        a->setSubTickPen(QPen(fg));
+        a->setTickLabelColor(fg);
+        a->setLabelColor(fg);
+        a->grid()->setPen(QPen(m_palette.grid(), 1, Qt::DotLine));
+    }
+    QColor legendBg = m_palette.background();
+    legendBg.setAlpha(215);
+    legend->setBrush(legendBg);
+    legend->setBorderPen(QPen(m_palette.grid()));
+    legend->setTextColor(fg);
+    m_capacityLine->setPen(QPen(m_palette.capacity(), 1.5, Qt::DashLine));
+    m_capacityText->setColor(m_palette.capacity());
+    QColor hl = m_palette.cursor();
+    hl.setAlpha(28);
+    m_highlight->setBrush(hl);
+    hl.setAlpha(140);
+    m_highlight->setPen(QPen(hl, 1, Qt::DotLine));
+    m_cursorLine->setPen(QPen(m_palette.cursor(), 1.2));
+    m_cursorText->setColor(fg);
+    m_cursorText->setBrush(legendBg);
+}
+
+void TimelinePlot::setTimeline(std::shared_ptr<const DeviceTimeline> timeline, std::vector<PhaseBand> bands)
+{
+    m_timeline = std::move(timeline);
+    m_bands = std::move(bands);
+    if (m_timeline && m_mode == AxisMode::WallTime && !m_timeline->hasTime())
+        m_mode = AxisMode::EventIndex;
+    m_cursor = m_timeline ? std::max<EventIndex>(kNoEvent, m_timeline->device().peakIndex) : kNoEvent;
+    clearHighlight();
+    rebuildGraphs();
+    rebuildMarkers();
+    resetView();
+}
+
+void TimelinePlot::setAxisMode(AxisMode mode)
+{
+    if (mode == AxisMode::WallTime && (!m_timeline || !m_timeline->hasTime()))
+        mode = AxisMode::EventIndex;
+    if (mode == m_mode)
+        return;
+    // Keep the same events in view across the switch.
+    const EventIndex first = eventAtPixel(axisRect()->left());
+    const EventIndex last = eventAtPixel(axisRect()->right());
+    const bool whole = first <= 0 && m_timeline && last >= EventIndex(m_timeline->device().eventCount()) - 1;
+    m_mode = mode;
+    rebuildMarkers();
+    if (whole || !m_timeline) {
+        resetView();
+        return;
+    }
+    xAxis->setRange(eventKey(first), eventKey(last + 1));
+    replot();
+}
+
+double TimelinePlot::toPosition(double key) const { return key * m_keyScale; }
+double TimelinePlot::toKey(int64_t position) const { return double(position) / m_keyScale; }
+
+double TimelinePlot::eventKey(EventIndex event) const
+{
+    if (!m_timeline)
+        return 0;
+    const EventAxis& axis = m_timeline->axis(m_mode);
+    if (event >= EventIndex(axis.eventCount()))
+        return toKey(axis.end());
+    return toKey(axis.position(event));
+}
+
+EventIndex TimelinePlot::eventAtPixel(double px) const
+{
+    if (!m_timeline)
+        return kNoEvent;
+    const EventAxis& axis = m_timeline->axis(m_mode);
+    const auto n = EventIndex(axis.eventCount());
+    const EventIndex e = axis.eventAt(toPosition(xAxis->pixelToCoord(px)));
+    return n == 0 ? kNoEvent : std::clamp<EventIndex>(e, 0, n - 1);
+}
+
+EventIndex TimelinePlot::visibleEventCount() const
+{
+    if (!m_timeline)
+        return 0;
+    return std::max<EventIndex>(1, eventAtPixel(axisRect()->right()) - eventAtPixel(axisRect()->left()) + 1);
+}
+
+QString TimelinePlot::xAxisTitle() const
+{
+    if (m_mode == AxisMode::EventIndex)
+        return tr("event index");
+    return m_keyScale >= 1e6 ? tr("time since first event (s)") : tr("time since first event (ms)");
+}
+
+void TimelinePlot::rebuildGraphs()
+{
+    clearGraphs();
+    m_graphs.clear();
+    if (!m_timeline) {
+        legend->setVisible(false);
+        return;
+    }
+    legend->setVisible(true);
+    const bool classified = m_timeline->pools().classified();
+    const auto& layers = m_timeline->layers();
+    for (size_t k = 0; k < layers.size(); ++k) {
+        QCPGraph* g = addGraph();
+        g->setLineStyle(QCPGraph::lsStepLeft);
+        g->setAdaptiveSampling(false); // the core LOD already gives one point per pixel column
+        const Pool pool = layers[k];
+        g->setName(PoolPalette::label(pool, classified));
+        g->setBrush(m_palette.fill(pool));
+        QPen pen(pool == Pool::CachedFree ? m_palette.foreground() : m_palette.color(pool).darker(130));
+        pen.setWidthF(pool == Pool::CachedFree ? 1.0 : 0.8);
+        g->setPen(pen);
+        if (!m_graphs.empty())
+            g->setChannelFillGraph(m_graphs.back());
+        m_graphs.push_back(g);
+    }
+    // The legend reads top-down like the stack.
+    legend->clearItems();
+    for (auto it = m_graphs.rbegin(); it != m_graphs.rend(); ++it)
+        (*it)->addToLegend();
+    if (!m_graphs.empty())
+        m_graphs.back()->setName(tr("cached free (up to reserved)"));
+
+    // Y range: the full trace's highest reserved (top of the stack) and the capacity, in one unit.
+    const StackLod& lod = m_timeline->lod();
+    std::vector<StackLod::Extrema> e(lod.layerCount());
+    lod.rangeExtrema(0, lod.sampleCount() - 1, e);
+    int64_t top = e.empty() ? 0 : e.back().max;
+    top = std::max(top, m_capacity);
+    if (top >= kGiB) {
+        m_unit = double(kGiB);
+        m_unitName = QStringLiteral("GiB");
+    } else if (top >= kMiB) {
+        m_unit = double(kMiB);
+        m_unitName = QStringLiteral("MiB");
+    } else {
+        m_unit = double(kKiB);
+        m_unitName = QStringLiteral("KiB");
+    }
+    yAxis->setLabel(tr("memory (%1)").arg(m_unitName));
+    yAxis->setRange(0, std::max(1.0, double(top) / m_unit * 1.08));
+}
+
+void TimelinePlot::setCapacity(int64_t bytes, const QString& label)
+{
+    m_capacity = bytes;
+    m_capacityLabel = label;
+    rebuildGraphs(); // the y range and unit may change
+    rebuildMarkers();
+    refreshData();
+    replot();
+}
+
+void TimelinePlot::rebuildMarkers()
+{
+    for (QCPAbstractItem* item : m_markers)
+        removeItem(item);
+    m_markers.clear();
+    m_peakText = nullptr;
+    for (auto& [rect, text] : m_bandItems) {
+        removeItem(rect);
+        removeItem(text);
+    }
+    m_bandItems.clear();
+
+    m_keyScale = 1.0;
+    if (m_timeline && m_mode == AxisMode::WallTime)
+        m_keyScale = m_timeline->axis(m_mode).end() >= 2'000'000 ? 1e6 : 1e3;
+    xAxis->setLabel(xAxisTitle());
+    xAxis->setNumberFormat(m_mode == AxisMode::EventIndex ? QStringLiteral("f") : QStringLiteral("g"));
+    xAxis->setNumberPrecision(m_mode == AxisMode::EventIndex ? 0 : 6);
+
+    m_capacityLine->setVisible(m_timeline && m_capacity >= 0);
+    m_capacityText->setVisible(m_timeline && m_capacity >= 0);
+    if (m_capacity >= 0) {
+        const double y = double(m_capacity) / m_unit;
+        m_capacityLine->point1->setCoords(0, y);
+        m_capacityLine->point2->setCoords(1, y);
+        m_capacityText->position->setCoords(0.995, y);
+        m_capacityText->setText(m_capacityLabel.isEmpty() ? tr("capacity %1").arg(qs(formatBytes(m_capacity)))
+                                                           : m_capacityLabel);
+    }
+    if (!m_timeline) {
+        updateCursorItems();
+        return;
+    }
+    const DeviceTrace& d = m_timeline->device();
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+
+    for (const PhaseBand& b : m_bands) {
+        auto* rect = new QCPItemRect(this);
+        rect->setLayer(m_bandLayer);
+        rect->topLeft->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        rect->bottomRight->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        rect->topLeft->setCoords(eventKey(b.first), 0);
+        rect->bottomRight->setCoords(eventKey(b.last + 1), 1);
+        rect->setPen(Qt::NoPen);
+        rect->setBrush(bandColor(b.phase, m_palette.dark()));
+        // Labels sit above the stack (the bands themselves are behind it), under the top edge.
+        auto* text = new QCPItemText(this);
+        text->setLayer(QStringLiteral("axes"));
+        text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        text->position->setCoords(eventKey(b.first), 0.0);
+        text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        text->setPadding(QMargins(3, 18, 3, 0));
+        text->setFont(small);
+        QColor c = m_palette.foreground();
+        c.setAlpha(170);
+        text->setColor(c);
+        text->setText(qs(b.label));
+        text->setClipToAxisRect(true);
+        m_bandItems.emplace_back(rect, text);
+    }
+
+    for (const OomEvent& oom : d.ooms) {
+        auto* line = new QCPItemStraightLine(this);
+        line->point1->setCoords(eventKey(oom.index), 0);
+        line->point2->setCoords(eventKey(oom.index), 1);
+        line->setPen(QPen(m_palette.oom(), 2));
+        auto* text = new QCPItemText(this);
+        text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        // Below the cursor label (which sits on the top edge), to the left of the line.
+        text->position->setCoords(eventKey(oom.index), 0.06);
+        text->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
+        text->setPadding(QMargins(4, 2, 4, 2));
+        text->setColor(m_palette.oom());
+        QFont bold = font();
+        bold.setBold(true);
+        text->setFont(bold);
+        text->setText(tr("OOM: tried to allocate %1").arg(qs(formatBytes(oom.requestedBytes))));
+        m_markers.push_back(line);
+        m_markers.push_back(text);
+    }
+    if (d.peakIndex >= 0) {
+        auto* dot = new QCPItemTracer(this);
+        dot->setStyle(QCPItemTracer::tsCircle);
+        dot->setSize(7);
+        dot->setPen(QPen(m_palette.foreground(), 1.5));
+        dot->setBrush(m_palette.background());
+        dot->position->setCoords(eventKey(d.peakIndex), double(d.peakAllocated) / m_unit);
+        auto* text = new QCPItemText(this);
+        text->position->setParentAnchor(dot->position);
+        text->position->setCoords(0, -6);
+        text->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
+        m_peakText = text;
+        text->setColor(m_palette.foreground());
+        text->setFont(small);
+        text->setText(tr("peak allocated %1").arg(qs(formatBytes(d.peakAllocated))));
+        m_markers.push_back(dot);
+        m_markers.push_back(text);
+    }
+    updateCursorItems();
+}
+
+void TimelinePlot::updateBandLabels()
+{
+    // The peak label must not run off the chart when the peak is near an edge.
+    if (m_peakText) {
+        const double px = m_peakText->position->parentAnchor()->pixelPosition().x();
+        const double half = QFontMetrics(m_peakText->font()).horizontalAdvance(m_peakText->text()) / 2.0 + 6;
+        const Qt::Alignment h = px + half > axisRect()->right() ? Qt::AlignRight : px - half < axisRect()->left() ? Qt::AlignLeft : Qt::AlignHCenter;
+        m_peakText->setPositionAlignment(h | Qt::AlignBottom);
+    }
+    for (auto& [rect, text] : m_bandItems) {
+        const double w = xAxis->coordToPixel(rect->bottomRight->coords().x()) - xAxis->coordToPixel(rect->topLeft->coords().x());
+        text->setVisible(w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8);
+    }
+}
+
+void TimelinePlot::resetView()
+{
+    if (!m_timeline) {
+        xAxis->setRange(0, 1);
+        replot();
+        return;
+    }
+    xAxis->setRange(0, toKey(m_timeline->axis(m_mode).end()));
+    refreshData();
+    replot();
+}
+
+void TimelinePlot::zoom(double factor)
+{
+    const QCPRange r = xAxis->range();
+    const double cursorKey = eventKey(m_cursor);
+    const double center = r.contains(cursorKey) ? cursorKey : r.center();
+    xAxis->scaleRange(factor, center);
+    replot();
+}
+
+void TimelinePlot::clampRange(const QCPRange& requested)
+{
+    if (m_inClamp)
+        return;
+    QCPRange r = requested;
+    if (m_timeline) {
+        const double end = toKey(m_timeline->axis(m_mode).end());
+        const double margin = end * 0.02;
+        const double minSpan = m_mode == AxisMode::EventIndex ? 8.0 : 8.0 / m_keyScale;
+        if (r.size() < minSpan)
+            r = QCPRange(r.center() - minSpan / 2, r.center() + minSpan / 2);
+        if (r.size() > end + 2 * margin)
+            r = QCPRange(-margin, end + margin);
+        if (r.lower < -margin)
+            r += -margin - r.lower;
+        if (r.upper > end + margin)
+            r -= r.upper - (end + margin);
+    }
+    if (r.lower != requested.lower || r.upper != requested.upper) {
+        m_inClamp = true;
+        xAxis->setRange(r);
+        m_inClamp = false;
+    }
+    refreshData();
+}
+
+void TimelinePlot::refreshData()
+{
+    if (!m_timeline || m_graphs.empty())
+        return;
+    const int w = std::max(1, axisRect()->width());
+    const QCPRange r = xAxis->range();
+    const StackLod::Columns cols = m_timeline->lod().query(m_timeline->axis(m_mode), PixelMap{toPosition(r.lower), toPosition(r.upper), w});
+    QVector<QCPGraphData> data(w + 1);
+    for (size_t k = 0; k < m_graphs.size(); ++k) {
+        for (int c = 0; c < w; ++c)
+            data[c] = QCPGraphData(r.lower + r.size() * double(c) / double(w), double(cols.maxAt(k, c)) / m_unit);
+        data[w] = QCPGraphData(r.upper, data[w - 1].value);
+        m_graphs[k]->data()->set(data, true);
+    }
+    m_lastQueryWidth = w;
+    updateBandLabels();
+}
+
+void TimelinePlot::updateCursorItems()
+{
+    const bool show = m_timeline && m_timeline->device().eventCount() > 0;
+    m_cursorLine->setVisible(show);
+    m_cursorText->setVisible(show);
+    if (!show)
+        return;
+    const double x = eventKey(m_cursor);
+    m_cursorLine->point1->setCoords(x, 0);
+    m_cursorLine->point2->setCoords(x, 1);
+    m_cursorText->position->setCoords(x, 0.0);
+    QString text = tr("event %1").arg(m_cursor);
+    const DeviceTrace& d = m_timeline->device();
+    if (d.hasTime && m_cursor >= 0) {
+        const int64_t pos = m_timeline->axis(AxisMode::WallTime).position(m_cursor);
+        text += QStringLiteral(" · +") + qs(formatDurationUs(pos));
+    }
+    m_cursorText->setText(text);
+    // Keep the label inside the chart near the right edge.
+    const bool right = xAxis->coordToPixel(x) > axisRect()->left() + axisRect()->width() * 0.8;
+    m_cursorText->setPositionAlignment((right ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+}
+
+void TimelinePlot::setCursorEvent(EventIndex event)
+{
+    if (!m_timeline)
+        return;
+    const auto n = EventIndex(m_timeline->device().eventCount());
+    event = n == 0 ? kNoEvent : std::clamp<EventIndex>(event, 0, n - 1);
+    if (event == m_cursor)
+        return;
+    m_cursor = event;
+    updateCursorItems();
+    replotCursor();
+    emit cursorMoved(event);
+}
+
+void TimelinePlot::replotCursor()
+{
+    updateCursorItems();
+    m_cursorLayer->replot(); // a full replot when the layer's buffer is not yet valid
+}
+
+void TimelinePlot::setHighlight(EventIndex from, EventIndex to)
+{
+    if (!m_timeline)
+        return;
+    const double a = from < 0 ? toKey(-1) : eventKey(from);
+    const double b = to < 0 ? toKey(m_timeline->axis(m_mode).end()) : eventKey(to);
+    m_highlight->topLeft->setCoords(a, 0);
+    m_highlight->bottomRight->setCoords(std::max(b, a), 1);
+    m_highlight->setVisible(true);
+    m_cursorLayer->replot();
+}
+
+void TimelinePlot::clearHighlight()
+{
+    if (!m_highlight->visible())
+        return;
+    m_highlight->setVisible(false);
+    m_cursorLayer->replot();
+}
+
+} // namespace poolscope
+
+// Compiled here rather than in mocs_compilation.cpp: one translation unit per header keeps
+// headers that clash with Qt keywords (a method named emit) out of the Qt moc TU.
+#include "moc_timeline_plot.cpp"

@@ -1,0 +1,104 @@
+#pragma once
+#include "core/timeline/device_timeline.h"
+#include "core/timeline/phase_bands.h"
+#include "widgets/pool_palette.h"
+
+#include <qcustomplot.h>
+
+#include <memory>
+#include <vector>
+
+namespace poolscope {
+
+// The stacked area chart: one QCPGraph per pool layer, each filled down to the one below
+// (setChannelFillGraph), fed per replot from the core level of detail so that peaks survive any
+// zoom. The widget only draws; stacking, downsampling and axis mapping live in core/timeline.
+//
+// Mouse: click/drag moves the cursor, Shift+drag zooms to a rubber band, right/middle drag pans,
+// the wheel zooms around the pointer, double-click resets the view.
+class TimelinePlot : public QCustomPlot {
+    Q_OBJECT
+public:
+    explicit TimelinePlot(QWidget* parent = nullptr);
+
+    void setTimeline(std::shared_ptr<const DeviceTimeline> timeline, std::vector<PhaseBand> bands = {});
+    const DeviceTimeline* timeline() const { return m_timeline.get(); }
+    void setAxisMode(AxisMode mode);
+    AxisMode axisMode() const { return m_mode; }
+    void setPoolPalette(const PoolPalette& palette);
+    const PoolPalette& poolPalette() const { return m_palette; }
+    // Capacity line; bytes < 0 hides it.
+    void setCapacity(int64_t bytes, const QString& label);
+    int64_t capacity() const { return m_capacity; }
+
+    EventIndex cursorEvent() const { return m_cursor; }
+    void setCursorEvent(EventIndex event); // clamps; emits cursorMoved when it changes
+    // Highlights an allocation's lifetime [from, to] (to == kNoEvent: until the end).
+    void setHighlight(EventIndex from, EventIndex to);
+    void clearHighlight();
+
+    void resetView();
+    void zoom(double factor); // around the cursor when visible, else the centre
+    EventIndex visibleEventCount() const;
+    EventIndex eventAtPixel(double px) const;
+    double eventKey(EventIndex event) const; // x coordinate (plot units) where an event's state starts
+    QString xAxisTitle() const;
+
+    // Re-queries the level of detail for the visible range and width. Called on range and size
+    // changes; public so the benchmark can time it.
+    void refreshData();
+    // Redraws only the cursor layer: what scrubbing costs.
+    void replotCursor();
+
+signals:
+    void cursorMoved(qint64 event);
+
+protected:
+    void mousePressEvent(QMouseEvent* event) override;
+    void mouseMoveEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
+    void mouseDoubleClickEvent(QMouseEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+
+private:
+    double toPosition(double key) const; // plot units -> EventAxis position
+    double toKey(int64_t position) const;
+    void rebuildGraphs();
+    void rebuildMarkers();
+    void updateCursorItems();
+    void updateBandLabels();
+    void applyPalette();
+    void clampRange(const QCPRange& range);
+    double unitBytes() const { return m_unit; }
+
+    std::shared_ptr<const DeviceTimeline> m_timeline;
+    std::vector<PhaseBand> m_bands;
+    AxisMode m_mode = AxisMode::EventIndex;
+    PoolPalette m_palette;
+    int64_t m_capacity = -1;
+    QString m_capacityLabel;
+    EventIndex m_cursor = kNoEvent;
+    double m_unit = double(int64_t(1) << 30);
+    QString m_unitName = QStringLiteral("GiB");
+    double m_keyScale = 1.0; // EventAxis positions per plot unit (1e6 for seconds)
+    bool m_scrubbing = false;
+    bool m_panning = false;
+    QPoint m_panStart;
+    QCPRange m_panRange;
+    bool m_inClamp = false;
+    int m_lastQueryWidth = 0;
+
+    std::vector<QCPGraph*> m_graphs;
+    QCPLayer* m_bandLayer = nullptr;
+    QCPLayer* m_cursorLayer = nullptr;
+    QCPItemStraightLine* m_cursorLine = nullptr;
+    QCPItemText* m_cursorText = nullptr;
+    QCPItemRect* m_highlight = nullptr;
+    QCPItemStraightLine* m_capacityLine = nullptr;
+    QCPItemText* m_capacityText = nullptr;
+    std::vector<QCPAbstractItem*> m_markers; // OOM, peak
+    QCPItemText* m_peakText = nullptr;
+    std::vector<std::pair<QCPItemRect*, QCPItemText*>> m_bandItems;
+};
+
+} // namespace poolscope

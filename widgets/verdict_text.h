@@ -1,0 +1,13 @@
+#pragma once
+#include "core/timeline/prepared_trace.h"
+
+#include <QString>
+
+namespace poolscope {
+
+// One or two sentences about the cursor's moment for the breakdown panel and the review image:
+// which pool is largest and how much is reserved but unallocated, and at an OOM what was asked for.
+// Built only from core numbers (Breakdown, OomEvent).
+QString verdictSentence(const PreparedTrace& doc, const PreparedDevice& device, EventIndex event, int64_t capacity);
+
+} // namespace poolscope
