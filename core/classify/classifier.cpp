@@ -9,6 +9,8 @@
 namespace poolscope {
 namespace {
 
+constexpr size_t kMaxCachedCells = size_t(32) << 20;
+
 struct CompiledRule {
     const Rule* rule = nullptr;
     size_t index = 0;
@@ -52,8 +54,13 @@ public:
             c.index = m_compiled.size();
             m_compiled.push_back(std::move(c));
         }
-        m_frameOk.assign(trace.frames.stackCount() * m_compiled.size(), 0);
-        m_freeFrameOk.assign(trace.frames.stackCount() * m_compiled.size(), 0);
+        // One byte per (stack, rule), twice; past a bound (millions of distinct stacks) answers are
+        // computed each time instead, so memory stays bounded whatever the dump holds.
+        const size_t cells = trace.frames.stackCount() * m_compiled.size();
+        if (cells <= kMaxCachedCells) {
+            m_frameOk.assign(cells, 0);
+            m_freeFrameOk.assign(cells, 0);
+        }
     }
 
     Classification run()
