@@ -83,15 +83,20 @@ std::unordered_set<int64_t> modelDims(const std::vector<int64_t>& requested, con
     return dims;
 }
 
-bool explained(int64_t width, const std::unordered_set<int64_t>& dims)
+// width = e x k x d for a model dimension d > 1.
+bool explainedByDimension(int64_t width, const std::unordered_set<int64_t>& dims)
 {
-    // Per-token scalars (dimension 1) are a plain element: 1 to 8 bytes, no multiples.
-    if (width <= 8)
-        return true;
     for (int64_t f : kWidthFactors)
         if (width % f == 0 && width / f > 1 && dims.count(width / f))
             return true;
     return false;
+}
+
+// Per-token scalars (dimension 1: losses, norms' statistics) are a plain element of 1 to 8 bytes.
+// They do not vote for the token unit (any T would explain a tensor of T elements).
+bool explained(int64_t width, const std::unordered_set<int64_t>& dims)
+{
+    return width <= 8 || explainedByDimension(width, dims);
 }
 
 // A parameter-shaped buffer: the parameter itself in another precision (autocast's weight casts,
@@ -168,7 +173,7 @@ void classifyLaws(const Trace& trace, const DeviceTrace& dev, const Classificati
             continue;
         int64_t score = 0;
         for (auto& [size, bytes] : sizes)
-            if (size % t == 0 && explained(size / t, dims))
+            if (size % t == 0 && explainedByDimension(size / t, dims))
                 score += bytes;
         if (score > bestScore || (score == bestScore && t > bestT)) {
             bestScore = score;

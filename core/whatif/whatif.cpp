@@ -15,7 +15,15 @@ void recordedFigures(const DeviceTrace& dev, const TraceModel& model, WhatIfResu
 {
     out.recordedPeakAllocated = dev.peakAllocated;
     out.recordedPeakAt = dev.peakIndex;
-    out.recordedPeakReserved = dev.reserved.empty() ? dev.initialReserved : *std::max_element(dev.reserved.begin(), dev.reserved.end());
+    // As for the prediction: after requests and frees, not inside a run of segment events.
+    out.recordedPeakReserved = -1;
+    for (size_t i = 0; i < dev.reserved.size(); ++i) {
+        const Action a = dev.events.action[i];
+        if (a != Action::SegmentAlloc && a != Action::SegmentFree && a != Action::SegmentMap && a != Action::SegmentUnmap)
+            out.recordedPeakReserved = std::max(out.recordedPeakReserved, dev.reserved[i]);
+    }
+    if (out.recordedPeakReserved < 0)
+        out.recordedPeakReserved = dev.initialReserved;
     PoolBytes cur{};
     auto poolOf = [&](size_t a) { return size_t(a < model.pool.size() ? model.pool[a] : Pool::Unknown); };
     for (size_t a = 0; a < dev.allocations.size(); ++a)

@@ -32,7 +32,7 @@ struct WhatIfResult {
 
     int64_t recordedPeakAllocated = 0; // DeviceTrace::peakAllocated
     EventIndex recordedPeakAt = kNoEvent;
-    int64_t recordedPeakReserved = 0; // largest reserved after an event of the trace
+    int64_t recordedPeakReserved = 0; // largest reserved after a request or free (not inside a run of segment events)
     PoolBytes recordedPoolPeaks{};    // each pool's own peak (CachedFree unused)
     PoolBytes recordedPoolsAtPeak{};  // the pools at the recorded peak
 

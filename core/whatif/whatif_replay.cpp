@@ -47,6 +47,7 @@ public:
         const size_t n = dev.allocations.size();
         const size_t handles = n + plan.extras.size();
         m_addr.assign(handles, 0);
+        m_block.assign(handles, 0);
         m_size.resize(handles);
         m_pool.resize(handles);
         m_stream.resize(handles);
@@ -87,10 +88,12 @@ public:
         size_t nextEmpty = 0, nextOp = 0, nextClose = 0;
         while (nextOp < m_ops.size() && m_ops[nextOp].at < 0)
             runOp(m_ops[nextOp++]);
-        // The trace's initialAllocated also counts rounding slack of blocks alive at the end; it
-        // stays a constant offset over the requested bytes the simulator counts.
-        m_offset = m_dev.initialAllocated - m_seededRequested;
-        m_out.initialAllocated = m_sim.stats().requested + m_offset;
+        // The trace's allocated series counts, from its first event on, the rounding slack (block -
+        // requested bytes) of the blocks still allocated at the end (trace_builder.h): a constant
+        // over the requested bytes the simulator counts. It is the recorded one for the identity
+        // (and checked event by event); a scenario's own is known once its replay has ended.
+        const int64_t recordedOffset = m_dev.initialAllocated - m_seededRequested;
+        m_out.initialAllocated = m_sim.stats().requested;
         m_out.initialReserved = m_sim.stats().reserved;
         if (options.keepSeries) {
             m_out.allocated.reserve(n);
@@ -140,7 +143,7 @@ public:
             }
             while (nextOp < m_ops.size() && m_ops[nextOp].at == idx)
                 runOp(m_ops[nextOp++]);
-            const int64_t allocated = m_sim.stats().requested + m_offset;
+            const int64_t allocated = m_sim.stats().requested;
             const int64_t reserved = m_sim.stats().reserved;
             if (options.keepSeries) {
                 m_out.allocated.push_back(allocated);
@@ -151,22 +154,38 @@ public:
                 m_out.peakAt = idx;
                 m_out.poolsAtPeak = m_pools;
             }
-            if (reserved > m_out.peakReserved || m_out.peakReservedAt == kNoEvent) {
+            // Reserved peaks are judged after requests and frees: within a run of segment events the
+            // trace moves reserved one entry at a time, the simulator all at once.
+            const bool segmentEvent = isSegmentAction(ev.action[i]);
+            if (!segmentEvent && (reserved > m_out.peakReserved || m_out.peakReservedAt == kNoEvent)) {
                 m_out.peakReserved = reserved;
                 m_out.peakReservedAt = idx;
                 m_out.blockBytesAtPeakReserved = m_sim.stats().allocated;
             }
-            if (compare && allocated != m_dev.allocated[i]) {
+            if (compare && allocated + recordedOffset != m_dev.allocated[i]) {
                 if (m_out.allocatedMismatches++ == 0)
                     m_out.firstAllocatedMismatch = idx;
             }
-            if (compareReserved && !isSegmentAction(ev.action[i])) {
+            if (compareReserved && !segmentEvent) {
                 ++m_out.reservedCompared;
                 m_out.reservedMatches += reserved == m_dev.reserved[i];
             }
         }
         while (nextOp < m_ops.size())
             runOp(m_ops[nextOp++]);
+        int64_t offset = recordedOffset;
+        if (!m_plan.identity) {
+            offset = 0;
+            for (size_t h = 0; h < m_addr.size(); ++h)
+                if (m_addr[h] && m_block[h] > 0)
+                    offset += m_block[h] - m_size[h];
+        }
+        if (m_out.peakReservedAt == kNoEvent)
+            m_out.peakReserved = m_out.initialReserved;
+        m_out.peakAllocated += offset;
+        m_out.initialAllocated += offset;
+        for (int64_t& v : m_out.allocated)
+            v += offset;
     }
 
 private:
@@ -188,6 +207,7 @@ private:
         if (!r.ok)
             return;
         m_addr[h] = r.addr;
+        m_block[h] = r.blockSize;
         const size_t p = size_t(m_pool[h]);
         m_pools[p] += m_size[h];
         if (m_pools[p] > m_out.poolPeaks[p])
@@ -233,12 +253,12 @@ private:
     CachingAllocatorSim m_sim;
     WhatIfResult& m_out;
     std::vector<uint64_t> m_addr;
+    std::vector<int64_t> m_block; // block size of what the replay allocated (0: seeded, or not live)
     std::vector<int64_t> m_size;
     std::vector<Pool> m_pool;
     std::vector<int64_t> m_stream;
     std::vector<Op> m_ops; // after the event's own operation
     PoolBytes m_pools{};
-    int64_t m_offset = 0;
     int64_t m_seededRequested = 0; // requested bytes of the recorded initial state, as the trace has it
 };
 
