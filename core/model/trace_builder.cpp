@@ -1,17 +1,40 @@
 #include "core/model/trace_builder.h"
 
+#include "core/util/load_error.h"
+
 #include <algorithm>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace poolscope {
 namespace {
 
 struct Counters {
     int64_t orphanFrees = 0;
+    int64_t doubleFrees = 0;
     int64_t reusedAddresses = 0;
     int64_t completedWithoutRequest = 0;
+    int64_t impossibleTimes = 0;
+    int64_t timeBackwards = 0;
 };
+
+// Byte counts beyond 8 PiB are damage, not memory. Refusing them (each size and every running sum)
+// keeps all the sums below and in the views far from int64 overflow, and exact as doubles.
+constexpr int64_t kMaxBytes = int64_t(1) << 53;
+// Times beyond ±2^53 µs (±285 years around 1970) are damage too; differences of the rest never overflow.
+constexpr int64_t kMaxTimeUs = int64_t(1) << 53;
+// In `open`, an address whose allocation was freed keeps its entry with this bit set, so a second free
+// of it is told apart from a free of something allocated before recording began.
+constexpr uint32_t kFreed = 0x80000000u;
+
+void checkBytes(const DeviceTrace& dev, int64_t v, const char* what)
+{
+    if (v > kMaxBytes || v < -kMaxBytes)
+        throw LoadError(LoadErrorCode::LimitExceeded, {}, -1,
+                        dev.label() + ": " + what + " of " + std::to_string(v) +
+                            " bytes is beyond 8 PiB: not a real byte count (a damaged or hostile dump)");
+}
 
 void warnIf(std::vector<std::string>& warnings, const DeviceTrace& dev, int64_t n, const char* what)
 {
@@ -29,10 +52,24 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
     dev.eventAlloc.assign(n, AllocId{});
     dev.ooms.clear();
     dev.orphanFreeBytes = 0;
-    dev.hasTime = n > 0 && std::any_of(ev.timeUs.begin(), ev.timeUs.end(), [](int64_t t) { return t != kNoTime; });
 
     Counters counters;
-    std::unordered_map<uint64_t, uint32_t> open; // address -> allocation index
+    int64_t lastTime = kNoTime;
+    for (int64_t& t : dev.events.timeUs) {
+        if (t == kNoTime)
+            continue;
+        if (t > kMaxTimeUs || t < -kMaxTimeUs) {
+            t = kNoTime;
+            ++counters.impossibleTimes;
+            continue;
+        }
+        counters.timeBackwards += lastTime != kNoTime && t < lastTime;
+        lastTime = t;
+    }
+    dev.hasTime = n > 0 && std::any_of(ev.timeUs.begin(), ev.timeUs.end(), [](int64_t t) { return t != kNoTime; });
+
+    std::unordered_map<uint64_t, uint32_t> open; // address -> allocation index (| kFreed once freed)
+    std::unordered_set<uint32_t> refreed;        // reconstructed allocations of an already freed address
     open.reserve(1024);
     auto& allocs = dev.allocations;
     int64_t running = 0, deltaPeak = 0, netSeen = 0, segmentNet = 0;
@@ -43,9 +80,13 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
         const auto idx = EventIndex(i);
         const uint64_t addr = ev.addr[i];
         const int64_t size = ev.size[i];
+        if (ev.action[i] <= Action::SegmentUnmap) // allocs, frees and segment events are summed below; an
+            checkBytes(dev, size, "an entry's size"); // OOM's request may be absurd (a bug's size) and is kept
+        if (allocs.size() >= kFreed)
+            throw LoadError(LoadErrorCode::LimitExceeded, {}, -1, dev.label() + ": more than 2^31 allocations");
         switch (ev.action[i]) {
         case Action::Alloc: {
-            if (auto it = open.find(addr); it != open.end()) {
+            if (auto it = open.find(addr); it != open.end() && !(it->second & kFreed)) {
                 // PyTorch never hands out a live address twice: the free fell out of the ring buffer
                 // or the dump is damaged. Close the old one here so totals stay sane.
                 ++counters.reusedAddresses;
@@ -56,7 +97,6 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
                     running -= old.size;
                     netSeen -= old.size;
                 }
-                open.erase(it);
             }
             Allocation a;
             a.address = addr;
@@ -67,7 +107,7 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
             a.allocEvent = idx;
             a.allocTimeUs = ev.timeUs[i];
             dev.eventAlloc[i] = AllocId(uint32_t(allocs.size()));
-            open.emplace(addr, uint32_t(allocs.size()));
+            open.insert_or_assign(addr, uint32_t(allocs.size()));
             allocs.push_back(std::move(a));
             running += size;
             netSeen += size;
@@ -77,15 +117,18 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
         case Action::FreeCompleted: {
             const bool completed = ev.action[i] == Action::FreeCompleted;
             auto it = open.find(addr);
-            if (it == open.end()) {
-                // Allocated before recording began (or before the ring buffer's oldest entry).
+            if (it == open.end() || (it->second & kFreed)) {
+                // Allocated before recording began (or before the ring buffer's oldest entry); or, when
+                // the address was freed already, a double free or a lost alloc entry.
+                if (it != open.end())
+                    refreed.insert(uint32_t(allocs.size()));
                 Allocation a;
                 a.address = addr;
                 a.size = size;
                 a.blockSize = size;
                 a.stream = ev.stream[i];
                 a.stack = ev.stack[i];
-                it = open.emplace(addr, uint32_t(allocs.size())).first;
+                it = open.insert_or_assign(addr, uint32_t(allocs.size())).first;
                 allocs.push_back(std::move(a));
             }
             auto& a = allocs[it->second];
@@ -103,12 +146,12 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
             running -= size;
             if (a.preexisting()) {
                 // Its bytes belong to the initial state (added below); the drop shows in allocated(t).
-                ++counters.orphanFrees;
+                ++(refreed.count(it->second) ? counters.doubleFrees : counters.orphanFrees);
                 dev.orphanFreeBytes += size;
             } else {
                 netSeen -= size;
             }
-            open.erase(it);
+            it->second |= kFreed;
             break;
         }
         case Action::SegmentAlloc:
@@ -125,6 +168,11 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
         default:
             break;
         }
+        // Each term is at most 8 PiB, so checking after every event catches a sum before it can overflow.
+        checkBytes(dev, running, "the running allocated total");
+        checkBytes(dev, netSeen, "the net allocated total");
+        checkBytes(dev, segmentNet, "the running reserved total");
+        checkBytes(dev, dev.orphanFreeBytes, "the bytes freed but never allocated");
         runningAlloc[i] = running;
         runningReserved[i] = segmentNet;
         if (running > deltaPeak) {
@@ -138,12 +186,16 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
     int64_t activeBlockBytes = 0;
     dev.endReserved = 0;
     for (const auto& seg : dev.segments) {
+        checkBytes(dev, seg.totalSize, "a segment's total_size");
         dev.endReserved += seg.totalSize;
+        checkBytes(dev, dev.endReserved, "the segments' total size");
         for (const auto& b : seg.blocks) {
             if (b.state != BlockState::ActiveAllocated)
                 continue;
+            checkBytes(dev, b.size, "a block's size");
             activeBlockBytes += b.size;
-            if (auto it = open.find(b.address); it != open.end()) {
+            checkBytes(dev, activeBlockBytes, "the active blocks' total size");
+            if (auto it = open.find(b.address); it != open.end() && !(it->second & kFreed)) {
                 auto& a = allocs[it->second];
                 a.blockSize = b.size;
                 if (!a.stack.valid())
@@ -202,7 +254,11 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
             id = AllocId(newId[id.value]);
 
     warnIf(warnings, dev, counters.orphanFrees, "frees of addresses allocated before recording began were paired with a reconstructed allocation");
+    warnIf(warnings, dev, counters.doubleFrees,
+           "frees of an address that was already freed (a double free, or its alloc entry is missing) were paired with a reconstructed allocation");
     warnIf(warnings, dev, counters.reusedAddresses, "allocations reused a live address (a free is missing); the older allocation was closed there");
+    warnIf(warnings, dev, counters.impossibleTimes, "entries have an impossible time (more than 285 years from 1970) and were read as having none");
+    warnIf(warnings, dev, counters.timeBackwards, "entries are earlier than the entry before them (time went backwards); times are kept as recorded");
     for (const auto& [name, count] : dev.unknownActions)
         warnings.push_back(dev.label() + ": " + std::to_string(count) + " entries with unknown action '" + name + "' were kept and ignored");
 }
