@@ -39,7 +39,8 @@ void SnapshotAssembler::addSegment(Segment segment)
 
 void SnapshotAssembler::unknownKey(std::string_view where, std::string_view key)
 {
-    ++m_trace.unknownKeys[std::string(where) + "." + std::string(key)];
+    // At most 64 characters of the key: a hostile megabyte-long key is not copied once per entry.
+    ++m_trace.unknownKeys[std::string(where) + "." + std::string(key.substr(0, 64))];
 }
 
 void SnapshotAssembler::finish()

@@ -3,9 +3,18 @@
 #include "core/util/load_error.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace poolscope {
 namespace {
+// What one trace entry costs once the model is built (event columns, its Allocation, the
+// allocated/reserved series): charged to the arena, so the memory budget bounds the entry count too.
+constexpr int64_t kBytesPerEntry = 192;
+// Unknown action names and keys are counted by name; a hostile file's megabyte-long name is not copied
+// once per entry.
+constexpr size_t kMaxNameInWarning = 64;
+// allocator_settings values are rendered for display; a shared dict of 100k items is not, 100k times.
+constexpr size_t kMaxSettingText = 1024;
 constexpr std::string_view kEntryKeys[] = {"action", "addr", "size", "stream", "time_us", "frames", "device_free"};
 // Keys newer PyTorch versions add to trace entries that PoolScope does not use (not "unknown").
 constexpr std::string_view kIgnoredEntryKeys[] = {"compile_context", "user_metadata", "pool_id", "forward_frames", "real_size", "device"};
@@ -49,7 +58,12 @@ int64_t SnapshotDecoder::intValue(const PyValue& v, const Where& where) const
     switch (v.kind) {
     case PyKind::Int:
     case PyKind::Bool: return v.i;
-    case PyKind::Float: return int64_t(v.asFloat()); // JSON writers sometimes emit 1.7e15 for time_us
+    case PyKind::Float: { // JSON writers sometimes emit 1.7e15 for time_us
+        const double d = v.asFloat();
+        if (!(d > -9.2e18 && d < 9.2e18)) // NaN, infinities, beyond int64: the cast would be undefined
+            fail(where, "an integer", v);
+        return int64_t(d);
+    }
     case PyKind::None: return 0;
     default: fail(where, "an integer", v);
     }
@@ -83,6 +97,8 @@ std::string SnapshotDecoder::strField(const PyValue& dict, std::string_view key,
         return {};
     if (v->kind != PyKind::Str)
         fail(where.str() + "." + std::string(key), "a string", *v);
+    // Copies are charged: one memo-shared long string must not be copied for every dict that names it.
+    m_arena.charge(int64_t(m_arena.str(*v).size()));
     return std::string(m_arena.str(*v));
 }
 
@@ -99,7 +115,9 @@ bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const Py
         return false;
     auto pendingIt = m_pending.find(listRef);
     if (pendingIt == m_pending.end()) {
-        if (!looksLikeEntry(items.front()))
+        // A list that already stores something else is never streamed: decodeDeviceTraces then reports
+        // its first bad item, instead of its stored items being dropped once entries follow.
+        if (!looksLikeEntry(items.front()) || !m_arena.container(listRef).items.empty())
             return false;
         pendingIt = m_pending.emplace(listRef, PendingTrace{}).first;
     }
@@ -175,8 +193,15 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
     }
     if (size < 0)
         fail(Where("trace entry #", m_entriesSeen, ".size"), "a non-negative byte count", PyValue::makeInt(size));
+    try {
+        m_arena.charge(kBytesPerEntry);
+    } catch (const std::length_error& e) {
+        throw LoadError(LoadErrorCode::LimitExceeded, m_name, -1,
+                        "more trace entries than the memory budget allows (" + std::to_string(kBytesPerEntry) +
+                            " bytes each once built): " + e.what() + " (LoadOptions::memoryBudgetBytes)");
+    }
     if (action == Action::Unknown)
-        ++pending.unknownActions[std::string(actionText)];
+        ++pending.unknownActions[std::string(actionText.substr(0, kMaxNameInWarning))];
     if (action == Action::Oom && deviceFree >= 0)
         addr = uint64_t(deviceFree);
     pending.events.push(action, addr, size, stream, time, stack);
@@ -272,6 +297,9 @@ void SnapshotDecoder::decodeDeviceTraces(const PyValue& list)
     if (list.kind != PyKind::List)
         fail("device_traces", "a list (one list of entries per device)", list);
     const auto lists = m_arena.items(list);
+    if (lists.size() > size_t(kMaxDevices))
+        throw LoadError(LoadErrorCode::LimitExceeded, m_name, -1, "device_traces holds " + std::to_string(lists.size()) +
+                                                                      " lists; PoolScope reads at most " + std::to_string(kMaxDevices) + " devices");
     for (size_t dev = 0; dev < lists.size(); ++dev) {
         const PyValue& inner = lists[dev];
         const std::string where = "device_traces[" + std::to_string(dev) + "]";
@@ -312,7 +340,7 @@ void SnapshotDecoder::decodeSettings(const PyValue& dict)
         case PyKind::Dict: {
             // roundup_power2_divisions: {"1": 0, "2": 0, ...} rendered as "1:0,2:0,..."
             const auto inner = m_arena.items(v);
-            for (size_t j = 0; j + 1 < inner.size(); j += 2) {
+            for (size_t j = 0; j + 1 < inner.size() && text.size() < kMaxSettingText; j += 2) {
                 if (!text.empty())
                     text += ",";
                 text += inner[j].kind == PyKind::Str ? std::string(m_arena.str(inner[j])) : std::to_string(inner[j].i);
@@ -322,6 +350,7 @@ void SnapshotDecoder::decodeSettings(const PyValue& dict)
         }
         default: text = std::string(pyKindName(v.kind)); break;
         }
+        m_arena.charge(int64_t(m_arena.str(kv[k]).size() + text.size()));
         m_out.setSetting(std::string(m_arena.str(kv[k])), std::move(text));
     }
 }
@@ -348,7 +377,7 @@ void SnapshotDecoder::decodeAnnotations(const PyValue& list)
 }
 
 void SnapshotDecoder::decodeRoot(const PyValue& root)
-{
+try {
     if (root.kind == PyKind::List) { // the oldest form: torch.cuda.memory_snapshot(), a bare list of segments
         decodeSegments(root, "segments");
         m_out.trace().versionHints.push_back("bare list of segments (torch.cuda.memory_snapshot(), any version)");
@@ -382,6 +411,8 @@ void SnapshotDecoder::decodeRoot(const PyValue& root)
         throw LoadError(LoadErrorCode::Malformed, m_name, -1, "the top-level dict has no 'segments' key: not a PyTorch allocator snapshot");
     if (!m_pending.empty())
         m_out.trace().warnings.push_back(std::to_string(m_pending.size()) + " lists of trace entries were outside device_traces and ignored");
+} catch (const std::length_error& e) { // ValueArena::charge: segments, blocks and strings decoded here count too
+    throw LoadError(LoadErrorCode::LimitExceeded, m_name, -1, std::string(e.what()) + " (LoadOptions::memoryBudgetBytes)");
 }
 
 } // namespace poolscope

@@ -36,6 +36,10 @@ public:
     bool onAppend(ValueArena& arena, uint32_t listRef, std::span<const PyValue> items) override;
     void decodeRoot(const PyValue& root);
 
+    // Device indices (device_traces positions, segments' "device") above this are refused: each device
+    // is a DeviceTrace, and a few bytes of file must not make thousands of them.
+    static constexpr int kMaxDevices = 1024;
+
 private:
     enum class EntryKey : int8_t { Unseen = -2, Unknown = -1, Action, Addr, Size, Stream, TimeUs, Frames, DeviceFree, Ignored };
     struct PendingTrace {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
 #include <unordered_map>
 
 namespace poolscope {
@@ -60,10 +61,9 @@ private:
     }
     bool open(PyKind kind)
     {
-        if (int(m_open.size()) >= m_options.maxNesting) {
-            error = "JSON nested deeper than " + std::to_string(m_options.maxNesting) + " levels";
-            return false;
-        }
+        if (int(m_open.size()) >= m_options.maxNesting) // a limit, not a syntax error: LimitExceeded
+            throw std::length_error("JSON nested deeper than " + std::to_string(m_options.maxNesting) +
+                                    " levels (LoadOptions::maxNesting)");
         m_open.push_back(PyValue{kind, m_arena.newContainer(kind), 0});
         return true;
     }

@@ -34,7 +34,12 @@ Segment SnapshotDecoder::decodeSegment(const PyValue& seg, const std::string& wh
     if (seg.kind != PyKind::Dict)
         fail(where, "a segment dict", seg);
     Segment s;
-    s.device = int(intField(seg, "device", where, 0));
+    const int64_t device = intField(seg, "device", where, 0);
+    if (device < 0 || device >= kMaxDevices)
+        throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where + ".device: expected a device index 0-" +
+                                                                  std::to_string(kMaxDevices - 1) + ", found " + std::to_string(device));
+    s.device = int(device);
+    m_arena.charge(int64_t(sizeof(Segment))); // a memo-shared segment dict listed 100k times is 100k segments
     if (const PyValue* a = m_arena.get(seg, "address"))
         s.address = addrValue(*a, std::string(where + ".address"));
     s.totalSize = intField(seg, "total_size", where, 0, true);
@@ -67,6 +72,7 @@ Segment SnapshotDecoder::decodeSegment(const PyValue& seg, const std::string& wh
     // Legacy blocks (PyTorch <= 2.0) carry no address: they tile the segment in order.
     uint64_t cursor = s.address;
     const auto items = m_arena.items(*blocks);
+    m_arena.charge(int64_t(items.size() * sizeof(Block)));
     s.blocks.reserve(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
         const std::string bw = where + ".blocks[" + std::to_string(i) + "]";
