@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <tuple>
 #include <unordered_map>
 
 namespace poolscope {
@@ -18,6 +19,11 @@ namespace {
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 // Strings that are not numbers (pid "Spans", tid "stream 7") get keys far above real pids/tids.
 constexpr int64_t kStringKeyBase = int64_t(1) << 62;
+// Byte counts beyond 8 PiB are damage (finalizeDevice refuses such sums too); checked here so that
+// negating a Bytes value can never overflow.
+constexpr int64_t kMaxBytes = int64_t(1) << 53;
+// What one memory event costs once the model is built: the budget bounds the number of events.
+constexpr int64_t kBytesPerEvent = 256;
 
 struct RawMemory {
     int64_t tsNs = kNoTime;
@@ -108,6 +114,7 @@ public:
     std::vector<RawOp> ops;
     std::deque<std::string> names; // stable addresses for the index below
     int64_t memoryWithoutBytes = 0;
+    int64_t maxMemoryEvents = std::numeric_limits<int64_t>::max(); // from LoadOptions::memoryBudgetBytes
     int64_t threadCount() const { return int64_t(m_threads.size()); }
     bool sawEventsArray = false;
 
@@ -246,12 +253,27 @@ private:
                 ++memoryWithoutBytes;
                 return;
             }
+            if (!oom && (m_mem.bytes > kMaxBytes || m_mem.bytes < -kMaxBytes))
+                cursor.fail(LoadErrorCode::Malformed, "[memory] event with Bytes " + std::to_string(m_mem.bytes) +
+                                                          ": beyond 8 PiB, not a real byte count");
+            for (const auto& [has, v, what] : {std::tuple{m_mem.hasTotalAllocated, m_mem.totalAllocated, "Total Allocated"},
+                                               std::tuple{m_mem.hasTotalReserved, m_mem.totalReserved, "Total Reserved"}})
+                if (has && (v > kMaxBytes || v < -kMaxBytes))
+                    cursor.fail(LoadErrorCode::Malformed, std::string("[memory] event with ") + what + " " + std::to_string(v) +
+                                                              ": beyond 8 PiB, not a real byte count");
+            if (int64_t(memory.size()) >= maxMemoryEvents)
+                cursor.fail(LoadErrorCode::LimitExceeded,
+                            "more than " + std::to_string(maxMemoryEvents) + " [memory] events: beyond the memory budget (" +
+                                std::to_string(kBytesPerEvent) + " bytes each once built; LoadOptions::memoryBudgetBytes)");
             m_mem.oom = oom;
             m_mem.tsNs = m_hasTs ? m_ts : kNoTime;
             m_mem.thread = thread();
             memory.push_back(m_mem);
         } else if (m_ph == 'X' && m_hasTs && m_hasDur) {
-            ops.push_back(RawOp{m_ts, m_ts + std::max<int64_t>(m_dur, 0), thread(), internName()});
+            // ts and dur are each below 2^63 ns; their sum may not be: an op that ends past the end of time.
+            const int64_t dur = std::max<int64_t>(m_dur, 0);
+            const int64_t end = m_ts > std::numeric_limits<int64_t>::max() - dur ? std::numeric_limits<int64_t>::max() : m_ts + dur;
+            ops.push_back(RawOp{m_ts, end, thread(), internName()});
         }
     }
 
@@ -487,6 +509,7 @@ void readKinetoTrace(std::span<const uint8_t> bytes, const std::string& name, Tr
 {
     jsonin::ByteCursor cursor(bytes, name, progress);
     KinetoSax sax(cursor, options.maxNesting);
+    sax.maxMemoryEvents = std::max<int64_t>(options.memoryBudgetBytes / kBytesPerEvent, 1);
     jsonin::saxParse(cursor, sax, progress);
     if (!sax.sawEventsArray)
         throw LoadError(LoadErrorCode::Malformed, name, -1,
@@ -501,6 +524,12 @@ void readKinetoTrace(std::span<const uint8_t> bytes, const std::string& name, Tr
         const auto& m = sax.memory[i];
         perDevice[{kindOrder(m.deviceType), m.deviceType, m.deviceId}].push_back(i);
     }
+    // Each device is a DeviceTrace with its own tables: a few bytes of file must not make millions.
+    constexpr size_t kMaxDevices = 1024;
+    if (perDevice.size() > kMaxDevices)
+        throw LoadError(LoadErrorCode::LimitExceeded, name, -1, "[memory] events name " + std::to_string(perDevice.size()) +
+                                                                    " devices (Device Type, Device Id); PoolScope reads at most " +
+                                                                    std::to_string(kMaxDevices));
 
     bool anyWithoutAddr = false, anyWithTotals = false;
     for (auto& [key, indices] : perDevice) {
@@ -527,7 +556,9 @@ void readKinetoTrace(std::span<const uint8_t> bytes, const std::string& name, Tr
             const StackId stack = ops.stack[i];
             anyWithoutAddr = anyWithoutAddr || (!m.hasAddr && !m.oom);
             if (m.oom) {
-                dev.events.push(Action::Oom, std::numeric_limits<uint64_t>::max(), m.bytes < 0 ? -m.bytes : m.bytes, 0, ts, stack);
+                // An OOM's request is kept whatever it says (a bug's absurd size is the story); |INT64_MIN| saturates.
+                const int64_t requested = m.bytes >= 0 ? m.bytes : m.bytes == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -m.bytes;
+                dev.events.push(Action::Oom, std::numeric_limits<uint64_t>::max(), requested, 0, ts, stack);
             } else if (m.bytes > 0) {
                 uint64_t addr = m.addr;
                 if (!m.hasAddr) {

@@ -18,11 +18,17 @@ enum RawAction : int64_t { kPreexisting = 1, kCreate = 2, kIncrementVersion = 3,
 constexpr int64_t kCategoryCount = 8; // 0..6 named, 7 = None ("unknown")
 
 using Row = std::array<int64_t, 4>; // t_ns, action, bytes, category
+// Byte counts beyond 8 PiB are damage (finalizeDevice refuses such sums too); checked per row so that
+// negating bytes can never overflow.
+constexpr int64_t kMaxBytes = int64_t(1) << 53;
+// What one row costs once the model is built: the budget bounds the number of rows.
+constexpr int64_t kBytesPerRow = 256;
 
 class TimelineSax : public jsonin::SaxBase {
 public:
     using SaxBase::SaxBase;
     std::vector<Row> rows;
+    int64_t maxRows = std::numeric_limits<int64_t>::max(); // from LoadOptions::memoryBudgetBytes
 
     bool null() { return reject("null"); }
     bool boolean(bool) { return reject("a boolean"); }
@@ -67,6 +73,12 @@ public:
             if (m_count != 4)
                 cursor.fail(LoadErrorCode::Malformed, "expected rows of 4 numbers [t_ns, action, bytes, category], row " +
                                                           std::to_string(rows.size()) + " has " + std::to_string(m_count));
+            if (m_row[2] > kMaxBytes || m_row[2] < -kMaxBytes)
+                cursor.fail(LoadErrorCode::Malformed, "row " + std::to_string(rows.size()) + " has bytes " + std::to_string(m_row[2]) +
+                                                          ": beyond 8 PiB, not a real byte count");
+            if (int64_t(rows.size()) >= maxRows)
+                cursor.fail(LoadErrorCode::LimitExceeded, "more than " + std::to_string(maxRows) + " rows: beyond the memory budget (" +
+                                                              std::to_string(kBytesPerRow) + " bytes each once built; LoadOptions::memoryBudgetBytes)");
             rows.push_back(m_row);
         }
         leave();
@@ -145,6 +157,7 @@ void readMemoryTimelineRaw(std::span<const uint8_t> bytes, const std::string& na
 {
     jsonin::ByteCursor cursor(bytes, name, progress);
     TimelineSax sax(cursor, options.maxNesting);
+    sax.maxRows = std::max<int64_t>(options.memoryBudgetBytes / kBytesPerRow, 1);
     jsonin::saxParse(cursor, sax, progress);
     progress.stage.store(int(LoadStage::Building), std::memory_order_relaxed);
     auto& rows = sax.rows;
