@@ -1,0 +1,16 @@
+// libFuzzer harness. export_memory_timeline's .raw.json through readMemoryTimelineRaw and the model build.
+// The work is in fuzz_targets.h, shared with the regression test that replays checked-in findings.
+#include "fuzz_targets.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
+{
+    const std::string problem = poolscope::fuzz::runTarget("fuzz_memory_timeline", {data, size});
+    if (!problem.empty()) {
+        std::fprintf(stderr, "invariant violated: %s\n", problem.c_str());
+        std::abort();
+    }
+    return 0;
+}
