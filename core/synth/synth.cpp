@@ -197,7 +197,7 @@ Tensor Generator::alloc(int64_t bytes, StackId stack, Pool pool)
         if (!r.ok)
             throw std::invalid_argument("the model's parameters alone exceed the capacity");
         m_preexisting[r.addr] = pool;
-        m_requested[r.addr] = bytes;
+        m_live[r.addr] = Live{bytes, StackId{}};
         return Tensor{r.addr};
     }
     drainSegments(stack);
@@ -210,8 +210,7 @@ Tensor Generator::alloc(int64_t bytes, StackId stack, Pool pool)
     }
     push(Action::Alloc, r.addr, bytes, stack);
     m_eventPool.back() = pool;
-    m_requested[r.addr] = bytes;
-    m_liveStack[r.addr] = stack;
+    m_live[r.addr] = Live{bytes, stack};
     return Tensor{r.addr};
 }
 
@@ -219,16 +218,15 @@ void Generator::release(Tensor& t, StackId stack)
 {
     if (!t.live())
         return;
-    auto it = m_requested.find(t.addr);
-    const int64_t requested = it == m_requested.end() ? 0 : it->second;
+    auto it = m_live.find(t.addr);
+    const int64_t requested = it == m_live.end() ? 0 : it->second.requested;
     if (m_recording) {
         push(Action::FreeRequested, t.addr, requested, stack);
         push(Action::FreeCompleted, t.addr, requested, stack);
     }
     m_sim.free(t.addr);
-    if (it != m_requested.end())
-        m_requested.erase(it);
-    m_liveStack.erase(t.addr);
+    if (it != m_live.end())
+        m_live.erase(it);
     t.addr = 0;
 }
 
@@ -322,6 +320,11 @@ SynthResult Generator::run()
 {
     allocateParameters();
     m_recording = true;
+    if (m_model.targetEntries > 0) {
+        m_dev.events.reserve(size_t(m_model.targetEntries) + (size_t(1) << 16));
+        m_eventPool.reserve(size_t(m_model.targetEntries) + (size_t(1) << 16));
+    }
+    m_live.reserve(1 << 14);
     m_saved.assign(size_t(m_model.layers), LayerActs{});
     m_layerInput.assign(size_t(m_model.layers) + 1, Tensor{});
     try {
@@ -354,8 +357,8 @@ void Generator::finishTrace()
             blk.size = b.size;
             blk.requestedSize = b.allocated || b.pendingFree ? b.requested : 0;
             blk.state = b.allocated ? BlockState::ActiveAllocated : b.pendingFree ? BlockState::ActivePendingFree : BlockState::Inactive;
-            if (auto it = m_liveStack.find(b.addr); it != m_liveStack.end() && (b.allocated || b.pendingFree))
-                blk.stack = it->second;
+            if (auto it = m_live.find(b.addr); it != m_live.end() && (b.allocated || b.pendingFree))
+                blk.stack = it->second.stack;
             seg.totalSize += b.size;
             if (b.allocated)
                 seg.allocatedSize += b.size;

@@ -85,8 +85,11 @@ private:
 
     std::vector<Pool> m_eventPool;                 // per recorded event (meaningful for allocs)
     std::unordered_map<uint64_t, Pool> m_preexisting; // allocations made before recording
-    std::unordered_map<uint64_t, int64_t> m_requested; // live address -> requested bytes
-    std::unordered_map<uint64_t, StackId> m_liveStack;  // live address -> alloc stack
+    struct Live {
+        int64_t requested = 0;
+        StackId stack;
+    };
+    std::unordered_map<uint64_t, Live> m_live; // live address -> requested bytes and alloc stack
     std::unordered_map<uint64_t, StackId> m_segmentStack;
 
     // Model state.
