@@ -1,6 +1,8 @@
 // Pool layers, breakdowns, capacity, moments and the segment layout of a DeviceTimeline, checked
 // against plain scans over the allocations of a synthetic but self-consistent trace.
+#include "core/classify/classifier.h"
 #include "core/timeline/device_timeline.h"
+#include "core/timeline/prepared_trace.h"
 #include "core/timeline/moment.h"
 #include "core/timeline/segment_layout.h"
 #include "synthetic_trace.h"
@@ -54,6 +56,25 @@ private slots:
             QCOMPARE(sum + b.pool[size_t(Pool::Unknown)], d.allocatedAt(i));
         }
         QCOMPARE(tl.reasonOf(AllocId(0)).rfind("synthetic: ", 0), size_t(0));
+    }
+
+    // With the classifier's series the layers are that series, pool for pool, at every event.
+    void layersFromPoolSeries()
+    {
+        auto r = synthesize(SynthOptions{.targetEvents = 3000, .seed = 4});
+        const auto doc = prepareTrace(r.trace);
+        QCOMPARE(doc->devices.size(), size_t(1));
+        const auto& pd = doc->devices[0];
+        QVERIFY2(pd.classification, doc->notes.empty() ? "no classification" : doc->notes[0].c_str());
+        const PoolSeries series = computePoolSeries(pd.timeline->device(), *pd.classification);
+        QVERIFY(pd.timeline->pools().classified());
+        QCOMPARE(pd.timeline->layers().back(), Pool::CachedFree);
+        for (EventIndex i = -1; i < EventIndex(pd.timeline->device().eventCount()); i += 7) {
+            const Breakdown b = pd.timeline->breakdownAt(i, -1);
+            for (size_t p = 0; p < kPoolCount; ++p)
+                QCOMPARE(b.pool[p], series.bytes(Pool(p), i));
+            QCOMPARE(b.allocated, pd.timeline->device().allocatedAt(i));
+        }
     }
 
     void capacityFromOom()
