@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # One command: install what is missing, build, open the GUI on FILE (or on the bundled example).
+# The example is a synthetic dump (documented as such) written by `poolscope synth`: a GPT-like model
+# with AdamW that runs out of memory at 24 GiB during its second optimizer step.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 "$here/scripts/deps.sh"
 "$here/scripts/build.sh" --target poolscope
-file="${1:-$here/resources/examples/example_oom.pickle.zst}"
-exec "$here/build/app/poolscope" "$file" "${@:2}"
+bin="$here/build/app/poolscope"
+file="${1:-}"
+if [ -z "$file" ]; then
+  file="$here/resources/examples/example_oom.pickle.zst"
+  if [ ! -f "$file" ]; then
+    file="$here/build/example_oom.pickle.zst"
+    [ -f "$file" ] || "$bin" synth --layers 24 --hidden 2048 --heads 16 --seq 1024 --batch 8 --optimizer adamw \
+      --steps 2 --capacity 24GiB -o "$file"
+  fi
+fi
+exec "$bin" "$file" "${@:2}"
