@@ -177,7 +177,7 @@ void WhatIfPanel::buildUi()
     m_table->setModel(m_model);
     m_table->verticalHeader()->hide();
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->horizontalHeader()->setSectionResizeMode(WhatIfResultModel::Quantity, QHeaderView::Stretch);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_notes = new QPlainTextEdit(this);
     m_notes->setReadOnly(true);

@@ -174,7 +174,9 @@ public:
         while (nextOp < m_ops.size())
             runOp(m_ops[nextOp++]);
         int64_t offset = recordedOffset;
-        if (!m_plan.identity) {
+        // Without final segments (Kineto, timeline exports) there are no blocks to take slack
+        // from: the constant is memory the profiler saw allocated before it started, and stays.
+        if (!m_plan.identity && !m_dev.segments.empty()) {
             offset = 0;
             for (size_t h = 0; h < m_addr.size(); ++h)
                 if (m_addr[h] && m_block[h] > 0)
