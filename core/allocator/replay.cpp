@@ -310,14 +310,18 @@ ReplayResult replayDevice(const DeviceTrace& dev, const AllocatorConfig& config,
                 out.allocAddressMatches += r.addr == ev.addr[i];
             } else if (options.stopAtOom) {
                 out.stoppedAt = idx;
+            } else {
+                live[ev.addr[i]] = 0; // never placed: its frees must not touch whatever lives there
             }
             break;
         }
         case Action::FreeRequested:
-            sim.freeRequested(simAddr(ev.addr[i]));
+            if (const uint64_t a = simAddr(ev.addr[i]); a != 0)
+                sim.freeRequested(a);
             break;
         case Action::FreeCompleted:
-            sim.freeCompleted(simAddr(ev.addr[i]));
+            if (const uint64_t a = simAddr(ev.addr[i]); a != 0)
+                sim.freeCompleted(a);
             live.erase(ev.addr[i]);
             break;
         case Action::Oom:

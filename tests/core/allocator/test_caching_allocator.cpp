@@ -588,6 +588,17 @@ void TestCachingAllocator::replayReproducesRecordedSegments()
     QVERIFY(tight.oom.has_value());
     QCOMPARE(tight.stoppedAt, tight.oom->index);
     QVERIFY(tight.oom->reserved <= *opt.capacity);
+    QCOMPARE(tight.allocated.size(), size_t(tight.oom->index));
+    // Going on past failures: failed requests are skipped, their frees touch nothing, and the
+    // simulator never holds more than the capacity.
+    opt.stopAtOom = false;
+    auto onward = replayDevice(dev, AllocatorConfig{}, opt);
+    QCOMPARE(onward.stoppedAt, kNoEvent);
+    QCOMPARE(onward.oom->index, tight.oom->index);
+    QCOMPARE(onward.reserved.size(), dev.eventCount());
+    for (int64_t v : onward.reserved)
+        QVERIFY(v <= *opt.capacity);
+    QVERIFY(onward.finalStats.numOoms > 1);
 }
 
 QTEST_GUILESS_MAIN(TestCachingAllocator)
