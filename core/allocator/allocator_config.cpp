@@ -245,6 +245,8 @@ int64_t roundSize(const AllocatorConfig& config, int64_t size)
 {
     if (size < kMinBlockSize)
         return kMinBlockSize;
+    if (size > kMaxRequest)
+        return size; // never handed out (malloc fails it first); no rounding that could overflow
     const int64_t divisions = roundupPower2Divisions(config, size);
     if (divisions > 1 && size > kMinBlockSize * divisions) {
         // roundup_power2_next_division: the next of `divisions` equal steps between powers of two.
@@ -267,6 +269,8 @@ int64_t allocationSize(int64_t roundedSize)
         return kSmallBuffer;
     if (roundedSize < kMinLargeAlloc)
         return kLargeBuffer;
+    if (roundedSize > kMaxRequest)
+        return roundedSize;
     return kRoundLarge * ((roundedSize + kRoundLarge - 1) / kRoundLarge);
 }
 

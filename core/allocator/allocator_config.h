@@ -16,6 +16,7 @@ constexpr int64_t kLargeBuffer = 20 << 20;     // segment for 1-10 MiB requests;
 constexpr int64_t kMinLargeAlloc = 10 << 20;   // from here on a segment is the request rounded to 2 MiB
 constexpr int64_t kRoundLarge = 2 << 20;
 constexpr int64_t kNoSplitLimit = std::numeric_limits<int64_t>::max(); // max_split_size unset
+constexpr int64_t kMaxRequest = int64_t(1) << 50; // 1 PiB: larger requests fail like cudaMalloc would
 constexpr size_t kRoundUpPowerOfTwoIntervals = 16; // 1 MiB .. 32 GiB, one entry per power of two
 
 // The subset of PYTORCH_CUDA_ALLOC_CONF that decides where blocks land.

@@ -13,6 +13,7 @@ CachingAllocatorSim::CachingAllocatorSim(AllocatorConfig config, std::optional<i
 {
     m_small.small = true;
     m_large.small = false;
+    m_config.deviceTotalMemory = std::clamp<int64_t>(m_config.deviceTotalMemory, kSmallBuffer, kMaxRequest);
 }
 
 int32_t CachingAllocatorSim::newBlock()
@@ -76,6 +77,16 @@ void CachingAllocatorSim::addReserved(int64_t delta, bool segmentCount)
 
 AllocResult CachingAllocatorSim::malloc(int64_t size, int64_t stream)
 {
+    if (size > kMaxRequest) {
+        // No device has this much; cudaMalloc would fail. Also keeps the rounding below from overflowing.
+        ++m_stats.numOoms;
+        AllocResult fail;
+        fail.roundedSize = size;
+        fail.wantedBytes = size;
+        fail.deviceFree = m_capacity ? std::max<int64_t>(0, *m_capacity - m_stats.reserved) : 0;
+        emit(SimEventKind::Oom, uint64_t(fail.deviceFree), size, stream, false);
+        return fail;
+    }
     Request r;
     r.size = roundSize(m_config, std::max<int64_t>(size, 0));
     r.stream = stream;
@@ -383,7 +394,7 @@ int64_t CachingAllocatorSim::tryMergeBlocks(int32_t dst, int32_t src, Pool& pool
 bool CachingAllocatorSim::addExistingSegment(uint64_t addr, int64_t size, int64_t stream, bool small,
                                              std::span<const ExistingBlock> allocated)
 {
-    if (size <= 0)
+    if (size <= 0 || size > kMaxRequest || addr + uint64_t(size) < addr)
         return false;
     std::vector<ExistingBlock> live(allocated.begin(), allocated.end());
     std::sort(live.begin(), live.end(), [](const ExistingBlock& a, const ExistingBlock& b) { return a.addr < b.addr; });

@@ -346,6 +346,12 @@ void TestCachingAllocator::oomReportsWantedSegment()
     QCOMPARE(d.deviceFree, 10 * MiB);
     QCOMPARE(sim.stats().numOoms, int64_t(1));
     QCOMPARE(sim.events().back().kind, SimEventKind::Oom);
+    // Absurd sizes fail cleanly instead of overflowing the rounding.
+    CachingAllocatorSim unlimited(AllocatorConfig{});
+    QVERIFY(!unlimited.malloc(std::numeric_limits<int64_t>::max(), 0).ok);
+    QVERIFY(!unlimited.malloc(std::numeric_limits<int64_t>::max() - 100, 0).ok);
+    QVERIFY(!unlimited.addExistingSegment(~uint64_t(0) - 10, 1 << 20, 0, false, {}));
+    CHECK_INVARIANTS(unlimited);
     CHECK_INVARIANTS(sim);
 }
 
