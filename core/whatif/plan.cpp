@@ -179,11 +179,12 @@ int64_t optimizerStateBytes(OptimizerKind kind, int64_t numel)
 
 int64_t optimizerWorkspaceBytesPerParam(OptimizerKind kind)
 {
+    // torch.optim's foreach Adam/AdamW allocate sqrt(exp_avg_sq) for every parameter at once. Lion
+    // and Adafactor implementations step one parameter at a time: their scratch is one tensor, not a
+    // list, and SGD's foreach updates run in place.
     switch (kind) {
     case OptimizerKind::AdamW:
     case OptimizerKind::Adam:
-    case OptimizerKind::Lion:
-    case OptimizerKind::Adafactor:
         return 4;
     default:
         return 0;

@@ -40,7 +40,8 @@ Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& 
 // x 4 B for matrices, taken as square, full for vectors; 8-bit Adam 2 B plus block-wise scales,
 // tensors under 4096 elements stay fp32 as bitsandbytes keeps them).
 int64_t optimizerStateBytes(OptimizerKind kind, int64_t numel);
-// Scratch a foreach step allocates per parameter byte-for-byte (AdamW's sqrt(v) list: 4 B).
+// Scratch a step allocates for all parameters at once, per fp32 parameter (foreach AdamW's sqrt(v)
+// list: 4 B; optimizers that step one tensor at a time: 0).
 int64_t optimizerWorkspaceBytesPerParam(OptimizerKind kind);
 
 } // namespace poolscope

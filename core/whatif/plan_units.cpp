@@ -38,9 +38,9 @@ EventIndex reducePoint(const std::vector<EventIndex>& boundaries, EventIndex bir
     return it == boundaries.end() ? birth : *it;
 }
 
-// All-gather buffers of FSDP FULL_SHARD / ZeRO-3: a unit's unsharded parameters from just before
-// its forward (the next unit prefetched while the current one runs) to its end, and again in backward.
-void gatherBuffers(const ForwardPass& pass, int64_t unit, int64_t stream, bool gradOp, Plan& plan)
+// All-gather buffers of ZeRO-3 / FSDP FULL_SHARD: a unit's unsharded parameters while it runs in
+// forward and again in backward; FSDP also prefetches the next unit while the current one runs.
+void gatherBuffers(const ForwardPass& pass, int64_t unit, int64_t stream, bool gradOp, bool prefetch, Plan& plan)
 {
     const size_t L = pass.layers.size();
     for (size_t l = 0; l < L; ++l) {
@@ -51,13 +51,14 @@ void gatherBuffers(const ForwardPass& pass, int64_t unit, int64_t stream, bool g
             plan.extras.push_back({before(span.forwardBegin), until, unit, stream, Pool::Parameter});
             continue;
         }
-        const EventIndex fwdFrom = before(l > 0 ? pass.layers[l - 1].forwardBegin : span.forwardBegin);
+        const EventIndex fwdFrom = before(prefetch && l > 0 ? pass.layers[l - 1].forwardBegin : span.forwardBegin);
         plan.extras.push_back({fwdFrom, span.forwardEnd, unit, stream, Pool::Parameter});
         if (span.backwardBegin == kNoEvent)
             continue;
-        const EventIndex prefetch = l + 1 < L && pass.layers[l + 1].backwardBegin != kNoEvent ? pass.layers[l + 1].backwardBegin
-                                                                                           : span.backwardBegin;
-        plan.extras.push_back({before(prefetch), span.backwardEnd, unit, stream, Pool::Parameter});
+        const EventIndex bwdFrom = prefetch && l + 1 < L && pass.layers[l + 1].backwardBegin != kNoEvent
+                                       ? pass.layers[l + 1].backwardBegin
+                                       : span.backwardBegin;
+        plan.extras.push_back({before(bwdFrom), span.backwardEnd, unit, stream, Pool::Parameter});
     }
 }
 
@@ -120,10 +121,11 @@ void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                 }
                 plan.size[a] = shard.apply(plan.size[a]);
             }
-        const int64_t unit = m.layersPerPass > 0 ? params / m.layersPerPass : largest;
+        const bool prefetch = sc.sharding == ShardingKind::FsdpFull || sc.sharding == ShardingKind::FsdpHybrid;
+        const int64_t unit = m.layerParameterBytes > 0 ? m.layerParameterBytes : largest;
         for (const auto& pass : m.passes) {
             if (!pass.layers.empty()) {
-                gatherBuffers(pass, unit, stream, gradOp, plan);
+                gatherBuffers(pass, unit, stream, gradOp, prefetch, plan);
                 continue;
             }
             // No layers: gradOp keeps all parameters unsharded through forward and backward; full
@@ -138,8 +140,9 @@ void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                 plan.extras.push_back({before(pass.backwardBegin), pass.backwardEnd, 2 * largest, stream, Pool::Parameter});
         }
         note += "; parameters / " + std::to_string(sc.ranks) +
-                (gradOp ? " at rest, each unit unsharded from its forward to its backward ("
-                        : ", plus all-gather buffers of one unit and the prefetched next (") +
+                (gradOp     ? " at rest, each unit unsharded from its forward to its backward ("
+                 : prefetch ? ", plus all-gather buffers of one unit and the prefetched next ("
+                            : ", plus the all-gather buffer of the running unit (") +
                 formatBytes(unit) + " per unit" + (m.layersPerPass > 0 ? ")" : ", no layers found: the largest parameter)");
         if (m.passes.empty())
             note += "; no forward pass in this trace, so no all-gather buffers are added";

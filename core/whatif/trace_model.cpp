@@ -3,6 +3,7 @@
 #include "core/util/units.h"
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <map>
 #include <unordered_map>
@@ -24,7 +25,7 @@ std::string_view sizeLawName(SizeLaw law)
 }
 
 // Defined in trace_model_layers.cpp: forward passes, their layers and the backward that follows.
-void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m);
+void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceModel& m);
 // Defined in trace_model_replay.cpp.
 void findReplayInputs(const Trace& trace, const DeviceTrace& dev, TraceModel& m);
 
@@ -51,17 +52,22 @@ Phase birthPhase(const Classification& c, size_t a)
 std::unordered_set<int64_t> modelDims(const std::vector<int64_t>& requested, const TraceModel& m,
                                       std::unordered_set<int64_t>& paramSizes)
 {
-    // Only sizes that repeat (one weight per layer, tied embeddings): a lone "parameter" is as likely
-    // an input batch or a buffer kept since before recording, whose sizes would explain anything.
+    // Only weights: a small lone "parameter" is as likely an input batch or a buffer kept since
+    // before recording, whose sizes would explain anything.
     std::unordered_map<int64_t, int64_t> sizeCount;
     for (size_t a = 0; a < m.allocationCount; ++a)
         if (m.pool[a] == Pool::Parameter) {
             ++sizeCount[requested[a]];
             paramSizes.insert(requested[a]);
         }
-    std::vector<std::pair<int64_t, int64_t>> repeated; // (bytes, count) of parameter sizes seen at least twice
+    int64_t total = 0;
     for (auto& [size, count] : sizeCount)
-        if (count >= 2)
+        total += size * count;
+    // (bytes, count) of parameter sizes seen at least twice, or big enough to be a weight (a tied
+    // embedding is one tensor) rather than an input batch kept since before recording.
+    std::vector<std::pair<int64_t, int64_t>> repeated;
+    for (auto& [size, count] : sizeCount)
+        if (count >= 2 || size * 200 >= total)
             repeated.emplace_back(size, count);
     std::sort(repeated.begin(), repeated.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
     if (repeated.size() > 64)
@@ -99,17 +105,32 @@ bool explained(int64_t width, const std::unordered_set<int64_t>& dims)
     return width <= 8 || explainedByDimension(width, dims);
 }
 
-// A parameter-shaped buffer: the parameter itself in another precision (autocast's weight casts,
-// fp32 master copies) follows the model, never the batch.
-bool mirrorsParameter(int64_t size, const std::unordered_set<int64_t>& paramSizes)
+// Parameters a buffer of `size` bytes could be a copy of: the same bytes (gradients, master
+// copies), a 16-bit cast of an fp32 weight (autocast), a 16- or 32-bit dequantisation of a 4-bit
+// packed weight (bitsandbytes). Other ratios collide with activations too often to be worth it.
+int64_t mirroredParameters(int64_t size, const std::unordered_map<int64_t, int64_t>& paramCount)
 {
-    for (int64_t k : {1, 2, 4, 8}) // fp32 <-> 16-bit <-> 8-bit <-> 4-bit copies
-        if (paramSizes.count(size * k) || (size % k == 0 && paramSizes.count(size / k)))
-            return true;
-    return false;
+    int64_t n = 0;
+    auto add = [&](int64_t v) {
+        if (auto it = paramCount.find(v); it != paramCount.end())
+            n += it->second;
+    };
+    add(size);
+    add(size * 2);
+    for (int64_t k : {4, 8})
+        if (size % k == 0)
+            add(size / k);
+    return n;
 }
 
-void classifyLaws(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m)
+// What the sizes say, kept between deciding which allocations follow the batch and, once the
+// layers are known, which of those are attention scores.
+struct SizeEvidence {
+    std::unordered_set<int64_t> dims;
+    std::vector<std::pair<int64_t, int64_t>> sizes; // (bytes of one allocation, bytes in all), largest first
+};
+
+SizeEvidence classifyLaws(const DeviceTrace& dev, const Classification& c, TraceModel& m)
 {
     // Pre-existing allocations carry their block's rounded size; the final segments still know what
     // was requested, which is what a parameter's copies and mirrors are sized after.
@@ -127,8 +148,11 @@ void classifyLaws(const Trace& trace, const DeviceTrace& dev, const Classificati
     }
     std::unordered_set<int64_t> paramSizes;
     const auto dims = modelDims(requested, m, paramSizes);
+    std::unordered_map<int64_t, int64_t> paramCount;
+    for (size_t a = 0; a < m.allocationCount; ++a)
+        if (m.pool[a] == Pool::Parameter)
+            ++paramCount[requested[a]];
     // Fixed, or batch-dependent (decided below whether linear or quadratic).
-    std::unordered_map<int64_t, int64_t> bytesBySize;
     for (size_t a = 0; a < m.allocationCount; ++a) {
         const Allocation& al = dev.allocations[a];
         const Pool p = m.pool[a];
@@ -141,25 +165,61 @@ void classifyLaws(const Trace& trace, const DeviceTrace& dev, const Classificati
         }
         if (!fixed && al.preexisting() && p != Pool::Input && p != Pool::Activation)
             fixed = true;
-        if (!fixed && mirrorsParameter(requested[a], paramSizes))
-            fixed = true;
         m.law[a] = fixed ? SizeLaw::Fixed : SizeLaw::Linear;
-        if (!fixed)
-            bytesBySize[al.size] += al.size;
         if ((p == Pool::Temporary || p == Pool::Other || p == Pool::Unknown) && birth == Phase::OptimizerStep)
             m.stepWorkspace[a] = 1;
     }
-    (void)trace;
-    if (dims.size() <= 1 || bytesBySize.empty()) {
-        m.notes.push_back("no parameter sizes to compare activations with: every batch-dependent allocation is taken "
-                          "as linear in the sequence length (as with FlashAttention)");
-        return;
+    // Parameter-shaped buffers follow the model, not the batch: autocast's weight casts (one per
+    // weight per forward), weight gradients in backward. An activation can have a weight's size by
+    // coincidence (tokens = 2h makes b*s*h*2 bytes an h x h fp32 weight), but not as many of them
+    // within one phase run as there are such weights.
+    const bool haveRuns = c.phases.run.size() == dev.eventCount();
+    std::map<std::pair<uint32_t, int64_t>, int64_t> perRun;
+    auto runOf = [&](const Allocation& al) { return haveRuns && !al.preexisting() ? c.phases.run[size_t(al.allocEvent)] : 0u; };
+    for (size_t a = 0; a < m.allocationCount; ++a)
+        if (m.law[a] != SizeLaw::Fixed && mirroredParameters(requested[a], paramCount) > 0)
+            ++perRun[{runOf(dev.allocations[a]), requested[a]}];
+    std::unordered_map<int64_t, int64_t> bytesBySize;
+    for (size_t a = 0; a < m.allocationCount; ++a) {
+        if (m.law[a] == SizeLaw::Fixed)
+            continue;
+        const int64_t mirrors = mirroredParameters(requested[a], paramCount);
+        if (mirrors > 0 && perRun[{runOf(dev.allocations[a]), requested[a]}] <= mirrors)
+            m.law[a] = SizeLaw::Fixed;
+        else
+            bytesBySize[dev.allocations[a].size] += dev.allocations[a].size;
     }
-    std::vector<std::pair<int64_t, int64_t>> sizes(bytesBySize.begin(), bytesBySize.end());
-    std::sort(sizes.begin(), sizes.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
-    if (sizes.size() > kMaxSizes)
-        sizes.resize(kMaxSizes);
+    SizeEvidence ev;
+    ev.dims = dims;
+    ev.sizes.assign(bytesBySize.begin(), bytesBySize.end());
+    std::sort(ev.sizes.begin(), ev.sizes.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    if (ev.sizes.size() > kMaxSizes)
+        ev.sizes.resize(kMaxSizes);
+    return ev;
+}
 
+// A score matrix exists once per attention layer: a family seen a few times is something else
+// (logits over a vocabulary no weight shows, shifted logits of s-1 tokens, a one-off buffer).
+bool oncePerLayer(const std::vector<size_t>& family, const TraceModel& m)
+{
+    if (family.size() < kMinScoreTensors)
+        return false;
+    std::vector<int64_t> savedPerPass(m.passes.size(), 0);
+    for (size_t a : family)
+        if (m.saved[a] && m.pass[a] >= 0)
+            ++savedPerPass[size_t(m.pass[a])];
+    return m.layersPerPass == 0 ||
+           std::any_of(savedPerPass.begin(), savedPerPass.end(), [&](int64_t n) { return n >= m.layersPerPass; });
+}
+
+// The s^2 term by sizes: allocations of T x e x W bytes whose width W no model dimension explains
+// (a*s for the score matrix). Empty when the sizes cannot tell (a*s a small multiple of h).
+std::vector<size_t> scoreTensorsBySize(const DeviceTrace& dev, const SizeEvidence& ev, TraceModel& m)
+{
+    const auto& dims = ev.dims;
+    const auto& sizes = ev.sizes;
+    if (dims.size() <= 1 || sizes.empty())
+        return {};
     // T: the token unit that explains the most bytes as T x (model dimension) x (small factor).
     std::unordered_set<int64_t> candidates;
     for (size_t i = 0; i < std::min<size_t>(4, sizes.size()); ++i)
@@ -180,10 +240,8 @@ void classifyLaws(const Trace& trace, const DeviceTrace& dev, const Classificati
             bestT = t;
         }
     }
-    if (bestT == 0) {
-        m.notes.push_back("activation sizes are not tokens x model dimensions: all taken as linear in the sequence length");
-        return;
-    }
+    if (bestT == 0)
+        return {};
     m.tokenUnit = bestT;
     // The score matrix: the most common width (by bytes) that no dimension explains; its 1-, 2-,
     // 4- and 8-byte variants (masks, half-precision copies) belong to it too.
@@ -209,26 +267,82 @@ void classifyLaws(const Trace& trace, const DeviceTrace& dev, const Classificati
                 return !explained(w, dims);
         return false;
     };
-    if (modeWidth == 0 || modeBytes * 100 < total) {
-        m.notes.push_back("no attention-score matrices found (every activation is tokens x a model dimension): "
-                          "all taken as linear in the sequence length, as with FlashAttention");
-        return;
-    }
-    // A score matrix exists once per attention layer: a width seen a few times is something else
-    // (shifted logits of s-1 tokens, a one-off buffer).
+    if (modeWidth == 0 || modeBytes * 100 < total)
+        return {};
     std::vector<size_t> family;
     for (size_t a = 0; a < m.allocationCount; ++a)
         if (m.law[a] == SizeLaw::Linear && inFamily(dev.allocations[a].size))
             family.push_back(a);
-    if (family.size() < kMinScoreTensors) {
-        m.notes.push_back("no attention-score matrices found (every repeated activation is tokens x a model dimension): "
-                          "all taken as linear in the sequence length, as with FlashAttention");
+    if (!oncePerLayer(family, m))
+        return {};
+    m.quadraticWidth = modeWidth;
+    return family;
+}
+
+// The s^2 term by frames: what softmax allocates (its output, the scores beside it, their dropout
+// masks and gradients) when the sizes alone cannot tell. The most common size among them (by bytes)
+// is the score matrix; half and double it are its other element sizes (masks, fp32 copies).
+std::vector<size_t> scoreTensorsByFrames(const Trace& trace, const DeviceTrace& dev, const TraceModel& m)
+{
+    std::vector<int8_t> softmaxStack(trace.frames.stackCount(), -1);
+    auto underSoftmax = [&](StackId st) {
+        if (!st.valid() || st.value >= softmaxStack.size())
+            return false;
+        int8_t& known = softmaxStack[st.value];
+        if (known < 0) {
+            known = 0;
+            for (FrameId f : trace.frames.stack(st)) {
+                std::string name = trace.frames.frame(f).name;
+                std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+                if (name.find("softmax") != std::string::npos && name.find("log_softmax") == std::string::npos &&
+                    name.find("logsoftmax") == std::string::npos) {
+                    known = 1;
+                    break;
+                }
+            }
+        }
+        return known == 1;
+    };
+    std::unordered_map<int64_t, int64_t> bytes;
+    std::vector<size_t> candidates;
+    for (size_t a = 0; a < m.allocationCount; ++a)
+        if (m.law[a] == SizeLaw::Linear && underSoftmax(dev.allocations[a].stack)) {
+            candidates.push_back(a);
+            bytes[dev.allocations[a].size] += dev.allocations[a].size;
+        }
+    int64_t scores = 0, most = 0;
+    for (auto& [size, b] : bytes)
+        if (b > most || (b == most && size > scores)) {
+            most = b;
+            scores = size;
+        }
+    std::vector<size_t> family;
+    for (size_t a : candidates) {
+        const int64_t size = dev.allocations[a].size;
+        if (size == scores || size * 2 == scores || size == scores * 2)
+            family.push_back(a);
+    }
+    return oncePerLayer(family, m) ? family : std::vector<size_t>{};
+}
+
+void findScoreTensors(const Trace& trace, const DeviceTrace& dev, const SizeEvidence& ev, TraceModel& m)
+{
+    std::vector<size_t> family = scoreTensorsBySize(dev, ev, m);
+    if (family.empty()) {
+        family = scoreTensorsByFrames(trace, dev, m);
+        if (!family.empty())
+            m.scoresFromFrames = true;
+    }
+    if (family.empty()) {
+        m.notes.push_back("no attention-score matrices found (no activation is outside tokens x a model dimension, and "
+                          "none is softmax's): all taken as linear in the sequence length, as with FlashAttention");
         return;
     }
-    m.quadraticWidth = modeWidth;
     for (size_t a : family)
         m.law[a] = SizeLaw::Quadratic;
 }
+
+
 
 OptimizerKind optimizerFromName(std::string_view name)
 {
@@ -371,11 +485,25 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
             m.firstStepEvent = run.first;
         }
     }
-    classifyLaws(trace, dev, c, m);
+    const SizeEvidence evidence = classifyLaws(dev, c, m);
     poolTotals(dev, m);
     findOptimizer(trace, dev, m);
-    findForwardPasses(trace, dev, c, m);
+    findForwardPasses(dev, c, m);
+    findScoreTensors(trace, dev, evidence, m);
     findReplayInputs(trace, dev, m);
+    if (m.layersPerPass > 0) {
+        // A layer's weights: each parameter size as many times as it occurs per layer (a norm's
+        // 2L + 1 copies give two per layer; embeddings and heads, once or twice, none).
+        std::unordered_map<int64_t, std::pair<int64_t, int64_t>> bySize; // requested -> (count, block bytes)
+        for (size_t a = 0; a < n; ++a)
+            if (m.pool[a] == Pool::Parameter) {
+                auto& [count, bytes] = bySize[m.requestedSize[a]];
+                ++count;
+                bytes = std::max(bytes, dev.allocations[a].size);
+            }
+        for (auto& [size, cb] : bySize)
+            m.layerParameterBytes += cb.second * (cb.first / m.layersPerPass);
+    }
 
     for (size_t a = 0; a < n; ++a) {
         const int64_t size = dev.allocations[a].size;
@@ -390,11 +518,14 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
         else if (m.law[a] == SizeLaw::Quadratic)
             m.quadraticSavedBytes += size;
     }
-    if (m.quadraticWidth > 0) {
+    if (m.quadraticBytes > 0) {
         const int64_t savedTotal = m.linearSavedBytes + m.quadraticSavedBytes;
         m.notes.push_back("attention scores: " + formatBytes(m.quadraticSavedBytes) + " of " + formatBytes(savedTotal) +
-                          " saved activations are tensors of " + std::to_string(m.quadraticWidth) +
-                          " bytes per token that no parameter dimension explains (b*a*s*s); they scale with s^2, the rest with s");
+                          " saved activations are b*a*s*s tensors (" +
+                          (m.scoresFromFrames ? std::string("softmax's, as the frames say; the sizes alone could not tell")
+                                              : "sized " + std::to_string(m.quadraticWidth) +
+                                                    " bytes per token unit, a width no parameter dimension explains") +
+                          "); they scale with s^2, the rest with s");
     }
     return m;
 }

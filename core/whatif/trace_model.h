@@ -51,6 +51,7 @@ struct TraceModel {
     // W features); W that no model dimension explains (a*s for the score matrix) are quadratic.
     int64_t tokenUnit = 0;       // T (as found, up to a power of two), 0 when not found
     int64_t quadraticWidth = 0;  // e*W of the score matrix at its most common element size
+    bool scoresFromFrames = false; // the sizes could not tell; softmax's frames did
     int64_t linearSavedBytes = 0, quadraticSavedBytes = 0; // saved activations of every pass, by law
     int64_t linearBytes = 0, quadraticBytes = 0;           // every batch-dependent allocation, by law
 
@@ -59,6 +60,7 @@ struct TraceModel {
     std::string optimizerEvidence;
     int stateBytesPerParam = 0;
     int64_t parameterBytes = 0; // parameter pool alive at the end of the trace (or ever, if none is)
+    int64_t layerParameterBytes = 0; // one layer's parameters (sizes that repeat once per layer); 0 without layers
     int64_t gradientBytes = 0;  // largest gradient pool
     int64_t stateBytes = 0;     // optimizer state alive at the end
     bool hasBackward = false;

@@ -168,9 +168,8 @@ void findBackward(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, F
 
 } // namespace
 
-void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m)
+void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceModel& m)
 {
-    (void)trace;
     const auto ranges = forwardRanges(dev, c, m);
     const auto& allocs = dev.allocations;
     // Allocations are sorted by allocEvent (pre-existing first): one sweep assigns passes.

@@ -1,0 +1,134 @@
+// What-if predictions against traces that core/synth really generated with the changed knob, both
+// classified by the real classifier from their frames: a run predicted from its neighbour. The
+// generator models ZeRO's collectives its own way (no prefetch, gradients reduce-scattered one by
+// one), so the sharding tolerances are looser than the rest.
+#include "core/classify/classifier.h"
+#include "core/synth/synth.h"
+#include "core/whatif/whatif.h"
+
+#include <QtTest>
+
+using namespace poolscope;
+
+namespace {
+
+struct Run {
+    std::shared_ptr<Trace> trace;
+    TraceModel model;
+    int64_t peak = 0;
+};
+
+Run make(const SynthModel& sm)
+{
+    SynthResult r = synthesize(sm);
+    Run out;
+    out.trace = std::make_shared<Trace>(std::move(r.trace));
+    const DeviceTrace& dev = out.trace->devices[0];
+    out.model = buildTraceModel(*out.trace, dev, classify(*out.trace, dev, RuleSet::load()));
+    out.peak = dev.peakAllocated;
+    return out;
+}
+
+SynthModel base()
+{
+    SynthModel m;
+    m.layers = 6;
+    m.hidden = 512;
+    m.heads = 8;
+    m.seq = 256;
+    m.microBatch = 4;
+    m.vocab = 8000;
+    m.steps = 2;
+    return m;
+}
+
+} // namespace
+
+class TestWhatIfSynth : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase();
+    void identity();
+    void predictsTheGeneratedRun_data();
+    void predictsTheGeneratedRun();
+
+private:
+    Run m_base;
+};
+
+void TestWhatIfSynth::initTestCase()
+{
+    m_base = make(base());
+    QCOMPARE(m_base.model.layersPerPass, base().layers);
+    QCOMPARE(m_base.model.recordedOptimizer, OptimizerKind::AdamW);
+    // a*s = 4h here: only softmax's frames tell the score matrices from the MLP's activations.
+    QVERIFY(m_base.model.quadraticBytes > 0);
+    QVERIFY(m_base.model.scoresFromFrames);
+}
+
+void TestWhatIfSynth::identity()
+{
+    const DeviceTrace& dev = m_base.trace->devices[0];
+    const WhatIfResult r = runWhatIf(*m_base.trace, dev, m_base.model, Scenario{});
+    QCOMPARE(r.allocatedMismatches, int64_t(0));
+    QCOMPARE(r.reservedMatches, r.reservedCompared);
+    QCOMPARE(r.peakAllocated, dev.peakAllocated);
+}
+
+void TestWhatIfSynth::predictsTheGeneratedRun_data()
+{
+    QTest::addColumn<QString>("knob");
+    QTest::addColumn<double>("tolerance"); // percent of the generated run's peak
+    QTest::newRow("seq x2") << "seq" << 2.0;
+    QTest::newRow("micro-batch x2") << "batch" << 2.0;
+    QTest::newRow("sgd") << "sgd" << 0.5;
+    QTest::newRow("sgd-momentum") << "momentum" << 0.5;
+    QTest::newRow("lion") << "lion" << 0.5;
+    QTest::newRow("checkpointing") << "checkpoint" << 2.0;
+    QTest::newRow("zero-1 x8") << "zero1" << 0.5;
+    QTest::newRow("zero-2 x8") << "zero2" << 1.0;
+    QTest::newRow("zero-3 x8") << "zero3" << 5.0;
+}
+
+void TestWhatIfSynth::predictsTheGeneratedRun()
+{
+    QFETCH(QString, knob);
+    QFETCH(double, tolerance);
+    SynthModel variant = base();
+    Scenario s;
+    if (knob == "seq") {
+        variant.seq *= 2;
+        s.seqScale = Ratio{2, 1};
+    } else if (knob == "batch") {
+        variant.microBatch *= 2;
+        s.batchScale = Ratio{2, 1};
+    } else if (knob == "sgd") {
+        variant.optimizer = SynthOptimizer::Sgd;
+        s.optimizer = OptimizerKind::Sgd;
+    } else if (knob == "momentum") {
+        variant.optimizer = SynthOptimizer::SgdMomentum;
+        s.optimizer = OptimizerKind::SgdMomentum;
+    } else if (knob == "lion") {
+        variant.optimizer = SynthOptimizer::Lion;
+        s.optimizer = OptimizerKind::Lion;
+    } else if (knob == "checkpoint") {
+        variant.checkpointing = true;
+        s.checkpoint = CheckpointKind::Full;
+    } else {
+        variant.dataParallel = 8;
+        variant.zeroStage = knob.back().digitValue();
+        s.sharding = variant.zeroStage == 1 ? ShardingKind::Zero1 : variant.zeroStage == 2 ? ShardingKind::Zero2 : ShardingKind::Zero3;
+        s.ranks = 8;
+    }
+    const Run real = make(variant);
+    const WhatIfResult r = runWhatIf(*m_base.trace, m_base.trace->devices[0], m_base.model, s);
+    const double error = 100.0 * double(r.peakAllocated - real.peak) / double(real.peak);
+    qInfo("%s: predicted %lld, generated %lld (%+.3f%%; as recorded %lld)", qPrintable(knob), qint64(r.peakAllocated),
+          qint64(real.peak), error, qint64(m_base.peak));
+    QVERIFY2(std::abs(error) < tolerance, qPrintable(QString("error %1%").arg(error)));
+    // The prediction moved the right way.
+    QCOMPARE(r.peakAllocated > m_base.peak, real.peak > m_base.peak);
+}
+
+QTEST_GUILESS_MAIN(TestWhatIfSynth)
+#include "test_whatif_synth.moc"
