@@ -41,8 +41,9 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
                                   const SegmentLayout* layout)
 {
     std::vector<Row> rows;
-    // Shares are of reserved: the pools and the cache add up to 100%.
-    const int64_t whole = std::max(b.reserved, b.allocated);
+    // Shares are of reserved: the pools and the cache add up to 100%. Without a reserved figure
+    // (Kineto traces without totals) they are of allocated.
+    const int64_t whole = b.reservedKnown ? std::max(b.reserved, b.allocated) : b.allocated;
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
         const Pool p = *it;
         const int64_t bytes = b.pool[size_t(p)];
@@ -50,9 +51,13 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
     }
     rows.push_back(Row{tr("allocated"), b.allocated, percent(b.allocated, whole), -1,
                        tr("bytes handed to tensors (counted from alloc until free_completed)")});
-    rows.push_back(Row{tr("reserved"), b.reserved, {}, -1, tr("bytes the caching allocator holds from the driver (segments)")});
-    rows.push_back(Row{tr("reserved − allocated"), b.reserved - b.allocated, percent(b.reserved - b.allocated, b.reserved), -1,
-                       tr("cached but unallocated: the allocator's free blocks and fragmentation")});
+    if (b.reservedKnown) {
+        rows.push_back(Row{tr("reserved"), b.reserved, {}, -1, tr("bytes the caching allocator holds from the driver (segments)")});
+        rows.push_back(Row{tr("reserved − allocated"), b.reserved - b.allocated, percent(b.reserved - b.allocated, b.reserved), -1,
+                           tr("cached but unallocated: the allocator's free blocks and fragmentation")});
+    } else {
+        rows.push_back(Row{tr("reserved"), kNoBytes, tr("unknown"), -1, tr("this source records no reserved bytes (no segments, no totals)")});
+    }
     if (layout && layout->freeBytes > 0) {
         rows.push_back(Row{tr("largest free block"), layout->largestFree, percent(layout->largestFree, layout->freeBytes), -1,
                            tr("the biggest request the cached free bytes could serve without a new segment")});
@@ -60,7 +65,7 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
                            QString::number(100.0 * layout->fragmentation(), 'f', 1) + QLatin1Char('%'), -1,
                            tr("cached free bytes outside the largest free block: 1 − largest / free")});
     }
-    if (b.capacity >= 0) {
+    if (b.capacity >= 0 && b.reservedKnown) {
         rows.push_back(Row{tr("capacity"), b.capacity, {}, -1, {}});
         rows.push_back(Row{tr("headroom to capacity"), b.headroom(), percent(b.headroom(), b.capacity), -1,
                            tr("capacity − reserved: what the allocator could still have obtained")});

@@ -9,6 +9,7 @@
 #include "widgets/tensor_model.h"
 #include "widgets/timeline_plot.h"
 #include "widgets/trace_loader.h"
+#include "widgets/whatif_panel.h"
 
 #include <QAction>
 #include <QActionGroup>
@@ -224,6 +225,7 @@ void MainWindow::buildMenus()
     tb->setObjectName(QStringLiteral("mainToolBar"));
     tb->addAction(m_openAct);
     m_deviceCombo = new QComboBox(this);
+    m_deviceCombo->setObjectName(QStringLiteral("deviceCombo"));
     m_deviceCombo->setToolTip(tr("Device"));
     m_deviceCombo->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     tb->addWidget(m_deviceCombo);
@@ -334,6 +336,10 @@ void MainWindow::buildDocks()
     m_allocator = new AllocatorView(this);
     QDockWidget* ad = dock(tr("Allocator segments"), QStringLiteral("allocatorDock"), m_allocator, Qt::BottomDockWidgetArea);
     tabifyDockWidget(td, ad);
+    // What-if beside the tensors: the question comes after seeing what was alive at the OOM.
+    m_whatIf = new WhatIfPanel(this);
+    QDockWidget* wd = dock(tr("What if…"), QStringLiteral("whatIfDock"), m_whatIf, Qt::BottomDockWidgetArea);
+    tabifyDockWidget(td, wd);
     td->raise();
     resizeDocks({bd}, {420}, Qt::Horizontal);
     resizeDocks({td}, {260}, Qt::Vertical);

@@ -26,6 +26,7 @@ class TensorFilterProxy;
 class TensorModel;
 class TimelinePlot;
 class TraceLoader;
+class WhatIfPanel;
 
 // The window a user opens after a crash: the stacked timeline, the breakdown at the cursor, the
 // tensors alive there with their stacks, and the allocator's segments. Wiring only: numbers come
@@ -65,6 +66,7 @@ public:
     QTableView* tensorView() const { return m_tensorView; }
     StackModel* stackModel() const { return m_stack; }
     AllocatorView* allocatorView() const { return m_allocator; }
+    WhatIfPanel* whatIfPanel() const { return m_whatIf; }
     QString reasonText() const;
     QString lastError() const { return m_lastError; }
 
@@ -125,6 +127,7 @@ private:
     QTreeView* m_stackView = nullptr;
     QLabel* m_reasonLabel = nullptr;
     AllocatorView* m_allocator = nullptr;
+    WhatIfPanel* m_whatIf = nullptr;
     QLabel* m_status = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;

@@ -13,6 +13,7 @@
 #include "widgets/timeline_plot.h"
 #include "widgets/trace_loader.h"
 #include "widgets/verdict_text.h"
+#include "widgets/whatif_panel.h"
 
 #include <QApplication>
 #include <QClipboard>
@@ -59,6 +60,7 @@ void MainWindow::setDocument(std::shared_ptr<const PreparedTrace> doc, const QSt
         m_tensors->clear();
         m_stack->clear();
         m_allocator->clear();
+        m_whatIf->setTrace(nullptr, 0);
         m_status->setText(m_doc ? tr("%1 holds no device data.").arg(QFileInfo(path).fileName()) : QString());
         updateTitle();
         emit documentChanged();
@@ -71,7 +73,7 @@ void MainWindow::setDocument(std::shared_ptr<const PreparedTrace> doc, const QSt
     m_deviceCombo->setEnabled(m_doc->devices.size() > 1);
     const Trace& t = *m_doc->trace;
     QString status = tr("%1 · %2").arg(QFileInfo(path).fileName(), qs(std::string(formatName(t.format))));
-    if (!t.formatDetail.empty())
+    if (!t.formatDetail.empty() && std::string(formatName(t.format)).find(t.formatDetail) == std::string::npos)
         status += QStringLiteral(" (") + qs(t.formatDetail) + QLatin1Char(')');
     if (!t.warnings.empty() || !m_doc->notes.empty())
         status += tr(" · %1 warnings").arg(t.warnings.size() + m_doc->notes.size());
@@ -97,6 +99,7 @@ void MainWindow::selectDevice(size_t deviceIndex)
     m_timeAxisAct->setEnabled(pd.timeline->hasTime());
     m_plot->setAxisMode(m_timeAxisAct->isChecked() ? AxisMode::WallTime : AxisMode::EventIndex);
     m_stack->clear();
+    m_whatIf->setTrace(m_doc, deviceIndex);
     rebuildCapacityChoices();
     // Open where the story is: the OOM when there is one, else the peak.
     if (!pd.timeline->device().ooms.empty())

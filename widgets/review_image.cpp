@@ -99,7 +99,9 @@ ReviewContent reviewContentFor(const PreparedTrace& doc, size_t device, EventInd
     const DeviceTimeline& tl = *pd.timeline;
     const DeviceTrace& d = tl.device();
     QString moment = QObject::tr("event %1").arg(event);
-    if (!d.ooms.empty() && d.ooms.back().index == event)
+    if (d.eventCount() == 0)
+        moment = QObject::tr("the snapshot (the trace holds no events)");
+    else if (!d.ooms.empty() && d.ooms.back().index == event)
         moment = QObject::tr("the OOM (event %1)").arg(event);
     else if (d.peakIndex == event)
         moment = QObject::tr("the peak (event %1)").arg(event);

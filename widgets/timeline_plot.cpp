@@ -30,6 +30,11 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 } // namespace
 
+double IntegerTicker::getTickStep(const QCPRange& range)
+{
+    return std::max(1.0, std::round(QCPAxisTicker::getTickStep(range)));
+}
+
 TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(PoolPalette::fromSystem())
 {
     setPlottingHints(QCP::phCacheLabels);
@@ -47,20 +52,30 @@ TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(Poo
     selectionRect()->setPen(QPen(Qt::gray, 1, Qt::DashLine));
     selectionRect()->setBrush(QColor(128, 128, 128, 40));
 
+    // The legend is one row under the chart, so it never hides data, band labels or markers.
+    axisRect()->insetLayout()->take(legend);
+    plotLayout()->addElement(1, 0, legend);
+    plotLayout()->setRowStretchFactor(1, 0.001);
+    legend->setFillOrder(QCPLegend::foColumnsFirst);
+    legend->setWrap(5);
+    legend->setMargins(QMargins(6, 2, 6, 2));
     legend->setVisible(true);
-    axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
     QFont small = font();
     small.setPointSizeF(small.pointSizeF() * 0.85);
     legend->setFont(small);
     legend->setRowSpacing(0);
     yAxis->setLabel(QStringLiteral("memory (GiB)"));
+    m_indexTicker = QSharedPointer<IntegerTicker>::create();
+    m_plainTicker = QSharedPointer<QCPAxisTicker>::create();
+    xAxis->setTicker(m_indexTicker);
     xAxis->setNumberFormat(QStringLiteral("f"));
     xAxis->setNumberPrecision(0);
 
     m_capacityLine = new QCPItemStraightLine(this);
     m_capacityText = new QCPItemText(this);
     m_capacityText->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
-    m_capacityText->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
+    // Left end of the line: OOM markers (and the cursor label) crowd the right end.
+    m_capacityText->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
     m_capacityText->setClipToAxisRect(true);
 
     m_highlight = new QCPItemRect(this);
@@ -272,6 +287,7 @@ void TimelinePlot::rebuildMarkers()
     if (m_timeline && m_mode == AxisMode::WallTime)
         m_keyScale = m_timeline->axis(m_mode).end() >= 2'000'000 ? 1e6 : 1e3;
     xAxis->setLabel(xAxisTitle());
+    xAxis->setTicker(m_mode == AxisMode::EventIndex ? QSharedPointer<QCPAxisTicker>(m_indexTicker) : m_plainTicker);
     xAxis->setNumberFormat(m_mode == AxisMode::EventIndex ? QStringLiteral("f") : QStringLiteral("g"));
     xAxis->setNumberPrecision(m_mode == AxisMode::EventIndex ? 0 : 6);
 
@@ -281,7 +297,7 @@ void TimelinePlot::rebuildMarkers()
         const double y = double(m_capacity) / m_unit;
         m_capacityLine->point1->setCoords(0, y);
         m_capacityLine->point2->setCoords(1, y);
-        m_capacityText->position->setCoords(0.995, y);
+        m_capacityText->position->setCoords(0.005, y);
         m_capacityText->setText(m_capacityLabel.isEmpty() ? tr("capacity %1").arg(qs(formatBytes(m_capacity)))
                                                            : m_capacityLabel);
     }

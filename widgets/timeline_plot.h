@@ -10,6 +10,12 @@
 
 namespace poolscope {
 
+// Event indices are whole numbers: never a tick between two events.
+class IntegerTicker : public QCPAxisTicker {
+protected:
+    double getTickStep(const QCPRange& range) override;
+};
+
 // The stacked area chart: one QCPGraph per pool layer, each filled down to the one below
 // (setChannelFillGraph), fed per replot from the core level of detail so that peaks survive any
 // zoom. The widget only draws; stacking, downsampling and axis mapping live in core/timeline.
@@ -88,6 +94,8 @@ private:
     bool m_inClamp = false;
     int m_lastQueryWidth = 0;
 
+    QSharedPointer<IntegerTicker> m_indexTicker;
+    QSharedPointer<QCPAxisTicker> m_plainTicker;
     std::vector<QCPGraph*> m_graphs;
     QCPLayer* m_bandLayer = nullptr;
     QCPLayer* m_cursorLayer = nullptr;

@@ -22,14 +22,18 @@ QString verdictSentence(const PreparedTrace&, const PreparedDevice& pd, EventInd
         if (o.index == event)
             oom = &o;
     // The same moment words as `poolscope report`, so the sentence reads the same in both.
-    const std::string when = oom ? "At the OOM" : event == d.peakIndex ? "At the peak" : "At event #" + std::to_string(event);
+    const std::string when = oom                     ? "At the OOM"
+                             : d.eventCount() == 0   ? "In the snapshot"
+                             : event == d.peakIndex  ? "At the peak"
+                                                     : "At event #" + std::to_string(event);
 
     QString text;
     if (tl.pools().classified()) {
         text = qs(makeVerdict(when, b.pool).sentence);
     } else {
-        text = QObject::tr("%1: %2 allocated of %3 reserved (pools unclassified).")
-                   .arg(qs(when), qs(formatBytes(b.allocated)), qs(formatBytes(b.reserved)));
+        text = b.reservedKnown ? QObject::tr("%1: %2 allocated of %3 reserved (pools unclassified).")
+                                     .arg(qs(when), qs(formatBytes(b.allocated)), qs(formatBytes(b.reserved)))
+                               : QObject::tr("%1: %2 allocated (pools unclassified).").arg(qs(when), qs(formatBytes(b.allocated)));
     }
     if (oom) {
         text += QObject::tr(" The failed request asked for %1").arg(qs(formatBytes(oom->requestedBytes)));

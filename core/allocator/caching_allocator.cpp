@@ -57,7 +57,7 @@ bool CachingAllocatorSim::allocatable(int32_t b) const
     return !k.allocated && !k.pending;
 }
 
-void CachingAllocatorSim::emit(SimEventKind kind, uint64_t addr, int64_t size, int64_t stream, bool small)
+void CachingAllocatorSim::recordEvent(SimEventKind kind, uint64_t addr, int64_t size, int64_t stream, bool small)
 {
     m_events.push_back(SimEvent{kind, addr, size, stream, small});
 }
@@ -84,7 +84,7 @@ AllocResult CachingAllocatorSim::malloc(int64_t size, int64_t stream)
         fail.roundedSize = size;
         fail.wantedBytes = size;
         fail.deviceFree = m_capacity ? std::max<int64_t>(0, *m_capacity - m_stats.reserved) : 0;
-        emit(SimEventKind::Oom, uint64_t(fail.deviceFree), size, stream, false);
+        recordEvent(SimEventKind::Oom, uint64_t(fail.deviceFree), size, stream, false);
         return fail;
     }
     Request r;
@@ -104,7 +104,7 @@ AllocResult CachingAllocatorSim::malloc(int64_t size, int64_t stream)
         ++m_stats.numOoms;
         result.wantedBytes = r.allocSize;
         result.deviceFree = m_capacity ? std::max<int64_t>(0, *m_capacity - m_stats.reserved) : 0;
-        emit(SimEventKind::Oom, uint64_t(result.deviceFree), r.size, stream, r.pool->small);
+        recordEvent(SimEventKind::Oom, uint64_t(result.deviceFree), r.size, stream, r.pool->small);
         return result;
     }
     const bool split = shouldSplit(r.block, r.size);
@@ -177,7 +177,7 @@ bool CachingAllocatorSim::allocBlock(Request& r, bool isRetry)
     r.block = b;
     addReserved(r.allocSize, true);
     ++m_stats.numDeviceAlloc;
-    emit(SimEventKind::SegmentAlloc, addr, r.allocSize, r.stream, k.small);
+    recordEvent(SimEventKind::SegmentAlloc, addr, r.allocSize, r.stream, k.small);
     return true;
 }
 
@@ -224,7 +224,7 @@ void CachingAllocatorSim::releaseCachedBlocks()
     for (int32_t b : pending) {
         // The caller did not order these completions, so they are reported like segment events.
         const Block& k = m_blocks[size_t(b)];
-        emit(SimEventKind::FreeCompleted, k.addr, k.requested, k.stream, k.small);
+        recordEvent(SimEventKind::FreeCompleted, k.addr, k.requested, k.stream, k.small);
         m_live.erase(k.addr);
         freeBlock(b);
     }
@@ -261,7 +261,7 @@ void CachingAllocatorSim::releaseBlock(int32_t b)
 {
     Block& k = m_blocks[size_t(b)];
     ++m_stats.numDeviceFree;
-    emit(SimEventKind::SegmentFree, k.addr, k.size, k.stream, k.small);
+    recordEvent(SimEventKind::SegmentFree, k.addr, k.size, k.stream, k.small);
     m_addresses->release(k.addr, k.size);
     addReserved(-k.size, true);
     poolOf(b).blocks.erase(sizeKey(b));

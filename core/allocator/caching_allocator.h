@@ -181,7 +181,7 @@ private:
     AddrKey addrKey(int32_t b) const;
     Pool& poolOf(int32_t b) { return m_blocks[size_t(b)].small ? m_small : m_large; }
     bool allocatable(int32_t b) const;
-    void emit(SimEventKind kind, uint64_t addr, int64_t size, int64_t stream, bool small);
+    void recordEvent(SimEventKind kind, uint64_t addr, int64_t size, int64_t stream, bool small);
     bool tryReserve(int64_t bytes) const;
     void addReserved(int64_t delta, bool segmentCount);
 

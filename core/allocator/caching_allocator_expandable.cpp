@@ -108,7 +108,7 @@ bool CachingAllocatorSim::mapBlock(int32_t toMap, int64_t size)
     addReserved(mappedBytes, false);
     ++m_stats.numDeviceAlloc;
     const Block& done = m_blocks[size_t(toMap)];
-    emit(SimEventKind::SegmentMap, mappedPtr, mappedBytes, done.stream, done.small);
+    recordEvent(SimEventKind::SegmentMap, mappedPtr, mappedBytes, done.stream, done.small);
     return true;
 }
 
@@ -186,7 +186,7 @@ void CachingAllocatorSim::unmapBlock(int32_t b)
     pool.unmapped.insert(addrKey(b));
     addReserved(-unmappedBytes, false);
     ++m_stats.numDeviceFree;
-    emit(SimEventKind::SegmentUnmap, unmappedPtr, unmappedBytes, m_blocks[size_t(b)].stream, m_blocks[size_t(b)].small);
+    recordEvent(SimEventKind::SegmentUnmap, unmappedPtr, unmappedBytes, m_blocks[size_t(b)].stream, m_blocks[size_t(b)].small);
 }
 
 void CachingAllocatorSim::releaseExpandableSegment(int32_t b)

@@ -20,6 +20,8 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     if (d.hasTime)
         m_timeAxis = EventAxis::byTime(d.events.timeUs);
     m_alive = AliveIndex(d.allocations);
+    m_reservedKnown = !d.segments.empty() || d.initialReserved != 0 ||
+                      std::any_of(d.reserved.begin(), d.reserved.end(), [](int64_t v) { return v != 0; });
 
     std::vector<std::vector<int64_t>> layers;
     std::vector<int64_t> layerInitial;
@@ -133,6 +135,7 @@ Breakdown DeviceTimeline::breakdownAt(EventIndex i, int64_t capacity) const
     b.allocated = d.allocatedAt(b.event);
     b.reserved = reservedAt(b.event);
     b.capacity = capacity;
+    b.reservedKnown = m_reservedKnown;
     const size_t sample = size_t(b.event + 1);
     for (size_t l = 0; l < m_layers.size(); ++l)
         b.pool[size_t(m_layers[l])] = m_lod.value(l, sample);

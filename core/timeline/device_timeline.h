@@ -30,6 +30,7 @@ struct Breakdown {
     int64_t allocated = 0;
     int64_t reserved = 0;
     int64_t capacity = -1; // -1: unknown
+    bool reservedKnown = true; // false: the source records no reserved bytes (Kineto without totals)
     int64_t cachedFree() const { return pool[size_t(Pool::CachedFree)]; }
     int64_t headroom() const { return capacity < 0 ? -1 : capacity - reserved; }
 };
@@ -59,6 +60,8 @@ public:
 
     int64_t allocatedAt(EventIndex i) const { return device().allocatedAt(i); }
     int64_t reservedAt(EventIndex i) const { return device().reservedAt(i); }
+    // Whether reserved bytes mean anything here: segments or segment events, or a profiler's totals.
+    bool reservedKnown() const { return m_reservedKnown; }
     Pool poolOf(AllocId id) const;
     std::string reasonOf(AllocId id) const;
     // Capacity the OOM reported: reserved + device_free at the last OOM; -1 without one.
@@ -74,6 +77,7 @@ private:
     EventAxis m_indexAxis;
     EventAxis m_timeAxis;
     AliveIndex m_alive;
+    bool m_reservedKnown = true;
 };
 
 } // namespace poolscope
