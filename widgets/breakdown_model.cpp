@@ -15,7 +15,11 @@ QString percent(int64_t part, int64_t whole)
 {
     if (whole <= 0)
         return {};
-    return QString::number(100.0 * double(part) / double(whole), 'f', 1) + QLatin1Char('%');
+    const double share = 100.0 * double(part) / double(whole);
+    // A few MiB beside tens of GiB is not nothing: say so instead of printing 0.0%.
+    if (part > 0 && share < 0.05)
+        return QStringLiteral("<0.1%");
+    return QString::number(share, 'f', 1) + QLatin1Char('%');
 }
 
 } // namespace
@@ -46,6 +50,8 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
     const int64_t whole = b.reservedKnown ? std::max(b.reserved, b.allocated) : b.allocated;
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
         const Pool p = *it;
+        if (p == Pool::CachedFree && !b.reservedKnown)
+            continue; // no reserved figure, so no cache to speak of
         const int64_t bytes = b.pool[size_t(p)];
         rows.push_back(Row{PoolPalette::label(p, classified), bytes, percent(bytes, whole), int(p), {}});
     }
@@ -61,7 +67,7 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
     if (layout && layout->freeBytes > 0) {
         rows.push_back(Row{tr("largest free block"), layout->largestFree, percent(layout->largestFree, layout->freeBytes), -1,
                            tr("the biggest request the cached free bytes could serve without a new segment")});
-        rows.push_back(Row{tr("fragmentation"), kNoBytes,
+        rows.push_back(Row{tr("fragmentation"), layout->freeBytes - layout->largestFree,
                            QString::number(100.0 * layout->fragmentation(), 'f', 1) + QLatin1Char('%'), -1,
                            tr("cached free bytes outside the largest free block: 1 − largest / free")});
     }

@@ -63,7 +63,9 @@ void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c
 
     painter.save();
     painter.translate(margin, y);
+    plot.fitLegend(std::max(200, chartW));
     plot.toPainter(&painter, std::max(200, chartW), std::max(150, chartH));
+    plot.fitLegend(plot.width()); // the window's own layout again
     painter.restore();
 
     if (tableW > 0) {
@@ -105,6 +107,8 @@ ReviewContent reviewContentFor(const PreparedTrace& doc, size_t device, EventInd
         moment = QObject::tr("the OOM (event %1)").arg(event);
     else if (d.peakIndex == event)
         moment = QObject::tr("the peak (event %1)").arg(event);
+    else if (isSnapshotMark(d, event))
+        moment = QObject::tr("the snapshot (event %1)").arg(event);
     c.title = QObject::tr("%1 — %2 — at %3").arg(QFileInfo(path).fileName(), QString::fromStdString(d.label()), moment);
     c.subtitle = verdictSentence(doc, pd, event, capacity);
     const SegmentLayout layout = segmentLayoutAt(d, tl.alive(), event);

@@ -52,13 +52,24 @@ TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(Poo
     selectionRect()->setPen(QPen(Qt::gray, 1, Qt::DashLine));
     selectionRect()->setBrush(QColor(128, 128, 128, 40));
 
-    // The legend is one row under the chart, so it never hides data, band labels or markers.
+    // The legend sits under the chart, so it never hides data, band labels or markers. It lives in a
+    // row of its own beside an empty stretching element: the legend keeps its natural width instead of
+    // spreading its entries over the whole row.
     axisRect()->insetLayout()->take(legend);
-    plotLayout()->addElement(1, 0, legend);
+    auto* legendRow = new QCPLayoutGrid;
+    plotLayout()->addElement(1, 0, legendRow);
     plotLayout()->setRowStretchFactor(1, 0.001);
+    legendRow->addElement(0, 0, legend);
+    legendRow->addElement(0, 1, new QCPLayoutElement(this));
+    legendRow->setColumnStretchFactor(0, 0.001);
+    legendRow->setMargins(QMargins(0, 0, 0, 0));
     legend->setFillOrder(QCPLegend::foColumnsFirst);
-    legend->setWrap(5);
-    legend->setMargins(QMargins(6, 2, 6, 2));
+    legend->setWrap(int(kPoolCount));
+    legend->setMargins(QMargins(6, 3, 6, 3));
+    legend->setColumnSpacing(14);
+    // QCPGraph draws its fill swatch in the lower half of the icon rectangle: a short icon keeps the
+    // swatch level with the text.
+    legend->setIconSize(22, 12);
     legend->setVisible(true);
     QFont small = font();
     small.setPointSizeF(small.pointSizeF() * 0.85);
@@ -202,6 +213,24 @@ EventIndex TimelinePlot::visibleEventCount() const
     return std::max<EventIndex>(1, eventAtPixel(axisRect()->right()) - eventAtPixel(axisRect()->left()) + 1);
 }
 
+void TimelinePlot::fitLegend(int plotWidth)
+{
+    // As many entries per row as the width holds: one row on a normal window, wrapped when narrow.
+    int used = legend->margins().left() + legend->margins().right() + 8;
+    int perRow = 0;
+    for (int i = 0; i < legend->itemCount(); ++i) {
+        used += legend->item(i)->minimumOuterSizeHint().width() + (i ? legend->columnSpacing() : 0);
+        if (used > plotWidth)
+            break;
+        ++perRow;
+    }
+    perRow = std::max(1, perRow);
+    if (perRow != legend->wrap()) {
+        legend->setWrap(perRow);
+        legend->setFillOrder(QCPLegend::foColumnsFirst, true); // re-flows the existing entries
+    }
+}
+
 QString TimelinePlot::xAxisTitle() const
 {
     if (m_mode == AxisMode::EventIndex)
@@ -238,8 +267,14 @@ void TimelinePlot::rebuildGraphs()
     legend->clearItems();
     for (auto it = m_graphs.rbegin(); it != m_graphs.rend(); ++it)
         (*it)->addToLegend();
-    if (!m_graphs.empty())
+    if (!m_graphs.empty() && layers.back() == Pool::CachedFree) {
         m_graphs.back()->setName(tr("cached free (up to reserved)"));
+        // A source without reserved bytes (Kineto without totals) has no cache to show: its layer is
+        // all zeros, and a legend entry would suggest otherwise.
+        if (!m_timeline->reservedKnown())
+            m_graphs.back()->removeFromLegend();
+    }
+    fitLegend(width());
 
     // Y range: the full trace's highest reserved (top of the stack) and the capacity, in one unit.
     const StackLod& lod = m_timeline->lod();

@@ -53,6 +53,8 @@ public:
     // Re-queries the level of detail for the visible range and width. Called on range and size
     // changes; public so the benchmark can time it.
     void refreshData();
+    // Re-flows the legend under the chart for a plot `plotWidth` pixels wide (widget or exported image).
+    void fitLegend(int plotWidth);
     // Redraws only the cursor layer: what scrubbing costs.
     void replotCursor();
 

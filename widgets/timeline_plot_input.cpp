@@ -66,7 +66,7 @@ void TimelinePlot::mouseDoubleClickEvent(QMouseEvent* event)
 
 void TimelinePlot::resizeEvent(QResizeEvent* event)
 {
-    legend->setWrap(width() >= 1100 ? int(kPoolCount) : 5); // one legend row when it fits
+    fitLegend(event->size().width());
     QCustomPlot::resizeEvent(event);
     refreshData();
 }

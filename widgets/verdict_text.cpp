@@ -12,6 +12,12 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 } // namespace
 
+// Legacy OOM dumps hold only this entry: naming it beats "event #0".
+bool isSnapshotMark(const DeviceTrace& d, EventIndex event)
+{
+    return event >= 0 && size_t(event) < d.eventCount() && d.events.action[size_t(event)] == Action::Snapshot;
+}
+
 QString verdictSentence(const PreparedTrace&, const PreparedDevice& pd, EventIndex event, int64_t capacity)
 {
     const DeviceTimeline& tl = *pd.timeline;
@@ -25,6 +31,7 @@ QString verdictSentence(const PreparedTrace&, const PreparedDevice& pd, EventInd
     const std::string when = oom                     ? "At the OOM"
                              : d.eventCount() == 0   ? "In the snapshot"
                              : event == d.peakIndex  ? "At the peak"
+                             : isSnapshotMark(d, event) ? "At the snapshot"
                                                      : "At event #" + std::to_string(event);
 
     QString text;

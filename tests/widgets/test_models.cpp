@@ -55,6 +55,29 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
     }
 
+    void breakdownWithoutReservedBytes()
+    {
+        // A Kineto trace without totals: no cache row, reserved "unknown", shares of allocated, no headroom.
+        BreakdownModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        Breakdown b = m_timeline->breakdownAt(m_timeline->device().peakIndex, int64_t(24) << 30);
+        b.reservedKnown = false;
+        model.setBreakdown(b, m_timeline->layers(), true);
+        const auto rows = model.rows();
+        bool sawReserved = false;
+        for (const QStringList& r : rows) {
+            QVERIFY2(!r.at(0).contains(QStringLiteral("cached free")), qPrintable(r.join(u'|')));
+            QVERIFY2(!r.at(0).contains(QStringLiteral("headroom")), qPrintable(r.join(u'|')));
+            if (r.at(0) == QStringLiteral("reserved")) {
+                sawReserved = true;
+                QCOMPARE(r.at(2), QStringLiteral("unknown"));
+            }
+            if (r.at(0) == QStringLiteral("allocated"))
+                QCOMPARE(r.at(2), QStringLiteral("100.0%"));
+        }
+        QVERIFY(sawReserved);
+    }
+
     void tensorModelAndProxy()
     {
         TensorModel model;

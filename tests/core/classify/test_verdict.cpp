@@ -59,6 +59,15 @@ private slots:
         QCOMPARE(v.advice.find("cutting the micro-batch frees at most") != std::string::npos, Pool(pool) != Pool::Activation && Pool(pool) != Pool::Input);
     }
 
+    void noActivationsMeansTheBatchFreesNothing()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Parameter)] = gib(11);
+        const Verdict v = makeVerdict("At the snapshot", b);
+        QVERIFY2(v.advice.find("cutting the micro-batch frees nothing here") != std::string::npos, v.advice.c_str());
+        QVERIFY2(v.advice.find("0.00 GiB") == std::string::npos, v.advice.c_str());
+    }
+
     void fragmentationWall()
     {
         PoolBytes b{};
