@@ -108,7 +108,7 @@ Verdict makeVerdict(std::string_view moment, const PoolBytes& pools)
     // What a smaller micro-batch could give back at most: the memory that scales with it.
     const int64_t perBatch = pools[size_t(Pool::Activation)] + pools[size_t(Pool::Input)];
     if (v.dominant != Pool::Activation && v.dominant != Pool::Input)
-        v.advice += perBatch > 0 ? "; cutting the micro-batch frees at most " + gib(perBatch)
+        v.advice += perBatch > 0 ? "; cutting the micro-batch frees at most " + (perBatch < kListedMinimum ? std::string("0.01 GiB") : gib(perBatch))
                                  : std::string("; cutting the micro-batch frees nothing here (no activations or inputs are alive)");
     v.advice += ".";
     v.sentence = v.breakdown + " " + v.advice;
