@@ -7,11 +7,14 @@
 #include "core/timeline/phase_bands.h"
 #include "core/timeline/prepared_trace.h"
 #include "core/util/units.h"
+#include "widgets/main_window.h"
 #include "widgets/review_image.h"
 #include "widgets/timeline_plot.h"
 
 #include <QApplication>
 #include <QFileInfo>
+#include <QSettings>
+#include <QTemporaryDir>
 
 #include <cstdlib>
 #include <iostream>
@@ -36,6 +39,31 @@ QSize parseSize(const std::string& text)
     throw UsageError("--size expects WIDTHxHEIGHT between 320x240 and 8000x8000, got '" + text + "'");
 }
 
+// The whole desktop window at the moment, as a user would see it (docs, bug reports). Settings go to a
+// throw-away folder so that neither the user's saved layout shapes the picture nor the picture the layout.
+int renderWindow(std::shared_ptr<const PreparedTrace> doc, const QString& path, size_t device, EventIndex event,
+                 QSize size, const QString& outPath, int64_t capacity)
+{
+    QTemporaryDir settings;
+    QSettings::setDefaultFormat(QSettings::IniFormat);
+    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settings.path());
+    MainWindow w;
+    w.resize(size);
+    w.show();
+    w.setDocument(std::move(doc), path);
+    w.selectDevice(device);
+    if (capacity >= 0)
+        w.setCapacity(capacity, {});
+    w.setCursorEvent(event);
+    w.flushPanels();
+    QCoreApplication::processEvents();
+    w.flushPanels();
+    if (!w.grab().save(outPath, "PNG"))
+        throw std::runtime_error("could not write " + outPath.toStdString());
+    std::cout << "wrote " << outPath.toStdString() << " (window, event " << event << ")\n";
+    return 0;
+}
+
 int runRender(const std::vector<std::string>& argv)
 {
     return guarded("render", [&] {
@@ -46,6 +74,7 @@ int runRender(const std::vector<std::string>& argv)
         const auto capacityOpt = args.option("--capacity");
         const bool dark = args.flag("--dark");
         const bool indexAxis = args.flag("--index-axis");
+        const bool window = args.flag("--window");
         auto out = args.option("-o");
         if (!out)
             out = args.option("--output");
@@ -55,6 +84,8 @@ int runRender(const std::vector<std::string>& argv)
         const QString outPath = QString::fromStdString(*out);
         if (!reviewImageFormats().contains(QFileInfo(outPath).suffix().toLower()))
             throw UsageError("-o must end in .png, .svg or .pdf");
+        if (window && QFileInfo(outPath).suffix().toLower() != QLatin1String("png"))
+            throw UsageError("--window writes a screenshot: -o must end in .png");
         int64_t capacity = -1;
         if (capacityOpt && (capacity = parseBytes(*capacityOpt)) <= 0)
             throw UsageError("--capacity expects a size such as 80GiB, got '" + *capacityOpt + "'");
@@ -86,12 +117,15 @@ int runRender(const std::vector<std::string>& argv)
         char* qtArgv[] = {name, nullptr};
         QApplication qapp(qtArgc, qtArgv);
 
+        const QString path = QString::fromStdString(files[0]);
+        if (window)
+            return renderWindow(doc, path, device, std::max<EventIndex>(0, moment->event), size, outPath, capacity);
+
         TimelinePlot plot;
         plot.setPoolPalette(PoolPalette(dark));
         plot.resize(size);
         plot.setTimeline(pd.timeline, phaseBands(*pd.timeline, pd.classification.get()));
         plot.setAxisMode(indexAxis ? AxisMode::EventIndex : AxisMode::WallTime);
-        const QString path = QString::fromStdString(files[0]);
         plot.setCapacity(capacity, capacity < 0 ? QString()
                                    : capacity == pd.timeline->oomCapacity()
                                        ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(QString::fromStdString(formatBytes(capacity)))
@@ -108,8 +142,9 @@ int runRender(const std::vector<std::string>& argv)
 
 const CommandRegistrar kRegister({"render",
                                   "render FILE [--device N] [--at peak|oom|end|INDEX] [--size 1600x900] [--capacity 80GiB] "
-                                  "[--index-axis] [--dark] -o OUT.png|svg|pdf",
-                                  "the review image (stacked pools, breakdown, verdict) without a display", runRender});
+                                  "[--index-axis] [--dark] [--window] -o OUT.png|svg|pdf",
+                                  "the review image (stacked pools, breakdown, verdict) without a display; --window: a "
+                                  "screenshot of the whole desktop window instead", runRender});
 
 } // namespace
 } // namespace poolscope::app

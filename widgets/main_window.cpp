@@ -306,6 +306,18 @@ void MainWindow::buildDocks()
     m_tensorView->verticalHeader()->setDefaultSectionSize(m_tensorView->fontMetrics().height() + 6);
     m_tensorView->horizontalHeader()->setStretchLastSection(true);
     m_tensorView->setAlternatingRowColors(true);
+    // Widths from the widest value each column can hold, not from the rows (a million of them at
+    // most): the top frame, the column that matters, gets the rest.
+    {
+        const QFontMetrics fm = m_tensorView->fontMetrics();
+        const int pad = fm.horizontalAdvance(QStringLiteral("MM"));
+        auto widthFor = [&](const QString& sample) { return fm.horizontalAdvance(sample) + pad; };
+        m_tensorView->setColumnWidth(TensorModel::Size, widthFor(QStringLiteral("1023.99 MiB")));
+        m_tensorView->setColumnWidth(TensorModel::PoolColumn, widthFor(QStringLiteral("optimizer state")));
+        m_tensorView->setColumnWidth(TensorModel::Age, widthFor(QStringLiteral("before recording")));
+        m_tensorView->setColumnWidth(TensorModel::Stream, widthFor(QStringLiteral("default")));
+        m_tensorView->setColumnWidth(TensorModel::Address, widthFor(QStringLiteral("0x7f0000000000")));
+    }
     tl->addLayout(filters);
     tl->addWidget(m_tensorView, 1);
     connect(m_poolFilter, &QComboBox::currentIndexChanged, this, [this] {
@@ -331,7 +343,7 @@ void MainWindow::buildDocks()
     m_stackView->header()->setStretchLastSection(true);
     sl->addWidget(m_reasonLabel);
     sl->addWidget(m_stackView, 1);
-    dock(tr("Stack and reason"), QStringLiteral("stackDock"), stack, Qt::RightDockWidgetArea);
+    QDockWidget* sd = dock(tr("Stack and reason"), QStringLiteral("stackDock"), stack, Qt::RightDockWidgetArea);
 
     m_allocator = new AllocatorView(this);
     QDockWidget* ad = dock(tr("Allocator segments"), QStringLiteral("allocatorDock"), m_allocator, Qt::BottomDockWidgetArea);
@@ -343,6 +355,8 @@ void MainWindow::buildDocks()
     td->raise();
     resizeDocks({bd}, {420}, Qt::Horizontal);
     resizeDocks({td}, {260}, Qt::Vertical);
+    // The breakdown (verdict and the pool table) is what one reads first: give it the taller share.
+    resizeDocks({bd, sd}, {600, 300}, Qt::Vertical);
 }
 
 void MainWindow::restoreSettings()

@@ -63,9 +63,9 @@ void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c
 
     painter.save();
     painter.translate(margin, y);
-    plot.fitLegend(std::max(200, chartW));
+    plot.fitToSize(QSize(std::max(200, chartW), std::max(150, chartH)));
     plot.toPainter(&painter, std::max(200, chartW), std::max(150, chartH));
-    plot.fitLegend(plot.width()); // the window's own layout again
+    plot.fitToSize(plot.size()); // the window's own layout again
     painter.restore();
 
     if (tableW > 0) {

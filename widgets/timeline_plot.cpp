@@ -293,7 +293,22 @@ void TimelinePlot::rebuildGraphs()
         m_unitName = QStringLiteral("KiB");
     }
     yAxis->setLabel(tr("memory (%1)").arg(m_unitName));
-    yAxis->setRange(0, std::max(1.0, double(top) / m_unit * 1.08));
+    m_yTop = double(top) / m_unit;
+    applyYRange(height() - kAxisChrome);
+}
+
+void TimelinePlot::applyYRange(int axisHeight)
+{
+    // Keep a strip above the highest data for the cursor label, the phase-band labels and the OOM
+    // label (three text lines, ~58 px), whatever the plot's height, so they never sit on the data.
+    const double strip = axisHeight > 150 ? std::min(0.4, 58.0 / double(axisHeight)) : 0.12;
+    yAxis->setRange(0, std::max(1.0, m_yTop / (1.0 - strip)));
+}
+
+void TimelinePlot::fitToSize(QSize plotSize)
+{
+    fitLegend(plotSize.width());
+    applyYRange(plotSize.height() - kAxisChrome);
 }
 
 void TimelinePlot::setCapacity(int64_t bytes, const QString& label)
@@ -377,9 +392,10 @@ void TimelinePlot::rebuildMarkers()
         auto* text = new QCPItemText(this);
         text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
         // Below the cursor label (which sits on the top edge), to the left of the line.
-        text->position->setCoords(eventKey(oom.index), 0.06);
+        // Third line of the strip above the data: cursor label, band labels, then this.
+        text->position->setCoords(eventKey(oom.index), 0.0);
         text->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
-        text->setPadding(QMargins(4, 2, 4, 2));
+        text->setPadding(QMargins(4, 36, 4, 2));
         text->setColor(m_palette.oom());
         QFont bold = font();
         bold.setBold(true);
@@ -397,8 +413,13 @@ void TimelinePlot::rebuildMarkers()
         dot->position->setCoords(eventKey(d.peakIndex), double(d.peakAllocated) / m_unit);
         auto* text = new QCPItemText(this);
         text->position->setParentAnchor(dot->position);
-        text->position->setCoords(0, -6);
-        text->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
+        // Beside the dot, not above it: above is the label strip, where the OOM label usually is.
+        text->position->setCoords(-8, 0);
+        text->setPositionAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        text->setPadding(QMargins(3, 1, 3, 1));
+        QColor bg = m_palette.background();
+        bg.setAlpha(200);
+        text->setBrush(bg);
         m_peakText = text;
         text->setColor(m_palette.foreground());
         text->setFont(small);
@@ -414,9 +435,10 @@ void TimelinePlot::updateBandLabels()
     // The peak label must not run off the chart when the peak is near an edge.
     if (m_peakText) {
         const double px = m_peakText->position->parentAnchor()->pixelPosition().x();
-        const double half = QFontMetrics(m_peakText->font()).horizontalAdvance(m_peakText->text()) / 2.0 + 6;
-        const Qt::Alignment h = px + half > axisRect()->right() ? Qt::AlignRight : px - half < axisRect()->left() ? Qt::AlignLeft : Qt::AlignHCenter;
-        m_peakText->setPositionAlignment(h | Qt::AlignBottom);
+        const double w = QFontMetrics(m_peakText->font()).horizontalAdvance(m_peakText->text()) + 14;
+        const bool left = px - w >= axisRect()->left(); // left of the dot unless that runs off the chart
+        m_peakText->position->setCoords(left ? -8 : 8, 0);
+        m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
     }
     for (auto& [rect, text] : m_bandItems) {
         const double w = xAxis->coordToPixel(rect->bottomRight->coords().x()) - xAxis->coordToPixel(rect->topLeft->coords().x());

@@ -55,6 +55,8 @@ public:
     void refreshData();
     // Re-flows the legend under the chart for a plot `plotWidth` pixels wide (widget or exported image).
     void fitLegend(int plotWidth);
+    // Legend flow and the label strip above the data for a plot of `plotSize` (widget or exported image).
+    void fitToSize(QSize plotSize);
     // Redraws only the cursor layer: what scrubbing costs.
     void replotCursor();
 
@@ -96,6 +98,9 @@ private:
     bool m_inClamp = false;
     int m_lastQueryWidth = 0;
 
+    void applyYRange(int axisHeight);
+    static constexpr int kAxisChrome = 90; // plot height minus axis rect height: tick labels, titles, legend
+    double m_yTop = 1.0;                    // highest stacked value (or capacity), in m_unit
     QSharedPointer<IntegerTicker> m_indexTicker;
     QSharedPointer<QCPAxisTicker> m_plainTicker;
     std::vector<QCPGraph*> m_graphs;

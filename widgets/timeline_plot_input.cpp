@@ -66,7 +66,7 @@ void TimelinePlot::mouseDoubleClickEvent(QMouseEvent* event)
 
 void TimelinePlot::resizeEvent(QResizeEvent* event)
 {
-    fitLegend(event->size().width());
+    fitToSize(event->size());
     QCustomPlot::resizeEvent(event);
     refreshData();
 }

@@ -23,6 +23,18 @@ bool isTorchInternal(std::string_view filename)
     return filename.find("/torch/") != std::string_view::npos || filename.find("site-packages/torch") != std::string_view::npos;
 }
 
+// The allocator's own frames, found innermost in every C++ stack (stacks='all'): capturing the
+// traceback, the caching allocator, the empty-tensor factories. None of them says why the memory exists.
+bool isAllocationPlumbing(std::string_view name)
+{
+    for (std::string_view p : {"torch::unwind::", "torch::CapturedTraceback", "torch::cuda::(anonymous namespace)::gather",
+                               "c10::cuda::CUDACachingAllocator::", "c10::CachingAllocator", "at::detail::", "at::TensorBase at::detail::",
+                               "at::native::empty", "at::empty", "at::(anonymous namespace)::create_out"})
+        if (name.substr(0, p.size()) == p)
+            return true;
+    return false;
+}
+
 } // namespace
 
 bool Frame::isPython() const
@@ -90,7 +102,21 @@ FrameId FrameTable::userFrame(StackId id) const
         if (!isTorchInternal(fr.filename))
             return f;
     }
-    return firstPython ? firstPython : first;
+    if (firstPython)
+        return firstPython;
+    // C++ only (the autograd engine's thread has no Python frames): the autograd node says which
+    // backward made it, else the ATen operator, else the first frame past the allocator's plumbing.
+    FrameId op, past;
+    for (FrameId f : stack(id)) {
+        const std::string& name = frame(f).name;
+        if (name.find("torch::autograd::generated::") != std::string::npos && name.find("::apply(") != std::string::npos)
+            return f;
+        if (!op && name.rfind("at::_ops::", 0) == 0 && name.find("::call(") != std::string::npos)
+            op = f;
+        if (!past && !name.empty() && !isAllocationPlumbing(name))
+            past = f;
+    }
+    return op ? op : past ? past : first;
 }
 
 } // namespace poolscope

@@ -33,7 +33,9 @@ public:
     size_t stackCount() const { return m_stackOffsets.size() - 1; }
 
     // The innermost Python frame that is not PyTorch's own plumbing (torch/, site-packages/torch):
-    // what a user recognises as "their" line. Falls back to the innermost Python frame, then any.
+    // what a user recognises as "their" line. Falls back to the innermost Python frame; for C++-only
+    // stacks to the autograd node (…Backward0::apply), the ATen operator, or the first frame past the
+    // allocator's own plumbing.
     FrameId userFrame(StackId id) const;
 
 private:
