@@ -1,5 +1,6 @@
 #include "app/args.h"
 
+#include "core/util/atomic_file.h"
 #include "core/util/load_error.h"
 
 #include <iostream>
@@ -68,6 +69,9 @@ int guarded(const char* command, const std::function<int()>& body)
         return 2;
     } catch (const UsageError& e) {
         std::cerr << "poolscope " << command << ": " << e.what() << " (see poolscope --help)\n";
+        return 2;
+    } catch (const WriteError& e) {
+        std::cerr << "poolscope " << command << ": " << e.what() << "\n";
         return 2;
     } catch (const std::invalid_argument& e) {
         std::cerr << "poolscope " << command << ": " << e.what() << "\n";

@@ -6,6 +6,7 @@
 #include "core/timeline/moment.h"
 #include "core/timeline/phase_bands.h"
 #include "core/timeline/prepared_trace.h"
+#include "core/util/atomic_file.h"
 #include "core/util/units.h"
 #include "widgets/main_window.h"
 #include "widgets/review_image.h"
@@ -13,6 +14,7 @@
 
 #include <QApplication>
 #include <QFileInfo>
+#include <QSaveFile>
 #include <QSettings>
 #include <QTemporaryDir>
 
@@ -58,8 +60,9 @@ int renderWindow(std::shared_ptr<const PreparedTrace> doc, const QString& path, 
     w.flushPanels();
     QCoreApplication::processEvents();
     w.flushPanels();
-    if (!w.grab().save(outPath, "PNG"))
-        throw std::runtime_error("could not write " + outPath.toStdString());
+    QSaveFile file(outPath); // renamed into place on commit: never a half-written screenshot
+    if (!file.open(QIODevice::WriteOnly) || !w.grab().save(&file, "PNG") || !file.commit())
+        throw WriteError("could not write " + outPath.toStdString() + ": " + file.errorString().toStdString());
     std::cout << "wrote " << outPath.toStdString() << " (window, event " << event << ")\n";
     return 0;
 }
@@ -134,7 +137,7 @@ int runRender(const std::vector<std::string>& argv)
         const ReviewContent content = reviewContentFor(*doc, device, plot.cursorEvent(), capacity, path, dark);
         QString why;
         if (!saveReviewImage(outPath, plot, content, size, &why))
-            throw std::runtime_error(why.toStdString());
+            throw WriteError(why.toStdString());
         std::cout << "wrote " << *out << " (" << dev.label() << ", " << moment->label << ")\n";
         return 0;
     });

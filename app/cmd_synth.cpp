@@ -4,6 +4,7 @@
 #include "core/formats/pickle_writer.h"
 #include "core/formats/zstd_output.h"
 #include "core/synth/synth.h"
+#include "core/util/atomic_file.h"
 #include "core/util/units.h"
 
 #include <chrono>
@@ -99,9 +100,9 @@ int runSynth(const std::vector<std::string>& argv)
         const SynthResult r = synthesize(m);
         const auto t1 = std::chrono::steady_clock::now();
 
-        std::ofstream file(*out, std::ios::binary | std::ios::trunc);
-        if (!file)
-            throw std::invalid_argument("cannot write " + *out);
+        // Written beside the target and renamed into place: an interrupted run leaves no half file.
+        AtomicFile atomic(*out);
+        std::ostream& file = atomic.stream();
         const bool zst = endsWith(*out, ".zst");
         const std::string base = zst ? out->substr(0, out->size() - 4) : *out;
         const bool json = endsWith(base, ".json");
@@ -121,18 +122,15 @@ int runSynth(const std::vector<std::string>& argv)
             if (zbuf)
                 zbuf->close();
         }
-        file.close();
-        if (!file)
-            throw std::runtime_error("writing " + *out + " failed");
+        atomic.commit();
         if (truthPath) {
             // Per allocation (in the order a loader pairs them), the pool the generator put it in.
             nlohmann::json tj = nlohmann::json::array();
             for (Pool p : r.truth)
                 tj.push_back(std::string(poolName(p)));
-            std::ofstream tf(*truthPath, std::ios::trunc);
-            tf << tj.dump() << "\n";
-            if (!tf)
-                throw std::invalid_argument("cannot write " + *truthPath);
+            AtomicFile tf(*truthPath);
+            tf.stream() << tj.dump() << "\n";
+            tf.commit();
         }
         const auto t2 = std::chrono::steady_clock::now();
         const auto& dev = r.trace.devices.at(0);

@@ -7,6 +7,7 @@
 
 #include <QFileInfo>
 #include <QPdfWriter>
+#include <QSaveFile>
 #include <QSvgGenerator>
 
 #include <algorithm>
@@ -141,14 +142,19 @@ bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewConten
             *error = why;
         return false;
     };
+    if (!reviewImageFormats().contains(ext))
+        return fail(QObject::tr("unknown image format '%1' (expected png, svg or pdf)").arg(ext));
+    // QSaveFile writes beside the target and renames on commit: a failed or interrupted export never
+    // leaves a half-written image where a good one was.
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly))
+        return fail(QObject::tr("could not write %1: %2").arg(path, file.errorString()));
     if (ext == QLatin1String("png")) {
-        if (!renderReviewImage(plot, content, size).save(path, "PNG"))
+        if (!renderReviewImage(plot, content, size).save(&file, "PNG"))
             return fail(QObject::tr("could not write %1").arg(path));
-        return true;
-    }
-    if (ext == QLatin1String("svg")) {
+    } else if (ext == QLatin1String("svg")) {
         QSvgGenerator svg;
-        svg.setFileName(path);
+        svg.setOutputDevice(&file);
         svg.setSize(size);
         svg.setViewBox(QRect(QPoint(0, 0), size));
         svg.setTitle(content.title);
@@ -160,10 +166,8 @@ bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewConten
         painter.setMode(QCPPainter::pmNoCaching);
         paintReview(painter, plot, content, size);
         painter.end();
-        return true;
-    }
-    if (ext == QLatin1String("pdf")) {
-        QPdfWriter pdf(path);
+    } else {
+        QPdfWriter pdf(&file);
         pdf.setTitle(content.title);
         pdf.setCreator(QStringLiteral("PoolScope"));
         pdf.setResolution(96);
@@ -178,9 +182,10 @@ bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewConten
         painter.scale(sx, sx);
         paintReview(painter, plot, content, size);
         painter.end();
-        return true;
     }
-    return fail(QObject::tr("unknown image format '%1' (expected png, svg or pdf)").arg(ext));
+    if (!file.commit())
+        return fail(QObject::tr("could not write %1: %2").arg(path, file.errorString()));
+    return true;
 }
 
 } // namespace poolscope

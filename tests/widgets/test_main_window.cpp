@@ -16,6 +16,7 @@
 #include <QComboBox>
 #include <QGuiApplication>
 #include <QMimeData>
+#include <QDir>
 #include <QFileInfo>
 #include <QImage>
 #include <QMessageBox>
@@ -218,6 +219,12 @@ private slots:
         QString error;
         QVERIFY(!w.exportImage(m_dir.filePath(QStringLiteral("review.bmp")), QSize(800, 600), &error));
         QVERIFY(error.contains(QStringLiteral("png, svg or pdf")));
+        // A folder that is not there: a clear error, no file, and the earlier export untouched.
+        const qint64 before = QFileInfo(m_dir.filePath(QStringLiteral("review.png"))).size();
+        QVERIFY(!w.exportImage(m_dir.filePath(QStringLiteral("missing/review.png")), QSize(800, 600), &error));
+        QVERIFY2(error.contains(QStringLiteral("missing/review.png")), qPrintable(error));
+        QCOMPARE(QFileInfo(m_dir.filePath(QStringLiteral("review.png"))).size(), before);
+        QCOMPARE(QDir(m_dir.path()).entryList({QStringLiteral("review.png*")}, QDir::Files).size(), 1); // no temporaries
         if (qEnvironmentVariableIsSet("POOLSCOPE_SCREENSHOT_DIR")) { // for looking at the window
             const QString dir = qEnvironmentVariable("POOLSCOPE_SCREENSHOT_DIR");
             w.resize(1500, 950);
