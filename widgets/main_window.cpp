@@ -32,6 +32,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
+#include <QStyle>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTableView>
@@ -66,7 +67,16 @@ MainWindow::MainWindow(QWidget* parent)
     m_progress->hide();
     m_cancel = new QPushButton(tr("Cancel"), this);
     m_cancel->hide();
+    // What the loader noticed (frees without allocations, unknown keys...) one click away, not only
+    // in a tooltip: numbers shown over a damaged dump deserve their caveats.
+    m_warningsButton = new QPushButton(this);
+    m_warningsButton->setObjectName(QStringLiteral("warningsButton"));
+    m_warningsButton->setFlat(true);
+    m_warningsButton->setIcon(style()->standardIcon(QStyle::SP_MessageBoxWarning));
+    m_warningsButton->hide();
+    connect(m_warningsButton, &QPushButton::clicked, this, &MainWindow::showLoadWarnings);
     statusBar()->addWidget(m_status, 1);
+    statusBar()->addPermanentWidget(m_warningsButton);
     statusBar()->addPermanentWidget(m_progress);
     statusBar()->addPermanentWidget(m_cancel);
     connect(m_cancel, &QPushButton::clicked, m_loader, &TraceLoader::cancel);

@@ -3,6 +3,7 @@
 #include "widgets/review_image.h"
 
 #include <QMainWindow>
+#include <QStringList>
 #include <QTimer>
 
 #include <memory>
@@ -69,6 +70,9 @@ public:
     WhatIfPanel* whatIfPanel() const { return m_whatIf; }
     QString reasonText() const;
     QString lastError() const { return m_lastError; }
+    // What the loader and preparation noted about the open document (also behind the status-bar button).
+    QStringList loadWarnings() const { return m_warnings; }
+    void showLoadWarnings();
 
 signals:
     void documentChanged();
@@ -131,6 +135,8 @@ private:
     QLabel* m_status = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;
+    QPushButton* m_warningsButton = nullptr;
+    QStringList m_warnings;
     QMenu* m_recentMenu = nullptr;
     QString m_lastError;
     QString m_paletteMode = QStringLiteral("auto"); // auto | light | dark

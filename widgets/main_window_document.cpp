@@ -23,6 +23,7 @@
 #include <QInputDialog>
 #include <QLabel>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QSettings>
 #include <QTableView>
 #include <QTreeView>
@@ -61,6 +62,8 @@ void MainWindow::setDocument(std::shared_ptr<const PreparedTrace> doc, const QSt
         m_stack->clear();
         m_allocator->clear();
         m_whatIf->setTrace(nullptr, 0);
+        m_warnings.clear();
+        m_warningsButton->hide();
         m_status->setText(m_doc ? tr("%1 holds no device data.").arg(QFileInfo(path).fileName()) : QString());
         updateTitle();
         emit documentChanged();
@@ -75,17 +78,32 @@ void MainWindow::setDocument(std::shared_ptr<const PreparedTrace> doc, const QSt
     QString status = tr("%1 · %2").arg(QFileInfo(path).fileName(), qs(std::string(formatName(t.format))));
     if (!t.formatDetail.empty() && std::string(formatName(t.format)).find(t.formatDetail) == std::string::npos)
         status += QStringLiteral(" (") + qs(t.formatDetail) + QLatin1Char(')');
-    if (!t.warnings.empty() || !m_doc->notes.empty())
-        status += tr(" · %1 warnings").arg(t.warnings.size() + m_doc->notes.size());
-    QStringList tips;
+    m_warnings.clear();
     for (const auto& w : m_doc->notes)
-        tips << qs(w);
+        m_warnings << qs(w);
     for (const auto& w : t.warnings)
-        tips << qs(w);
+        m_warnings << qs(w);
     m_status->setText(status);
-    m_status->setToolTip(tips.join(QLatin1Char('\n')));
+    m_status->setToolTip(m_warnings.join(QLatin1Char('\n')));
+    m_warningsButton->setText(tr("%n warning(s)", nullptr, int(m_warnings.size())));
+    m_warningsButton->setToolTip(m_warnings.join(QLatin1Char('\n')));
+    m_warningsButton->setVisible(!m_warnings.isEmpty());
     selectDevice(m_doc->defaultDevice());
     emit documentChanged();
+}
+
+void MainWindow::showLoadWarnings()
+{
+    if (m_warnings.isEmpty())
+        return;
+    auto* box = new QMessageBox(QMessageBox::Warning, tr("Load warnings"),
+                                tr("%1: what the loader noticed. The numbers shown account for these.").arg(QFileInfo(m_path).fileName()),
+                                QMessageBox::Close, this);
+    box->setObjectName(QStringLiteral("loadWarningsBox"));
+    box->setDetailedText(m_warnings.join(QLatin1Char('\n')));
+    box->setInformativeText(m_warnings.mid(0, 5).join(QLatin1Char('\n')) + (m_warnings.size() > 5 ? QStringLiteral("\n…") : QString()));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open(); // window-modal, not blocking: the document stays usable behind it
 }
 
 void MainWindow::selectDevice(size_t deviceIndex)

@@ -21,6 +21,7 @@
 #include <QImage>
 #include <QMessageBox>
 #include <QProcess>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTableView>
@@ -142,6 +143,16 @@ private slots:
     {
         MainWindow w;
         openAndWait(w, QStringLiteral(POOLSCOPE_TEST_DATA "/snapshots/two_devices_unknown.pickle"));
+        // The loader's warnings (unknown keys and actions) are one click away in the status bar.
+        QVERIFY2(w.loadWarnings().join(u'\n').contains(QStringLiteral("mystery_action")), qPrintable(w.loadWarnings().join(u'\n')));
+        auto* warnings = w.findChild<QPushButton*>(QStringLiteral("warningsButton"));
+        QVERIFY(warnings && !warnings->isHidden());
+        QVERIFY(warnings->text().contains(QString::number(w.loadWarnings().size())));
+        warnings->click();
+        auto* box = w.findChild<QMessageBox*>(QStringLiteral("loadWarningsBox"));
+        QVERIFY(box);
+        QVERIFY(box->detailedText().contains(QStringLiteral("brand_new_key")));
+        box->close();
         auto* combo = w.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
         QVERIFY(combo);
         const size_t devices = w.document()->devices.size();
