@@ -1,5 +1,7 @@
 // `poolscope report --json` over every real dump in ../shared/corpus, compared with the facts an
 // independent reader computed (expected.json): bytes exact. Skipped where the corpus is absent.
+#include "core/run_poolscope.h"
+
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
@@ -11,18 +13,8 @@ using nlohmann::json;
 namespace {
 const QString kCorpus = QStringLiteral(POOLSCOPE_CORPUS_DIR);
 
-struct Result {
-    int exitCode = -1;
-    QByteArray out, err;
-};
-
-Result poolscope(const QStringList& args)
-{
-    QProcess p;
-    p.start(QStringLiteral(POOLSCOPE_BINARY), args);
-    p.waitForFinished(120000);
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(), p.readAllStandardError()};
-}
+using poolscope::testing::runPoolscope;
+using Result = poolscope::testing::CliResult;
 
 json expected()
 {
@@ -52,7 +44,7 @@ private slots:
     {
         QFETCH(QString, file);
         const json facts = expected()[file.toStdString()];
-        const Result r = poolscope({"report", kCorpus + "/" + file, "--json", "--top", "3"});
+        const Result r = runPoolscope({"report", kCorpus + "/" + file, "--json", "--top", "3"});
         QVERIFY2(r.exitCode == 0, r.err.constData());
         const json report = json::parse(r.out.toStdString());
         QCOMPARE(report["devices"].size(), facts["devices"].size());
@@ -83,7 +75,7 @@ private slots:
         for (const auto& [name, facts] : all.items()) {
             if (facts["kind"] != "kineto_trace")
                 continue;
-            const Result r = poolscope({"report", kCorpus + "/" + QString::fromStdString(name), "--json"});
+            const Result r = runPoolscope({"report", kCorpus + "/" + QString::fromStdString(name), "--json"});
             QVERIFY2(r.exitCode == 0, r.err.constData());
             const json report = json::parse(r.out.toStdString());
             int64_t events = 0;
@@ -95,7 +87,7 @@ private slots:
 
     void textReportIsForPeople()
     {
-        const Result r = poolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--at", "end", "--top", "5"});
+        const Result r = runPoolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--at", "end", "--top", "5"});
         QCOMPARE(r.exitCode, 0);
         const QString text = QString::fromUtf8(r.out);
         QVERIFY(text.contains("peak allocated        51.30 GiB  at event 19335"));
@@ -107,16 +99,16 @@ private slots:
 
     void badInputExitsTwoWithOneLine()
     {
-        const Result missing = poolscope({"report", kCorpus + "/no_such_file.pickle"});
+        const Result missing = runPoolscope({"report", kCorpus + "/no_such_file.pickle"});
         QCOMPARE(missing.exitCode, 2);
         QCOMPARE(missing.err.count('\n'), 1);
         QVERIFY(missing.err.contains("no_such_file.pickle"));
-        const Result badMoment = poolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--at", "oom"});
+        const Result badMoment = runPoolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--at", "oom"});
         QCOMPARE(badMoment.exitCode, 2);
-        const Result badDevice = poolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--device", "7"});
+        const Result badDevice = runPoolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--device", "7"});
         QCOMPARE(badDevice.exitCode, 2);
         QVERIFY(badDevice.err.contains("device 7"));
-        const Result badOption = poolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--frobnicate"});
+        const Result badOption = runPoolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--frobnicate"});
         QCOMPARE(badOption.exitCode, 2);
     }
 };

@@ -1,30 +1,20 @@
 // The example ./run.sh opens without a FILE: the synth command line is read from run.sh itself, so
 // the script and this test cannot drift apart. The example must tell the story PoolScope exists for:
 // an OOM in the optimizer step where optimizer state, not activations, is the wall.
+#include "core/run_poolscope.h"
+
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
 namespace {
 
-struct Result {
-    int code = -1;
-    QByteArray out, err;
-};
-
-Result run(const QStringList& args)
-{
-    QProcess p;
-    p.start(QStringLiteral(POOLSCOPE_BINARY), args);
-    if (!p.waitForFinished(120000))
-        return {};
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(), p.readAllStandardError()};
-}
+using poolscope::testing::CliResult;
+using poolscope::testing::runPoolscope;
 
 // The arguments between `"$bin" synth` and `-o` in run.sh, continuation lines joined.
 QStringList exampleArguments()
@@ -52,11 +42,11 @@ private slots:
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const QString file = dir.filePath(QStringLiteral("example_oom.pickle.zst"));
-        const Result synth = run(QStringList{QStringLiteral("synth")} + args + QStringList{QStringLiteral("-o"), file});
-        QVERIFY2(synth.code == 0, synth.err.constData());
+        const CliResult synth = runPoolscope(QStringList{QStringLiteral("synth")} + args + QStringList{QStringLiteral("-o"), file});
+        QVERIFY2(synth.exitCode == 0, synth.err.constData());
 
-        const Result report = run({QStringLiteral("report"), file, QStringLiteral("--at"), QStringLiteral("oom"), QStringLiteral("--json")});
-        QVERIFY2(report.code == 0, report.err.constData());
+        const CliResult report = runPoolscope({QStringLiteral("report"), file, QStringLiteral("--at"), QStringLiteral("oom"), QStringLiteral("--json")});
+        QVERIFY2(report.exitCode == 0, report.err.constData());
         const QJsonObject device = QJsonDocument::fromJson(report.out).object()[QStringLiteral("devices")].toArray().at(0).toObject();
         QCOMPARE(device[QStringLiteral("ooms")].toArray().size(), 1);
         const QJsonObject moment = device[QStringLiteral("moment")].toObject();
