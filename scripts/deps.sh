@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages PoolScope needs, only those missing. Used by run.sh and test.sh.
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config qt6-base-dev libqt6svg6-dev libgl-dev libqcustomplot-dev
+PKGS=(build-essential cmake pkg-config qt6-base-dev qt6-svg-dev libgl-dev libqcustomplot-dev
       nlohmann-json3-dev libzstd-dev zlib1g-dev zstd python3)
 [ "${POOLSCOPE_WANT_CLANG:-0}" = 1 ] && PKGS+=(clang libclang-rt-dev)
 missing=()
