@@ -1,5 +1,7 @@
 #include "core/classify/rules.h"
 
+#include "core/classify/builtin_rules.h"
+
 #include "core/util/load_error.h"
 
 #include <nlohmann/json.hpp>
@@ -493,6 +495,8 @@ std::string RuleSet::defaultPath()
     return std::string(POOLSCOPE_RESOURCES_DIR) + "/classifier/rules.json";
 }
 
+RuleSet RuleSet::builtin() { return parse(kBuiltinRulesJson, "<built-in rules.json>"); }
+
 std::string RuleSet::userPath()
 {
     namespace fs = std::filesystem;
@@ -511,13 +515,12 @@ std::string RuleSet::userPath()
 
 RuleSet RuleSet::load(const std::string& extraFile)
 {
+    // The source tree's file when it is there (a developer's edit takes effect without a rebuild),
+    // else the copy compiled in.
     const std::string path = defaultPath();
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
-        throw LoadError(LoadErrorCode::FileNotFound, path, -1,
-                        "default classifier rules are missing (expected resources/classifier/rules.json of the installation)");
     RuleSet set;
-    set.merge(fromFile(path));
+    set.merge(std::filesystem::is_regular_file(path, ec) ? fromFile(path) : builtin());
     if (auto user = userPath(); !user.empty())
         set.merge(fromFile(user));
     if (!extraFile.empty())

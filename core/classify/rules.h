@@ -96,10 +96,13 @@ public:
     // "before"/"after" another rule, so that a user rule wins over a generic built-in one.
     void merge(const RuleSet& user);
 
-    // Default rules (POOLSCOPE_RESOURCES_DIR/classifier/rules.json), then the per-user file
-    // ($XDG_CONFIG_HOME/poolscope/rules.json or ~/.config/poolscope/rules.json) when it exists,
-    // then `extraFile` when not empty. Throws LoadError if the default file is missing or any is bad.
+    // Default rules (POOLSCOPE_RESOURCES_DIR/classifier/rules.json, or the compiled-in copy of it
+    // where that file is not present), then the per-user file ($XDG_CONFIG_HOME/poolscope/rules.json
+    // or ~/.config/poolscope/rules.json) when it exists, then `extraFile` when not empty. Throws
+    // LoadError if any file is bad.
     static RuleSet load(const std::string& extraFile = {});
+    // The rules.json compiled into the binary at build time.
+    static RuleSet builtin();
     static std::string defaultPath();
     static std::string userPath(); // empty when no candidate exists
 

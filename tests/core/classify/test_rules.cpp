@@ -56,6 +56,21 @@ private slots:
         }
     }
 
+    // The copy compiled into the binary is the file: an installed poolscope classifies the same way.
+    void builtinRulesAreTheFile()
+    {
+        const RuleSet file = RuleSet::fromFile(RuleSet::defaultPath());
+        const RuleSet builtin = RuleSet::builtin();
+        QCOMPARE(builtin.rules().size(), file.rules().size());
+        for (size_t i = 0; i < file.rules().size(); ++i) {
+            QCOMPARE(builtin.rules()[i].name, file.rules()[i].name);
+            QCOMPARE(builtin.rules()[i].pool, file.rules()[i].pool);
+            QCOMPARE(builtin.rules()[i].reason, file.rules()[i].reason);
+        }
+        QCOMPARE(builtin.phasePatterns().size(), file.phasePatterns().size());
+        QCOMPARE(builtin.annotationPatterns().size(), file.annotationPatterns().size());
+    }
+
     // The frameworks the issue names each have at least one rule or phase pattern that mentions them.
     void defaultRulesCoverFrameworks()
     {
