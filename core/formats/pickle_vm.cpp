@@ -1,5 +1,6 @@
 #include "core/formats/pickle_vm.h"
 
+#include <bit>
 #include <charconv>
 #include <cstring>
 #include <stdexcept>
@@ -36,6 +37,9 @@ public:
     {
         m_arena.attachMemo(&m_memo);
         m_stack.reserve(4096);
+        // A snapshot memoizes about one object per 90 bytes: reserving from the size avoids regrowing
+        // (copying, faulting in) a memo of millions of slots; pages of an unused reserve stay untouched.
+        m_memo.reserve(bytes.size() / 64);
     }
     ~Vm() { m_arena.attachMemo(nullptr); }
 
@@ -47,11 +51,31 @@ private:
     {
         throw LoadError(code, m_name, at >= 0 ? at : int64_t(m_opStart), msg);
     }
+    // The hot checks below only test and branch; their messages are built in cold, out-of-line
+    // functions, so need/push/memoGet stay small enough to inline into the opcode loop.
     void need(size_t n)
     {
-        if (m_size - m_pos < n)
-            fail(LoadErrorCode::Truncated, "truncated: opcode 0x" + hex(m_op) + " needs " + std::to_string(n) +
-                                               " more bytes, " + std::to_string(m_size - m_pos) + " left");
+        if (m_size - m_pos < n) [[unlikely]]
+            failTruncated(n);
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] void failTruncated(size_t n) const
+    {
+        fail(LoadErrorCode::Truncated, "truncated: opcode 0x" + hex(m_op) + " needs " + std::to_string(n) +
+                                           " more bytes, " + std::to_string(m_size - m_pos) + " left");
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] void failUnderflow() const
+    {
+        fail(LoadErrorCode::Malformed, "stack underflow: opcode 0x" + hex(m_op) + " needs a value");
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] void failStackDepth() const
+    {
+        fail(LoadErrorCode::LimitExceeded, "pickle stack deeper than " + std::to_string(kMaxStack) + " values");
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] void failMemoGet(uint64_t index) const
+    {
+        fail(LoadErrorCode::Malformed, "memo key " + std::to_string(index) +
+                                           (index < m_memo.size() ? " refers back to a trace entry after it was consumed (unsupported sharing)"
+                                                                  : " was never stored"));
     }
     static std::string hex(uint8_t v)
     {
@@ -65,6 +89,17 @@ private:
         for (size_t k = 0; k < n; ++k)
             v |= uint64_t(m_data[m_pos + k]) << (8 * k);
         m_pos += n;
+        return v;
+    }
+    // BINGET/LONG_BINGET arguments, the most frequent opcodes of a snapshot: a fixed-width load.
+    uint32_t readU32()
+    {
+        need(4);
+        uint32_t v;
+        std::memcpy(&v, m_data + m_pos, 4);
+        m_pos += 4;
+        if constexpr (std::endian::native == std::endian::big)
+            v = __builtin_bswap32(v);
         return v;
     }
     std::string_view readBytes(size_t n)
@@ -86,24 +121,25 @@ private:
         return s;
     }
 
-    void push(const PyValue& v)
+    // Called from most opcodes; GCC left it out of line, a call per pushed value.
+    [[gnu::always_inline]] void push(const PyValue& v)
     {
         if (m_stack.size() >= kMaxStack) [[unlikely]]
-            fail(LoadErrorCode::LimitExceeded, "pickle stack deeper than " + std::to_string(kMaxStack) + " values");
+            failStackDepth();
         m_stack.push_back(v);
     }
     PyValue pop()
     {
-        if (m_stack.size() <= base())
-            fail(LoadErrorCode::Malformed, "stack underflow: opcode 0x" + hex(m_op) + " needs a value");
+        if (m_stack.size() <= base()) [[unlikely]]
+            failUnderflow();
         PyValue v = m_stack.back();
         m_stack.pop_back();
         return v;
     }
     PyValue& top()
     {
-        if (m_stack.size() <= base())
-            fail(LoadErrorCode::Malformed, "stack underflow: opcode 0x" + hex(m_op) + " needs a value");
+        if (m_stack.size() <= base()) [[unlikely]]
+            failUnderflow();
         return m_stack.back();
     }
     size_t base() const { return m_marks.empty() ? 0 : m_marks.back(); }
@@ -141,13 +177,10 @@ private:
         if (v.isContainer())
             m_arena.container(v.ref).memoIndex = uint32_t(index);
     }
-    void memoGet(uint64_t index)
+    [[gnu::always_inline]] void memoGet(uint64_t index)
     {
-        if (index >= m_memo.size() || m_memo[index].kind == PyKind::Released) [[unlikely]] {
-            fail(LoadErrorCode::Malformed, "memo key " + std::to_string(index) +
-                                               (index < m_memo.size() ? " refers back to a trace entry after it was consumed (unsupported sharing)"
-                                                                      : " was never stored"));
-        }
+        if (index >= m_memo.size() || m_memo[index].kind == PyKind::Released) [[unlikely]]
+            failMemoGet(index);
         push(m_memo[index]);
     }
     void pushLong(std::string_view bytes);
@@ -353,8 +386,20 @@ PickleResult Vm::run()
             memoPut(idx);
             break;
         }
-        case 'h': memoGet(readLE(1)); break; // BINGET
-        case 'j': memoGet(readLE(4)); break; // LONG_BINGET
+        case 'h':   // BINGET
+        case 'j': { // LONG_BINGET
+            // Most of a snapshot is runs of memo references (a frames list's frame dicts, an entry's
+            // keys): a run is read here without a trip through the dispatch per opcode. Bounded, so
+            // progress and cancel are still polled on a file of nothing but references.
+            for (int run = 0;; ++run) {
+                memoGet(m_op == 'h' ? readLE(1) : readU32());
+                if (run == 255 || m_pos >= m_size || (m_data[m_pos] != 'h' && m_data[m_pos] != 'j'))
+                    break;
+                m_opStart = m_pos;
+                m_op = m_data[m_pos++];
+            }
+            break;
+        }
         case 'g': {                          // GET
             std::string_view line = readLine();
             uint64_t idx = 0;

@@ -54,7 +54,23 @@ uint32_t ValueArena::newContainer(PyKind kind)
         throw std::length_error("more than 4 billion containers");
     charge(int64_t(sizeof(Container)));
     m_containers.push_back(Container{kind, 0, UINT32_MAX, {}});
+    if (!m_spareItems.empty()) {
+        m_containers.back().items = std::move(m_spareItems.back());
+        m_spareItems.pop_back();
+    }
     return uint32_t(m_containers.size() - 1);
+}
+
+void ValueArena::dropItems(uint32_t ref)
+{
+    auto& items = m_containers[ref].items;
+    items.clear();
+    // Enough spares for the frames lists of one APPENDS batch of entries (pickle batches 1000), each
+    // small; a huge buffer is freed instead of held.
+    constexpr size_t kMaxSpares = 4096, kMaxSpareItems = 256;
+    if (items.capacity() != 0 && items.capacity() <= kMaxSpareItems && m_spareItems.size() < kMaxSpares)
+        m_spareItems.push_back(std::move(items));
+    std::vector<PyValue>().swap(items); // the slot keeps no capacity either way
 }
 
 void ValueArena::release(uint32_t ref)

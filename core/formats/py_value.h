@@ -37,10 +37,16 @@ public:
     explicit ValueArena(int64_t byteBudget) : m_budget(byteBudget) {}
 
     uint32_t newContainer(PyKind kind);
+    // Reserves container slots for an expected count (a hint from the file size): regrowing a vector
+    // of a million slots copies it and faults in fresh pages each time; unused reserve is never touched.
+    void reserveContainers(size_t n) { m_containers.reserve(n); }
     // Frees a container's items and recycles its slot (used for consumed trace entries). The memo slot
     // that held it (see attachMemo) is marked stale, so a later reference is an error, not a wrong value.
     void release(uint32_t ref);
     void attachMemo(std::vector<PyValue>* memo) { m_memo = memo; }
+    // Empties a container that stays referenced (a memoized frames list whose StackId is cached) and
+    // keeps its buffer for the next new container: one malloc/free pair per trace entry saved.
+    void dropItems(uint32_t ref);
     uint32_t addString(std::string_view s, bool bytes = false);
     void append(uint32_t ref, const PyValue& v);
     void append(uint32_t ref, std::span<const PyValue> vs);
@@ -62,6 +68,7 @@ public:
 private:
     std::vector<Container> m_containers;
     std::vector<uint32_t> m_free;
+    std::vector<std::vector<PyValue>> m_spareItems; // emptied buffers from dropItems, reused by newContainer
     std::vector<std::string> m_strings;
     int64_t m_budget;
     int64_t m_used = 0;

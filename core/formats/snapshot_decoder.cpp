@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace poolscope {
 namespace {
@@ -104,9 +105,17 @@ std::string SnapshotDecoder::strField(const PyValue& dict, std::string_view key,
 
 // ---- streaming trace entries ------------------------------------------------------------------
 
-bool SnapshotDecoder::looksLikeEntry(const PyValue& v) const
+// Asked of every appended batch, frames lists included: keys are classified once per string (entryKey)
+// instead of compared as text per dict.
+bool SnapshotDecoder::looksLikeEntry(const PyValue& v)
 {
-    return v.kind == PyKind::Dict && m_arena.get(v, "action") != nullptr;
+    if (v.kind != PyKind::Dict)
+        return false;
+    const auto kv = m_arena.items(v);
+    for (size_t k = 0; k + 1 < kv.size(); k += 2)
+        if (entryKey(kv[k]) == EntryKey::Action)
+            return true;
+    return false;
 }
 
 bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const PyValue> items)
@@ -120,6 +129,7 @@ bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const Py
         if (!looksLikeEntry(items.front()) || !m_arena.container(listRef).items.empty())
             return false;
         pendingIt = m_pending.emplace(listRef, PendingTrace{}).first;
+        pendingIt->second.events.reserve(std::exchange(m_expectedEntries, 0));
     }
     PendingTrace& pending = pendingIt->second;
     for (const PyValue& item : items) {
@@ -237,12 +247,24 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
     if (Cached& c = m_stackOfList[list.ref]; c.id != UINT32_MAX && c.generation == gen)
         return StackId(c.id);
     const auto frames = m_arena.items(list);
-    uint64_t h = 1469598103934665603ull;
+    // FNV-1a over the frame-dict refs in four interleaved lanes: one serial multiply chain per frame
+    // made this loop latency-bound on deep tracebacks; the lanes run in parallel. Equality is checked
+    // below, so the hash only has to spread.
+    uint64_t lane[4] = {1469598103934665603ull, 1469598103934665603ull ^ 1, 1469598103934665603ull ^ 2,
+                        1469598103934665603ull ^ 3};
     bool allDicts = true;
-    for (const PyValue& f : frames) {
-        allDicts &= f.kind == PyKind::Dict;
-        h = (h ^ f.ref) * 1099511628211ull;
+    const size_t n4 = frames.size() & ~size_t(3);
+    for (size_t i = 0; i < n4; i += 4) {
+        for (size_t l = 0; l < 4; ++l) {
+            allDicts &= frames[i + l].kind == PyKind::Dict;
+            lane[l] = (lane[l] ^ frames[i + l].ref) * 1099511628211ull;
+        }
     }
+    for (size_t i = n4; i < frames.size(); ++i) {
+        allDicts &= frames[i].kind == PyKind::Dict;
+        lane[0] = (lane[0] ^ frames[i].ref) * 1099511628211ull;
+    }
+    const uint64_t h = ((lane[0] * 31 + lane[1]) * 31 + lane[2]) * 31 + lane[3] + frames.size();
     StackId id;
     if (allDicts) {
         auto [lo, hi] = m_seqIndex.equal_range(h);
@@ -274,9 +296,7 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
     } else {
         // Frames lists are shared between entries and blocks (alloc and free of one tensor share one
         // traceback): keep the slot, drop the items, answer later references from the cache.
-        auto& items = m_arena.container(list.ref).items;
-        items.clear();
-        items.shrink_to_fit();
+        m_arena.dropItems(list.ref);
         m_stackOfList[list.ref] = Cached{gen, id.value};
     }
     return id;

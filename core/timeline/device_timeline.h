@@ -8,6 +8,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,10 @@ class DeviceTimeline {
 public:
     // With `series` (the classifier's bytes-exact per-pool series, the numbers `report` prints) the
     // layers are copied from it; without, they are summed here from the per-allocation pools.
+    // `alive`, when given, is this device's AliveIndex built elsewhere (prepareTrace builds it on a
+    // second thread while the classifier runs); otherwise it is built here.
     DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools = {},
-                   const PoolSeries* series = nullptr);
+                   const PoolSeries* series = nullptr, std::optional<AliveIndex> alive = std::nullopt);
 
     const Trace& trace() const { return *m_trace; }
     const std::shared_ptr<const Trace>& tracePtr() const { return m_trace; }

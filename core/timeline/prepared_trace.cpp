@@ -2,7 +2,9 @@
 
 #include "core/util/load_error.h"
 
+#include <exception>
 #include <optional>
+#include <thread>
 #include <tuple>
 
 namespace poolscope {
@@ -63,9 +65,30 @@ std::shared_ptr<const PreparedTrace> prepareTrace(std::shared_ptr<const Trace> t
         const DeviceTrace& dev = trace->devices[i];
         PreparedDevice pd;
         if (rules) {
-            auto c = std::make_shared<Classification>(classify(*trace, dev, *rules));
-            const PoolSeries series = computePoolSeries(dev, *c);
-            pd.timeline = std::make_shared<DeviceTimeline>(trace, i, poolAssignment(*trace, dev, *c), &series);
+            // The alive-set index reads only the allocations, not the pools: build it on a second
+            // thread while this one classifies (both cores count for the time to the first chart).
+            std::optional<AliveIndex> alive;
+            std::exception_ptr aliveError;
+            std::thread aliveThread([&] {
+                try {
+                    alive.emplace(dev.allocations);
+                } catch (...) {
+                    aliveError = std::current_exception();
+                }
+            });
+            std::shared_ptr<Classification> c;
+            std::optional<PoolSeries> series;
+            try {
+                c = std::make_shared<Classification>(classify(*trace, dev, *rules));
+                series.emplace(computePoolSeries(dev, *c));
+            } catch (...) {
+                aliveThread.join();
+                throw;
+            }
+            aliveThread.join();
+            if (aliveError)
+                std::rethrow_exception(aliveError);
+            pd.timeline = std::make_shared<DeviceTimeline>(trace, i, poolAssignment(*trace, dev, *c), &*series, std::move(alive));
             pd.classification = std::move(c);
         } else {
             pd.timeline = std::make_shared<DeviceTimeline>(trace, i);
