@@ -52,6 +52,7 @@ int renderWindow(std::shared_ptr<const PreparedTrace> doc, const QString& path, 
     MainWindow w;
     w.resize(size);
     w.show();
+    QCoreApplication::processEvents(); // the first-show layout (dock sizes) settles before the picture
     w.setDocument(std::move(doc), path);
     w.selectDevice(device);
     if (capacity >= 0)

@@ -31,6 +31,7 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStyle>
 #include <QSplitter>
@@ -289,7 +290,7 @@ void MainWindow::buildDocks()
     bl->addWidget(m_momentLabel);
     bl->addWidget(m_verdictLabel);
     bl->addWidget(m_breakdownView, 1);
-    QDockWidget* bd = dock(tr("Breakdown at cursor"), QStringLiteral("breakdownDock"), breakdown, Qt::RightDockWidgetArea);
+    dock(tr("Breakdown at cursor"), QStringLiteral("breakdownDock"), breakdown, Qt::RightDockWidgetArea);
 
     auto* tensors = new QWidget(this);
     auto* tl = new QVBoxLayout(tensors);
@@ -353,20 +354,47 @@ void MainWindow::buildDocks()
     m_stackView->header()->setStretchLastSection(true);
     sl->addWidget(m_reasonLabel);
     sl->addWidget(m_stackView, 1);
-    QDockWidget* sd = dock(tr("Stack and reason"), QStringLiteral("stackDock"), stack, Qt::RightDockWidgetArea);
+    dock(tr("Stack and reason"), QStringLiteral("stackDock"), stack, Qt::RightDockWidgetArea);
 
     m_allocator = new AllocatorView(this);
     QDockWidget* ad = dock(tr("Allocator segments"), QStringLiteral("allocatorDock"), m_allocator, Qt::BottomDockWidgetArea);
     tabifyDockWidget(td, ad);
     // What-if beside the tensors: the question comes after seeing what was alive at the OOM.
+    // In a scroll area: tabbed docks take the tallest tab's minimum height, and the panel's knobs
+    // would otherwise hold the tensor table (and squeeze the chart) at ~450 px.
     m_whatIf = new WhatIfPanel(this);
-    QDockWidget* wd = dock(tr("What if…"), QStringLiteral("whatIfDock"), m_whatIf, Qt::BottomDockWidgetArea);
+    auto* whatIfScroll = new QScrollArea(this);
+    whatIfScroll->setWidget(m_whatIf);
+    whatIfScroll->setWidgetResizable(true);
+    whatIfScroll->setFrameShape(QFrame::NoFrame);
+    QDockWidget* wd = dock(tr("What if…"), QStringLiteral("whatIfDock"), whatIfScroll, Qt::BottomDockWidgetArea);
     tabifyDockWidget(td, wd);
     td->raise();
-    resizeDocks({bd}, {420}, Qt::Horizontal);
-    resizeDocks({td}, {260}, Qt::Vertical);
-    // The breakdown (verdict and the pool table) is what one reads first: give it the taller share.
-    resizeDocks({bd, sd}, {600, 300}, Qt::Vertical);
+}
+
+void MainWindow::showEvent(QShowEvent* event)
+{
+    QMainWindow::showEvent(event);
+    if (m_layoutRestored || m_defaultLayoutApplied)
+        return;
+    m_defaultLayoutApplied = true;
+    // After this event, once the main window layout has the final size.
+    QTimer::singleShot(0, this, &MainWindow::applyDefaultDockSizes);
+}
+
+void MainWindow::applyDefaultDockSizes()
+{
+    // First run: sizes in proportion to the window the docks finally live in (set before the first
+    // show, they are stretched by whatever the window manager gives). The chart is the point: it gets
+    // the most room; the breakdown, read next, gets two thirds of the right column.
+    auto* bd = findChild<QDockWidget*>(QStringLiteral("breakdownDock"));
+    auto* sd = findChild<QDockWidget*>(QStringLiteral("stackDock"));
+    auto* td = findChild<QDockWidget*>(QStringLiteral("tensorDock"));
+    if (!bd || !sd || !td)
+        return;
+    resizeDocks({bd}, {std::clamp(width() * 3 / 10, 340, 520)}, Qt::Horizontal);
+    resizeDocks({td}, {height() * 3 / 10}, Qt::Vertical);
+    resizeDocks({bd, sd}, {height() * 2 / 3, height() / 3}, Qt::Vertical);
 }
 
 void MainWindow::restoreSettings()
@@ -376,7 +404,7 @@ void MainWindow::restoreSettings()
     applySystemPalette();
     if (!restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray()))
         resize(1500, 950);
-    restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+    m_layoutRestored = restoreState(s.value(QStringLiteral("window/state")).toByteArray());
     {
         const QSignalBlocker block(m_timeAxisAct);
         m_timeAxisAct->setChecked(s.value(QStringLiteral("view/timeAxis"), true).toBool());

@@ -82,12 +82,14 @@ protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
     void changeEvent(QEvent* event) override;
+    void showEvent(QShowEvent* event) override;
 
 private:
     void buildActions();
     void buildMenus();
     void buildDocks();
     void restoreSettings();
+    void applyDefaultDockSizes();
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void rebuildCapacityChoices();
@@ -141,6 +143,8 @@ private:
     QString m_lastError;
     QString m_paletteMode = QStringLiteral("auto"); // auto | light | dark
     bool m_syncingCapacity = false;
+    bool m_layoutRestored = false;       // the user's saved dock layout was applied
+    bool m_defaultLayoutApplied = false; // first-run dock sizes were set (once, at the first show)
 
     QAction* m_openAct = nullptr;
     QAction* m_exportAct = nullptr;
