@@ -121,10 +121,8 @@ private slots:
     {
         const Bytes bomb = zstdZeros(int64_t(256) << 20, true);
         QVERIFY(bomb.size() < 64 * 1024);
-        QElapsedTimer timer;
-        timer.start();
+        // "declares": refused from the frame header's declared size, before anything is decoded.
         expect(loadBytes(path("bomb.zst"), bomb), LoadErrorCode::LimitExceeded, "declares");
-        QVERIFY(timer.elapsed() < 2000); // refused from the header, before decoding
     }
     void zstdBombWithoutDeclaredSize()
     {
