@@ -216,11 +216,13 @@ Kind sniffJsonArray(std::string_view text, size_t pos, const std::string& path)
 
 std::string describeHead(std::span<const uint8_t> bytes)
 {
+    static constexpr char kDigits[] = "0123456789ABCDEF";
     std::string hex, text;
     for (size_t i = 0; i < bytes.size() && i < 8; ++i) {
-        char buf[4];
-        std::snprintf(buf, sizeof buf, "%02X", bytes[i]);
-        hex += (i ? " " : "") + std::string(buf);
+        if (i)
+            hex.push_back(' ');
+        hex.push_back(kDigits[bytes[i] >> 4]);
+        hex.push_back(kDigits[bytes[i] & 0xF]);
         text.push_back(bytes[i] >= 0x20 && bytes[i] < 0x7F ? char(bytes[i]) : '.');
     }
     return "first bytes " + hex + " (\"" + text + "\")";
@@ -294,7 +296,7 @@ std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& op
     try {
         switch (kind) {
         case Kind::Pickle:
-            readSnapshotPickle(bytes, path, *trace, options, progress);
+            readSnapshotPickle(bytes, path, *trace, options, progress, input.get());
             trace->format = SourceFormat::SnapshotPickle;
             if (trace->formatDetail.empty())
                 trace->formatDetail = "pickle";

@@ -35,10 +35,24 @@ public:
     MappedBuffer(const MappedBuffer&) = delete;
     MappedBuffer& operator=(const MappedBuffer&) = delete;
     std::span<const uint8_t> bytes() const override { return {static_cast<const uint8_t*>(m_base), m_size}; }
+    void releaseBefore(size_t offset) const override
+    {
+        // Whole pages only, and a margin behind the reader: a value being parsed may start just before.
+        const auto page = size_t(::sysconf(_SC_PAGESIZE));
+        const size_t keep = size_t(1) << 20;
+        if (offset <= keep)
+            return;
+        const size_t end = std::min(offset - keep, m_size) / page * page;
+        if (end <= m_released)
+            return;
+        ::madvise(static_cast<uint8_t*>(m_base) + m_released, end - m_released, MADV_DONTNEED);
+        m_released = end;
+    }
 
 private:
     void* m_base;
     size_t m_size;
+    mutable size_t m_released = 0; // [0, m_released) has been given back
 };
 
 // Decoded bytes in a malloc'd block: realloc lets glibc grow big blocks with mremap, so growing a

@@ -16,6 +16,10 @@ class InputBuffer {
 public:
     virtual ~InputBuffer() = default;
     virtual std::span<const uint8_t> bytes() const = 0;
+    // A streaming reader is done with bytes()[0, offset): a memory-mapped file drops those pages from
+    // the resident set (they come back from the file if read again), so peak RSS is the model being
+    // built, not model plus file. A decoded buffer keeps its bytes: nothing could bring them back.
+    virtual void releaseBefore(size_t /*offset*/) const {}
     Compression compression = Compression::None;
     int64_t fileSize = 0;
 };

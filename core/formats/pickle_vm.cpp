@@ -1,5 +1,7 @@
 #include "core/formats/pickle_vm.h"
 
+#include "core/formats/input.h"
+
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -31,9 +33,9 @@ const char* codeOpcodeName(uint8_t op)
 class Vm {
 public:
     Vm(std::span<const uint8_t> bytes, const std::string& name, ValueArena& arena, ListSink* sink,
-       const LoadOptions& options, Progress* progress)
+       const LoadOptions& options, Progress* progress, const InputBuffer* source)
         : m_data(bytes.data()), m_size(bytes.size()), m_name(name), m_arena(arena), m_sink(sink), m_options(options),
-          m_progress(progress)
+          m_progress(progress), m_source(source)
     {
         m_arena.attachMemo(&m_memo);
         m_stack.reserve(4096);
@@ -201,6 +203,7 @@ private:
     ListSink* m_sink;
     const LoadOptions& m_options;
     Progress* m_progress;
+    const InputBuffer* m_source;
     std::vector<PyValue> m_stack;
     std::vector<size_t> m_marks;
     std::vector<PyValue> m_memo;
@@ -288,10 +291,14 @@ PickleResult Vm::run()
     if (m_progress)
         m_progress->bytesTotal = int64_t(m_size);
     while (true) {
-        if (m_pos >= nextProgress && m_progress) {
-            m_progress->bytesDone = int64_t(m_pos);
-            if (m_progress->cancel.load(std::memory_order_relaxed))
-                fail(LoadErrorCode::Cancelled, "loading was cancelled");
+        if (m_pos >= nextProgress) {
+            if (m_progress) {
+                m_progress->bytesDone = int64_t(m_pos);
+                if (m_progress->cancel.load(std::memory_order_relaxed))
+                    fail(LoadErrorCode::Cancelled, "loading was cancelled");
+            }
+            if (m_source)
+                m_source->releaseBefore(m_pos);
             nextProgress = m_pos + (size_t(1) << 22);
         }
         m_opStart = m_pos;
@@ -510,9 +517,9 @@ PickleResult Vm::run()
 } // namespace
 
 PickleResult runPickle(std::span<const uint8_t> bytes, const std::string& name, ValueArena& arena, ListSink* sink,
-                       const LoadOptions& options, Progress* progress)
+                       const LoadOptions& options, Progress* progress, const InputBuffer* source)
 {
-    Vm vm(bytes, name, arena, sink, options, progress);
+    Vm vm(bytes, name, arena, sink, options, progress, source);
     try {
         return vm.run();
     } catch (const std::length_error& e) {

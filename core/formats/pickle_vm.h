@@ -16,7 +16,10 @@ struct PickleResult {
     int64_t stopOffset = 0; // bytes after STOP (e.g. NUL padding in memory_viz HTML) are ignored
 };
 
+class InputBuffer;
+
+// `source`, when given, is the buffer `bytes` lies in: the reader tells it which bytes it is done with.
 PickleResult runPickle(std::span<const uint8_t> bytes, const std::string& name, ValueArena& arena, ListSink* sink,
-                       const LoadOptions& options, Progress* progress);
+                       const LoadOptions& options, Progress* progress, const InputBuffer* source = nullptr);
 
 } // namespace poolscope

@@ -5,7 +5,7 @@
 namespace poolscope {
 
 void readSnapshotPickle(std::span<const uint8_t> bytes, const std::string& name, Trace& out, const LoadOptions& options,
-                        Progress& progress)
+                        Progress& progress, const InputBuffer* source)
 {
     ValueArena arena(options.memoryBudgetBytes);
     SnapshotAssembler assembler(out);
@@ -15,7 +15,7 @@ void readSnapshotPickle(std::span<const uint8_t> bytes, const std::string& name,
     decoder.expectEntries(bytes.size() / 100);
     arena.reserveContainers(bytes.size() / 100); // memoized frames lists stay, about one per entry
     progress.stage = int(LoadStage::Parsing);
-    const PickleResult result = runPickle(bytes, name, arena, &decoder, options, &progress);
+    const PickleResult result = runPickle(bytes, name, arena, &decoder, options, &progress, source);
     progress.stage = int(LoadStage::Building);
     decoder.decodeRoot(result.root);
     assembler.finish();
