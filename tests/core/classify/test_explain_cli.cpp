@@ -1,10 +1,11 @@
 // `poolscope explain`: one allocation's pool, reason, evidence and stack; exit codes 0 / 2.
 // Runs the real executable on a dump this test writes itself (JSON snapshot form), and on the
 // corpus when present.
+#include "core/run_poolscope.h"
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -12,24 +13,18 @@
 
 namespace {
 
-QString binary()
-{
-    const QByteArray env = qgetenv("POOLSCOPE_TEST_BINARY"); // lets a developer point at another build
-    return env.isEmpty() ? QString(POOLSCOPE_BINARY) : QString::fromLocal8Bit(env);
-}
+using poolscope::testing::poolscopeBinary;
 
 struct Result {
     int code = -1;
     QString out, err;
 };
 
+// The shared runner (tests/core/run_poolscope.h), with text instead of bytes for these assertions.
 Result runPoolscope(const QStringList& args)
 {
-    QProcess p;
-    p.start(binary(), args);
-    if (!p.waitForFinished(120000))
-        return {};
-    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+    const auto r = poolscope::testing::runPoolscope(args);
+    return {r.exitCode, QString::fromUtf8(r.out), QString::fromUtf8(r.err)};
 }
 
 // A small snapshot in the JSON form users json.dump: one weight allocated before recording (in the
@@ -64,7 +59,7 @@ class TestExplainCli : public QObject {
 private slots:
     void initTestCase()
     {
-        if (!QFileInfo::exists(binary()))
+        if (!QFileInfo::exists(poolscopeBinary()))
             QSKIP("the poolscope executable is not built");
         QVERIFY(m_dir.isValid());
         m_file = m_dir.filePath("snapshot.json");
