@@ -1,5 +1,7 @@
 #include "core/classify/pool_series.h"
 
+#include "core/util/huge_pages.h"
+
 #include <algorithm>
 
 namespace poolscope {
@@ -63,7 +65,7 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c)
     PoolSeries s;
     const size_t n = dev.eventCount();
     for (auto& col : s.m_columns)
-        col.assign(n, 0);
+        assignHuge(col, n, int64_t(0));
 
     // Deltas first (written into the columns), then one running sum per pool.
     PoolBytes raw{}; // pools from the allocations alone, without the remainder
@@ -92,7 +94,8 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c)
     s.m_peak = s.m_initial;
     s.m_peakIndex.fill(kNoEvent);
     bool anyRemainder = s.m_initialRemainder != 0;
-    std::vector<int64_t> remainder(n);
+    std::vector<int64_t> remainder;
+    assignHuge(remainder, n, int64_t(0));
     for (size_t i = 0; i < n; ++i) {
         for (size_t p = 0; p < kAllocationPoolCount; ++p)
             raw[p] += s.m_columns[p][i];

@@ -32,6 +32,9 @@ public:
     int64_t bytes(Pool p, EventIndex i) const { return i < 0 ? m_initial[size_t(p)] : m_columns[size_t(p)][size_t(i)]; }
     PoolBytes at(EventIndex i) const;
     const std::vector<int64_t>& column(Pool p) const { return m_columns[size_t(p)]; }
+    // Hands the columns over (a timeline keeps them as its layers): copying nine columns of a
+    // million events was a tenth of the time to the first chart. The series is left without columns.
+    std::array<std::vector<int64_t>, kPoolCount> takeColumns() && { return std::move(m_columns); }
     const PoolBytes& initial() const { return m_initial; }
     int64_t remainder(EventIndex i) const;
     int64_t maxRemainder() const { return m_maxRemainder; }

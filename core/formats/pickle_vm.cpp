@@ -1,6 +1,7 @@
 #include "core/formats/pickle_vm.h"
 
 #include "core/formats/input.h"
+#include "core/util/huge_pages.h"
 
 #include <bit>
 #include <charconv>
@@ -41,7 +42,7 @@ public:
         m_stack.reserve(4096);
         // A snapshot memoizes about one object per 90 bytes: reserving from the size avoids regrowing
         // (copying, faulting in) a memo of millions of slots; pages of an unused reserve stay untouched.
-        m_memo.reserve(bytes.size() / 64);
+        reserveHuge(m_memo, bytes.size() / 64);
     }
     ~Vm() { m_arena.attachMemo(nullptr); }
 

@@ -1,5 +1,7 @@
 #include "core/formats/py_value.h"
 
+#include "core/util/huge_pages.h"
+
 #include <bit>
 #include <stdexcept>
 
@@ -40,6 +42,8 @@ void ValueArena::charge(int64_t bytes)
     if (m_used > m_budget)
         throw std::length_error("decoded data exceeds the memory budget of " + std::to_string(m_budget >> 20) + " MiB");
 }
+
+void ValueArena::reserveContainers(size_t n) { reserveHuge(m_containers, n); }
 
 uint32_t ValueArena::newContainer(PyKind kind)
 {

@@ -39,7 +39,7 @@ public:
     uint32_t newContainer(PyKind kind);
     // Reserves container slots for an expected count (a hint from the file size): regrowing a vector
     // of a million slots copies it and faults in fresh pages each time; unused reserve is never touched.
-    void reserveContainers(size_t n) { m_containers.reserve(n); }
+    void reserveContainers(size_t n);
     // Frees a container's items and recycles its slot (used for consumed trace entries). The memo slot
     // that held it (see attachMemo) is marked stale, so a later reference is an error, not a wrong value.
     void release(uint32_t ref);

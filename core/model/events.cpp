@@ -1,5 +1,7 @@
 #include "core/model/events.h"
 
+#include "core/util/huge_pages.h"
+
 #include <array>
 
 namespace poolscope {
@@ -21,12 +23,12 @@ Action parseAction(std::string_view name)
 
 void EventColumns::reserve(size_t n)
 {
-    action.reserve(n);
-    addr.reserve(n);
-    size.reserve(n);
-    stream.reserve(n);
-    timeUs.reserve(n);
-    stack.reserve(n);
+    reserveHuge(action, n);
+    reserveHuge(addr, n);
+    reserveHuge(size, n);
+    reserveHuge(stream, n);
+    reserveHuge(timeUs, n);
+    reserveHuge(stack, n);
 }
 
 void EventColumns::push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId)

@@ -1,5 +1,6 @@
 #include "core/model/trace_builder.h"
 
+#include "core/util/huge_pages.h"
 #include "core/util/load_error.h"
 
 #include <algorithm>
@@ -49,7 +50,7 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
     const auto& ev = dev.events;
     const size_t n = ev.count();
     dev.allocations.clear();
-    dev.eventAlloc.assign(n, AllocId{});
+    assignHuge(dev.eventAlloc, n, AllocId{});
     dev.ooms.clear();
     dev.orphanFreeBytes = 0;
 
@@ -74,10 +75,12 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
     auto& allocs = dev.allocations;
     // One Allocation per alloc entry (plus the few allocated before recording): reserving the exact
     // count avoids regrowing a vector of a million ~100-byte records (copies, page faults, 1.5x peak).
-    allocs.reserve(size_t(std::count(ev.action.begin(), ev.action.end(), Action::Alloc)));
+    reserveHuge(allocs, size_t(std::count(ev.action.begin(), ev.action.end(), Action::Alloc)));
     int64_t running = 0, deltaPeak = 0, netSeen = 0, segmentNet = 0;
     EventIndex peakIndex = kNoEvent;
-    std::vector<int64_t> runningAlloc(n), runningReserved(n);
+    std::vector<int64_t> runningAlloc, runningReserved;
+    assignHuge(runningAlloc, n, int64_t(0));
+    assignHuge(runningReserved, n, int64_t(0));
 
     for (size_t i = 0; i < n; ++i) {
         const auto idx = EventIndex(i);
@@ -219,6 +222,8 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
     dev.initialReserved = dev.endReserved - segmentNet;
     dev.peakAllocated = dev.initialAllocated + deltaPeak;
     dev.peakIndex = peakIndex;
+    reserveHuge(dev.allocated, n);
+    reserveHuge(dev.reserved, n);
     dev.allocated.resize(n);
     dev.reserved.resize(n);
     for (size_t i = 0; i < n; ++i) {

@@ -6,7 +6,7 @@
 namespace poolscope {
 
 DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools,
-                               const PoolSeries* poolSeries, std::optional<AliveIndex> alive)
+                               std::optional<PoolSeries> poolSeries, std::optional<AliveIndex> alive)
     : m_trace(std::move(trace)), m_deviceIndex(deviceIndex), m_pools(std::move(pools))
 {
     if (!m_trace || deviceIndex >= m_trace->devices.size())
@@ -26,14 +26,16 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     std::vector<std::vector<int64_t>> layers;
     std::vector<int64_t> layerInitial;
     if (poolSeries && poolSeries->eventCount() == n) {
+        const PoolBytes initial = poolSeries->initial();
+        auto columns = std::move(*poolSeries).takeColumns();
         for (size_t p = 0; p < kPoolCount; ++p) {
-            const auto& col = poolSeries->column(Pool(p));
-            const int64_t init = poolSeries->initial()[p];
+            auto& col = columns[p];
+            const int64_t init = initial[p];
             const bool any = init != 0 || std::any_of(col.begin(), col.end(), [](int64_t v) { return v != 0; });
             if (!any && Pool(p) != Pool::CachedFree)
                 continue;
             m_layers.push_back(Pool(p));
-            layers.push_back(col);
+            layers.push_back(std::move(col));
             layerInitial.push_back(init);
         }
         m_lod = StackLod(std::move(layers), std::move(layerInitial));
@@ -112,7 +114,13 @@ Pool DeviceTimeline::poolOf(AllocId id) const
 
 std::string DeviceTimeline::reasonOf(AllocId id) const
 {
-    if (!id.valid() || id.value >= m_pools.allocationReason.size())
+    if (!id.valid())
+        return {};
+    if (id.value < m_pools.allocationRule.size()) {
+        const uint16_t rule = m_pools.allocationRule[id.value];
+        return rule < m_pools.ruleReason.size() ? m_pools.ruleReason[rule] : std::string();
+    }
+    if (id.value >= m_pools.allocationReason.size())
         return {};
     return m_pools.allocationReason[id.value];
 }

@@ -19,6 +19,10 @@ namespace poolscope {
 struct PoolAssignment {
     std::vector<Pool> allocationPool;          // per AllocId
     std::vector<std::string> allocationReason; // per AllocId, may be empty
+    // Or, from a classifier, reasons by rule: allocationRule[id] indexes ruleReason. A million copies
+    // of a few dozen texts cost more than the classification that chose them.
+    std::vector<uint16_t> allocationRule;
+    std::vector<std::string> ruleReason;
     std::string verdict;                       // one sentence, may be empty
     bool classified() const { return !allocationPool.empty(); }
 };
@@ -42,11 +46,11 @@ struct Breakdown {
 class DeviceTimeline {
 public:
     // With `series` (the classifier's bytes-exact per-pool series, the numbers `report` prints) the
-    // layers are copied from it; without, they are summed here from the per-allocation pools.
+    // layers are its columns, moved in; without, they are summed here from the per-allocation pools.
     // `alive`, when given, is this device's AliveIndex built elsewhere (prepareTrace builds it on a
     // second thread while the classifier runs); otherwise it is built here.
     DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools = {},
-                   const PoolSeries* series = nullptr, std::optional<AliveIndex> alive = std::nullopt);
+                   std::optional<PoolSeries> series = std::nullopt, std::optional<AliveIndex> alive = std::nullopt);
 
     const Trace& trace() const { return *m_trace; }
     const std::shared_ptr<const Trace>& tracePtr() const { return m_trace; }

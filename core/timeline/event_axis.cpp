@@ -1,5 +1,7 @@
 #include "core/timeline/event_axis.h"
 
+#include "core/util/huge_pages.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -20,6 +22,7 @@ EventAxis EventAxis::byTime(std::span<const int64_t> timeUs)
     a.m_count = timeUs.size();
     auto first = std::find_if(timeUs.begin(), timeUs.end(), [](int64_t t) { return t != kNoTime; });
     a.m_originUs = first == timeUs.end() ? 0 : *first;
+    reserveHuge(a.m_pos, timeUs.size());
     a.m_pos.resize(timeUs.size());
     int64_t last = 0;
     for (size_t i = 0; i < timeUs.size(); ++i) {

@@ -39,9 +39,10 @@ PoolAssignment poolAssignment(const Trace&, const DeviceTrace& dev, const Classi
     if (c.size() != dev.allocations.size())
         return p;
     p.allocationPool = c.pool;
-    p.allocationReason.reserve(c.size());
-    for (size_t i = 0; i < c.size(); ++i)
-        p.allocationReason.push_back(c.rules[c.rule[i]].reason);
+    p.allocationRule = c.rule;
+    p.ruleReason.reserve(c.rules.size());
+    for (const auto& r : c.rules)
+        p.ruleReason.push_back(r.reason);
     return p;
 }
 
@@ -88,7 +89,7 @@ std::shared_ptr<const PreparedTrace> prepareTrace(std::shared_ptr<const Trace> t
             aliveThread.join();
             if (aliveError)
                 std::rethrow_exception(aliveError);
-            pd.timeline = std::make_shared<DeviceTimeline>(trace, i, poolAssignment(*trace, dev, *c), &*series, std::move(alive));
+            pd.timeline = std::make_shared<DeviceTimeline>(trace, i, poolAssignment(*trace, dev, *c), std::move(series), std::move(alive));
             pd.classification = std::move(c);
         } else {
             pd.timeline = std::make_shared<DeviceTimeline>(trace, i);
