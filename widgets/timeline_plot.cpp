@@ -1,6 +1,7 @@
 #include "widgets/timeline_plot.h"
 
 #include "core/util/units.h"
+#include "widgets/stack_fill.h"
 
 #include <algorithm>
 #include <cmath>
@@ -42,7 +43,14 @@ TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(Poo
     setFocusPolicy(Qt::StrongFocus);
     addLayer(QStringLiteral("bands"), layer(QStringLiteral("background")), QCustomPlot::limAbove);
     m_bandLayer = layer(QStringLiteral("bands"));
-    addLayer(QStringLiteral("cursor"), layer(QStringLiteral("main")), QCustomPlot::limAbove);
+    // Pool fills sit under the lines, markers and items of "main", over the grid.
+    addLayer(QStringLiteral("fills"), layer(QStringLiteral("main")), QCustomPlot::limBelow);
+    m_stackFill = new StackFill(this, xAxis, yAxis);
+    m_stackFill->setLayer(QStringLiteral("fills"));
+    // Topmost: QCustomPlot gives every run of logical layers a paint buffer of its own, and a buffered
+    // layer in the middle would split the layers above it into a third full-size buffer to clear and
+    // composite on every replot.
+    addLayer(QStringLiteral("cursor"), layer(QStringLiteral("overlay")), QCustomPlot::limAbove);
     m_cursorLayer = layer(QStringLiteral("cursor"));
     m_cursorLayer->setMode(QCPLayer::lmBuffered); // scrubbing repaints this layer alone
 
@@ -240,6 +248,7 @@ QString TimelinePlot::xAxisTitle() const
 
 void TimelinePlot::rebuildGraphs()
 {
+    m_stackFill->setGraphs({});
     clearGraphs();
     m_graphs.clear();
     if (!m_timeline) {
@@ -250,7 +259,8 @@ void TimelinePlot::rebuildGraphs()
     const bool classified = m_timeline->pools().classified();
     const auto& layers = m_timeline->layers();
     for (size_t k = 0; k < layers.size(); ++k) {
-        QCPGraph* g = addGraph();
+        auto* g = new StackGraph(xAxis, yAxis);
+        g->setRasterFill(m_rasterFill);
         g->setLineStyle(QCPGraph::lsStepLeft);
         g->setAdaptiveSampling(false); // the core LOD already gives one point per pixel column
         const Pool pool = layers[k];
@@ -263,6 +273,7 @@ void TimelinePlot::rebuildGraphs()
             g->setChannelFillGraph(m_graphs.back());
         m_graphs.push_back(g);
     }
+    m_stackFill->setGraphs(m_graphs);
     // The legend reads top-down like the stack.
     legend->clearItems();
     for (auto it = m_graphs.rbegin(); it != m_graphs.rend(); ++it)
@@ -552,6 +563,14 @@ void TimelinePlot::replotCursor()
 {
     updateCursorItems();
     m_cursorLayer->replot(); // a full replot when the layer's buffer is not yet valid
+}
+
+void TimelinePlot::setRasterFill(bool on)
+{
+    m_rasterFill = on;
+    for (StackGraph* g : m_graphs)
+        g->setRasterFill(on);
+    replot();
 }
 
 void TimelinePlot::setHighlight(EventIndex from, EventIndex to)

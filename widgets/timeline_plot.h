@@ -2,6 +2,7 @@
 #include "core/timeline/device_timeline.h"
 #include "core/timeline/phase_bands.h"
 #include "widgets/pool_palette.h"
+#include "widgets/stack_fill.h"
 
 #include <qcustomplot.h>
 
@@ -17,7 +18,7 @@ protected:
 };
 
 // The stacked area chart: one QCPGraph per pool layer, each filled down to the one below
-// (setChannelFillGraph), fed per replot from the core level of detail so that peaks survive any
+// (setChannelFillGraph; on screen StackFill draws those fills as pixel columns), fed per replot from the core level of detail so that peaks survive any
 // zoom. The widget only draws; stacking, downsampling and axis mapping live in core/timeline.
 //
 // Mouse: click/drag moves the cursor, Shift+drag zooms to a rubber band, right/middle drag pans,
@@ -59,6 +60,10 @@ public:
     void fitToSize(QSize plotSize);
     // Redraws only the cursor layer: what scrubbing costs.
     void replotCursor();
+    // Off: QCustomPlot's polygon fills on screen too (the reference the raster fill is tested and
+    // benchmarked against). Vector exports always use polygon fills.
+    void setRasterFill(bool on);
+    bool rasterFill() const { return m_rasterFill; }
 
 signals:
     void cursorMoved(qint64 event);
@@ -103,7 +108,9 @@ private:
     double m_yTop = 1.0;                    // highest stacked value (or capacity), in m_unit
     QSharedPointer<IntegerTicker> m_indexTicker;
     QSharedPointer<QCPAxisTicker> m_plainTicker;
-    std::vector<QCPGraph*> m_graphs;
+    std::vector<StackGraph*> m_graphs;
+    StackFill* m_stackFill = nullptr;
+    bool m_rasterFill = true;
     QCPLayer* m_bandLayer = nullptr;
     QCPLayer* m_cursorLayer = nullptr;
     QCPItemStraightLine* m_cursorLine = nullptr;

@@ -1,13 +1,18 @@
 // Replot time of the stacked timeline while scrubbing and zooming a ~1M-event trace, offscreen.
-// Prints per-frame figures and, as the baseline measured in the same run, the same chart fed with
-// every event (QCustomPlot's own adaptive sampling) instead of the core level of detail.
+// Prints per-frame figures and, as baselines measured in the same run: the same level-of-detail data
+// filled by QCustomPlot's own polygon fills, and the chart fed with every event (QCustomPlot's adaptive
+// sampling) instead of the core level of detail.
 //
 //   build/tests/bench/bench_replot [events=1000000] [width=1600] [height=900]
+//   BENCH_REPLOT_SKIP_ALL_EVENTS=1 skips the all-events baseline (minutes at 1M events).
 #include "tests/core/timeline/synthetic_trace.h"
+#include "widgets/stack_fill.h"
 #include "widgets/timeline_plot.h"
 
 #include <QApplication>
 #include <QElapsedTimer>
+
+#include <ctime>
 
 #include <algorithm>
 #include <cstdio>
@@ -74,49 +79,90 @@ int main(int argc, char** argv)
     plot.replot(QCustomPlot::rpImmediateRefresh);
     const auto n = EventIndex(tl->device().eventCount());
 
-    // Scrubbing: the cursor moves, the chart stays; only the buffered cursor layer repaints.
-    std::vector<double> scrubLayer, scrubFull, zoomQuery, zoomFrame, panFrame;
-    for (int i = 0; i < 300; ++i) {
-        const EventIndex e = (n / 300) * i;
-        scrubLayer.push_back(timeMs([&] {
-            plot.setCursorEvent(e);
-            plot.repaint();
-        }));
-    }
-    for (int i = 0; i < 100; ++i) {
-        const EventIndex e = (n / 100) * i + 7;
-        scrubFull.push_back(timeMs([&] {
-            plot.setCursorEvent(e);
-            plot.replot(QCustomPlot::rpImmediateRefresh);
-        }));
-    }
-    // Zooming in towards the peak and back out: every frame re-queries the LOD and redraws all.
+    // One set of frames: scrubbing (cursor layer alone, then full replots), zooming towards the peak
+    // and back out (every frame re-queries the LOD and redraws all), panning a zoomed view.
+    struct Frames {
+        std::vector<double> scrubLayer, scrubFull, zoomQuery, zoomFrame, panFrame;
+    };
     const double end = plot.xAxis->range().upper;
     const double peakKey = plot.eventKey(tl->device().peakIndex);
-    for (int i = 0; i < 120; ++i) {
-        const double f = std::pow(0.88, double(i % 60 < 30 ? i % 60 : 60 - i % 60));
-        const double span = end * f;
-        zoomFrame.push_back(timeMs([&] {
-            plot.xAxis->setRange(peakKey - span / 2, peakKey + span / 2);
-            plot.replot(QCustomPlot::rpImmediateRefresh);
-        }));
-        zoomQuery.push_back(timeMs([&] { plot.refreshData(); }));
+    auto measure = [&] {
+        Frames f;
+        plot.resetView();
+        plot.replot(QCustomPlot::rpImmediateRefresh);
+        for (int i = 0; i < 300; ++i) {
+            const EventIndex e = (n / 300) * i;
+            f.scrubLayer.push_back(timeMs([&] {
+                plot.setCursorEvent(e);
+                plot.repaint();
+            }));
+        }
+        for (int i = 0; i < 100; ++i) {
+            const EventIndex e = (n / 100) * i + 7;
+            f.scrubFull.push_back(timeMs([&] {
+                plot.setCursorEvent(e);
+                plot.replot(QCustomPlot::rpImmediateRefresh);
+            }));
+        }
+        for (int i = 0; i < 120; ++i) {
+            const double z = std::pow(0.88, double(i % 60 < 30 ? i % 60 : 60 - i % 60));
+            const double span = end * z;
+            f.zoomFrame.push_back(timeMs([&] {
+                plot.xAxis->setRange(peakKey - span / 2, peakKey + span / 2);
+                plot.replot(QCustomPlot::rpImmediateRefresh);
+            }));
+            f.zoomQuery.push_back(timeMs([&] { plot.refreshData(); }));
+        }
+        plot.xAxis->setRange(0, end / 50);
+        for (int i = 0; i < 100; ++i)
+            f.panFrame.push_back(timeMs([&] {
+                plot.xAxis->moveRange(end / 120);
+                plot.replot(QCustomPlot::rpImmediateRefresh);
+            }));
+        return f;
+    };
+    auto report = [&](const Frames& f) {
+        print("scrub, cursor layer only", stats(f.scrubLayer), target);
+        print("scrub, full replot", stats(f.scrubFull), target);
+        print("zoom, LOD query alone", stats(f.zoomQuery), target);
+        print("zoom, query + full replot", stats(f.zoomFrame), target);
+        print("pan, query + full replot", stats(f.panFrame), target);
+    };
+
+    // The fill image alone, thread CPU time (less disturbed by other processes than wall time).
+    if (auto* fill = plot.layer(QStringLiteral("fills")) ? dynamic_cast<StackFill*>(plot.layer(QStringLiteral("fills"))->children().value(0)) : nullptr) {
+        plot.resetView();
+        plot.replot(QCustomPlot::rpImmediateRefresh);
+        std::vector<double> ms;
+        for (int i = 0; i < 200; ++i) {
+            timespec a{}, b{};
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+            const QImage img = fill->render(plot.axisRect()->rect(), 1.0);
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+            ms.push_back(double(b.tv_sec - a.tv_sec) * 1e3 + double(b.tv_nsec - a.tv_nsec) / 1e6);
+        }
+        std::printf("\n");
+        print("fill image alone (CPU time)", stats(ms), target);
     }
-    plot.xAxis->setRange(0, end / 50);
-    for (int i = 0; i < 100; ++i)
-        panFrame.push_back(timeMs([&] {
-            plot.xAxis->moveRange(end / 120);
-            plot.replot(QCustomPlot::rpImmediateRefresh);
-        }));
+    plot.setRasterFill(true);
+    const Frames raster = measure();
+    std::printf("\nPoolScope (core LOD, %d columns, fills written as pixel columns):\n", plot.axisRect()->width());
+    report(raster);
 
-    std::printf("\nPoolScope (core LOD, %d columns):\n", plot.axisRect()->width());
-    print("scrub, cursor layer only", stats(scrubLayer), target);
-    print("scrub, full replot", stats(scrubFull), target);
-    print("zoom, LOD query alone", stats(zoomQuery), target);
-    print("zoom, query + full replot", stats(zoomFrame), target);
-    print("pan, query + full replot", stats(panFrame), target);
+    // Baseline 1: the same LOD data, filled by QCustomPlot's channel-fill polygons (QPainter).
+    plot.setRasterFill(false);
+    const Frames polygons = measure();
+    plot.setRasterFill(true);
+    std::printf("\nBaseline: same LOD, QCustomPlot polygon fills:\n");
+    report(polygons);
+    std::printf("ratio polygon/raster fills, median: full replot %.1fx, zoom frame %.1fx, pan frame %.1fx\n",
+                stats(polygons.scrubFull).median / stats(raster.scrubFull).median,
+                stats(polygons.zoomFrame).median / stats(raster.zoomFrame).median,
+                stats(polygons.panFrame).median / stats(raster.panFrame).median);
+    if (std::getenv("BENCH_REPLOT_SKIP_ALL_EVENTS"))
+        return 0; // the all-events baseline below takes minutes
 
-    // Baseline: every event handed to QCustomPlot (its adaptive sampling on), same stack and fills.
+    // Baseline 2: every event handed to QCustomPlot (its adaptive sampling on), same stack and fills.
     QCustomPlot naive;
     naive.resize(width, height);
     naive.show();
@@ -145,10 +191,10 @@ int main(int argc, char** argv)
             naive.xAxis->setRange(0, nend * std::pow(0.7, i));
             naive.replot(QCustomPlot::rpImmediateRefresh);
         }));
-    std::printf("\nBaseline (all %zu events per graph, QCustomPlot adaptive sampling):\n", lod.eventCount());
+    std::printf("\nBaseline: all %zu events per graph, QCustomPlot adaptive sampling):\n", lod.eventCount());
     print("full view replot", stats(naiveFull), target);
     print("zoom + replot", stats(naiveZoom), target);
-    std::printf("\nratio baseline/PoolScope, full-view frame (median): %.1fx\n", stats(naiveFull).median / stats(scrubFull).median);
-    std::printf("ratio baseline/PoolScope, zoom frame (median): %.1fx\n", stats(naiveZoom).median / stats(zoomFrame).median);
+    std::printf("\nratio baseline/PoolScope, full-view frame (median): %.1fx\n", stats(naiveFull).median / stats(raster.scrubFull).median);
+    std::printf("ratio baseline/PoolScope, zoom frame (median): %.1fx\n", stats(naiveZoom).median / stats(raster.zoomFrame).median);
     return 0;
 }
