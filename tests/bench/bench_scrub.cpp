@@ -1,0 +1,107 @@
+// What one cursor move costs in the whole window on a large dump: the chart's cursor layer, the
+// breakdown panel, the tensors alive at the cursor (sorted, filtered), the allocator view, and the
+// repaint of all of it, offscreen. Baseline measured in the same run: a full replot of the chart per
+// move (what scrubbing would cost if the chart redrew everything).
+//
+//   build/tests/bench/bench_scrub [FILE=/tmp/poolscope-bench/snapshot_1000000.pickle] [moves=200]
+// Make FILE with tests/bench/make_big_snapshot.py (see README, Performance).
+#include "core/load.h"
+#include "core/timeline/prepared_trace.h"
+#include "widgets/main_window.h"
+#include "widgets/timeline_plot.h"
+
+#include <QApplication>
+#include <QElapsedTimer>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+using namespace poolscope;
+
+namespace {
+
+struct Stats {
+    double median, p95, max;
+};
+
+Stats stats(std::vector<double> ms)
+{
+    std::sort(ms.begin(), ms.end());
+    return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 95 / 100)], ms.back()};
+}
+
+void print(const char* what, const Stats& s, double target)
+{
+    std::printf("  %-46s median %7.2f ms  p95 %7.2f ms  max %7.2f ms  %s\n", what, s.median, s.p95, s.max,
+                s.p95 <= target ? "(within target)" : "(OVER target)");
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+    const std::string file = argc > 1 ? argv[1] : "/tmp/poolscope-bench/snapshot_1000000.pickle";
+    const int moves = argc > 2 ? std::max(10, std::atoi(argv[2])) : 200;
+    // The offscreen platform says so on every dock re-layout; it is not a finding.
+    qInstallMessageHandler([](QtMsgType type, const QMessageLogContext&, const QString& msg) {
+        if (!msg.contains(QLatin1String("propagateSizeHints")) && !msg.contains(QLatin1String("XDG_RUNTIME_DIR")))
+            std::fprintf(stderr, "%s%s\n", type == QtWarningMsg ? "warning: " : "", qPrintable(msg));
+    });
+    QApplication app(argc, argv);
+    const double target = 33.0;
+
+    QElapsedTimer t;
+    t.start();
+    std::shared_ptr<const PreparedTrace> doc;
+    try {
+        doc = prepareTrace(load(file));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_scrub: %s\n(make the file with tests/bench/make_big_snapshot.py)\n", e.what());
+        return 2;
+    }
+    MainWindow w;
+    w.resize(1600, 900);
+    w.show();
+    w.setDocument(doc, QString::fromStdString(file));
+    QApplication::processEvents();
+    TimelinePlot* plot = w.plot();
+    const auto n = EventIndex(plot->timeline()->device().eventCount());
+    std::printf("bench_scrub: %s, %lld events, opened in %.2f s, window 1600x900 offscreen, target %.0f ms per move\n",
+                file.c_str(), static_cast<long long>(n), double(t.elapsed()) / 1e3, target);
+
+    // Moves spread over the whole trace (each lands on a different set of alive tensors), then
+    // single-event steps as the arrow keys make them.
+    auto run = [&](bool fullReplot) {
+        std::vector<double> spread, steps;
+        auto move = [&](EventIndex e) {
+            QElapsedTimer m;
+            m.start();
+            plot->setCursorEvent(e);
+            if (fullReplot)
+                plot->replot(QCustomPlot::rpImmediateRefresh);
+            QApplication::processEvents(); // the coalesced panel update and every repaint it causes
+            return double(m.nsecsElapsed()) / 1e6;
+        };
+        for (int i = 0; i < moves; ++i)
+            spread.push_back(move(EventIndex((n - 1) * (i * 37 % moves) / moves)));
+        const EventIndex from = plot->timeline()->device().peakIndex;
+        for (int i = 0; i < moves; ++i)
+            steps.push_back(move(std::max<EventIndex>(0, from - moves / 2 + i)));
+        return std::pair(stats(spread), stats(steps));
+    };
+    const auto [spread, steps] = run(false);
+    std::printf("\nPoolScope (cursor layer + panels):\n");
+    print("jump anywhere (chart, breakdown, tensors, segments)", spread, target);
+    print("arrow-key steps around the peak", steps, target);
+    const auto [spreadFull, stepsFull] = run(true);
+    std::printf("\nBaseline: the same moves with a full chart replot each:\n");
+    print("jump anywhere", spreadFull, target);
+    print("arrow-key steps around the peak", stepsFull, target);
+    std::printf("\nratio baseline/PoolScope (median): jumps %.1fx, steps %.1fx\n", spreadFull.median / spread.median,
+                stepsFull.median / steps.median);
+    return 0;
+}
