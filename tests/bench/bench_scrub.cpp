@@ -14,6 +14,7 @@
 #include <QElapsedTimer>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -101,6 +102,26 @@ int main(int argc, char** argv)
     std::printf("\nBaseline: the same moves with a full chart replot each:\n");
     print("jump anywhere", spreadFull, target);
     print("arrow-key steps around the peak", stepsFull, target);
+    // Zooming towards the peak and back out in the window, as the wheel does: a new level-of-detail
+    // query and a full chart replot per frame (the panels stay, the cursor does not move).
+    std::vector<double> zoom;
+    {
+        plot->resetView();
+        QApplication::processEvents();
+        const double end = plot->xAxis->range().upper;
+        const double peak = plot->eventKey(plot->timeline()->device().peakIndex);
+        for (int i = 0; i < 120; ++i) {
+            const double span = end * std::pow(0.85, double(i % 60 < 30 ? i % 60 : 60 - i % 60));
+            QElapsedTimer m;
+            m.start();
+            plot->xAxis->setRange(peak - span / 2, peak + span / 2);
+            plot->replot(QCustomPlot::rpImmediateRefresh);
+            QApplication::processEvents();
+            zoom.push_back(double(m.nsecsElapsed()) / 1e6);
+        }
+    }
+    std::printf("\nZoom frames in the window (LOD query + full chart replot):\n");
+    print("zoom in and out around the peak", stats(zoom), 16.0);
     std::printf("\nratio baseline/PoolScope (median): jumps %.1fx, steps %.1fx\n", spreadFull.median / spread.median,
                 stepsFull.median / steps.median);
     return 0;

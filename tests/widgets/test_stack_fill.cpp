@@ -106,7 +106,14 @@ private slots:
         QCOMPARE(t.hatchCount(img, 0.2, 3.5, 16), 2);
         QCOMPARE(t.hatchCount(img, 3.2, 7.0, 16), 2);
         QCOMPARE(t.hatchCount(img, 1.2, 7.0, 16), 0); // above this step's top (6)
-        // The screen shows it: the hatch line drawn by StackFill reaches the plot's buffer.
+        // A high-DPI screen gets device pixels: twice the image, the same places.
+        const QRect r = t.plot.axisRect()->rect();
+        const QImage hi = t.fill->render(r, 2.0);
+        QCOMPARE(hi.size(), r.size() * 2);
+        const QPointF inLow(t.plot.xAxis->coordToPixel(0.5) - r.left(), t.plot.yAxis->coordToPixel(1.0) - r.top());
+        QCOMPARE(hi.pixel((inLow * 2).toPoint()), qRgb(200, 0, 0));
+        QCOMPARE(qAlpha(hi.pixel(QPointF(QPointF(t.plot.xAxis->coordToPixel(0.5) - r.left(), t.plot.yAxis->coordToPixel(7.0) - r.top()) * 2).toPoint())), 0);
+        // The screen shows it: the fill drawn by StackFill reaches the plot's buffer.
         const QImage shown = t.plot.toPixmap(400, 300).toImage();
         const QPoint p(int(t.plot.xAxis->coordToPixel(0.5)), int(t.plot.yAxis->coordToPixel(1.0)));
         QCOMPARE(shown.pixel(p) & 0xffffff, qRgb(200, 0, 0) & 0xffffff);
