@@ -33,18 +33,34 @@ void paintSpan(QRgb* column, int h, int phase, double top, double bottom, const 
     bottom = std::clamp(bottom, 0.0, double(h));
     if (bottom <= top)
         return;
+    // Where Qt's BDiagPattern sets its pixels: x + y = 7 (mod 8).
+    auto drawn = [&](int y) { return !layer.hatched || ((phase + y) & 7) == 7; };
+    auto partial = [&](int y, double cover) {
+        if (drawn(y))
+            addCovered(column[y], layer.rgba, int(cover * 256.0 + 0.5));
+    };
     const int first = int(std::floor(top));
     const int last = std::min(h - 1, int(std::ceil(bottom)) - 1);
-    for (int y = first; y <= last; ++y) {
-        if (layer.hatched && ((phase + y) & 7) != 7) // where Qt's BDiagPattern sets its pixels (x + y = 7 mod 8)
-            continue;
-        const double cover = std::min(bottom, double(y + 1)) - std::max(top, double(y));
-        QRgb& px = column[y];
-        if (cover >= 1.0)
-            px = layer.rgba;
-        else
-            addCovered(px, layer.rgba, int(cover * 256.0 + 0.5));
+    if (first == last) {
+        partial(first, bottom - top);
+        return;
     }
+    // The end rows may be partly covered; every row between is the layer's alone.
+    int from = first, to = last + 1; // rows [from, to) fully covered
+    if (top > double(first)) {
+        partial(first, double(first + 1) - top);
+        from = first + 1;
+    }
+    if (bottom < double(last + 1)) {
+        partial(last, bottom - double(last));
+        to = last;
+    }
+    if (!layer.hatched) {
+        std::fill(column + from, column + std::max(from, to), layer.rgba);
+        return;
+    }
+    for (int y = from + ((7 - (phase + from)) & 7); y < to; y += 8)
+        column[y] = layer.rgba;
 }
 
 } // namespace
