@@ -1,6 +1,7 @@
 #include "widgets/timeline_plot.h"
 
 #include "core/util/units.h"
+#include "widgets/band_fill.h"
 #include "widgets/stack_fill.h"
 
 #include <algorithm>
@@ -43,6 +44,8 @@ TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(Poo
     setFocusPolicy(Qt::StrongFocus);
     addLayer(QStringLiteral("bands"), layer(QStringLiteral("background")), QCustomPlot::limAbove);
     m_bandLayer = layer(QStringLiteral("bands"));
+    m_bandFill = new BandFill(this, xAxis);
+    m_bandFill->setLayer(m_bandLayer);
     // Pool fills sit under the lines, markers and items of "main", over the grid.
     addLayer(QStringLiteral("fills"), layer(QStringLiteral("main")), QCustomPlot::limBelow);
     m_stackFill = new StackFill(this, xAxis, yAxis);
@@ -338,11 +341,10 @@ void TimelinePlot::rebuildMarkers()
         removeItem(item);
     m_markers.clear();
     m_peakText = nullptr;
-    for (auto& [rect, text] : m_bandItems) {
-        removeItem(rect);
-        removeItem(text);
-    }
+    for (auto& band : m_bandItems)
+        removeItem(band.second);
     m_bandItems.clear();
+    m_bandFill->setBands({});
 
     m_keyScale = 1.0;
     if (m_timeline && m_mode == AxisMode::WallTime)
@@ -370,15 +372,10 @@ void TimelinePlot::rebuildMarkers()
     QFont small = font();
     small.setPointSizeF(small.pointSizeF() * 0.85);
 
+    std::vector<BandFill::Band> fills;
     for (const PhaseBand& b : m_bands) {
-        auto* rect = new QCPItemRect(this);
-        rect->setLayer(m_bandLayer);
-        rect->topLeft->setTypeY(QCPItemPosition::ptAxisRectRatio);
-        rect->bottomRight->setTypeY(QCPItemPosition::ptAxisRectRatio);
-        rect->topLeft->setCoords(eventKey(b.first), 0);
-        rect->bottomRight->setCoords(eventKey(b.last + 1), 1);
-        rect->setPen(Qt::NoPen);
-        rect->setBrush(bandColor(b.phase, m_palette.dark()));
+        const QCPRange keys(eventKey(b.first), eventKey(b.last + 1));
+        fills.push_back({keys.lower, keys.upper, bandColor(b.phase, m_palette.dark())});
         // Labels sit above the stack (the bands themselves are behind it), under the top edge.
         auto* text = new QCPItemText(this);
         text->setLayer(QStringLiteral("axes"));
@@ -392,8 +389,9 @@ void TimelinePlot::rebuildMarkers()
         text->setColor(c);
         text->setText(qs(b.label));
         text->setClipToAxisRect(true);
-        m_bandItems.emplace_back(rect, text);
+        m_bandItems.emplace_back(keys, text);
     }
+    m_bandFill->setBands(std::move(fills));
 
     for (const OomEvent& oom : d.ooms) {
         auto* line = new QCPItemStraightLine(this);
@@ -451,8 +449,8 @@ void TimelinePlot::updateBandLabels()
         m_peakText->position->setCoords(left ? -8 : 8, 0);
         m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
     }
-    for (auto& [rect, text] : m_bandItems) {
-        const double w = xAxis->coordToPixel(rect->bottomRight->coords().x()) - xAxis->coordToPixel(rect->topLeft->coords().x());
+    for (auto& [keys, text] : m_bandItems) {
+        const double w = xAxis->coordToPixel(keys.upper) - xAxis->coordToPixel(keys.lower);
         text->setVisible(w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8);
     }
 }

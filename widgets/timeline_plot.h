@@ -1,6 +1,7 @@
 #pragma once
 #include "core/timeline/device_timeline.h"
 #include "core/timeline/phase_bands.h"
+#include "widgets/band_fill.h"
 #include "widgets/pool_palette.h"
 #include "widgets/stack_fill.h"
 
@@ -120,7 +121,8 @@ private:
     QCPItemText* m_capacityText = nullptr;
     std::vector<QCPAbstractItem*> m_markers; // OOM, peak
     QCPItemText* m_peakText = nullptr;
-    std::vector<std::pair<QCPItemRect*, QCPItemText*>> m_bandItems;
+    std::vector<std::pair<QCPRange, QCPItemText*>> m_bandItems; // band keys and label
+    BandFill* m_bandFill = nullptr;
 };
 
 } // namespace poolscope

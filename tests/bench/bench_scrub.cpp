@@ -104,8 +104,8 @@ int main(int argc, char** argv)
     print("arrow-key steps around the peak", stepsFull, target);
     // Zooming towards the peak and back out in the window, as the wheel does: a new level-of-detail
     // query and a full chart replot per frame (the panels stay, the cursor does not move).
-    std::vector<double> zoom;
-    {
+    auto zoomFrames = [&] {
+        std::vector<double> zoom;
         plot->resetView();
         QApplication::processEvents();
         const double end = plot->xAxis->range().upper;
@@ -119,9 +119,17 @@ int main(int argc, char** argv)
             QApplication::processEvents();
             zoom.push_back(double(m.nsecsElapsed()) / 1e6);
         }
-    }
+        return stats(zoom);
+    };
+    const Stats zoom = zoomFrames();
+    // The same without the phase bands (one rectangle and one label item per band): what they cost.
+    const size_t bands = plot->itemCount();
+    plot->setTimeline(doc->devices[doc->defaultDevice()].timeline, {});
+    const Stats zoomNoBands = zoomFrames();
     std::printf("\nZoom frames in the window (LOD query + full chart replot):\n");
-    print("zoom in and out around the peak", stats(zoom), 16.0);
+    print("zoom in and out around the peak", zoom, 16.0);
+    std::printf("  (the same without the phase bands, %zu items before, %d after:)\n", bands, plot->itemCount());
+    print("zoom in and out, no phase bands", zoomNoBands, 16.0);
     std::printf("\nratio baseline/PoolScope (median): jumps %.1fx, steps %.1fx\n", spreadFull.median / spread.median,
                 stepsFull.median / steps.median);
     return 0;
