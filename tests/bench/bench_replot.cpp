@@ -5,6 +5,7 @@
 //
 //   build/tests/bench/bench_replot [events=1000000] [width=1600] [height=900]
 //   BENCH_REPLOT_SKIP_ALL_EVENTS=1 skips the all-events baseline (minutes at 1M events).
+#include "tests/bench/bench_stats.h"
 #include "tests/core/timeline/synthetic_trace.h"
 #include "widgets/stack_fill.h"
 #include "widgets/timeline_plot.h"
@@ -21,24 +22,11 @@
 #include <vector>
 
 using namespace poolscope;
+using poolscope::bench::print;
+using poolscope::bench::Stats;
+using poolscope::bench::stats;
 
 namespace {
-
-struct Stats {
-    double median, p95, max;
-};
-
-Stats stats(std::vector<double> ms)
-{
-    std::sort(ms.begin(), ms.end());
-    return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 95 / 100)], ms.back()};
-}
-
-void print(const char* what, const Stats& s, double target)
-{
-    std::printf("  %-44s median %7.2f ms  p95 %7.2f ms  max %7.2f ms  %s\n", what, s.median, s.p95, s.max,
-                s.p95 <= target ? "(within target)" : "(OVER target)");
-}
 
 template <typename F>
 double timeMs(F&& f)

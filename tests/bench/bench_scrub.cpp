@@ -6,6 +6,7 @@
 //   build/tests/bench/bench_scrub [FILE=/tmp/poolscope-bench/snapshot_1000000.pickle] [moves=200]
 // Make FILE with tests/bench/make_big_snapshot.py (see README, Performance).
 #include "core/load.h"
+#include "tests/bench/bench_stats.h"
 #include "core/timeline/prepared_trace.h"
 #include "widgets/main_window.h"
 #include "widgets/timeline_plot.h"
@@ -20,24 +21,13 @@
 #include <vector>
 
 using namespace poolscope;
+using poolscope::bench::Stats;
+using poolscope::bench::stats;
 
 namespace {
 
-struct Stats {
-    double median, p95, max;
-};
-
-Stats stats(std::vector<double> ms)
-{
-    std::sort(ms.begin(), ms.end());
-    return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 95 / 100)], ms.back()};
-}
-
-void print(const char* what, const Stats& s, double target)
-{
-    std::printf("  %-46s median %7.2f ms  p95 %7.2f ms  max %7.2f ms  %s\n", what, s.median, s.p95, s.max,
-                s.p95 <= target ? "(within target)" : "(OVER target)");
-}
+// Its labels are a little longer than bench_replot's.
+void line(const char* what, const Stats& s, double target) { bench::print(what, s, target, 46); }
 
 } // namespace
 
@@ -96,12 +86,12 @@ int main(int argc, char** argv)
     };
     const auto [spread, steps] = run(false);
     std::printf("\nPoolScope (cursor layer + panels):\n");
-    print("jump anywhere (chart, breakdown, tensors, segments)", spread, target);
-    print("arrow-key steps around the peak", steps, target);
+    line("jump anywhere (chart, breakdown, tensors, segments)", spread, target);
+    line("arrow-key steps around the peak", steps, target);
     const auto [spreadFull, stepsFull] = run(true);
     std::printf("\nBaseline: the same moves with a full chart replot each:\n");
-    print("jump anywhere", spreadFull, target);
-    print("arrow-key steps around the peak", stepsFull, target);
+    line("jump anywhere", spreadFull, target);
+    line("arrow-key steps around the peak", stepsFull, target);
     // Zooming towards the peak and back out in the window, as the wheel does: a new level-of-detail
     // query and a full chart replot per frame (the panels stay, the cursor does not move).
     auto zoomFrames = [&] {
@@ -127,9 +117,9 @@ int main(int argc, char** argv)
     plot->setTimeline(doc->devices[doc->defaultDevice()].timeline, {});
     const Stats zoomNoBands = zoomFrames();
     std::printf("\nZoom frames in the window (LOD query + full chart replot):\n");
-    print("zoom in and out around the peak", zoom, 16.0);
+    line("zoom in and out around the peak", zoom, 16.0);
     std::printf("  (the same without the phase bands, %zu items before, %d after:)\n", bands, plot->itemCount());
-    print("zoom in and out, no phase bands", zoomNoBands, 16.0);
+    line("zoom in and out, no phase bands", zoomNoBands, 16.0);
     std::printf("\nratio baseline/PoolScope (median): jumps %.1fx, steps %.1fx\n", spreadFull.median / spread.median,
                 stepsFull.median / steps.median);
     return 0;

@@ -1,11 +1,10 @@
 // Phase bands drawn in one pass: each band on its pixel columns (a later band wins where two meet),
 // nothing outside them, the chart shows them behind the stack, and vector exports keep rectangles.
+#include "svg_export.h"
 #include "core/timeline/synthetic_trace.h"
 #include "widgets/band_fill.h"
 #include "widgets/timeline_plot.h"
 
-#include <QBuffer>
-#include <QSvgGenerator>
 #include <QTest>
 
 using namespace poolscope;
@@ -84,17 +83,9 @@ private slots:
         plot.xAxis->setRange(0, 10);
         auto* fill = new BandFill(&plot, plot.xAxis);
         fill->setBands({{2, 4, QColor(0x12, 0x34, 0x56)}});
-        QBuffer out;
-        out.open(QIODevice::WriteOnly);
-        QSvgGenerator svg;
-        svg.setOutputDevice(&out);
-        svg.setSize(QSize(400, 300));
-        QCPPainter painter(&svg);
-        painter.setMode(QCPPainter::pmVectorized);
-        plot.toPainter(&painter, 400, 300);
-        painter.end();
-        QVERIFY(!out.data().contains("<image"));
-        QVERIFY(out.data().contains("#123456"));
+        const QByteArray out = renderSvg(plot, QSize(400, 300));
+        QVERIFY(!out.contains("<image"));
+        QVERIFY(out.contains("#123456"));
     }
 };
 

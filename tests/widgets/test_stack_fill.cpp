@@ -1,12 +1,11 @@
 // The raster fill of the stacked chart: each layer painted between its neighbours, peaks kept when
 // several points share a pixel column, the same picture as QCustomPlot's polygon fills, and vector
 // exports still made of paths.
+#include "svg_export.h"
 #include "core/timeline/synthetic_trace.h"
 #include "widgets/stack_fill.h"
 #include "widgets/timeline_plot.h"
 
-#include <QBuffer>
-#include <QSvgGenerator>
 #include <QTest>
 
 using namespace poolscope;
@@ -171,16 +170,7 @@ private slots:
     void vectorExportsKeepPaths()
     {
         TwoLayers t({0, 1, 2, 3, 4}, {2, 2, 4, 4, 4}, {5, 6, 6, 8, 8});
-        QBuffer out;
-        out.open(QIODevice::WriteOnly);
-        QSvgGenerator svg;
-        svg.setOutputDevice(&out);
-        svg.setSize(QSize(400, 300));
-        QCPPainter painter(&svg);
-        painter.setMode(QCPPainter::pmVectorized);
-        t.plot.toPainter(&painter, 400, 300);
-        painter.end();
-        const QByteArray text = out.data();
+        const QByteArray text = renderSvg(t.plot, QSize(400, 300));
         QVERIFY(!text.contains("<image"));
         QVERIFY(text.contains("fill=\"#c80000\"")); // the low layer, as a filled path
     }
