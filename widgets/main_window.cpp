@@ -271,6 +271,7 @@ void MainWindow::buildDocks()
     auto* bl = new QVBoxLayout(breakdown);
     bl->setContentsMargins(4, 4, 4, 4);
     m_momentLabel = new QLabel(breakdown);
+    m_momentLabel->setObjectName(QStringLiteral("momentLabel"));
     m_momentLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_verdictLabel = new QLabel(breakdown);
     m_verdictLabel->setWordWrap(true);

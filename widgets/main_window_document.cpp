@@ -290,7 +290,10 @@ void MainWindow::updatePanels()
     const Breakdown b = tl.breakdownAt(e, m_capacity);
     m_breakdown->setBreakdown(b, tl.layers(), tl.pools().classified(), &layout);
 
-    QString moment = tr("<b>event %1</b> of %2").arg(e).arg(tl.device().eventCount());
+    // Event -1 is the state before the first recorded event: the whole dump when nothing was recorded.
+    QString moment = tl.device().eventCount() == 0 ? tr("<b>final state</b> (no events recorded)")
+                     : e < 0                        ? tr("<b>before the first event</b> of %1").arg(tl.device().eventCount())
+                                                    : tr("<b>event %1</b> of %2").arg(e).arg(tl.device().eventCount());
     if (tl.hasTime() && e >= 0)
         moment += tr(" · +%1").arg(qs(formatDurationUs(tl.axis(AxisMode::WallTime).position(e))));
     if (e == tl.device().peakIndex)

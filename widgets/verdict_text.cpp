@@ -36,7 +36,13 @@ QString verdictSentence(const PreparedTrace&, const PreparedDevice& pd, EventInd
 
     QString text;
     if (tl.pools().classified()) {
-        text = qs(makeVerdict(when, b.pool).sentence);
+        if (pd.classification) {
+            const std::vector<AllocId> alive = tl.alive().aliveAfter(event);
+            const PoolConfidence confidence = aliveConfidence(*pd.classification, d.allocations, alive);
+            text = qs(makeVerdict(when, b.pool, &confidence).sentence);
+        } else {
+            text = qs(makeVerdict(when, b.pool).sentence);
+        }
     } else {
         text = b.reservedKnown ? QObject::tr("%1: %2 allocated of %3 reserved (pools unclassified).")
                                      .arg(qs(when), qs(formatBytes(b.allocated)), qs(formatBytes(b.reserved)))

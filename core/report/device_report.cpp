@@ -40,10 +40,9 @@ std::string verdictMoment(const std::string& at, EventIndex index)
     return "At event #" + std::to_string(index);
 }
 
-json liveAllocations(const Trace& trace, const DeviceTrace& dev, EventIndex at, int top, const Classification* c)
+json liveAllocations(const Trace& trace, const DeviceTrace& dev, EventIndex at, std::vector<AllocId> alive, int top,
+                     const Classification* c)
 {
-    const AliveIndex index(dev.allocations);
-    std::vector<AllocId> alive = index.aliveAfter(at);
     const size_t k = std::min<size_t>(alive.size(), size_t(std::max(top, 0)));
     // Largest first; address breaks ties so the order is stable across runs.
     std::partial_sort(alive.begin(), alive.begin() + ptrdiff_t(k), alive.end(), [&](AllocId x, AllocId y) {
@@ -111,6 +110,7 @@ json deviceReport(const Trace& trace, const DeviceTrace& dev, const ReportOption
     m["allocated"] = dev.allocatedAt(at);
     m["reserved"] = dev.reservedAt(at);
     m["cached_free"] = dev.reservedAt(at) - dev.allocatedAt(at);
+    std::vector<AllocId> alive = AliveIndex(dev.allocations).aliveAfter(at);
     std::optional<Classification> classification;
     if (rules) {
         classification = classify(trace, dev, *rules);
@@ -124,9 +124,15 @@ json deviceReport(const Trace& trace, const DeviceTrace& dev, const ReportOption
         for (size_t p = 0; p < kPoolCount; ++p)
             pools[std::string(kPoolNames[p])] = now[p];
         m["pools"] = pools;
-        m["verdict"] = makeVerdict(verdictMoment(options.at, at), now).sentence;
+        const PoolConfidence confidence = aliveConfidence(*classification, dev.allocations, alive);
+        json sure = json::object();
+        for (size_t p = 0; p < kAllocationPoolCount; ++p)
+            if (confidence[p] >= 0)
+                sure[std::string(kPoolNames[p])] = confidence[p];
+        m["confidence"] = sure;
+        m["verdict"] = makeVerdict(verdictMoment(options.at, at), now, &confidence).sentence;
     }
-    m["top"] = liveAllocations(trace, dev, at, options.top, classification ? &*classification : nullptr);
+    m["top"] = liveAllocations(trace, dev, at, std::move(alive), options.top, classification ? &*classification : nullptr);
     d["moment"] = m;
     return d;
 }
@@ -195,8 +201,10 @@ std::string renderReportText(const json& report)
         line("reserved - allocated", formatBytes(m["cached_free"].get<int64_t>()));
         if (m.contains("verdict"))
             out += "\n  " + m["verdict"].get<std::string>() + "\n";
-        if (m.contains("pools")) {
-            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad("of reserved", 13, true) + "\n";
+        const bool anyPool = m.contains("pools") && std::any_of(m["pools"].begin(), m["pools"].end(), [](const json& b) { return b.get<int64_t>() != 0; });
+        if (anyPool) {
+            const bool sure = m.contains("confidence");
+            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad("of reserved", 13, true) + (sure ? pad("confidence", 12, true) : "") + "\n";
             const double total = double(std::max<int64_t>(1, m["reserved"].get<int64_t>()));
             for (const auto name : kPoolNames) {
                 const json& bytes = m["pools"][std::string(name)];
@@ -204,7 +212,11 @@ std::string renderReportText(const json& report)
                     continue;
                 char share[16];
                 std::snprintf(share, sizeof share, "%.1f%%", 100.0 * double(bytes.get<int64_t>()) / total);
-                out += "  " + pad(std::string(name), 18) + pad(formatBytes(bytes.get<int64_t>()), 12, true) + pad(share, 13, true) + "\n";
+                std::string conf;
+                if (sure && m["confidence"].contains(std::string(name)))
+                    conf = std::to_string(m["confidence"][std::string(name)].get<int>()) + "%";
+                out += "  " + pad(std::string(name), 18) + pad(formatBytes(bytes.get<int64_t>()), 12, true) + pad(share, 13, true) +
+                       (sure ? pad(conf, 12, true) : "") + "\n";
             }
         }
         if (!m["top"].empty()) {

@@ -69,7 +69,26 @@ std::string_view poolAdvice(Pool pool)
     return "";
 }
 
-Verdict makeVerdict(std::string_view moment, const PoolBytes& pools)
+PoolConfidence aliveConfidence(const Classification& c, const std::vector<Allocation>& allocations, std::span<const AllocId> alive)
+{
+    std::array<double, kPoolCount> weighted{}, bytes{};
+    for (AllocId id : alive) {
+        if (!id.valid() || id.value >= c.size() || id.value >= allocations.size())
+            continue;
+        const size_t p = size_t(c.pool[id.value]);
+        const double b = double(std::max<int64_t>(allocations[id.value].size, 0));
+        weighted[p] += b * c.confidence[id.value];
+        bytes[p] += b;
+    }
+    PoolConfidence out;
+    out.fill(-1);
+    for (size_t p = 0; p < kAllocationPoolCount; ++p)
+        if (bytes[p] > 0)
+            out[p] = int(std::lround(weighted[p] / bytes[p]));
+    return out;
+}
+
+Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const PoolConfidence* confidence)
 {
     Verdict v;
     const int64_t allocated = allocatedBytes(pools);
@@ -104,7 +123,13 @@ Verdict makeVerdict(std::string_view moment, const PoolBytes& pools)
         v.breakdown += std::string(first ? " " : "; ") + "cached_free " + gib(cached) + " reserved but not allocated";
     v.breakdown += ".";
 
-    v.advice = "The wall is " + std::string(poolPhrase(v.dominant)) + ": " + std::string(poolAdvice(v.dominant));
+    if (confidence && v.dominant != Pool::CachedFree)
+        v.confidence = (*confidence)[size_t(v.dominant)];
+    if (v.confidence >= 0 && v.confidence < kSureConfidence)
+        v.advice = "The wall is probably " + std::string(poolPhrase(v.dominant)) + " (classified with " + std::to_string(v.confidence) +
+                   "% confidence; poolscope explain shows the evidence): " + std::string(poolAdvice(v.dominant));
+    else
+        v.advice = "The wall is " + std::string(poolPhrase(v.dominant)) + ": " + std::string(poolAdvice(v.dominant));
     // What a smaller micro-batch could give back at most: the memory that scales with it.
     const int64_t perBatch = pools[size_t(Pool::Activation)] + pools[size_t(Pool::Input)];
     if (v.dominant != Pool::Activation && v.dominant != Pool::Input)

@@ -19,6 +19,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QImage>
+#include <QLabel>
 #include <QMessageBox>
 #include <QProcess>
 #include <QPushButton>
@@ -121,6 +122,31 @@ private slots:
                 else
                     QCOMPARE(bytes.get<qint64>(), qint64(0));
             }
+    }
+
+    // A dump with only its final segments: the panel names the final state (not "event -1 of 0"), and
+    // the verdict hedges exactly as `poolscope report` does (pre-existing memory is 65% parameters).
+    void segmentsOnlyDumpIsHedged()
+    {
+        const QString dump = QStringLiteral(POOLSCOPE_CORPUS_DIR "/muduard_segments_list.pkl");
+        if (!QFileInfo::exists(dump))
+            QSKIP("../shared/corpus is absent");
+        MainWindow w;
+        w.resize(1400, 900);
+        openAndWait(w, dump);
+        QVERIFY(w.document());
+        w.flushPanels();
+        const auto* moment = w.findChild<QLabel*>(QStringLiteral("momentLabel"));
+        QVERIFY(moment);
+        QVERIFY2(moment->text().contains(QStringLiteral("final state")), qPrintable(moment->text()));
+        QVERIFY2(w.verdictText().contains(QStringLiteral("The wall is probably parameters (classified with 65% confidence")), qPrintable(w.verdictText()));
+        if (!QFileInfo::exists(QStringLiteral(POOLSCOPE_BINARY)))
+            QSKIP("poolscope binary not built");
+        const auto report = runReport(dump, QStringLiteral("peak"));
+        QVERIFY(report.is_object());
+        const std::string verdict = report["devices"][0]["moment"]["verdict"].get<std::string>();
+        // The report says "At the peak", the window "In the snapshot": the rest is the same sentence.
+        QCOMPARE(w.verdictText().mid(w.verdictText().indexOf(':')), QString::fromStdString(verdict.substr(verdict.find(':'))));
     }
 
     void badFileKeepsTheDocument()

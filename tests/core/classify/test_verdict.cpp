@@ -81,6 +81,59 @@ private slots:
         QVERIFY(v.advice.find("expandable_segments:True") != std::string::npos);
     }
 
+    // Below kSureConfidence the wall is "probably" the pool, with the figure; at or above it, plain.
+    void unsureWallIsHedged()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Parameter)] = gib(2.02);
+        b[size_t(Pool::Activation)] = gib(1.10);
+        PoolConfidence conf;
+        conf.fill(-1);
+        conf[size_t(Pool::Parameter)] = 65;
+        conf[size_t(Pool::Activation)] = 75;
+        const Verdict v = makeVerdict("At the peak", b, &conf);
+        QCOMPARE(v.confidence, 65);
+        QVERIFY2(v.advice.rfind("The wall is probably parameters (classified with 65% confidence; poolscope explain shows the evidence): shard them", 0) == 0,
+                 v.advice.c_str());
+        conf[size_t(Pool::Parameter)] = kSureConfidence;
+        const Verdict sure = makeVerdict("At the peak", b, &conf);
+        QVERIFY2(sure.advice.rfind("The wall is parameters: shard them", 0) == 0, sure.advice.c_str());
+        QCOMPARE(makeVerdict("At the peak", b).confidence, -1); // none given: no hedge
+    }
+
+    // Reserved-but-free memory is measured, not classified: never hedged, whatever the pools' confidence.
+    void fragmentationIsNeverHedged()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Activation)] = gib(1);
+        b[size_t(Pool::CachedFree)] = gib(9);
+        PoolConfidence conf;
+        conf.fill(10);
+        const Verdict v = makeVerdict("At the OOM", b, &conf);
+        QCOMPARE(v.dominant, Pool::CachedFree);
+        QCOMPARE(v.confidence, -1);
+        QVERIFY(v.advice.rfind("The wall is cached but free memory", 0) == 0);
+    }
+
+    // Byte-weighted: a 3 GiB block at 90% outweighs a 1 GiB block at 50%; ids not alive do not count.
+    void aliveConfidenceIsByteWeighted()
+    {
+        std::vector<Allocation> allocs(4);
+        allocs[0].size = gib(3);
+        allocs[1].size = gib(1);
+        allocs[2].size = gib(5);
+        allocs[3].size = gib(2);
+        Classification c;
+        c.pool = {Pool::Parameter, Pool::Parameter, Pool::Activation, Pool::Parameter};
+        c.confidence = {90, 50, 80, 10};
+        const std::vector<AllocId> alive = {AllocId(0), AllocId(1), AllocId(2)};
+        const PoolConfidence conf = aliveConfidence(c, allocs, alive);
+        QCOMPARE(conf[size_t(Pool::Parameter)], 80); // (3*90 + 1*50) / 4
+        QCOMPARE(conf[size_t(Pool::Activation)], 80);
+        QCOMPARE(conf[size_t(Pool::Gradient)], -1);
+        QCOMPARE(conf[size_t(Pool::CachedFree)], -1);
+    }
+
     void nothingAllocated()
     {
         const Verdict v = makeVerdict("At event #0", PoolBytes{});

@@ -97,6 +97,28 @@ private slots:
         QVERIFY(text.contains("optimizer_state"));
     }
 
+    // A dump without allocation history (only the final segments) is classified from stacks and sizes
+    // alone; the verdict says how sure it is, and a confidence column shows it per pool.
+    void unsureWallIsNamedAsProbable()
+    {
+        const Result r = runPoolscope({"report", kCorpus + "/muduard_segments_list.pkl", "--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const json m = json::parse(r.out.toStdString())["devices"][0]["moment"];
+        const std::string verdict = m["verdict"].get<std::string>();
+        QVERIFY2(verdict.find("The wall is probably parameters (classified with 65% confidence;") != std::string::npos, verdict.c_str());
+        QCOMPARE(m["confidence"]["parameter"].get<int>(), 65);
+        QVERIFY(!m["confidence"].contains("cached_free"));
+        // The full step has its history: no hedge, and its optimizer state is classified at >= 90%.
+        const Result full = runPoolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--json"});
+        QCOMPARE(full.exitCode, 0);
+        const json fm = json::parse(full.out.toStdString())["devices"][0]["moment"];
+        QVERIFY(fm["verdict"].get<std::string>().find("The wall is optimizer state:") != std::string::npos);
+        QVERIFY(fm["confidence"]["optimizer_state"].get<int>() >= 90);
+        const Result text = runPoolscope({"report", kCorpus + "/muduard_segments_list.pkl"});
+        QVERIFY(text.out.contains("confidence"));
+        QVERIFY(text.out.contains("probably parameters"));
+    }
+
     void badInputExitsTwoWithOneLine()
     {
         const Result missing = runPoolscope({"report", kCorpus + "/no_such_file.pickle"});
