@@ -1,88 +1,58 @@
 #include "core/timeline/alive_index.h"
 
+#include "core/util/huge_pages.h"
+
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 namespace poolscope {
 
 AliveIndex::AliveIndex(const std::vector<Allocation>& allocations)
 {
     const size_t m = allocations.size();
-    m_start.resize(m);
-    m_end.resize(m);
-    std::vector<uint32_t> items;
-    items.reserve(m);
-    for (size_t a = 0; a < m; ++a) {
-        const auto& al = allocations[a];
-        m_start[a] = al.allocEvent; // kNoEvent (-1) = before recording
-        m_end[a] = al.aliveAtEnd() ? std::numeric_limits<int64_t>::max() : al.freeCompletedEvent;
-        if (m_end[a] > m_start[a])
-            items.push_back(uint32_t(a));
+    auto endOf = [](const Allocation& a) { return a.aliveAtEnd() ? std::numeric_limits<int64_t>::max() : a.freeCompletedEvent; };
+    const bool ordered = std::is_sorted(allocations.begin(), allocations.end(),
+                                        [](const Allocation& a, const Allocation& b) { return a.allocEvent < b.allocEvent; });
+    reserveHuge(m_start, m);
+    reserveHuge(m_end, m);
+    if (ordered) {
+        for (const Allocation& a : allocations) {
+            m_start.push_back(a.allocEvent); // kNoEvent (-1) = before recording
+            m_end.push_back(endOf(a));
+        }
+    } else {
+        m_id.resize(m);
+        std::iota(m_id.begin(), m_id.end(), 0u);
+        std::stable_sort(m_id.begin(), m_id.end(), [&](uint32_t a, uint32_t b) { return allocations[a].allocEvent < allocations[b].allocEvent; });
+        for (uint32_t id : m_id) {
+            m_start.push_back(allocations[id].allocEvent);
+            m_end.push_back(endOf(allocations[id]));
+        }
     }
-    m_byStart.reserve(items.size());
-    m_byEnd.reserve(items.size());
-    m_root = build(items, 0, items.size());
-}
-
-// Builds the subtree over items[lo, hi). The centre is the median of the intervals' last points
-// (end - 1) and starts, so each child gets at most half the intervals and the depth stays log m.
-int32_t AliveIndex::build(std::vector<uint32_t>& items, size_t lo, size_t hi)
-{
-    if (lo >= hi)
-        return -1;
-    std::vector<int64_t> points;
-    points.reserve(2 * (hi - lo));
-    for (size_t i = lo; i < hi; ++i) {
-        points.push_back(m_start[items[i]]);
-        points.push_back(m_end[items[i]] == std::numeric_limits<int64_t>::max() ? m_start[items[i]] : m_end[items[i]] - 1);
+    m_blockMax.assign((m + kBlock - 1) / kBlock, std::numeric_limits<int64_t>::min());
+    m_superMax.assign((m + kSuper - 1) / kSuper, std::numeric_limits<int64_t>::min());
+    for (size_t i = 0; i < m; ++i) {
+        m_blockMax[i / kBlock] = std::max(m_blockMax[i / kBlock], m_end[i]);
+        m_superMax[i / kSuper] = std::max(m_superMax[i / kSuper], m_end[i]);
     }
-    auto mid = points.begin() + ptrdiff_t(points.size() / 2);
-    std::nth_element(points.begin(), mid, points.end());
-    const int64_t center = *mid;
-
-    // Partition into [left | here | right]: left ends at or before the centre, right starts after.
-    auto first = items.begin() + ptrdiff_t(lo), last = items.begin() + ptrdiff_t(hi);
-    auto hereBegin = std::partition(first, last, [&](uint32_t a) { return m_end[a] <= center; });
-    auto hereEnd = std::partition(hereBegin, last, [&](uint32_t a) { return m_start[a] <= center; });
-    const size_t l0 = lo, l1 = size_t(hereBegin - items.begin()), r0 = size_t(hereEnd - items.begin());
-
-    Node node{center, uint32_t(m_byStart.size()), uint32_t(hereEnd - hereBegin), -1, -1};
-    std::vector<uint32_t> here(hereBegin, hereEnd);
-    std::sort(here.begin(), here.end(), [&](uint32_t a, uint32_t b) { return m_start[a] < m_start[b]; });
-    m_byStart.insert(m_byStart.end(), here.begin(), here.end());
-    std::sort(here.begin(), here.end(), [&](uint32_t a, uint32_t b) { return m_end[a] > m_end[b]; });
-    m_byEnd.insert(m_byEnd.end(), here.begin(), here.end());
-
-    const auto self = int32_t(m_nodes.size());
-    m_nodes.push_back(node);
-    const int32_t left = build(items, l0, l1);
-    const int32_t right = build(items, r0, hi);
-    m_nodes[size_t(self)].left = left;
-    m_nodes[size_t(self)].right = right;
-    return self;
 }
 
 void AliveIndex::aliveAfter(EventIndex q, std::vector<AllocId>& out) const
 {
-    int32_t n = m_root;
-    while (n >= 0) {
-        const Node& node = m_nodes[size_t(n)];
-        const uint32_t* s = m_byStart.data() + node.begin;
-        const uint32_t* e = m_byEnd.data() + node.begin;
-        if (q < node.center) {
-            // Every interval here ends after the centre, so after q: alive iff it started by q.
-            for (uint32_t i = 0; i < node.count && m_start[s[i]] <= q; ++i)
-                out.push_back(AllocId(s[i]));
-            n = node.left;
-        } else if (q > node.center) {
-            // Every interval here started by the centre, so by q: alive iff it ends after q.
-            for (uint32_t i = 0; i < node.count && m_end[e[i]] > q; ++i)
-                out.push_back(AllocId(e[i]));
-            n = node.right;
-        } else {
-            for (uint32_t i = 0; i < node.count; ++i)
-                out.push_back(AllocId(s[i]));
-            n = -1;
+    // Entries [0, started) began at or before q; alive are those of them that end after q.
+    const size_t started = size_t(std::upper_bound(m_start.begin(), m_start.end(), q) - m_start.begin());
+    for (size_t s = 0; s * kSuper < started; ++s) {
+        if (m_superMax[s] <= q)
+            continue;
+        const size_t blockEnd = std::min((s + 1) * kSuper, started);
+        for (size_t b = s * kSuper; b < blockEnd; b += kBlock) {
+            if (m_blockMax[b / kBlock] <= q)
+                continue;
+            const size_t last = std::min(b + kBlock, started);
+            for (size_t i = b; i < last; ++i)
+                if (m_end[i] > q)
+                    out.push_back(AllocId(m_id.empty() ? uint32_t(i) : m_id[i]));
         }
     }
 }

@@ -71,6 +71,43 @@ private slots:
         }
     }
 
+    // The usual input: allocations in allocation order (pre-existing first), as finalizeDevice makes
+    // them; enough of them to cross many blocks and superblocks, short and long lifetimes mixed.
+    void orderedAllocations_data()
+    {
+        QTest::addColumn<int>("count");
+        QTest::newRow("one block") << 31;
+        QTest::newRow("superblock edge") << 1025;
+        QTest::newRow("many") << 50000;
+    }
+    void orderedAllocations()
+    {
+        QFETCH(int, count);
+        std::mt19937_64 rng{uint64_t(count)};
+        std::uniform_int_distribution<int64_t> kind(0, 99), shortLife(1, 40), longLife(100, 20000);
+        std::vector<Allocation> allocs(static_cast<size_t>(count));
+        int64_t t = -1;
+        for (size_t a = 0; a < allocs.size(); ++a) {
+            if (a >= size_t(count) / 20) // the first 5% predate recording
+                t += 1 + kind(rng) % 3;
+            allocs[a].allocEvent = t;
+            const int64_t k = kind(rng);
+            allocs[a].freeCompletedEvent = k < 5 ? kNoEvent : std::max<int64_t>(t, 0) + (k < 30 ? longLife(rng) : shortLife(rng));
+        }
+        const int64_t events = t + 20001;
+        const AliveIndex index(allocs);
+        std::uniform_int_distribution<int64_t> at(-1, events);
+        std::vector<EventIndex> queries{kNoEvent, 0, t, events};
+        for (int q = 0; q < 200; ++q)
+            queries.push_back(at(rng));
+        for (EventIndex q : queries) {
+            const auto got = sortedIds(index.aliveAfter(q));
+            const auto want = brute(allocs, q);
+            if (got != want)
+                QFAIL(qPrintable(QStringLiteral("at event %1: index has %2 alive, brute force %3").arg(q).arg(got.size()).arg(want.size())));
+        }
+    }
+
     // On a paired trace the alive sizes plus the initial residue must track allocated(i).
     void pairedTrace()
     {

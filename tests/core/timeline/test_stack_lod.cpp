@@ -122,6 +122,51 @@ private slots:
         }
     }
 
+    // Every level of the pyramid, block 0 (which holds the initial sample) included: extrema of
+    // sample ranges against a plain scan, for ranges inside one leaf, on leaf edges and across levels.
+    void rangeExtremaMatchScan_data()
+    {
+        QTest::addColumn<int>("shape");
+        QTest::newRow("random") << 0;
+        QTest::newRow("increasing") << 1;
+        QTest::newRow("decreasing") << -1;
+    }
+    void rangeExtremaMatchScan()
+    {
+        QFETCH(int, shape);
+        std::mt19937_64 rng(99);
+        const size_t n = 1000, k = 3;
+        Fixture f = randomFixture(rng, n, k);
+        // Monotone stacks put the extrema of every range on its ends, so a sample taken from the
+        // neighbouring block (or a missed one) shows at once.
+        for (size_t l = 0; shape != 0 && l < k; ++l) {
+            f.initial[l] = shape > 0 ? 0 : int64_t(n + 1);
+            for (size_t i = 0; i < n; ++i)
+                f.layers[l][i] = shape > 0 ? int64_t(i + 1) : int64_t(n - i);
+        }
+        const StackLod lod(f.layers, f.initial);
+        std::vector<std::pair<size_t, size_t>> ranges{{0, 0}, {0, 15}, {0, 16}, {1, 16}, {0, 31}, {15, 16}, {16, 31}, {0, n}, {n - 3, n}};
+        std::uniform_int_distribution<size_t> pos(0, n);
+        for (int r = 0; r < 500; ++r) {
+            size_t a = pos(rng), b = pos(rng);
+            ranges.emplace_back(std::min(a, b), std::max(a, b));
+        }
+        std::vector<StackLod::Extrema> got(k);
+        for (const auto& [first, last] : ranges) {
+            lod.rangeExtrema(first, last, got);
+            for (size_t l = 0; l < k; ++l) {
+                int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+                for (size_t s = first; s <= last; ++s) {
+                    lo = std::min(lo, lod.cumulative(l, s));
+                    hi = std::max(hi, lod.cumulative(l, s));
+                }
+                if (got[l].min != lo || got[l].max != hi)
+                    QFAIL(qPrintable(QStringLiteral("samples [%1, %2] layer %3: lod [%4, %5] scan [%6, %7]")
+                                         .arg(first).arg(last).arg(l).arg(got[l].min).arg(got[l].max).arg(lo).arg(hi)));
+            }
+        }
+    }
+
     // The global peak survives the most extreme zoom-out: one column for the whole trace.
     void peakSurvivesOneColumn()
     {
