@@ -13,6 +13,8 @@ struct LoadOptions {
     int64_t memoryBudgetBytes = int64_t(8) << 30; // decoded data larger than this is refused
     int64_t maxDecompressionRatio = 200;          // zstd/gzip bombs
     int maxNesting = 64;
+    // Pair a large snapshot's entries on a second thread while the pickle is still being read.
+    bool pairWhileParsing = true;
 };
 
 // Detects the format by content (magic bytes), decompresses, decodes and builds the model.

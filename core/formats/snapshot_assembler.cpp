@@ -45,8 +45,13 @@ void SnapshotAssembler::unknownKey(std::string_view where, std::string_view key)
 
 void SnapshotAssembler::finish()
 {
-    for (auto& d : m_trace.devices)
-        finalizeDevice(d, m_trace.warnings);
+    for (auto& d : m_trace.devices) {
+        auto it = d.kind == DeviceKind::Cuda ? m_pairings.find(d.device) : m_pairings.end();
+        if (it != m_pairings.end() && it->second.consumed() == d.eventCount())
+            finalizeDevice(d, std::move(it->second), m_trace.warnings);
+        else
+            finalizeDevice(d, m_trace.warnings);
+    }
     auto& hints = m_trace.versionHints;
     if (!m_trace.annotations.empty())
         hints.push_back("PyTorch >= 2.5 (external_annotations)");

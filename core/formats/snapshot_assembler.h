@@ -1,5 +1,6 @@
 #pragma once
 #include "core/model/trace.h"
+#include "core/model/trace_builder.h"
 
 #include <map>
 #include <string>
@@ -21,6 +22,9 @@ public:
     void addAnnotation(Annotation a) { m_trace.annotations.push_back(std::move(a)); }
     void setSetting(std::string key, std::string value) { m_trace.allocatorSettings[std::move(key)] = std::move(value); }
     void unknownKey(std::string_view where, std::string_view key);
+    // The events of CUDA device `device`, already walked by a PairingWorker during the parse: finish()
+    // completes them with finalizeDevice(device, pairing) instead of pairing them again.
+    void setPairing(int device, EventPairing pairing) { m_pairings.insert_or_assign(device, std::move(pairing)); }
     Trace& trace() { return m_trace; }
 
     // Pairs and reconstructs every device (finalizeDevice), adds version hints and warnings.
@@ -28,6 +32,7 @@ public:
 
 private:
     Trace& m_trace;
+    std::map<int, EventPairing> m_pairings;
 };
 
 } // namespace poolscope

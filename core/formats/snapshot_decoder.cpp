@@ -1,5 +1,7 @@
 #include "core/formats/snapshot_decoder.h"
 
+#include <system_error>
+
 #include "core/util/load_error.h"
 
 #include <algorithm>
@@ -129,9 +131,25 @@ bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const Py
         if (!looksLikeEntry(items.front()) || !m_arena.container(listRef).items.empty())
             return false;
         pendingIt = m_pending.emplace(listRef, PendingTrace{}).first;
-        pendingIt->second.events.reserve(std::exchange(m_expectedEntries, 0));
+        const size_t expected = std::exchange(m_expectedEntries, 0);
+        pendingIt->second.events.reserve(expected);
+        // One worker, for the first trace: a dump's bulk is one device's entries.
+        if (m_pairWhileParsing && !m_workerStarted && expected >= kPairingWorkerMinEntries) {
+            m_workerStarted = true;
+            try {
+                pendingIt->second.worker = std::make_unique<PairingWorker>(pendingIt->second.events, expected);
+            } catch (const std::system_error&) {
+                // No thread to be had: pair afterwards, as for small dumps.
+            }
+        }
     }
     PendingTrace& pending = pendingIt->second;
+    if (pending.worker) {
+        // The worker reads the columns: they must not reallocate under it while this batch is pushed.
+        const size_t need = pending.events.count() + items.size();
+        if (need > pending.events.capacity())
+            pending.worker->whileIdle([&] { pending.events.reserve(std::max(need, 2 * pending.events.capacity())); });
+    }
     for (const PyValue& item : items) {
         if (!looksLikeEntry(item))
             fail(Where("trace entry #", m_entriesSeen, ""), "a dict with an 'action' key", item);
@@ -139,6 +157,8 @@ bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const Py
         m_arena.release(item.ref);
         ++m_entriesSeen;
     }
+    if (pending.worker)
+        pending.worker->publish(pending.events.count());
     return true;
 }
 
@@ -307,6 +327,10 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
 void SnapshotDecoder::moveTrace(int device, PendingTrace& pending)
 {
     DeviceTrace& d = m_out.device(device);
+    if (pending.worker) {
+        m_out.setPairing(device, pending.worker->finish());
+        pending.worker.reset();
+    }
     d.events = std::move(pending.events);
     for (auto& [name, count] : pending.unknownActions)
         d.unknownActions[name] += count;

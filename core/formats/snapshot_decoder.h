@@ -1,8 +1,10 @@
 #pragma once
 #include "core/formats/py_value.h"
 #include "core/formats/snapshot_assembler.h"
+#include "core/model/pairing_worker.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +40,10 @@ public:
     // its columns for it, so a million entries do not regrow (copy and fault in) six columns ~20 times.
     // Reserved, untouched pages cost no resident memory when the estimate is high.
     void expectEntries(size_t n) { m_expectedEntries = n; }
+    // Whether the first streamed trace is paired on a second thread while the parse goes on (see
+    // PairingWorker); only where expectEntries promised at least kPairingWorkerMinEntries.
+    void pairWhileParsing(bool on) { m_pairWhileParsing = on; }
+    static constexpr size_t kPairingWorkerMinEntries = 50000;
     void decodeRoot(const PyValue& root);
 
     // Device indices (device_traces positions, segments' "device") above this are refused: each device
@@ -49,6 +55,7 @@ private:
     struct PendingTrace {
         EventColumns events;
         std::map<std::string, int64_t> unknownActions;
+        std::unique_ptr<PairingWorker> worker; // reads `events`: declared after it, so stopped first
     };
     struct Cached {
         uint32_t generation = 0;
@@ -96,6 +103,8 @@ private:
     std::vector<uint32_t> m_seqRefs;
     int64_t m_entriesSeen = 0;
     size_t m_expectedEntries = 0;
+    bool m_pairWhileParsing = true;
+    bool m_workerStarted = false;
 };
 
 } // namespace poolscope

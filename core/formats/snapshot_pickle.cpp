@@ -13,6 +13,7 @@ void readSnapshotPickle(std::span<const uint8_t> bytes, const std::string& name,
     // A trace entry takes ~150 bytes of pickle (dict of memo references, a frames list); 100 errs high,
     // which costs only address space (see expectEntries).
     decoder.expectEntries(bytes.size() / 100);
+    decoder.pairWhileParsing(options.pairWhileParsing);
     arena.reserveContainers(bytes.size() / 100); // memoized frames lists stay, about one per entry
     progress.stage = int(LoadStage::Parsing);
     const PickleResult result = runPickle(bytes, name, arena, &decoder, options, &progress, source);

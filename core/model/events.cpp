@@ -2,6 +2,7 @@
 
 #include "core/util/huge_pages.h"
 
+#include <algorithm>
 #include <array>
 
 namespace poolscope {
@@ -29,6 +30,11 @@ void EventColumns::reserve(size_t n)
     reserveHuge(stream, n);
     reserveHuge(timeUs, n);
     reserveHuge(stack, n);
+}
+
+size_t EventColumns::capacity() const
+{
+    return std::min({action.capacity(), addr.capacity(), size.capacity(), stream.capacity(), timeUs.capacity(), stack.capacity()});
 }
 
 void EventColumns::push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId)

@@ -35,6 +35,8 @@ struct EventColumns {
     std::vector<StackId> stack;  // invalid where the entry had no frames
 
     size_t count() const { return action.size(); }
+    // Entries that fit without any column reallocating.
+    size_t capacity() const;
     void reserve(size_t n);
     void push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId);
 };

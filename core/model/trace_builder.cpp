@@ -5,20 +5,13 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace poolscope {
 namespace {
-
-struct Counters {
-    int64_t orphanFrees = 0;
-    int64_t doubleFrees = 0;
-    int64_t reusedAddresses = 0;
-    int64_t completedWithoutRequest = 0;
-    int64_t impossibleTimes = 0;
-    int64_t timeBackwards = 0;
-};
 
 // Byte counts beyond 8 PiB are damage, not memory. Refusing them (each size and every running sum)
 // keeps all the sums below and in the views far from int64 overflow, and exact as doubles.
@@ -29,12 +22,15 @@ constexpr int64_t kMaxTimeUs = int64_t(1) << 53;
 // of it is told apart from a free of something allocated before recording began.
 constexpr uint32_t kFreed = 0x80000000u;
 
+std::string beyond8PiB(int64_t v, const char* what)
+{
+    return std::string(what) + " of " + std::to_string(v) + " bytes is beyond 8 PiB: not a real byte count (a damaged or hostile dump)";
+}
+
 void checkBytes(const DeviceTrace& dev, int64_t v, const char* what)
 {
     if (v > kMaxBytes || v < -kMaxBytes)
-        throw LoadError(LoadErrorCode::LimitExceeded, {}, -1,
-                        dev.label() + ": " + what + " of " + std::to_string(v) +
-                            " bytes is beyond 8 PiB: not a real byte count (a damaged or hostile dump)");
+        throw LoadError(LoadErrorCode::LimitExceeded, {}, -1, dev.label() + ": " + beyond8PiB(v, what));
 }
 
 void warnIf(std::vector<std::string>& warnings, const DeviceTrace& dev, int64_t n, const char* what)
@@ -45,63 +41,68 @@ void warnIf(std::vector<std::string>& warnings, const DeviceTrace& dev, int64_t 
 
 } // namespace
 
-void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
+void EventPairing::reserve(size_t events, size_t allocations)
 {
-    const auto& ev = dev.events;
-    const size_t n = ev.count();
-    dev.allocations.clear();
-    assignHuge(dev.eventAlloc, n, AllocId{});
-    dev.ooms.clear();
-    dev.orphanFreeBytes = 0;
+    reserveHuge(m_eventAlloc, events);
+    reserveHuge(m_runningAlloc, events);
+    reserveHuge(m_runningReserved, events);
+    // About one allocation per two entries (alloc, free_requested, free_completed, and a few more
+    // allocs than frees at an OOM); a high guess costs address space only.
+    reserveHuge(m_allocs, allocations != SIZE_MAX ? allocations : events / 2 + 64);
+    m_open.reserve(1024);
+}
 
-    Counters counters;
-    int64_t lastTime = kNoTime;
-    for (int64_t& t : dev.events.timeUs) {
-        if (t == kNoTime)
-            continue;
-        if (t > kMaxTimeUs || t < -kMaxTimeUs) {
-            t = kNoTime;
-            ++counters.impossibleTimes;
-            continue;
-        }
-        counters.timeBackwards += lastTime != kNoTime && t < lastTime;
-        lastTime = t;
-    }
-    dev.hasTime = n > 0 && std::any_of(ev.timeUs.begin(), ev.timeUs.end(), [](int64_t t) { return t != kNoTime; });
+bool EventPairing::checkBytes(int64_t v, const char* what)
+{
+    if (v <= kMaxBytes && v >= -kMaxBytes) [[likely]]
+        return true;
+    m_error = beyond8PiB(v, what);
+    return false;
+}
 
-    std::unordered_map<uint64_t, uint32_t> open; // address -> allocation index (| kFreed once freed)
-    std::unordered_set<uint32_t> refreed;        // reconstructed allocations of an already freed address
-    open.reserve(1024);
-    auto& allocs = dev.allocations;
-    // One Allocation per alloc entry (plus the few allocated before recording): reserving the exact
-    // count avoids regrowing a vector of a million ~100-byte records (copies, page faults, 1.5x peak).
-    reserveHuge(allocs, size_t(std::count(ev.action.begin(), ev.action.end(), Action::Alloc)));
-    int64_t running = 0, deltaPeak = 0, netSeen = 0, segmentNet = 0;
-    EventIndex peakIndex = kNoEvent;
-    std::vector<int64_t> runningAlloc, runningReserved;
-    assignHuge(runningAlloc, n, int64_t(0));
-    assignHuge(runningReserved, n, int64_t(0));
-
-    for (size_t i = 0; i < n; ++i) {
+void EventPairing::consume(EventColumns& ev, size_t from, size_t to)
+{
+    if (m_error)
+        return;
+    if (from != m_consumed)
+        throw std::logic_error("EventPairing::consume: events must be consumed in order");
+    auto& allocs = m_allocs;
+    for (size_t i = from; i < to && !m_error; ++i) {
         const auto idx = EventIndex(i);
+        int64_t& t = ev.timeUs[i];
+        if (t != kNoTime) {
+            if (t > kMaxTimeUs || t < -kMaxTimeUs) {
+                t = kNoTime;
+                ++m_impossibleTimes;
+            } else {
+                m_timeBackwards += m_lastTime != kNoTime && t < m_lastTime;
+                m_lastTime = t;
+                m_anyTime = true;
+            }
+        }
+        m_eventAlloc.push_back(AllocId{});
         const uint64_t addr = ev.addr[i];
         const int64_t size = ev.size[i];
-        if (ev.action[i] <= Action::SegmentUnmap) // allocs, frees and segment events are summed below; an
-            checkBytes(dev, size, "an entry's size"); // OOM's request may be absurd (a bug's size) and is kept
-        if (allocs.size() >= kFreed)
-            throw LoadError(LoadErrorCode::LimitExceeded, {}, -1, dev.label() + ": more than 2^31 allocations");
+        // Allocs, frees and segment events are summed below; an OOM's request may be absurd (a bug's
+        // size) and is kept.
+        if (ev.action[i] <= Action::SegmentUnmap && !checkBytes(size, "an entry's size"))
+            break;
+        if (allocs.size() >= kFreed) {
+            m_error = "more than 2^31 allocations";
+            break;
+        }
         switch (ev.action[i]) {
         case Action::Alloc: {
-            if (auto it = open.find(addr); it != open.end() && !(it->second & kFreed)) {
+            if (auto it = m_open.find(addr); it != m_open.end() && !(it->second & kFreed)) {
                 // PyTorch never hands out a live address twice: the free fell out of the ring buffer
                 // or the dump is damaged. Close the old one here so totals stay sane.
-                ++counters.reusedAddresses;
+                ++m_reusedAddresses;
                 auto& old = allocs[it->second];
                 old.freeCompletedEvent = idx;
-                old.freeTimeUs = ev.timeUs[i];
+                old.freeTimeUs = t;
                 if (!old.preexisting()) {
-                    running -= old.size;
-                    netSeen -= old.size;
+                    m_running -= old.size;
+                    m_netSeen -= old.size;
                 }
             }
             Allocation a;
@@ -111,81 +112,110 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
             a.stream = ev.stream[i];
             a.stack = ev.stack[i];
             a.allocEvent = idx;
-            a.allocTimeUs = ev.timeUs[i];
-            dev.eventAlloc[i] = AllocId(uint32_t(allocs.size()));
-            open.insert_or_assign(addr, uint32_t(allocs.size()));
+            a.allocTimeUs = t;
+            m_eventAlloc[i] = AllocId(uint32_t(allocs.size()));
+            m_open.insert_or_assign(addr, uint32_t(allocs.size()));
             allocs.push_back(std::move(a));
-            running += size;
-            netSeen += size;
+            m_running += size;
+            m_netSeen += size;
             break;
         }
         case Action::FreeRequested:
         case Action::FreeCompleted: {
             const bool completed = ev.action[i] == Action::FreeCompleted;
-            auto it = open.find(addr);
-            if (it == open.end() || (it->second & kFreed)) {
+            auto it = m_open.find(addr);
+            if (it == m_open.end() || (it->second & kFreed)) {
                 // Allocated before recording began (or before the ring buffer's oldest entry); or, when
                 // the address was freed already, a double free or a lost alloc entry.
-                if (it != open.end())
-                    refreed.insert(uint32_t(allocs.size()));
+                if (it != m_open.end())
+                    m_refreed.insert(uint32_t(allocs.size()));
                 Allocation a;
                 a.address = addr;
                 a.size = size;
                 a.blockSize = size;
                 a.stream = ev.stream[i];
                 a.stack = ev.stack[i];
-                it = open.insert_or_assign(addr, uint32_t(allocs.size())).first;
+                it = m_open.insert_or_assign(addr, uint32_t(allocs.size())).first;
                 allocs.push_back(std::move(a));
             }
             auto& a = allocs[it->second];
-            dev.eventAlloc[i] = AllocId(it->second);
+            m_eventAlloc[i] = AllocId(it->second);
             if (!completed) {
                 a.freeRequestedEvent = idx;
-                a.freeTimeUs = ev.timeUs[i];
+                a.freeTimeUs = t;
                 break;
             }
             if (a.freeRequestedEvent == kNoEvent) {
-                ++counters.completedWithoutRequest;
-                a.freeTimeUs = ev.timeUs[i];
+                ++m_completedWithoutRequest;
+                a.freeTimeUs = t;
             }
             a.freeCompletedEvent = idx;
-            running -= size;
+            m_running -= size;
             if (a.preexisting()) {
-                // Its bytes belong to the initial state (added below); the drop shows in allocated(t).
-                ++(refreed.count(it->second) ? counters.doubleFrees : counters.orphanFrees);
-                dev.orphanFreeBytes += size;
+                // Its bytes belong to the initial state (added in finalizeDevice); the drop shows in allocated(t).
+                ++(m_refreed.count(it->second) ? m_doubleFrees : m_orphanFrees);
+                m_orphanFreeBytes += size;
             } else {
-                netSeen -= size;
+                m_netSeen -= size;
             }
             it->second |= kFreed;
             break;
         }
         case Action::SegmentAlloc:
         case Action::SegmentMap:
-            segmentNet += size;
+            m_segmentNet += size;
             break;
         case Action::SegmentFree:
         case Action::SegmentUnmap:
-            segmentNet -= size;
+            m_segmentNet -= size;
             break;
         case Action::Oom:
-            dev.ooms.push_back(OomEvent{idx, size, int64_t(addr), ev.timeUs[i]});
+            m_ooms.push_back(OomEvent{idx, size, int64_t(addr), t});
             break;
         default:
             break;
         }
         // Each term is at most 8 PiB, so checking after every event catches a sum before it can overflow.
-        checkBytes(dev, running, "the running allocated total");
-        checkBytes(dev, netSeen, "the net allocated total");
-        checkBytes(dev, segmentNet, "the running reserved total");
-        checkBytes(dev, dev.orphanFreeBytes, "the bytes freed but never allocated");
-        runningAlloc[i] = running;
-        runningReserved[i] = segmentNet;
-        if (running > deltaPeak) {
-            deltaPeak = running;
-            peakIndex = idx;
+        if (!checkBytes(m_running, "the running allocated total") || !checkBytes(m_netSeen, "the net allocated total") ||
+            !checkBytes(m_segmentNet, "the running reserved total") ||
+            !checkBytes(m_orphanFreeBytes, "the bytes freed but never allocated"))
+            break;
+        m_runningAlloc.push_back(m_running);
+        m_runningReserved.push_back(m_segmentNet);
+        if (m_running > m_deltaPeak) {
+            m_deltaPeak = m_running;
+            m_peakIndex = idx;
         }
+        m_consumed = i + 1;
     }
+}
+
+void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
+{
+    EventPairing pairing;
+    const size_t n = dev.eventCount();
+    // One Allocation per alloc entry (plus the few allocated before recording): reserving the exact
+    // count avoids regrowing a vector of a million ~100-byte records (copies, page faults, 1.5x peak).
+    pairing.reserve(n, size_t(std::count(dev.events.action.begin(), dev.events.action.end(), Action::Alloc)));
+    pairing.consume(dev.events, 0, n);
+    finalizeDevice(dev, std::move(pairing), warnings);
+}
+
+void finalizeDevice(DeviceTrace& dev, EventPairing&& pairing, std::vector<std::string>& warnings)
+{
+    if (pairing.m_error)
+        throw LoadError(LoadErrorCode::LimitExceeded, {}, -1, dev.label() + ": " + *pairing.m_error);
+    const size_t n = dev.eventCount();
+    if (pairing.m_consumed != n)
+        throw std::logic_error("finalizeDevice: the pairing has not seen every event");
+    dev.allocations = std::move(pairing.m_allocs);
+    dev.eventAlloc = std::move(pairing.m_eventAlloc);
+    dev.ooms = std::move(pairing.m_ooms);
+    dev.orphanFreeBytes = pairing.m_orphanFreeBytes;
+    dev.hasTime = n > 0 && pairing.m_anyTime;
+    auto& allocs = dev.allocations;
+    auto& open = pairing.m_open;
+    const int64_t netSeen = pairing.m_netSeen, segmentNet = pairing.m_segmentNet;
 
     // Tie the remaining open allocations to the final segments' blocks: rounded size and, for
     // allocations the trace never saw, their existence, stack and size.
@@ -220,15 +250,14 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
 
     dev.initialAllocated = activeBlockBytes - netSeen + dev.orphanFreeBytes;
     dev.initialReserved = dev.endReserved - segmentNet;
-    dev.peakAllocated = dev.initialAllocated + deltaPeak;
-    dev.peakIndex = peakIndex;
-    reserveHuge(dev.allocated, n);
-    reserveHuge(dev.reserved, n);
-    dev.allocated.resize(n);
-    dev.reserved.resize(n);
+    dev.peakAllocated = dev.initialAllocated + pairing.m_deltaPeak;
+    dev.peakIndex = pairing.m_peakIndex;
+    // The running sums become the absolute series in place: no second pair of n-long arrays.
+    dev.allocated = std::move(pairing.m_runningAlloc);
+    dev.reserved = std::move(pairing.m_runningReserved);
     for (size_t i = 0; i < n; ++i) {
-        dev.allocated[i] = dev.initialAllocated + runningAlloc[i];
-        dev.reserved[i] = dev.initialReserved + runningReserved[i];
+        dev.allocated[i] += dev.initialAllocated;
+        dev.reserved[i] += dev.initialReserved;
     }
     if (dev.segments.empty() && n > 0 && dev.initialAllocated < 0) {
         // No final segments to anchor on (Kineto, timeline exports): start from zero instead.
@@ -271,12 +300,12 @@ void finalizeDevice(DeviceTrace& dev, std::vector<std::string>& warnings)
                 id = AllocId(newId[id.value]);
     }
 
-    warnIf(warnings, dev, counters.orphanFrees, "frees of addresses allocated before recording began were paired with a reconstructed allocation");
-    warnIf(warnings, dev, counters.doubleFrees,
+    warnIf(warnings, dev, pairing.m_orphanFrees, "frees of addresses allocated before recording began were paired with a reconstructed allocation");
+    warnIf(warnings, dev, pairing.m_doubleFrees,
            "frees of an address that was already freed (a double free, or its alloc entry is missing) were paired with a reconstructed allocation");
-    warnIf(warnings, dev, counters.reusedAddresses, "allocations reused a live address (a free is missing); the older allocation was closed there");
-    warnIf(warnings, dev, counters.impossibleTimes, "entries have an impossible time (more than 285 years from 1970) and were read as having none");
-    warnIf(warnings, dev, counters.timeBackwards, "entries are earlier than the entry before them (time went backwards); times are kept as recorded");
+    warnIf(warnings, dev, pairing.m_reusedAddresses, "allocations reused a live address (a free is missing); the older allocation was closed there");
+    warnIf(warnings, dev, pairing.m_impossibleTimes, "entries have an impossible time (more than 285 years from 1970) and were read as having none");
+    warnIf(warnings, dev, pairing.m_timeBackwards, "entries are earlier than the entry before them (time went backwards); times are kept as recorded");
     for (const auto& [name, count] : dev.unknownActions)
         warnings.push_back(dev.label() + ": " + std::to_string(count) + " entries with unknown action '" + name + "' were kept and ignored");
 }

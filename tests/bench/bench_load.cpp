@@ -48,10 +48,13 @@ std::string run(const std::string& cmd)
 
 // Child: load (and, for "first chart", classify and prepare the timeline), print
 // "load_s chart_s load_rss_kib chart_rss_kib entries": peak RSS after the load alone and after the chart.
-int child(const std::string& file)
+int child(const std::string& file, bool pairWhileParsing)
 {
+    poolscope::LoadOptions options;
+    options.pairWhileParsing = pairWhileParsing;
+    poolscope::Progress progress;
     const auto t0 = Clock::now();
-    auto trace = poolscope::load(file);
+    std::shared_ptr<const poolscope::Trace> trace = poolscope::load(file, options, progress);
     const auto t1 = Clock::now();
     const long loadRss = peakRssKiB();
     auto prepared = poolscope::prepareTrace(trace);
@@ -68,8 +71,8 @@ int child(const std::string& file)
 int main(int argc, char** argv)
 {
     std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.size() == 2 && args[0] == "--child")
-        return child(args[1]);
+    if (args.size() >= 2 && args[0] == "--child")
+        return child(args[1], !(args.size() == 3 && args[2] == "--pair-afterwards"));
 
     std::vector<long> sizes = {100000, 1000000};
     std::string dir = "/tmp/poolscope-bench";
@@ -98,21 +101,29 @@ int main(int argc, char** argv)
         if (fileSize(file) <= 0)
             run("python3 " + script + " " + file + " " + std::to_string(n) + " >&2");
         const double mb = double(fileSize(file)) / 1e6;
-        // Best of three for PoolScope (noisy 2-core machine); Python once, it is slow enough.
-        double load = 1e9, chart = 1e9;
+        // Best of three for PoolScope (noisy 2-core machine); Python once, it is slow enough. Each
+        // repetition also runs a load that pairs the entries after the parse instead of on the second
+        // core during it (the baseline for LoadOptions::pairWhileParsing), interleaved with the first.
+        double load = 1e9, chart = 1e9, afterLoad = 1e9, afterChart = 1e9;
         long rss = 0, loadRss = 0;
         size_t entries = 0;
         for (int rep = 0; rep < 3; ++rep) {
-            std::istringstream r(run(self + " --child " + file));
-            double l = 0, c = 0;
-            long k = 0, lk = 0;
-            r >> l >> c >> lk >> k >> entries;
-            if (l > 0 && l < load)
-                load = l;
-            if (c > 0 && c < chart)
-                chart = c;
-            rss = std::max(rss, k);
-            loadRss = std::max(loadRss, lk);
+            for (const bool after : {false, true}) {
+                std::istringstream r(run(self + " --child " + file + (after ? " --pair-afterwards" : "")));
+                double l = 0, c = 0;
+                long k = 0, lk = 0;
+                r >> l >> c >> lk >> k >> entries;
+                double& bestLoad = after ? afterLoad : load;
+                double& bestChart = after ? afterChart : chart;
+                if (l > 0 && l < bestLoad)
+                    bestLoad = l;
+                if (c > 0 && c < bestChart)
+                    bestChart = c;
+                if (!after) {
+                    rss = std::max(rss, k);
+                    loadRss = std::max(loadRss, lk);
+                }
+            }
         }
         double pyS = 0, pyRss = 0;
         if (python) {
@@ -124,6 +135,8 @@ int main(int argc, char** argv)
         std::printf("%-9zu %9.1f | %9.3f %9.3f %9.1f %9.2f %9.1f %9.1f | %9.3f %9.1f | %6.1fx %7.2f\n", entries, mb, load,
                     chart, mb / load, double(entries) / load / 1e6, double(loadRss) / 1024.0, double(rss) / 1024.0, pyS,
                     pyRss / 1024.0, pyS > 0 ? pyS / load : 0.0, double(loadRss) / 1024.0 / mb);
+        std::printf("%-9s %9s | %9.3f %9.3f   pairing after the parse (baseline): load %.2fx, first chart %.2fx slower\n", "",
+                    "", afterLoad, afterChart, afterLoad / load, afterChart / chart);
         std::fflush(stdout);
     }
     std::printf("load s = poolscope::load; chart s = load + classification + timeline (first chart); speedup = python "
