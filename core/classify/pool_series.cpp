@@ -49,7 +49,7 @@ PoolBytes PoolSeries::at(EventIndex i) const
         return m_initial;
     PoolBytes b;
     for (size_t p = 0; p < kPoolCount; ++p)
-        b[p] = m_columns[p][size_t(i)];
+        b[p] = m_columns[p].empty() ? 0 : m_columns[p][size_t(i)];
     return b;
 }
 
@@ -64,8 +64,26 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c)
 {
     PoolSeries s;
     const size_t n = dev.eventCount();
-    for (auto& col : s.m_columns)
-        assignHuge(col, n, int64_t(0));
+    s.m_events = n;
+    // With final segments the remainder is rounding slack of known blocks (other); without them
+    // (Kineto, timeline exports) it is memory allocated before profiling that the trace never
+    // touches, judged by the rules as Classification::untrackedPool.
+    const Pool target = dev.segments.empty() ? c.untrackedPool : Pool::Other;
+    // Pools that can hold bytes: those of some allocation, the remainder's, and cached_free. The give
+    // back in absorb() only takes from pools holding bytes, so the others stay zero throughout.
+    std::array<bool, kPoolCount> used{};
+    used[size_t(target)] = true;
+    used[size_t(Pool::CachedFree)] = true;
+    for (size_t a = 0; a < dev.allocations.size(); ++a)
+        used[size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown)] = true;
+    std::array<uint8_t, kPoolCount> active{};
+    size_t activeCount = 0, activeAllocationPools = 0;
+    for (size_t p = 0; p < kPoolCount; ++p)
+        if (used[p]) {
+            active[activeCount++] = uint8_t(p);
+            activeAllocationPools += p < kAllocationPoolCount;
+            assignHuge(s.m_columns[p], n, int64_t(0));
+        }
 
     // Deltas first (written into the columns), then one running sum per pool.
     PoolBytes raw{}; // pools from the allocations alone, without the remainder
@@ -80,10 +98,6 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c)
         if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) < n)
             s.m_columns[p][size_t(al.freeCompletedEvent)] -= al.size;
     }
-    // With final segments the remainder is rounding slack of known blocks (other); without them
-    // (Kineto, timeline exports) it is memory allocated before profiling that the trace never
-    // touches, judged by the rules as Classification::untrackedPool.
-    const Pool target = dev.segments.empty() ? c.untrackedPool : Pool::Other;
     s.m_initialRemainder = dev.initialAllocated - allocatedBytes(raw);
     s.m_initial = raw;
     absorb(s.m_initialRemainder, target, [&](Pool p) -> int64_t& { return s.m_initial[size_t(p)]; });
@@ -97,8 +111,8 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c)
     std::vector<int64_t> remainder;
     assignHuge(remainder, n, int64_t(0));
     for (size_t i = 0; i < n; ++i) {
-        for (size_t p = 0; p < kAllocationPoolCount; ++p)
-            raw[p] += s.m_columns[p][i];
+        for (size_t k = 0; k < activeAllocationPools; ++k) // CachedFree sorts last, after them
+            raw[active[k]] += s.m_columns[active[k]][i];
         PoolBytes cur = raw;
         const int64_t allocated = dev.allocated[i];
         const int64_t rem = allocated - allocatedBytes(cur);
@@ -109,7 +123,8 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c)
             s.m_maxRemainder = std::max(s.m_maxRemainder, rem < 0 ? -rem : rem);
         }
         cur[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.reserved[i] - allocated);
-        for (size_t p = 0; p < kPoolCount; ++p) {
+        for (size_t k = 0; k < activeCount; ++k) {
+            const size_t p = active[k];
             s.m_columns[p][i] = cur[p];
             if (cur[p] > s.m_peak[p]) {
                 s.m_peak[p] = cur[p];

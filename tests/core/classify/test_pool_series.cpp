@@ -151,6 +151,15 @@ private slots:
         const PoolSeries s = computePoolSeries(d, c);
         checkExact(d, c, s);
         QCOMPARE(s.maxRemainder(), int64_t(0)); // no rounding slack here: every pool is its allocations
+        // A pool no allocation has (and not the remainder's, other) keeps no column: bytes() says 0.
+        int unused = 0;
+        for (size_t p = 0; p < kAllocationPoolCount; ++p) {
+            const bool has = std::find(c.pool.begin(), c.pool.end(), Pool(p)) != c.pool.end();
+            QCOMPARE(s.column(Pool(p)).size(), has || Pool(p) == Pool::Other ? d.eventCount() : size_t(0));
+            unused += !has && Pool(p) != Pool::Other;
+        }
+        QVERIFY(unused > 0); // the training trace leaves some pool empty, or the check above proves nothing
+        QCOMPARE(s.column(Pool::CachedFree).size(), d.eventCount());
         // Brute force: bytes of each pool alive after every event.
         for (size_t i = 0; i < d.eventCount(); i += 7) {
             PoolBytes expect{};
