@@ -3,6 +3,7 @@
 #include "core/classify/frame_matcher.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 
@@ -29,6 +30,10 @@ struct Features {
     bool emptyStack = true;
     StackId stack;     // where it was allocated; invalid when unknown
     StackId freeStack; // where the program let go of it; invalid when never freed or unknown
+    // Rules (bit k: rule k, when there are at most 64) whose phase, free-phase and lifetime conditions
+    // hold: decide() tries only these. Most rules fail on those three, and scanning all of them for
+    // each of a million allocations was most of the classifier's time.
+    uint64_t candidates = ~uint64_t(0);
 };
 
 class Engine {
@@ -174,10 +179,42 @@ private:
                     size = it->second;
             f.mirrorSize = mirrorKey(size);
             f.emptyStack = (!f.stack.valid() || m_trace.frames.stack(f.stack).empty()) && a.opName.empty();
+            f.candidates = candidateRules(f);
             c.birthPhase[i] = f.birth;
             c.freePhase[i] = f.free;
             c.lifetime[i] = lt;
         }
+    }
+
+    // The conditions that depend on (birth phase, free phase, lifetime) only: see Features::candidates.
+    static bool phasesAndLifetimeMatch(const Rule& r, Phase birth, bool freed, Phase free, uint16_t lifetime)
+    {
+        if (r.phaseMask && !(r.phaseMask & (1u << unsigned(birth))))
+            return false;
+        if (r.freePhaseMask) {
+            const unsigned b = freed ? unsigned(free) : unsigned(kPhaseCount);
+            if (!(r.freePhaseMask & (1u << b)))
+                return false;
+        }
+        return (lifetime & r.lifetimeAll) == r.lifetimeAll && !(lifetime & r.lifetimeNone);
+    }
+
+    // Features::candidates, remembered per (birth, free phase, lifetime): a few dozen combinations
+    // occur, so a small direct-mapped cache answers almost every allocation.
+    uint64_t candidateRules(const Features& f)
+    {
+        if (m_compiled.size() > 64)
+            return ~uint64_t(0);
+        const uint32_t key = uint32_t(f.birth) | uint32_t(f.freed ? unsigned(f.free) : unsigned(kPhaseCount)) << 3 | uint32_t(f.lifetime) << 6;
+        auto& slot = m_candidateCache[(key * 2654435761u) >> (32 - kCandidateCacheBits)];
+        if (slot.first == key + 1)
+            return slot.second;
+        uint64_t mask = 0;
+        for (size_t k = 0; k < m_compiled.size(); ++k)
+            if (phasesAndLifetimeMatch(*m_compiled[k].rule, f.birth, f.freed, f.free, f.lifetime))
+                mask |= uint64_t(1) << k;
+        slot = {key + 1, mask};
+        return mask;
     }
 
     bool matches(const CompiledRule& cr, const Allocation& a, const Features& f, const Classification& c, bool withSizes)
@@ -185,15 +222,15 @@ private:
         const Rule& r = *cr.rule;
         if (r.mirrors != SizeMirror::None && !withSizes)
             return false;
-        if (r.phaseMask && !(r.phaseMask & (1u << unsigned(f.birth))))
+        if (!phasesAndLifetimeMatch(r, f.birth, f.freed, f.free, f.lifetime))
             return false;
-        if (r.freePhaseMask) {
-            const unsigned b = f.freed ? unsigned(f.free) : unsigned(kPhaseCount);
-            if (!(r.freePhaseMask & (1u << b)))
-                return false;
-        }
-        if ((f.lifetime & r.lifetimeAll) != r.lifetimeAll || (f.lifetime & r.lifetimeNone))
-            return false;
+        return matchesBeyondPhases(cr, a, f, c);
+    }
+
+    // matches() once phasesAndLifetimeMatch holds (and the size-mirroring gate was checked).
+    bool matchesBeyondPhases(const CompiledRule& cr, const Allocation& a, const Features& f, const Classification& c)
+    {
+        const Rule& r = *cr.rule;
         if (a.size < r.minBytes || a.size > r.maxBytes)
             return false;
         if (r.stack == StackCondition::Empty && !f.emptyStack)
@@ -257,6 +294,25 @@ private:
     {
         const Allocation& a = m_dev.allocations[i];
         const Features& f = m_features[i];
+        if (m_compiled.size() <= 64) {
+            uint64_t candidates = fromRule >= 64 ? 0 : f.candidates & (~uint64_t(0) << fromRule);
+            for (; candidates; candidates &= candidates - 1) {
+                const size_t k = size_t(__builtin_ctzll(candidates));
+                const CompiledRule& cr = m_compiled[k];
+                if (cr.rule->mirrors != SizeMirror::None && !withSizes)
+                    continue;
+                if (matchesBeyondPhases(cr, a, f, c)) {
+                    c.pool[i] = cr.rule->pool;
+                    c.confidence[i] = cr.rule->confidence;
+                    c.rule[i] = uint16_t(k);
+                    return;
+                }
+            }
+            c.pool[i] = Pool::Unknown;
+            c.confidence[i] = 0;
+            c.rule[i] = c.noRule;
+            return;
+        }
         for (size_t k = fromRule; k < m_compiled.size(); ++k) {
             if (matches(m_compiled[k], a, f, c, withSizes)) {
                 c.pool[i] = m_compiled[k].rule->pool;
@@ -419,6 +475,8 @@ private:
     FrameMatcher m_matcher;
     std::vector<CompiledRule> m_compiled;
     std::vector<Features> m_features;
+    static constexpr unsigned kCandidateCacheBits = 10;
+    std::array<std::pair<uint32_t, uint64_t>, size_t(1) << kCandidateCacheBits> m_candidateCache{}; // key + 1 (0: empty) -> mask
     std::vector<uint8_t> m_frameOk;     // stack x rule: 0 unknown, 1 no, 2 yes
     std::vector<uint8_t> m_freeFrameOk; // the same for the stack that freed it
 };

@@ -37,6 +37,36 @@ SynthModel small()
 class TestClassifySynth : public QObject {
     Q_OBJECT
 private slots:
+    // Up to 64 rules the classifier tries only those whose phase and lifetime conditions hold (a
+    // bit mask per allocation); beyond 64 it scans every rule. Both must decide alike: the default
+    // rules plus 20 that can never match (more than 2^60 bytes) take the scanning path.
+    void candidateMaskMatchesFullScan()
+    {
+        SynthModel m = small();
+        m.steps = 3;
+        m.optimizer = SynthOptimizer::Adam;
+        const SynthResult r = synthesize(m);
+        const DeviceTrace& d = r.trace.devices[0];
+        RuleSet many = defaultRules();
+        std::string extra = "{\"rules\": [";
+        for (int k = 0; k < 20; ++k)
+            extra += std::string(k ? "," : "") + "{\"name\": \"never-" + std::to_string(k) +
+                     "\", \"pool\": \"activation\", \"confidence\": 99, \"reason\": \"never\", \"after\": \"quick-scratch\", "
+                     "\"size\": {\"min\": 1152921504606846976}}";
+        extra += "]}";
+        many.merge(RuleSet::parse(extra, "never.json"));
+        QVERIFY(defaultRules().rules().size() <= 64);
+        QVERIFY(many.rules().size() > 64);
+        const Classification masked = classify(r.trace, d, defaultRules());
+        const Classification scanned = classify(r.trace, d, many);
+        QCOMPARE(masked.pool, scanned.pool);
+        QCOMPARE(masked.confidence, scanned.confidence);
+        for (size_t i = 0; i < masked.size(); ++i)
+            if (masked.rules[masked.rule[i]].name != scanned.rules[scanned.rule[i]].name)
+                QFAIL(qPrintable(QStringLiteral("allocation %1: %2 vs %3").arg(i).arg(QString::fromStdString(masked.rules[masked.rule[i]].name),
+                                                                                  QString::fromStdString(scanned.rules[scanned.rule[i]].name))));
+    }
+
     void accuracy_data()
     {
         QTest::addColumn<int>("variant");
