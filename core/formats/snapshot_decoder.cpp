@@ -1,11 +1,10 @@
 #include "core/formats/snapshot_decoder.h"
 
-#include <system_error>
-
 #include "core/util/load_error.h"
 
 #include <algorithm>
 #include <stdexcept>
+#include <system_error>
 #include <utility>
 
 namespace poolscope {
