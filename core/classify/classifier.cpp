@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <map>
 
 namespace poolscope {
@@ -481,134 +480,11 @@ private:
     std::vector<uint8_t> m_freeFrameOk; // the same for the stack that freed it
 };
 
-std::string bytesText(int64_t b)
-{
-    char buf[64];
-    const double v = double(b);
-    if (b >= (int64_t(1) << 30))
-        std::snprintf(buf, sizeof buf, "%.2f GiB", v / double(int64_t(1) << 30));
-    else if (b >= (int64_t(1) << 20))
-        std::snprintf(buf, sizeof buf, "%.2f MiB", v / double(int64_t(1) << 20));
-    else if (b >= 1024)
-        std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024.0);
-    else
-        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-    return buf;
-}
-
-std::string frameText(const Frame& f)
-{
-    std::string s = f.name;
-    if (!f.filename.empty() && f.filename != "??") {
-        s += " (" + f.filename;
-        if (f.line > 0)
-            s += ":" + std::to_string(f.line);
-        s += ")";
-    }
-    return s;
-}
-
-std::string phaseEvidence(const Trace& trace, const DeviceTrace& dev, const Classification& c, EventIndex e)
-{
-    const Phase ph = c.phases.phase[size_t(e)];
-    std::string s = std::string(phaseName(ph));
-    switch (c.phases.source[size_t(e)]) {
-    case PhaseSource::Frames: {
-        const StackId st = dev.events.stack[size_t(e)];
-        if (!st.valid()) {
-            s += ", named by the enclosing operator";
-            break;
-        }
-        const FrameId f = st.value < c.phases.decisiveFrame.size() ? c.phases.decisiveFrame[st.value] : FrameId{};
-        s += f.valid() ? ", named by the frame " + frameText(trace.frames.frame(f)) : std::string(", named by its stack");
-        break;
-    }
-    case PhaseSource::Annotation: {
-        const int64_t t = dev.events.timeUs[size_t(e)];
-        for (const auto& w : c.phases.windows)
-            if (w.phase == ph && t >= w.startUs && t <= w.endUs) {
-                s += ", inside the annotation window '" + w.name + "'";
-                break;
-            }
-        break;
-    }
-    case PhaseSource::Inherited:
-        s += ", taken from the events around it (its own stack names no phase)";
-        break;
-    case PhaseSource::None:
-        s += " (no evidence)";
-        break;
-    }
-    return s;
-}
-
 } // namespace
 
 Classification classify(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules)
 {
     return Engine(trace, dev, rules).run();
-}
-
-Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classification& c, AllocId id)
-{
-    Explanation x;
-    x.id = id;
-    if (!id.valid() || id.value >= c.size() || id.value >= dev.allocations.size())
-        return x;
-    const size_t i = id.value;
-    const Allocation& a = dev.allocations[i];
-    const RuleInfo& rule = c.rules[c.rule[i]];
-    x.pool = c.pool[i];
-    x.confidence = c.confidence[i];
-    x.rule = rule.name;
-    x.reason = rule.reason;
-    auto& ev = x.evidence;
-    if (a.preexisting()) {
-        ev.push_back(a.freeCompletedEvent == kNoEvent && a.freeRequestedEvent == kNoEvent
-                         ? "allocated before recording began (found among the final segments' active blocks)"
-                         : "allocated before recording began (first seen when it was freed)");
-    } else {
-        ev.push_back("allocated at event #" + std::to_string(a.allocEvent) + "; phase " +
-                     phaseEvidence(trace, dev, c, a.allocEvent));
-    }
-    const EventIndex freeEv = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
-    if (freeEv == kNoEvent) {
-        ev.push_back("still allocated at the end of the trace");
-    } else {
-        std::string s = "freed at event #" + std::to_string(freeEv) + "; phase " + phaseEvidence(trace, dev, c, freeEv);
-        if (!a.preexisting())
-            s += c.phases.run[size_t(freeEv)] == c.phases.run[size_t(a.allocEvent)] ? "; the same phase run it was born in"
-                                                                                     : "; a later phase run";
-        ev.push_back(s);
-    }
-    std::string lt = "lifetime:";
-    for (size_t b = 0; b < kLifetimeCount; ++b)
-        if (c.lifetime[i] & (1u << b))
-            lt += " " + std::string(lifetimeName(Lifetime(1u << b)));
-    ev.push_back(lt);
-    const int64_t key = mirrorKey(a.size);
-    auto count = [&](const std::unordered_map<int64_t, uint32_t>& m) {
-        auto it = m.find(key);
-        return it == m.end() ? 0u : it->second;
-    };
-    ev.push_back("size " + bytesText(a.size) + " (" + std::to_string(a.size) + " B); allocations of this size: " +
-                 std::to_string(count(c.parameterSizes)) + " parameter, " + std::to_string(count(c.gradientSizes)) +
-                 " gradient, " + std::to_string(count(c.stateSizes)) + " optimizer_state");
-    if (a.stack.valid()) {
-        const EventIndex firstFree = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
-        const bool stackIsFree = a.preexisting() && firstFree != kNoEvent && dev.events.stack[size_t(firstFree)] == a.stack;
-        const FrameId uf = trace.frames.userFrame(a.stack);
-        if (uf.valid() && trace.frames.frame(uf).isPython())
-            ev.push_back(std::string(stackIsFree ? "user frame (of its free; where it was allocated is unknown): "
-                                                 : "user frame: ") +
-                         frameText(trace.frames.frame(uf)));
-    } else if (!a.opName.empty()) {
-        ev.push_back("operator: " + a.opName);
-    } else {
-        ev.push_back("no stack recorded");
-    }
-    ev.push_back("decided by rule '" + rule.name + "' from " + rule.origin + ": " + rule.reason);
-    return x;
 }
 
 } // namespace poolscope
