@@ -15,6 +15,9 @@ struct LoadOptions {
     int maxNesting = 64;
     // Pair a large snapshot's entries on a second thread while the pickle is still being read.
     bool pairWhileParsing = true;
+    // Read trace entries of the usual shape straight from the pickle bytes (snapshot_entry_reader.cpp)
+    // instead of building each as a dict first; off only to compare the two readers.
+    bool readEntriesDirectly = true;
 };
 
 // Detects the format by content (magic bytes), decompresses, decodes and builds the model.

@@ -150,6 +150,12 @@ private:
     {
         if (m_marks.empty())
             fail(LoadErrorCode::Malformed, "opcode 0x" + hex(m_op) + " without a MARK");
+        if (m_marks.size() == m_directMarkDepth) {
+            // Items read directly went into the list below this MARK; only APPENDS may close it.
+            if (m_op != 'e')
+                fail(LoadErrorCode::Malformed, "opcode 0x" + hex(m_op) + " closes a MARK over list items (expected APPENDS)");
+            m_directMarkDepth = 0;
+        }
         const size_t m = m_marks.back();
         m_marks.pop_back();
         return m;
@@ -169,16 +175,59 @@ private:
     // Unset memo slots hold PyKind::Released; the arena marks a slot so when it recycles the container.
     void memoPut(uint64_t index)
     {
+        reserveMemo(index);
+        store(index, top());
+    }
+    void store(uint64_t index, const PyValue& v)
+    {
+        m_memo[index] = v;
+        if (v.isContainer())
+            m_arena.container(v.ref).memoIndex = uint32_t(index);
+    }
+    void reserveMemo(uint64_t index)
+    {
         if (index > m_memo.size() + (1u << 20) || index >= kMaxMemo)
             fail(LoadErrorCode::LimitExceeded, "memo index " + std::to_string(index) + " is implausibly large");
         if (index >= m_memo.size()) {
             m_arena.charge(int64_t(index + 1 - m_memo.size()) * int64_t(sizeof(PyValue)));
             m_memo.resize(index + 1, PyValue{PyKind::Released, 0, 0});
         }
-        const PyValue& v = top();
-        m_memo[index] = v;
-        if (v.isContainer())
-            m_arena.container(v.ref).memoIndex = uint32_t(index);
+    }
+    // EMPTY_DICT directly inside the MARK of a list: the sink may read the whole item from the bytes
+    // (ListSink::readItem). Items read generally before it, still on the stack, must reach the list
+    // first: for a list the sink streams they are handed over now, as a shorter APPENDS would. Only
+    // finished dicts are: anything else above the MARK may be half an item, and stays.
+    bool readItemFast()
+    {
+        if (!m_sink || m_marks.empty())
+            return false;
+        const size_t mark = m_marks.back();
+        if (mark == 0 || m_stack[mark - 1].kind != PyKind::List)
+            return false;
+        if (m_stack.size() > mark) {
+            if (!m_sink->streams(m_arena, m_stack[mark - 1].ref, m_stack[mark]))
+                return false;
+            for (size_t k = mark; k < m_stack.size(); ++k)
+                if (m_stack[k].kind != PyKind::Dict)
+                    return false;
+            const uint32_t list = m_stack[mark - 1].ref;
+            const std::span<const PyValue> items(m_stack.data() + mark, m_stack.size() - mark);
+            if (!m_sink->onAppend(m_arena, list, items))
+                m_arena.append(list, items);
+            m_stack.resize(mark);
+            m_directMarkDepth = m_marks.size();
+        }
+        m_puts.clear();
+        const size_t used = m_sink->readItem(m_stack[mark - 1].ref, {m_data + m_opStart, m_size - m_opStart}, m_memo, m_puts);
+        if (used == 0)
+            return false;
+        for (const ListSink::MemoPut& put : m_puts) {
+            reserveMemo(put.index);
+            store(put.index, put.value);
+        }
+        m_pos = m_opStart + used;
+        m_directMarkDepth = m_marks.size();
+        return true;
     }
     [[gnu::always_inline]] void memoGet(uint64_t index)
     {
@@ -208,6 +257,8 @@ private:
     std::vector<PyValue> m_stack;
     std::vector<size_t> m_marks;
     std::vector<PyValue> m_memo;
+    std::vector<ListSink::MemoPut> m_puts;
+    size_t m_directMarkDepth = 0; // MARK depth under which readItemFast consumed items; 0: none
     int m_protocol = 0;
 };
 
@@ -327,7 +378,10 @@ PickleResult Vm::run()
                 fail(LoadErrorCode::LimitExceeded, "MARKs nested deeper than " + std::to_string(m_options.maxNesting));
             m_marks.push_back(m_stack.size());
             break;
-        case '}': push(PyValue{PyKind::Dict, m_arena.newContainer(PyKind::Dict), 0}); break;
+        case '}':
+            if (!readItemFast())
+                push(PyValue{PyKind::Dict, m_arena.newContainer(PyKind::Dict), 0});
+            break;
         case ']': push(PyValue{PyKind::List, m_arena.newContainer(PyKind::List), 0}); break;
         case 0x8f: push(PyValue{PyKind::List, m_arena.newContainer(PyKind::List), 0}); break; // EMPTY_SET
         case ')': push(PyValue{PyKind::Tuple, m_arena.newContainer(PyKind::Tuple), 0}); break;

@@ -21,6 +21,7 @@ std::string_view pyKindName(PyKind k)
     case PyKind::Tuple: return "tuple";
     case PyKind::Dict: return "dict";
     case PyKind::Released: return "released object";
+    case PyKind::Stack: return "decoded frames list";
     }
     return "?";
 }

@@ -9,7 +9,9 @@ namespace poolscope {
 
 // The value model both snapshot decoders (pickle and JSON) build into. Containers live in an arena and
 // values refer to them by index, so memo sharing is sharing: a frame dict referenced 768k times exists once.
-enum class PyKind : uint8_t { None, Bool, Int, UInt, Float, Str, Bytes, List, Tuple, Dict, Released };
+// Stack: a frames list a sink has already decoded (i holds the StackId); it stands in the memo for the
+// list, so later references to it cost nothing (see ListSink::readItem).
+enum class PyKind : uint8_t { None, Bool, Int, UInt, Float, Str, Bytes, List, Tuple, Dict, Released, Stack };
 
 std::string_view pyKindName(PyKind k);
 
@@ -80,8 +82,25 @@ private:
 // instead of becoming a million dicts.
 class ListSink {
 public:
+    struct MemoPut {
+        uint64_t index;
+        PyValue value;
+    };
     virtual ~ListSink() = default;
     virtual bool onAppend(ValueArena& arena, uint32_t listRef, std::span<const PyValue> items) = 0;
+    // The fast path. streams(): whether items of `listRef` (whose first pending item is `first`) go
+    // to this sink one by one anyway, so the reader may hand over finished items early, before APPENDS.
+    // readItem(): an item of `listRef` starts at bytes[0] (an EMPTY_DICT inside the list's MARK,
+    // nothing pending). A sink that recognizes the item's shape may consume it straight from the
+    // bytes, returning how many it read and the memo slots the item would have filled (in `puts`, in
+    // order); 0 leaves the item to the general reader, which must then find no side effect: a sink
+    // reads ahead, decides, and only then commits.
+    virtual bool streams(const ValueArena& /*arena*/, uint32_t /*listRef*/, const PyValue& /*first*/) { return false; }
+    virtual size_t readItem(uint32_t /*listRef*/, std::span<const uint8_t> /*bytes*/, std::span<const PyValue> /*memo*/,
+                            std::vector<MemoPut>& /*puts*/)
+    {
+        return 0;
+    }
 };
 
 } // namespace poolscope

@@ -121,8 +121,12 @@ bool SnapshotDecoder::looksLikeEntry(const PyValue& v)
 
 bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const PyValue> items)
 {
-    if (items.empty())
+    if (items.empty()) {
+        // The end of a batch read directly (readItem): the worker may go on with it.
+        if (PendingTrace* pending = streaming(listRef); pending && pending->worker)
+            pending->worker->publish(pending->events.count());
         return false;
+    }
     auto pendingIt = m_pending.find(listRef);
     if (pendingIt == m_pending.end()) {
         // A list that already stores something else is never streamed: decodeDeviceTraces then reports
@@ -181,13 +185,19 @@ SnapshotDecoder::EntryKey SnapshotDecoder::entryKey(const PyValue& key)
     return EntryKey(k);
 }
 
+Action SnapshotDecoder::actionOf(const PyValue& str)
+{
+    if (str.ref >= m_actionKind.size())
+        m_actionKind.resize(size_t(str.ref) + 1024, 0);
+    int8_t& cached = m_actionKind[str.ref];
+    if (cached == 0)
+        cached = int8_t(int(parseAction(m_arena.str(str))) + 1);
+    return Action(cached - 1);
+}
+
 void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
 {
-    Action action = Action::Unknown;
-    std::string_view actionText;
-    uint64_t addr = 0;
-    int64_t size = 0, stream = 0, time = kNoTime, deviceFree = -1;
-    StackId stack;
+    EntryFields e;
     const auto kv = m_arena.items(entry);
     for (size_t k = 0; k + 1 < kv.size(); k += 2) {
         const PyValue& value = kv[k + 1];
@@ -195,24 +205,19 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
         case EntryKey::Action: {
             if (value.kind != PyKind::Str)
                 fail(Where("trace entry #", m_entriesSeen, ".action"), "a string", value);
-            if (value.ref >= m_actionKind.size())
-                m_actionKind.resize(size_t(value.ref) + 1024, 0);
-            int8_t& cached = m_actionKind[value.ref];
-            if (cached == 0)
-                cached = int8_t(int(parseAction(m_arena.str(value))) + 1);
-            action = Action(cached - 1);
-            actionText = m_arena.str(value);
+            e.action = actionOf(value);
+            e.actionText = m_arena.str(value);
             break;
         }
-        case EntryKey::Addr: addr = addrValue(value, Where("trace entry #", m_entriesSeen, ".addr")); break;
-        case EntryKey::Size: size = intValue(value, Where("trace entry #", m_entriesSeen, ".size")); break;
-        case EntryKey::Stream: stream = int64_t(addrValue(value, Where("trace entry #", m_entriesSeen, ".stream"))); break;
+        case EntryKey::Addr: e.addr = addrValue(value, Where("trace entry #", m_entriesSeen, ".addr")); break;
+        case EntryKey::Size: e.size = intValue(value, Where("trace entry #", m_entriesSeen, ".size")); break;
+        case EntryKey::Stream: e.stream = int64_t(addrValue(value, Where("trace entry #", m_entriesSeen, ".stream"))); break;
         case EntryKey::TimeUs:
             if (value.kind != PyKind::None)
-                time = intValue(value, Where("trace entry #", m_entriesSeen, ".time_us"));
+                e.time = intValue(value, Where("trace entry #", m_entriesSeen, ".time_us"));
             break;
-        case EntryKey::Frames: stack = stackOf(value, Where("trace entry #", m_entriesSeen, ".frames")); break;
-        case EntryKey::DeviceFree: deviceFree = intValue(value, Where("trace entry #", m_entriesSeen, ".device_free")); break;
+        case EntryKey::Frames: e.stack = stackOf(value, Where("trace entry #", m_entriesSeen, ".frames")); break;
+        case EntryKey::DeviceFree: e.deviceFree = intValue(value, Where("trace entry #", m_entriesSeen, ".device_free")); break;
         case EntryKey::Ignored: break;
         case EntryKey::Unknown:
         case EntryKey::Unseen:
@@ -220,8 +225,14 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
             break;
         }
     }
-    if (size < 0)
-        fail(Where("trace entry #", m_entriesSeen, ".size"), "a non-negative byte count", PyValue::makeInt(size));
+    finishEntry(pending, e);
+}
+
+// What every entry goes through, read generally or directly: the checks, the budget, the columns.
+void SnapshotDecoder::finishEntry(PendingTrace& pending, EntryFields& e)
+{
+    if (e.size < 0)
+        fail(Where("trace entry #", m_entriesSeen, ".size"), "a non-negative byte count", PyValue::makeInt(e.size));
     try {
         m_arena.charge(kBytesPerEntry);
     } catch (const std::length_error& e) {
@@ -229,11 +240,11 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
                         "more trace entries than the memory budget allows (" + std::to_string(kBytesPerEntry) +
                             " bytes each once built): " + e.what() + " (LoadOptions::memoryBudgetBytes)");
     }
-    if (action == Action::Unknown)
-        ++pending.unknownActions[std::string(actionText.substr(0, kMaxNameInWarning))];
-    if (action == Action::Oom && deviceFree >= 0)
-        addr = uint64_t(deviceFree);
-    pending.events.push(action, addr, size, stream, time, stack);
+    if (e.action == Action::Unknown)
+        ++pending.unknownActions[std::string(e.actionText.substr(0, kMaxNameInWarning))];
+    if (e.action == Action::Oom && e.deviceFree >= 0)
+        e.addr = uint64_t(e.deviceFree);
+    pending.events.push(e.action, e.addr, e.size, e.stream, e.time, e.stack);
 }
 
 // ---- frames -------------------------------------------------------------------------------------
@@ -258,6 +269,8 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
 {
     if (list.kind == PyKind::None)
         return {};
+    if (list.kind == PyKind::Stack) // decoded when read directly (readItem)
+        return StackId(uint32_t(list.i));
     if (list.kind != PyKind::List && list.kind != PyKind::Tuple)
         fail(where, "a list of frames", list);
     if (list.ref >= m_stackOfList.size())
@@ -265,7 +278,20 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
     const uint32_t gen = m_arena.container(list.ref).generation;
     if (Cached& c = m_stackOfList[list.ref]; c.id != UINT32_MAX && c.generation == gen)
         return StackId(c.id);
-    const auto frames = m_arena.items(list);
+    const StackId id = internFrames(m_arena.items(list), where);
+    if (m_releaseFrameLists) {
+        m_arena.release(list.ref);
+    } else {
+        // Frames lists are shared between entries and blocks (alloc and free of one tensor share one
+        // traceback): keep the slot, drop the items, answer later references from the cache.
+        m_arena.dropItems(list.ref);
+        m_stackOfList[list.ref] = Cached{gen, id.value};
+    }
+    return id;
+}
+
+StackId SnapshotDecoder::internFrames(std::span<const PyValue> frames, const Where& where)
+{
     // FNV-1a over the frame-dict refs in four interleaved lanes: one serial multiply chain per frame
     // made this loop latency-bound on deep tracebacks; the lanes run in parallel. Equality is checked
     // below, so the hash only has to spread.
@@ -310,14 +336,6 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
                 m_seqRefs.push_back(f.ref);
         }
     }
-    if (m_releaseFrameLists) {
-        m_arena.release(list.ref);
-    } else {
-        // Frames lists are shared between entries and blocks (alloc and free of one tensor share one
-        // traceback): keep the slot, drop the items, answer later references from the cache.
-        m_arena.dropItems(list.ref);
-        m_stackOfList[list.ref] = Cached{gen, id.value};
-    }
     return id;
 }
 
@@ -343,6 +361,8 @@ void SnapshotDecoder::decodeDeviceTraces(const PyValue& list)
     if (lists.size() > size_t(kMaxDevices))
         throw LoadError(LoadErrorCode::LimitExceeded, m_name, -1, "device_traces holds " + std::to_string(lists.size()) +
                                                                       " lists; PoolScope reads at most " + std::to_string(kMaxDevices) + " devices");
+    m_streamingRef = UINT32_MAX; // m_pending loses its entries below
+    m_streamingTrace = nullptr;
     for (size_t dev = 0; dev < lists.size(); ++dev) {
         const PyValue& inner = lists[dev];
         const std::string where = "device_traces[" + std::to_string(dev) + "]";

@@ -36,6 +36,13 @@ public:
     SnapshotDecoder(ValueArena& arena, SnapshotAssembler& out, std::string name, bool framesListsAreUnique);
 
     bool onAppend(ValueArena& arena, uint32_t listRef, std::span<const PyValue> items) override;
+    // Trace entries of a list already streaming, read straight from the pickle bytes when they have the
+    // usual shape (snapshot_entry_reader.cpp); anything else is left to the general reader.
+    bool streams(const ValueArena& arena, uint32_t listRef, const PyValue& first) override;
+    size_t readItem(uint32_t listRef, std::span<const uint8_t> bytes, std::span<const PyValue> memo,
+                    std::vector<MemoPut>& puts) override;
+    void readEntriesDirectly(bool on) { m_readDirectly = on; }
+    int64_t entriesReadDirectly() const { return m_directEntries; }
     // An estimate of the trace entries to come (from the file size): the first streamed list reserves
     // its columns for it, so a million entries do not regrow (copy and fault in) six columns ~20 times.
     // Reserved, untouched pages cost no resident memory when the estimate is high.
@@ -62,10 +69,21 @@ private:
         uint32_t id = UINT32_MAX;
     };
 
+    struct EntryFields {
+        Action action = Action::Unknown;
+        std::string_view actionText;
+        uint64_t addr = 0;
+        int64_t size = 0, stream = 0, time = kNoTime, deviceFree = -1;
+        StackId stack;
+    };
     bool looksLikeEntry(const PyValue& v);
     void convertEntry(PendingTrace& pending, const PyValue& entry);
+    void finishEntry(PendingTrace& pending, EntryFields& e);
+    Action actionOf(const PyValue& str);
+    PendingTrace* streaming(uint32_t listRef);
     EntryKey entryKey(const PyValue& key);
     StackId stackOf(const PyValue& framesList, const Where& where);
+    StackId internFrames(std::span<const PyValue> frameDicts, const Where& where);
     FrameId frameOf(const PyValue& frameDict, const Where& where);
     void decodeSegments(const PyValue& list, const std::string& where);
     Segment decodeSegment(const PyValue& seg, const std::string& where);
@@ -105,6 +123,11 @@ private:
     size_t m_expectedEntries = 0;
     bool m_pairWhileParsing = true;
     bool m_workerStarted = false;
+    bool m_readDirectly = true;
+    int64_t m_directEntries = 0;
+    std::vector<PyValue> m_directFrames; // the frame dicts of the entry being read directly
+    uint32_t m_streamingRef = UINT32_MAX;  // the list readItem saw last, and its entries (m_pending's)
+    PendingTrace* m_streamingTrace = nullptr;
 };
 
 } // namespace poolscope

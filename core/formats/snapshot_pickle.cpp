@@ -14,6 +14,7 @@ void readSnapshotPickle(std::span<const uint8_t> bytes, const std::string& name,
     // which costs only address space (see expectEntries).
     decoder.expectEntries(bytes.size() / 100);
     decoder.pairWhileParsing(options.pairWhileParsing);
+    decoder.readEntriesDirectly(options.readEntriesDirectly);
     arena.reserveContainers(bytes.size() / 100); // memoized frames lists stay, about one per entry
     progress.stage = int(LoadStage::Parsing);
     const PickleResult result = runPickle(bytes, name, arena, &decoder, options, &progress, source);

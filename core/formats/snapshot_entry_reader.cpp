@@ -1,0 +1,313 @@
+// Trace entries read straight from the pickle bytes. A snapshot is mostly a million entry dicts of one
+// shape: {action, addr, size, stream, time_us, frames, ...}, the keys and frame dicts memo references,
+// the frames list a new list of memo references (or a reference to an earlier one). The general reader
+// builds each as arena containers and then converts them; this reads the same opcodes once, straight
+// into the columns, and leaves anything of another shape to the general reader (returns 0 before any
+// side effect), which then reports errors with its usual words.
+#include "core/formats/snapshot_decoder.h"
+
+#include <cstring>
+
+namespace poolscope {
+namespace {
+
+namespace op {
+constexpr int kFrame = 0x95, kMemoize = 0x94, kBinPut = 'q', kLongBinPut = 'r', kMark = '(', kSetItems = 'u',
+              kBinGet = 'h', kLongBinGet = 'j', kEmptyDict = '}', kEmptyList = ']', kAppend = 'a', kAppends = 'e',
+              kNone = 'N', kTrue = 0x88, kFalse = 0x89, kBinInt1 = 'K', kBinInt2 = 'M', kBinInt = 'J', kLong1 = 0x8a,
+              kBinFloat = 'G';
+}
+
+// A cursor over one entry's bytes. Every read is bounds-checked; running out is a reason to leave the
+// entry to the general reader (which reports the truncation with its offset), never an error here.
+class EntryBytes {
+public:
+    EntryBytes(std::span<const uint8_t> bytes, std::span<const PyValue> memo)
+        : m_begin(bytes.data()), m_p(bytes.data()), m_end(bytes.data() + bytes.size()), m_memo(memo)
+    {
+    }
+
+    // The next opcode, FRAME length hints skipped (a frame boundary may fall inside an entry); -1 at the end.
+    int next()
+    {
+        const int o = peek();
+        if (o >= 0)
+            ++m_p;
+        return o;
+    }
+    int peek()
+    {
+        while (m_p < m_end && *m_p == op::kFrame) {
+            if (m_end - m_p < 9)
+                return -1;
+            m_p += 9;
+        }
+        return m_p < m_end ? *m_p : -1;
+    }
+    const uint8_t* position() const { return m_p; }
+    void rewind(const uint8_t* p) { m_p = p; }
+    size_t consumed() const { return size_t(m_p - m_begin); }
+
+    // BINGET/LONG_BINGET's value; false when the slot is unset or consumed.
+    bool memoRef(int o, PyValue& v)
+    {
+        uint32_t index = 0;
+        if (o == op::kBinGet) {
+            if (!has(1))
+                return false;
+            index = *m_p++;
+        } else if (o == op::kLongBinGet) {
+            if (!has(4))
+                return false;
+            index = uint32_t(m_p[0]) | uint32_t(m_p[1]) << 8 | uint32_t(m_p[2]) << 16 | uint32_t(m_p[3]) << 24;
+            m_p += 4;
+        } else {
+            return false;
+        }
+        if (index >= m_memo.size())
+            return false;
+        v = m_memo[index];
+        return v.kind != PyKind::Released;
+    }
+
+    // An integer opcode's value as the general reader pushes it (Int, Bool or None); false for others,
+    // including LONG1 wider than 8 bytes (2^63 and up: the general reader makes those UInt).
+    bool integer(int o, PyValue& v)
+    {
+        switch (o) {
+        case op::kNone: v = PyValue{}; return true;
+        case op::kTrue: v = PyValue{PyKind::Bool, 0, 1}; return true;
+        case op::kFalse: v = PyValue{PyKind::Bool, 0, 0}; return true;
+        case op::kBinInt1:
+            if (!has(1))
+                return false;
+            v = PyValue::makeInt(*m_p++);
+            return true;
+        case op::kBinInt2:
+            if (!has(2))
+                return false;
+            v = PyValue::makeInt(int64_t(m_p[0]) | int64_t(m_p[1]) << 8);
+            m_p += 2;
+            return true;
+        case op::kBinInt: {
+            if (!has(4))
+                return false;
+            const uint32_t u = uint32_t(m_p[0]) | uint32_t(m_p[1]) << 8 | uint32_t(m_p[2]) << 16 | uint32_t(m_p[3]) << 24;
+            m_p += 4;
+            v = PyValue::makeInt(int32_t(u));
+            return true;
+        }
+        case op::kLong1: {
+            if (!has(1) || m_p[0] > 8 || !has(size_t(1) + m_p[0]))
+                return false;
+            const size_t n = *m_p++;
+            uint64_t u = 0;
+            for (size_t k = 0; k < n; ++k)
+                u |= uint64_t(m_p[k]) << (8 * k);
+            if (n > 0 && n < 8 && (m_p[n - 1] & 0x80)) // two's complement: extend the sign
+                u |= ~uint64_t(0) << (8 * n);
+            m_p += n;
+            v = PyValue::makeInt(int64_t(u));
+            return true;
+        }
+        default: return false;
+        }
+    }
+
+    // A value whose key PoolScope ignores: references and numbers are stepped over; anything that
+    // would create an object (a new string, a container) is left to the general reader.
+    bool skipValue(int o)
+    {
+        PyValue v;
+        if (o == op::kBinGet || o == op::kLongBinGet)
+            return memoRef(o, v);
+        if (o == op::kBinFloat) {
+            if (!has(8))
+                return false;
+            m_p += 8;
+            return true;
+        }
+        return integer(o, v);
+    }
+
+    // The memo slot a just-created object takes (MEMOIZE, or BINPUT/LONG_BINPUT naming the next free
+    // slot); none when no memo opcode follows. False for a put elsewhere: left to the general reader.
+    bool memoSlot(uint64_t nextIndex, bool& memoized)
+    {
+        memoized = false;
+        const int o = peek();
+        if (o == op::kMemoize) {
+            ++m_p;
+            memoized = true;
+            return true;
+        }
+        if (o != op::kBinPut && o != op::kLongBinPut)
+            return true;
+        const size_t width = o == op::kBinPut ? 1 : 4;
+        if (!has(1 + width))
+            return false;
+        uint64_t index = 0;
+        for (size_t k = 0; k < width; ++k)
+            index |= uint64_t(m_p[1 + k]) << (8 * k);
+        if (index != nextIndex)
+            return false;
+        m_p += 1 + width;
+        memoized = true;
+        return true;
+    }
+
+private:
+    bool has(size_t n) const { return size_t(m_end - m_p) >= n; }
+
+    const uint8_t* m_begin;
+    const uint8_t* m_p;
+    const uint8_t* m_end;
+    std::span<const PyValue> m_memo;
+};
+
+} // namespace
+
+SnapshotDecoder::PendingTrace* SnapshotDecoder::streaming(uint32_t listRef)
+{
+    if (listRef == m_streamingRef)
+        return m_streamingTrace;
+    auto it = m_pending.find(listRef);
+    if (it == m_pending.end())
+        return nullptr;
+    m_streamingRef = listRef;
+    m_streamingTrace = &it->second;
+    return m_streamingTrace;
+}
+
+bool SnapshotDecoder::streams(const ValueArena&, uint32_t listRef, const PyValue& first)
+{
+    // As onAppend decides: a list of entries is streamed from its first item on.
+    return m_readDirectly &&
+           (streaming(listRef) || (m_arena.container(listRef).items.empty() && looksLikeEntry(first)));
+}
+
+size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> bytes, std::span<const PyValue> memo,
+                                 std::vector<MemoPut>& puts)
+{
+    if (!m_readDirectly)
+        return 0;
+    PendingTrace* pending = streaming(listRef);
+    if (!pending)
+        return 0;
+    EntryBytes in(bytes, memo);
+    if (in.next() != op::kEmptyDict)
+        return 0;
+    bool memoized = false;
+    if (!in.memoSlot(memo.size() + puts.size(), memoized))
+        return 0;
+    if (memoized) // as a consumed entry's slot is: referring back to it is an error, not a wrong value
+        puts.push_back(MemoPut{memo.size() + puts.size(), PyValue{PyKind::Released, 0, 0}});
+    if (in.next() != op::kMark)
+        return 0;
+
+    EntryFields e;
+    bool sawAction = false, sawFrames = false;
+    PyValue framesRef;                    // frames given as a reference to a list read before
+    size_t framesPut = SIZE_MAX;          // frames given as a new list: its memo slot, filled below
+    bool newFramesList = false;
+    m_directFrames.clear();
+    for (int o = in.next(); o != op::kSetItems; o = in.next()) {
+        PyValue key, v;
+        if (!in.memoRef(o, key))
+            return 0; // a key seen for the first time (a new string), or not a key at all
+        o = in.next();
+        switch (entryKey(key)) {
+        case EntryKey::Action:
+            if (!in.memoRef(o, v) || v.kind != PyKind::Str)
+                return 0;
+            e.action = actionOf(v);
+            e.actionText = m_arena.str(v);
+            sawAction = true;
+            break;
+        case EntryKey::Addr:
+        case EntryKey::Stream:
+        case EntryKey::Size:
+        case EntryKey::DeviceFree:
+        case EntryKey::TimeUs: {
+            if (!in.integer(o, v))
+                return 0;
+            const EntryKey k = entryKey(key);
+            const int64_t x = v.kind == PyKind::None ? 0 : v.i; // as intValue/addrValue read None
+            if (k == EntryKey::Addr)
+                e.addr = uint64_t(x);
+            else if (k == EntryKey::Stream)
+                e.stream = x;
+            else if (k == EntryKey::Size)
+                e.size = x;
+            else if (k == EntryKey::DeviceFree)
+                e.deviceFree = x;
+            else if (v.kind != PyKind::None)
+                e.time = x;
+            break;
+        }
+        case EntryKey::Frames:
+            if (sawFrames)
+                return 0;
+            sawFrames = true;
+            if (o == op::kNone)
+                break;
+            if (o != op::kEmptyList) {
+                if (!in.memoRef(o, framesRef) || (framesRef.kind != PyKind::Stack && framesRef.kind != PyKind::List))
+                    return 0;
+                break;
+            }
+            newFramesList = true;
+            if (!in.memoSlot(memo.size() + puts.size(), memoized))
+                return 0;
+            if (memoized) {
+                framesPut = puts.size();
+                puts.push_back(MemoPut{memo.size() + puts.size(), PyValue{}});
+            }
+            if (in.peek() == op::kMark) { // MARK frame... APPENDS
+                in.next();
+                for (o = in.next(); o != op::kAppends; o = in.next()) {
+                    if (!in.memoRef(o, v) || v.kind != PyKind::Dict)
+                        return 0;
+                    m_directFrames.push_back(v);
+                }
+            } else { // one frame: a reference and APPEND; or an empty list, the next key follows
+                const uint8_t* at = in.position();
+                o = in.next();
+                if (in.memoRef(o, v) && in.peek() == op::kAppend) {
+                    if (v.kind != PyKind::Dict)
+                        return 0;
+                    in.next();
+                    m_directFrames.push_back(v);
+                } else {
+                    in.rewind(at);
+                }
+            }
+            break;
+        case EntryKey::Ignored:
+            if (!in.skipValue(o))
+                return 0;
+            break;
+        default: return 0; // an unknown key: the general reader names it in a warning
+        }
+    }
+    if (!sawAction)
+        return 0;
+
+    // Read whole: from here on the entry is committed, and its errors are its own.
+    const Where framesWhere("trace entry #", m_entriesSeen, ".frames");
+    if (newFramesList) {
+        e.stack = internFrames(m_directFrames, framesWhere);
+        if (framesPut != SIZE_MAX)
+            puts[framesPut].value = PyValue{PyKind::Stack, 0, int64_t(e.stack.value)};
+    } else if (framesRef.kind != PyKind::None) {
+        e.stack = stackOf(framesRef, framesWhere);
+    }
+    if (pending->worker && pending->events.count() == pending->events.capacity())
+        pending->worker->whileIdle([&] { pending->events.reserve(2 * pending->events.capacity() + 1024); });
+    finishEntry(*pending, e);
+    ++m_entriesSeen;
+    ++m_directEntries;
+    return in.consumed();
+}
+
+} // namespace poolscope
