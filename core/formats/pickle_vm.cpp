@@ -180,7 +180,14 @@ private:
     }
     void store(uint64_t index, const PyValue& v)
     {
-        m_memo[index] = v;
+        if (MemoSlot::holdsWhole(v.kind)) {
+            m_memo[index] = MemoSlot{v.ref, v.kind};
+        } else {
+            if (m_boxed.size() >= UINT32_MAX)
+                fail(LoadErrorCode::LimitExceeded, "more than 4 billion memoized numbers");
+            m_memo[index] = MemoSlot{uint32_t(m_boxed.size()), v.kind};
+            m_boxed.push_back(v);
+        }
         if (v.isContainer())
             m_arena.container(v.ref).memoIndex = uint32_t(index);
     }
@@ -189,8 +196,8 @@ private:
         if (index > m_memo.size() + (1u << 20) || index >= kMaxMemo)
             fail(LoadErrorCode::LimitExceeded, "memo index " + std::to_string(index) + " is implausibly large");
         if (index >= m_memo.size()) {
-            m_arena.charge(int64_t(index + 1 - m_memo.size()) * int64_t(sizeof(PyValue)));
-            m_memo.resize(index + 1, PyValue{PyKind::Released, 0, 0});
+            m_arena.charge(int64_t(index + 1 - m_memo.size()) * int64_t(sizeof(MemoSlot)));
+            m_memo.resize(index + 1, MemoSlot{});
         }
     }
     // EMPTY_DICT directly inside the MARK of a list: the sink may read the whole item from the bytes
@@ -223,7 +230,7 @@ private:
             return false;
         for (const ListSink::MemoPut& put : m_puts) {
             reserveMemo(put.index);
-            store(put.index, put.value);
+            m_memo[put.index] = put.slot;
         }
         m_pos = m_opStart + used;
         m_directMarkDepth = m_marks.size();
@@ -233,7 +240,8 @@ private:
     {
         if (index >= m_memo.size() || m_memo[index].kind == PyKind::Released) [[unlikely]]
             failMemoGet(index);
-        push(m_memo[index]);
+        const MemoSlot slot = m_memo[index];
+        push(MemoSlot::holdsWhole(slot.kind) ? slot.value() : m_boxed[slot.ref]);
     }
     void pushLong(std::string_view bytes);
     void appendTo(size_t listPos, size_t from);
@@ -256,7 +264,8 @@ private:
     const InputBuffer* m_source;
     std::vector<PyValue> m_stack;
     std::vector<size_t> m_marks;
-    std::vector<PyValue> m_memo;
+    std::vector<MemoSlot> m_memo;
+    std::vector<PyValue> m_boxed; // memoized numbers (see MemoSlot)
     std::vector<ListSink::MemoPut> m_puts;
     size_t m_directMarkDepth = 0; // MARK depth under which readItemFast consumed items; 0: none
     int m_protocol = 0;

@@ -84,8 +84,9 @@ void ValueArena::release(uint32_t ref)
     c.items.clear(); // capacity kept: the slot is reused for the next entry of the same shape
     c.kind = PyKind::Released;
     ++c.generation;
-    if (m_memo && c.memoIndex < m_memo->size() && (*m_memo)[c.memoIndex].ref == ref)
-        (*m_memo)[c.memoIndex] = PyValue{PyKind::Released, 0, 0};
+    if (m_memo && c.memoIndex < m_memo->size() && (*m_memo)[c.memoIndex].ref == ref &&
+        PyValue{(*m_memo)[c.memoIndex].kind, 0, 0}.isContainer())
+        (*m_memo)[c.memoIndex] = MemoSlot{};
     c.memoIndex = UINT32_MAX;
     m_free.push_back(ref);
 }

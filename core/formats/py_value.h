@@ -9,8 +9,8 @@ namespace poolscope {
 
 // The value model both snapshot decoders (pickle and JSON) build into. Containers live in an arena and
 // values refer to them by index, so memo sharing is sharing: a frame dict referenced 768k times exists once.
-// Stack: a frames list a sink has already decoded (i holds the StackId); it stands in the memo for the
-// list, so later references to it cost nothing (see ListSink::readItem).
+// Stack: a frames list a sink has already decoded (ref holds the StackId); it stands in the memo for
+// the list, so later references to it cost nothing (see ListSink::readItem).
 enum class PyKind : uint8_t { None, Bool, Int, UInt, Float, Str, Bytes, List, Tuple, Dict, Released, Stack };
 
 std::string_view pyKindName(PyKind k);
@@ -26,6 +26,18 @@ struct PyValue {
     static PyValue makeInt(int64_t v) { return PyValue{PyKind::Int, 0, v}; }
     static PyValue makeFloat(double v);
 };
+
+// A pickle memo slot. A snapshot memoizes two objects per trace entry, millions of slots, so a slot
+// is 8 bytes: strings, containers and decoded stacks are (kind, ref) whole; a memoized number (rare:
+// only a PUT after it does that) keeps its value in the reader's side table, ref its index there.
+struct MemoSlot {
+    uint32_t ref = 0;
+    PyKind kind = PyKind::Released;
+
+    static bool holdsWhole(PyKind k) { return k != PyKind::Int && k != PyKind::UInt && k != PyKind::Float && k != PyKind::Bool; }
+    PyValue value() const { return PyValue{kind, ref, 0}; } // for kinds held whole
+};
+static_assert(sizeof(MemoSlot) == 8);
 
 class ValueArena {
 public:
@@ -45,7 +57,7 @@ public:
     // Frees a container's items and recycles its slot (used for consumed trace entries). The memo slot
     // that held it (see attachMemo) is marked stale, so a later reference is an error, not a wrong value.
     void release(uint32_t ref);
-    void attachMemo(std::vector<PyValue>* memo) { m_memo = memo; }
+    void attachMemo(std::vector<MemoSlot>* memo) { m_memo = memo; }
     // Empties a container that stays referenced (a memoized frames list whose StackId is cached) and
     // keeps its buffer for the next new container: one malloc/free pair per trace entry saved.
     void dropItems(uint32_t ref);
@@ -74,7 +86,7 @@ private:
     std::vector<std::string> m_strings;
     int64_t m_budget;
     int64_t m_used = 0;
-    std::vector<PyValue>* m_memo = nullptr;
+    std::vector<MemoSlot>* m_memo = nullptr;
 };
 
 // Sees items as they are appended to a list, before they are stored. Returning true means the sink
@@ -84,7 +96,7 @@ class ListSink {
 public:
     struct MemoPut {
         uint64_t index;
-        PyValue value;
+        MemoSlot slot; // of a kind held whole
     };
     virtual ~ListSink() = default;
     virtual bool onAppend(ValueArena& arena, uint32_t listRef, std::span<const PyValue> items) = 0;
@@ -96,7 +108,7 @@ public:
     // order); 0 leaves the item to the general reader, which must then find no side effect: a sink
     // reads ahead, decides, and only then commits.
     virtual bool streams(const ValueArena& /*arena*/, uint32_t /*listRef*/, const PyValue& /*first*/) { return false; }
-    virtual size_t readItem(uint32_t /*listRef*/, std::span<const uint8_t> /*bytes*/, std::span<const PyValue> /*memo*/,
+    virtual size_t readItem(uint32_t /*listRef*/, std::span<const uint8_t> /*bytes*/, std::span<const MemoSlot> /*memo*/,
                             std::vector<MemoPut>& /*puts*/)
     {
         return 0;

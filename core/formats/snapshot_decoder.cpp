@@ -270,7 +270,7 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
     if (list.kind == PyKind::None)
         return {};
     if (list.kind == PyKind::Stack) // decoded when read directly (readItem)
-        return StackId(uint32_t(list.i));
+        return StackId(list.ref);
     if (list.kind != PyKind::List && list.kind != PyKind::Tuple)
         fail(where, "a list of frames", list);
     if (list.ref >= m_stackOfList.size())

@@ -39,7 +39,7 @@ public:
     // Trace entries of a list already streaming, read straight from the pickle bytes when they have the
     // usual shape (snapshot_entry_reader.cpp); anything else is left to the general reader.
     bool streams(const ValueArena& arena, uint32_t listRef, const PyValue& first) override;
-    size_t readItem(uint32_t listRef, std::span<const uint8_t> bytes, std::span<const PyValue> memo,
+    size_t readItem(uint32_t listRef, std::span<const uint8_t> bytes, std::span<const MemoSlot> memo,
                     std::vector<MemoPut>& puts) override;
     void readEntriesDirectly(bool on) { m_readDirectly = on; }
     int64_t entriesReadDirectly() const { return m_directEntries; }

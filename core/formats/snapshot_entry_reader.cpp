@@ -22,7 +22,7 @@ constexpr int kFrame = 0x95, kMemoize = 0x94, kBinPut = 'q', kLongBinPut = 'r', 
 // entry to the general reader (which reports the truncation with its offset), never an error here.
 class EntryBytes {
 public:
-    EntryBytes(std::span<const uint8_t> bytes, std::span<const PyValue> memo)
+    EntryBytes(std::span<const uint8_t> bytes, std::span<const MemoSlot> memo)
         : m_begin(bytes.data()), m_p(bytes.data()), m_end(bytes.data() + bytes.size()), m_memo(memo)
     {
     }
@@ -48,7 +48,8 @@ public:
     void rewind(const uint8_t* p) { m_p = p; }
     size_t consumed() const { return size_t(m_p - m_begin); }
 
-    // BINGET/LONG_BINGET's value; false when the slot is unset or consumed.
+    // BINGET/LONG_BINGET's value; false when the slot is unset or consumed, or holds a number (no
+    // key, action or frame is one).
     bool memoRef(int o, PyValue& v)
     {
         uint32_t index = 0;
@@ -66,8 +67,9 @@ public:
         }
         if (index >= m_memo.size())
             return false;
-        v = m_memo[index];
-        return v.kind != PyKind::Released;
+        const MemoSlot slot = m_memo[index];
+        v = slot.value();
+        return slot.kind != PyKind::Released && MemoSlot::holdsWhole(slot.kind);
     }
 
     // An integer opcode's value as the general reader pushes it (Int, Bool or None); false for others,
@@ -162,7 +164,7 @@ private:
     const uint8_t* m_begin;
     const uint8_t* m_p;
     const uint8_t* m_end;
-    std::span<const PyValue> m_memo;
+    std::span<const MemoSlot> m_memo;
 };
 
 } // namespace
@@ -186,7 +188,7 @@ bool SnapshotDecoder::streams(const ValueArena&, uint32_t listRef, const PyValue
            (streaming(listRef) || (m_arena.container(listRef).items.empty() && looksLikeEntry(first)));
 }
 
-size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> bytes, std::span<const PyValue> memo,
+size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> bytes, std::span<const MemoSlot> memo,
                                  std::vector<MemoPut>& puts)
 {
     if (!m_readDirectly)
@@ -201,7 +203,7 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
     if (!in.memoSlot(memo.size() + puts.size(), memoized))
         return 0;
     if (memoized) // as a consumed entry's slot is: referring back to it is an error, not a wrong value
-        puts.push_back(MemoPut{memo.size() + puts.size(), PyValue{PyKind::Released, 0, 0}});
+        puts.push_back(MemoPut{memo.size() + puts.size(), MemoSlot{}});
     if (in.next() != op::kMark)
         return 0;
 
@@ -261,7 +263,7 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
                 return 0;
             if (memoized) {
                 framesPut = puts.size();
-                puts.push_back(MemoPut{memo.size() + puts.size(), PyValue{}});
+                puts.push_back(MemoPut{memo.size() + puts.size(), MemoSlot{}});
             }
             if (in.peek() == op::kMark) { // MARK frame... APPENDS
                 in.next();
@@ -298,7 +300,7 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
     if (newFramesList) {
         e.stack = internFrames(m_directFrames, framesWhere);
         if (framesPut != SIZE_MAX)
-            puts[framesPut].value = PyValue{PyKind::Stack, 0, int64_t(e.stack.value)};
+            puts[framesPut].slot = MemoSlot{e.stack.value, PyKind::Stack};
     } else if (framesRef.kind != PyKind::None) {
         e.stack = stackOf(framesRef, framesWhere);
     }

@@ -161,6 +161,30 @@ private slots:
         QVERIFY(r->arena.containerCount() < 5); // the list and one dict, not 5000 dicts
     }
 
+    // Numbers are not memoized by CPython, but a PUT after one is legal: the memo keeps its value whole
+    // (MemoSlot holds only kinds and refs; numbers go to a side table).
+    void memoizedNumbersKeepTheirValue()
+    {
+        P p;
+        p.proto(2).op(0x8a).u8(8).le(0x7fffffffffffff01ull, 8).op('q').u8(0); // LONG1, BINPUT 0
+        p.op('G').le(0x1f85eb51b81e0940ull, 8).op('q').u8(1);                   // BINFLOAT 3.14, BINPUT 1
+        p.op(0x88).op('q').u8(2);                                               // NEWTRUE, BINPUT 2
+        p.op(0x87);                                                             // TUPLE3
+        p.op('h').u8(0).op('h').u8(1).op('h').u8(2).op(0x87).op(0x86).stop();   // the three again, TUPLE2
+        auto r = run(p);
+        const auto outer = r->arena.items(r->result.root);
+        QCOMPARE(outer.size(), size_t(2));
+        const auto first = r->arena.items(outer[0]);
+        const auto again = r->arena.items(outer[1]);
+        for (size_t k = 0; k < 3; ++k) {
+            QCOMPARE(int(again[k].kind), int(first[k].kind));
+            QCOMPARE(again[k].i, first[k].i);
+        }
+        QCOMPARE(again[0].i, int64_t(0x7fffffffffffff01ll));
+        QCOMPARE(again[1].asFloat(), 3.14);
+        QCOMPARE(int(again[2].kind), int(PyKind::Bool));
+    }
+
     void refusesEveryCodeOpcode_data()
     {
         QTest::addColumn<QByteArray>("bytes");
