@@ -143,8 +143,8 @@ int runExplain(const std::vector<std::string>& argv)
                                {"free_completed_event", a.freeCompletedEvent},
                                {"alloc_time_us", a.allocTimeUs == kNoTime ? nlohmann::json() : nlohmann::json(a.allocTimeUs)},
                                {"free_time_us", a.freeTimeUs == kNoTime ? nlohmann::json() : nlohmann::json(a.freeTimeUs)}};
-            if (!a.opName.empty())
-                j["allocation"]["operator"] = a.opName;
+            if (!trace->opName(a).empty())
+                j["allocation"]["operator"] = trace->opName(a);
             j["pool"] = std::string(poolName(x.pool));
             j["confidence"] = x.confidence;
             j["rule"] = x.rule;

@@ -47,8 +47,8 @@ int TensorModel::columnCount(const QModelIndex& parent) const { return parent.is
 
 QString TensorModel::frameText(const Trace& trace, const Allocation& a)
 {
-    if (!a.opName.empty())
-        return QString::fromStdString(a.opName);
+    if (!trace.opName(a).empty())
+        return QString::fromStdString(trace.opName(a));
     const FrameId f = trace.frames.userFrame(a.stack);
     if (!f)
         return {};
@@ -66,7 +66,7 @@ bool TensorModel::frameContains(int row, const QString& needle) const
         return true;
     const Allocation& a = m_timeline->device().allocations[m_rows[size_t(row)].value];
     const Trace& t = m_timeline->trace();
-    if (QString::fromStdString(a.opName).contains(needle, Qt::CaseInsensitive))
+    if (QString::fromStdString(t.opName(a)).contains(needle, Qt::CaseInsensitive))
         return true;
     if (!a.stack.valid())
         return false;
@@ -198,7 +198,7 @@ bool TensorFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex& sourc
         m_cacheOwner = model->timeline();
     }
     const Allocation& a = model->timeline()->device().allocations[model->allocationAt(sourceRow).value];
-    if (a.opName.empty() && a.stack.valid()) {
+    if (a.op == 0 && a.stack.valid()) {
         auto it = m_stackMatches.find(a.stack.value);
         if (it == m_stackMatches.end())
             it = m_stackMatches.insert(a.stack.value, model->frameContains(sourceRow, m_text));

@@ -177,7 +177,7 @@ private:
                 if (auto it = requested.find(a.address); it != requested.end())
                     size = it->second;
             f.mirrorSize = mirrorKey(size);
-            f.emptyStack = (!f.stack.valid() || m_trace.frames.stack(f.stack).empty()) && a.opName.empty();
+            f.emptyStack = (!f.stack.valid() || m_trace.frames.stack(f.stack).empty()) && m_trace.opName(a).empty();
             f.candidates = candidateRules(f);
             c.birthPhase[i] = f.birth;
             c.freePhase[i] = f.free;
@@ -257,7 +257,7 @@ private:
                 if (stack.valid())
                     return r.innermost > 0 ? m_matcher.stackMatchesInnermost(stack, p, r.innermost)
                                            : m_matcher.stackMatches(stack, p);
-                return m_matcher.opMatches(a.opName, p);
+                return m_matcher.opMatches(m_trace.opName(a), p);
             };
             if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), has))
                 return false;

@@ -123,8 +123,8 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
             ev.push_back(std::string(stackIsFree ? "user frame (of its free; where it was allocated is unknown): "
                                                  : "user frame: ") +
                          frameText(trace.frames.frame(uf)));
-    } else if (!a.opName.empty()) {
-        ev.push_back("operator: " + a.opName);
+    } else if (!trace.opName(a).empty()) {
+        ev.push_back("operator: " + trace.opName(a));
     } else {
         ev.push_back("no stack recorded");
     }

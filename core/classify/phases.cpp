@@ -116,8 +116,8 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         PhaseSource src = PhaseSource::None;
         if (ev.stack[i].valid() && ev.stack[i].value < tl.decisiveFrame.size()) {
             ph = matcher.stackPhase(ev.stack[i], &tl.decisiveFrame[ev.stack[i].value]);
-        } else if (const AllocId id = dev.eventAlloc[i]; id.valid() && !dev.allocations[id.value].opName.empty()) {
-            ph = matcher.opPhase(dev.allocations[id.value].opName);
+        } else if (const AllocId id = dev.eventAlloc[i]; id.valid() && dev.allocations[id.value].op != 0) {
+            ph = matcher.opPhase(trace.opName(dev.allocations[id.value]));
         }
         if (ph != Phase::Unknown) {
             src = PhaseSource::Frames;

@@ -218,6 +218,15 @@ void readKinetoTrace(std::span<const uint8_t> bytes, const std::string& name, Tr
                                                                     " devices (Device Type, Device Id); PoolScope reads at most " +
                                                                     std::to_string(kMaxDevices));
 
+    // Operator names go to out.opNames once each, as they are first used by an allocation.
+    std::vector<uint32_t> opOfName(sax.names.size(), 0);
+    auto opIndex = [&](uint32_t name) {
+        if (opOfName[name] == 0) {
+            opOfName[name] = uint32_t(out.opNames.size());
+            out.opNames.push_back(sax.names[name]);
+        }
+        return opOfName[name];
+    };
     bool anyWithoutAddr = false, anyWithTotals = false;
     for (auto& [key, indices] : perDevice) {
         std::stable_sort(indices.begin(), indices.end(),
@@ -288,7 +297,7 @@ void readKinetoTrace(std::span<const uint8_t> bytes, const std::string& name, Tr
         finalizeDevice(dev, out.warnings);
         for (auto& a : dev.allocations)
             if (a.allocEvent != kNoEvent && eventOp[size_t(a.allocEvent)] != kNone)
-                a.opName = sax.names[eventOp[size_t(a.allocEvent)]];
+                a.op = opIndex(eventOp[size_t(a.allocEvent)]);
         anchorOnReported(dev, firstReportedIndex, out.warnings);
         out.devices.push_back(std::move(dev));
     }

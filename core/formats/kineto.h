@@ -22,7 +22,7 @@ namespace poolscope {
 // - ts (µs with ns decimals) is read exactly from its text and stored as whole µs; events are stably
 //   sorted by ts per device (files are not always in time order).
 // - Each memory event gets a stack of the enclosing operators on the same pid/tid (the X events whose
-//   [ts, ts+dur] contains it), innermost first, as frames {"<op>", op name, 0}; Allocation::opName is
+//   [ts, ts+dur] contains it), innermost first, as frames {"<op>", op name, 0}; Trace::opName(allocation) is
 //   the innermost one at the allocation.
 // - "Total Allocated"/"Total Reserved" fill reportedAllocated/reportedReserved (carried forward over
 //   events that lack them). Where present, allocated(t) is anchored on them (Kineto knows what was

@@ -65,7 +65,7 @@ struct Allocation {
     int64_t allocTimeUs = kNoTime;
     int64_t freeTimeUs = kNoTime;
     ProfilerCategory category = ProfilerCategory::None;
-    std::string opName; // Kineto: enclosing operator; empty for snapshots
+    uint32_t op = 0; // Kineto: its enclosing operator, an index into Trace::opNames (0: none; snapshots)
 
     bool preexisting() const { return allocEvent == kNoEvent; }
     bool aliveAtEnd() const { return freeCompletedEvent == kNoEvent; }
@@ -137,6 +137,11 @@ struct Trace {
     std::vector<std::string> warnings;                     // aggregated, human-readable
     std::map<std::string, int64_t> unknownKeys;            // key -> count, ignored but reported
     int64_t inputBytes = 0;                                // decompressed size
+    // Operator names of Kineto allocations (Allocation::op); [0] is "none". A side table: a snapshot
+    // of millions of allocations names none, and a string in each would cost 32 bytes apiece.
+    std::vector<std::string> opNames{std::string()};
+
+    const std::string& opName(const Allocation& a) const { return opNames[a.op < opNames.size() ? a.op : 0]; }
 
     const DeviceTrace* findDevice(int device, DeviceKind kind = DeviceKind::Cuda) const;
 };

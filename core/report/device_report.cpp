@@ -18,8 +18,8 @@ using nlohmann::json;
 
 std::string frameText(const Trace& trace, const Allocation& a)
 {
-    if (!a.opName.empty())
-        return a.opName;
+    if (!trace.opName(a).empty())
+        return trace.opName(a);
     const FrameId f = trace.frames.userFrame(a.stack);
     if (!f)
         return {};
