@@ -6,7 +6,7 @@
 namespace poolscope {
 
 DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools,
-                               std::optional<PoolSeries> poolSeries, std::optional<AliveIndex> alive)
+                               std::optional<PoolSeries> poolSeries, TimelineParts parts)
     : m_trace(std::move(trace)), m_deviceIndex(deviceIndex), m_pools(std::move(pools))
 {
     if (!m_trace || deviceIndex >= m_trace->devices.size())
@@ -18,8 +18,8 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
 
     m_indexAxis = EventAxis::byIndex(n);
     if (d.hasTime)
-        m_timeAxis = EventAxis::byTime(d.events.timeUs);
-    m_alive = alive && alive->size() == d.allocations.size() ? std::move(*alive) : AliveIndex(d.allocations);
+        m_timeAxis = parts.timeAxis && parts.timeAxis->eventCount() == n ? std::move(*parts.timeAxis) : EventAxis::byTime(d.events.timeUs);
+    m_alive = parts.alive && parts.alive->size() == d.allocations.size() ? std::move(*parts.alive) : AliveIndex(d.allocations);
     m_reservedKnown = !d.segments.empty() || d.initialReserved != 0 ||
                       std::any_of(d.reserved.begin(), d.reserved.end(), [](int64_t v) { return v != 0; });
 

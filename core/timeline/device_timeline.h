@@ -43,14 +43,20 @@ struct Breakdown {
 // One device of a loaded trace, prepared for a timeline: pool layers stacked bottom to top
 // (cached_free last), their level of detail, both x axes and the alive-set index. Built once off the
 // GUI thread; immutable afterwards, so views query it concurrently.
+// The parts of a timeline that read the trace alone, not the pools: prepareTrace builds them on a
+// second thread while the classifier runs (both cores count for the time to the first chart).
+struct TimelineParts {
+    std::optional<AliveIndex> alive;
+    std::optional<EventAxis> timeAxis; // for a device with times
+};
+
 class DeviceTimeline {
 public:
     // With `series` (the classifier's bytes-exact per-pool series, the numbers `report` prints) the
     // layers are its columns, moved in; without, they are summed here from the per-allocation pools.
-    // `alive`, when given, is this device's AliveIndex built elsewhere (prepareTrace builds it on a
-    // second thread while the classifier runs); otherwise it is built here.
+    // `parts` not given (or not matching the device) are built here.
     DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools = {},
-                   std::optional<PoolSeries> series = std::nullopt, std::optional<AliveIndex> alive = std::nullopt);
+                   std::optional<PoolSeries> series = std::nullopt, TimelineParts parts = {});
 
     const Trace& trace() const { return *m_trace; }
     const std::shared_ptr<const Trace>& tracePtr() const { return m_trace; }

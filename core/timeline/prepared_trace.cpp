@@ -66,13 +66,15 @@ std::shared_ptr<const PreparedTrace> prepareTrace(std::shared_ptr<const Trace> t
         const DeviceTrace& dev = trace->devices[i];
         PreparedDevice pd;
         if (rules) {
-            // The alive-set index reads only the allocations, not the pools: build it on a second
-            // thread while this one classifies (both cores count for the time to the first chart).
-            std::optional<AliveIndex> alive;
+            // The alive-set index and the time axis read only the trace, not the pools: built on a
+            // second thread while this one classifies (see TimelineParts).
+            TimelineParts parts;
             std::exception_ptr aliveError;
             std::thread aliveThread([&] {
                 try {
-                    alive.emplace(dev.allocations);
+                    parts.alive.emplace(dev.allocations);
+                    if (dev.hasTime)
+                        parts.timeAxis = EventAxis::byTime(dev.events.timeUs);
                 } catch (...) {
                     aliveError = std::current_exception();
                 }
@@ -89,7 +91,7 @@ std::shared_ptr<const PreparedTrace> prepareTrace(std::shared_ptr<const Trace> t
             aliveThread.join();
             if (aliveError)
                 std::rethrow_exception(aliveError);
-            pd.timeline = std::make_shared<DeviceTimeline>(trace, i, poolAssignment(*trace, dev, *c), std::move(series), std::move(alive));
+            pd.timeline = std::make_shared<DeviceTimeline>(trace, i, poolAssignment(*trace, dev, *c), std::move(series), std::move(parts));
             pd.classification = std::move(c);
         } else {
             pd.timeline = std::make_shared<DeviceTimeline>(trace, i);
