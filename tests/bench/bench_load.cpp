@@ -2,6 +2,7 @@
 // trace (make_big_snapshot.py), loaded by PoolScope and, as the baseline in the same run, by Python's
 // own unpickler. Each load runs in a child process so peak RSS belongs to that load alone.
 //   bench_load [--full] [--entries N[,N...]] [--dir DIR] [--no-python]
+//   bench_load --child FILE [--pair-afterwards] [--general-reader]   (one load, as the table's rows run it)
 #include "core/load.h"
 #include "core/timeline/prepared_trace.h"
 
@@ -48,10 +49,15 @@ std::string run(const std::string& cmd)
 
 // Child: load (and, for "first chart", classify and prepare the timeline), print
 // "load_s chart_s load_rss_kib chart_rss_kib entries": peak RSS after the load alone and after the chart.
-int child(const std::string& file, bool pairWhileParsing)
+int child(const std::string& file, const std::vector<std::string>& flags)
 {
     poolscope::LoadOptions options;
-    options.pairWhileParsing = pairWhileParsing;
+    for (const std::string& f : flags) {
+        if (f == "--pair-afterwards")
+            options.pairWhileParsing = false;
+        else if (f == "--general-reader")
+            options.readEntriesDirectly = false;
+    }
     poolscope::Progress progress;
     const auto t0 = Clock::now();
     std::shared_ptr<const poolscope::Trace> trace = poolscope::load(file, options, progress);
@@ -72,7 +78,7 @@ int main(int argc, char** argv)
 {
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.size() >= 2 && args[0] == "--child")
-        return child(args[1], !(args.size() == 3 && args[2] == "--pair-afterwards"));
+        return child(args[1], std::vector<std::string>(args.begin() + 2, args.end()));
 
     std::vector<long> sizes = {100000, 1000000};
     std::string dir = "/tmp/poolscope-bench";
@@ -102,29 +108,35 @@ int main(int argc, char** argv)
             run("python3 " + script + " " + file + " " + std::to_string(n) + " >&2");
         const double mb = double(fileSize(file)) / 1e6;
         // Best of three for PoolScope (noisy 2-core machine); Python once, it is slow enough. Each
-        // repetition also runs a load that pairs the entries after the parse instead of on the second
-        // core during it (the baseline for LoadOptions::pairWhileParsing), interleaved with the first.
-        double load = 1e9, chart = 1e9, afterLoad = 1e9, afterChart = 1e9;
-        long rss = 0, loadRss = 0;
+        // repetition also runs, interleaved, the baselines of two LoadOptions: pairing the entries after
+        // the parse instead of on the second core during it, and reading every entry as a dict first
+        // (the general pickle reader) instead of straight from the bytes.
+        struct Variant {
+            const char* flag;
+            const char* what;
+            double load = 1e9, chart = 1e9;
+            long loadRss = 0, rss = 0;
+        };
+        std::vector<Variant> variants = {{"", ""},
+                                         {"--pair-afterwards", "pairing after the parse"},
+                                         {"--general-reader", "entries read as dicts first"}};
         size_t entries = 0;
         for (int rep = 0; rep < 3; ++rep) {
-            for (const bool after : {false, true}) {
-                std::istringstream r(run(self + " --child " + file + (after ? " --pair-afterwards" : "")));
+            for (Variant& v : variants) {
+                std::istringstream r(run(self + " --child " + file + " " + v.flag));
                 double l = 0, c = 0;
                 long k = 0, lk = 0;
                 r >> l >> c >> lk >> k >> entries;
-                double& bestLoad = after ? afterLoad : load;
-                double& bestChart = after ? afterChart : chart;
-                if (l > 0 && l < bestLoad)
-                    bestLoad = l;
-                if (c > 0 && c < bestChart)
-                    bestChart = c;
-                if (!after) {
-                    rss = std::max(rss, k);
-                    loadRss = std::max(loadRss, lk);
-                }
+                if (l > 0 && l < v.load)
+                    v.load = l;
+                if (c > 0 && c < v.chart)
+                    v.chart = c;
+                v.rss = std::max(v.rss, k);
+                v.loadRss = std::max(v.loadRss, lk);
             }
         }
+        const double load = variants[0].load, chart = variants[0].chart;
+        const long rss = variants[0].rss, loadRss = variants[0].loadRss;
         double pyS = 0, pyRss = 0;
         if (python) {
             std::istringstream r(run("python3 -c \"import pickle,time,resource; t=time.perf_counter(); "
@@ -135,8 +147,10 @@ int main(int argc, char** argv)
         std::printf("%-9zu %9.1f | %9.3f %9.3f %9.1f %9.2f %9.1f %9.1f | %9.3f %9.1f | %6.1fx %7.2f\n", entries, mb, load,
                     chart, mb / load, double(entries) / load / 1e6, double(loadRss) / 1024.0, double(rss) / 1024.0, pyS,
                     pyRss / 1024.0, pyS > 0 ? pyS / load : 0.0, double(loadRss) / 1024.0 / mb);
-        std::printf("%-9s %9s | %9.3f %9.3f   pairing after the parse (baseline): load %.2fx, first chart %.2fx slower\n", "",
-                    "", afterLoad, afterChart, afterLoad / load, afterChart / chart);
+        for (size_t k = 1; k < variants.size(); ++k)
+            std::printf("%-9s %9s | %9.3f %9.3f %19s %9.1f %9.1f   %s (baseline): load %.2fx, first chart %.2fx slower\n", "", "",
+                        variants[k].load, variants[k].chart, "", double(variants[k].loadRss) / 1024.0,
+                        double(variants[k].rss) / 1024.0, variants[k].what, variants[k].load / load, variants[k].chart / chart);
         std::fflush(stdout);
     }
     std::printf("load s = poolscope::load; chart s = load + classification + timeline (first chart); speedup = python "
