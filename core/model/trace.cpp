@@ -1,6 +1,14 @@
 #include "core/model/trace.h"
 
+#include <algorithm>
+
 namespace poolscope {
+
+bool DeviceTrace::reservedKnown() const
+{
+    return !segments.empty() || initialReserved != 0 ||
+           std::any_of(reserved.begin(), reserved.end(), [](int64_t v) { return v != 0; });
+}
 
 std::string DeviceTrace::label() const
 {

@@ -113,6 +113,9 @@ struct DeviceTrace {
     int64_t allocatedAt(EventIndex i) const { return i < 0 ? initialAllocated : allocated[size_t(i)]; }
     int64_t reservedAt(EventIndex i) const { return i < 0 ? initialReserved : reserved[size_t(i)]; }
     std::string label() const; // "cuda:0", "cpu"
+    // Whether the source records reserved bytes at all (segments, or totals): Kineto traces without
+    // totals do not, and their reserved series is zero, not a measurement.
+    bool reservedKnown() const;
 };
 
 enum class SourceFormat : uint8_t { SnapshotPickle, SnapshotJson, SnapshotHtml, KinetoTrace, MemoryTimelineRaw };

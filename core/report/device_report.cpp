@@ -109,7 +109,8 @@ json deviceReport(const Trace& trace, const DeviceTrace& dev, const ReportOption
     m["time_us"] = (at >= 0 && dev.events.timeUs[size_t(at)] != kNoTime) ? json(dev.events.timeUs[size_t(at)]) : json(nullptr);
     m["allocated"] = dev.allocatedAt(at);
     m["reserved"] = dev.reservedAt(at);
-    m["cached_free"] = dev.reservedAt(at) - dev.allocatedAt(at);
+    m["reserved_known"] = dev.reservedKnown();
+    m["cached_free"] = dev.reservedKnown() ? dev.reservedAt(at) - dev.allocatedAt(at) : 0;
     std::vector<AllocId> alive = AliveIndex(dev.allocations).aliveAfter(at);
     std::optional<Classification> classification;
     if (rules) {
@@ -197,15 +198,24 @@ std::string renderReportText(const json& report)
         const json& m = d["moment"];
         out += "\n  at " + m.value("label", "") + "\n";
         line("allocated", formatBytes(m["allocated"].get<int64_t>()));
-        line("reserved", formatBytes(m["reserved"].get<int64_t>()));
-        line("reserved - allocated", formatBytes(m["cached_free"].get<int64_t>()));
+        const bool reservedKnown = m.value("reserved_known", true);
+        if (reservedKnown) {
+            line("reserved", formatBytes(m["reserved"].get<int64_t>()));
+            line("reserved - allocated", formatBytes(m["cached_free"].get<int64_t>()));
+        } else {
+            line("reserved", "unknown (this source records no reserved bytes: no segments, no totals)");
+        }
         if (m.contains("verdict"))
             out += "\n  " + m["verdict"].get<std::string>() + "\n";
         const bool anyPool = m.contains("pools") && std::any_of(m["pools"].begin(), m["pools"].end(), [](const json& b) { return b.get<int64_t>() != 0; });
         if (anyPool) {
             const bool sure = m.contains("confidence");
-            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad("of reserved", 13, true) + (sure ? pad("confidence", 12, true) : "") + "\n";
-            const double total = double(std::max<int64_t>(1, m["reserved"].get<int64_t>()));
+            // Shares of reserved (pools and cache make 100%), as the window shows them; of allocated
+            // where the source records no reserved bytes.
+            const char* ofWhat = reservedKnown ? "of reserved" : "of allocated";
+            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad(ofWhat, 14, true) + (sure ? pad("confidence", 12, true) : "") + "\n";
+            const double total = double(std::max<int64_t>(
+                1, reservedKnown ? std::max(m["reserved"].get<int64_t>(), m["allocated"].get<int64_t>()) : m["allocated"].get<int64_t>()));
             for (const auto name : kPoolNames) {
                 const json& bytes = m["pools"][std::string(name)];
                 if (bytes.get<int64_t>() == 0)
@@ -215,7 +225,7 @@ std::string renderReportText(const json& report)
                 std::string conf;
                 if (sure && m["confidence"].contains(std::string(name)))
                     conf = std::to_string(m["confidence"][std::string(name)].get<int>()) + "%";
-                out += "  " + pad(std::string(name), 18) + pad(formatBytes(bytes.get<int64_t>()), 12, true) + pad(share, 13, true) +
+                out += "  " + pad(std::string(name), 18) + pad(formatBytes(bytes.get<int64_t>()), 12, true) + pad(share, 14, true) +
                        (sure ? pad(conf, 12, true) : "") + "\n";
             }
         }

@@ -20,8 +20,7 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     if (d.hasTime)
         m_timeAxis = parts.timeAxis && parts.timeAxis->eventCount() == n ? std::move(*parts.timeAxis) : EventAxis::byTime(d.events.timeUs);
     m_alive = parts.alive && parts.alive->size() == d.allocations.size() ? std::move(*parts.alive) : AliveIndex(d.allocations);
-    m_reservedKnown = !d.segments.empty() || d.initialReserved != 0 ||
-                      std::any_of(d.reserved.begin(), d.reserved.end(), [](int64_t v) { return v != 0; });
+    m_reservedKnown = d.reservedKnown();
 
     std::vector<std::vector<int64_t>> layers;
     std::vector<int64_t> layerInitial;

@@ -85,6 +85,33 @@ private slots:
         }
     }
 
+    // A Kineto trace without allocator totals records no reserved bytes: the report says so instead
+    // of printing 0 B reserved, a negative cache and pool shares of thousands of percent.
+    void unknownReservedIsSaid()
+    {
+        const QString file = kCorpus + "/kineto_resnet50_w0.pt.trace.json.gz";
+        if (!QFile::exists(file))
+            QSKIP("kineto_resnet50_w0.pt.trace.json.gz is absent");
+        const Result r = runPoolscope({"report", file, "--at", "peak", "--top", "3"});
+        QCOMPARE(r.exitCode, 0);
+        const QString text = QString::fromUtf8(r.out);
+        QVERIFY2(text.contains("reserved              unknown (this source records no reserved bytes"), r.out.constData());
+        QVERIFY(!text.contains("reserved - allocated"));
+        QVERIFY(text.contains("of allocated"));
+        QVERIFY(!text.contains("of reserved"));
+        // Every pool share is at most 100%.
+        const QRegularExpression share(QStringLiteral("([0-9]+\\.[0-9])%"));
+        int shares = 0;
+        for (auto it = share.globalMatch(text); it.hasNext();) {
+            const double v = it.next().captured(1).toDouble();
+            QVERIFY2(v <= 100.0, qPrintable(QString::number(v)));
+            ++shares;
+        }
+        QVERIFY(shares >= 2);
+        const json report = json::parse(runPoolscope({"report", file, "--json"}).out.toStdString());
+        QCOMPARE(report["devices"][0]["moment"]["reserved_known"].get<bool>(), false);
+    }
+
     void textReportIsForPeople()
     {
         const Result r = runPoolscope({"report", kCorpus + "/k_ctx128_fullstep.pickle", "--at", "end", "--top", "5"});
