@@ -147,12 +147,7 @@ bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const Py
         }
     }
     PendingTrace& pending = pendingIt->second;
-    if (pending.worker) {
-        // The worker reads the columns: they must not reallocate under it while this batch is pushed.
-        const size_t need = pending.events.count() + items.size();
-        if (need > pending.events.capacity())
-            pending.worker->whileIdle([&] { pending.events.reserve(std::max(need, 2 * pending.events.capacity())); });
-    }
+    makeRoom(pending, items.size());
     for (const PyValue& item : items) {
         if (!looksLikeEntry(item))
             fail(Where("trace entry #", m_entriesSeen, ""), "a dict with an 'action' key", item);
@@ -163,6 +158,14 @@ bool SnapshotDecoder::onAppend(ValueArena&, uint32_t listRef, std::span<const Py
     if (pending.worker)
         pending.worker->publish(pending.events.count());
     return true;
+}
+
+void SnapshotDecoder::makeRoom(PendingTrace& pending, size_t entries)
+{
+    // The worker reads the columns: they must not reallocate under it while entries are pushed.
+    const size_t need = pending.events.count() + entries;
+    if (pending.worker && need > pending.events.capacity())
+        pending.worker->whileIdle([&] { pending.events.reserve(std::max(need, 2 * pending.events.capacity())); });
 }
 
 SnapshotDecoder::EntryKey SnapshotDecoder::entryKey(const PyValue& key)

@@ -79,6 +79,8 @@ private:
     bool looksLikeEntry(const PyValue& v);
     void convertEntry(PendingTrace& pending, const PyValue& entry);
     void finishEntry(PendingTrace& pending, EntryFields& e);
+    // Grows the columns for `entries` more, with the pairing worker between chunks when there is one.
+    void makeRoom(PendingTrace& pending, size_t entries);
     Action actionOf(const PyValue& str);
     PendingTrace* streaming(uint32_t listRef);
     EntryKey entryKey(const PyValue& key);

@@ -218,7 +218,8 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
         if (!in.memoRef(o, key))
             return 0; // a key seen for the first time (a new string), or not a key at all
         o = in.next();
-        switch (entryKey(key)) {
+        const EntryKey k = entryKey(key);
+        switch (k) {
         case EntryKey::Action:
             if (!in.memoRef(o, v) || v.kind != PyKind::Str)
                 return 0;
@@ -233,7 +234,6 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
         case EntryKey::TimeUs: {
             if (!in.integer(o, v))
                 return 0;
-            const EntryKey k = entryKey(key);
             const int64_t x = v.kind == PyKind::None ? 0 : v.i; // as intValue/addrValue read None
             if (k == EntryKey::Addr)
                 e.addr = uint64_t(x);
@@ -304,8 +304,7 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
     } else if (framesRef.kind != PyKind::None) {
         e.stack = stackOf(framesRef, framesWhere);
     }
-    if (pending->worker && pending->events.count() == pending->events.capacity())
-        pending->worker->whileIdle([&] { pending->events.reserve(2 * pending->events.capacity() + 1024); });
+    makeRoom(*pending, 1);
     finishEntry(*pending, e);
     ++m_entriesSeen;
     ++m_directEntries;
