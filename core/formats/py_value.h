@@ -69,6 +69,7 @@ public:
     const Container& container(uint32_t ref) const { return m_containers[ref]; }
     std::span<const PyValue> items(const PyValue& v) const { return m_containers[v.ref].items; }
     std::string_view str(const PyValue& v) const { return m_strings[v.ref]; }
+    std::string_view str(uint32_t stringRef) const { return m_strings[stringRef]; }
     size_t containerCount() const { return m_containers.size(); }
 
     // Dict lookup by key string; nullptr when absent or v is not a dict.

@@ -114,7 +114,7 @@ bool SnapshotDecoder::looksLikeEntry(const PyValue& v)
         return false;
     const auto kv = m_arena.items(v);
     for (size_t k = 0; k + 1 < kv.size(); k += 2)
-        if (entryKey(kv[k]) == EntryKey::Action)
+        if (entryKey(kv[k].kind, kv[k].ref) == EntryKey::Action)
             return true;
     return false;
 }
@@ -168,15 +168,15 @@ void SnapshotDecoder::makeRoom(PendingTrace& pending, size_t entries)
         pending.worker->whileIdle([&] { pending.events.reserve(std::max(need, 2 * pending.events.capacity())); });
 }
 
-SnapshotDecoder::EntryKey SnapshotDecoder::entryKey(const PyValue& key)
+SnapshotDecoder::EntryKey SnapshotDecoder::entryKey(PyKind kind, uint32_t ref)
 {
-    if (key.kind != PyKind::Str)
+    if (kind != PyKind::Str)
         return EntryKey::Unknown;
-    if (key.ref >= m_keyKind.size())
-        m_keyKind.resize(size_t(key.ref) + 1024, int8_t(EntryKey::Unseen));
-    int8_t& k = m_keyKind[key.ref];
+    if (ref >= m_keyKind.size())
+        m_keyKind.resize(size_t(ref) + 1024, int8_t(EntryKey::Unseen));
+    int8_t& k = m_keyKind[ref];
     if (k == int8_t(EntryKey::Unseen)) {
-        const auto s = m_arena.str(key);
+        const auto s = m_arena.str(ref);
         k = int8_t(EntryKey::Unknown);
         for (size_t i = 0; i < std::size(kEntryKeys); ++i)
             if (s == kEntryKeys[i])
@@ -188,13 +188,13 @@ SnapshotDecoder::EntryKey SnapshotDecoder::entryKey(const PyValue& key)
     return EntryKey(k);
 }
 
-Action SnapshotDecoder::actionOf(const PyValue& str)
+Action SnapshotDecoder::actionOf(uint32_t strRef)
 {
-    if (str.ref >= m_actionKind.size())
-        m_actionKind.resize(size_t(str.ref) + 1024, 0);
-    int8_t& cached = m_actionKind[str.ref];
+    if (strRef >= m_actionKind.size())
+        m_actionKind.resize(size_t(strRef) + 1024, 0);
+    int8_t& cached = m_actionKind[strRef];
     if (cached == 0)
-        cached = int8_t(int(parseAction(m_arena.str(str))) + 1);
+        cached = int8_t(int(parseAction(m_arena.str(strRef))) + 1);
     return Action(cached - 1);
 }
 
@@ -204,11 +204,11 @@ void SnapshotDecoder::convertEntry(PendingTrace& pending, const PyValue& entry)
     const auto kv = m_arena.items(entry);
     for (size_t k = 0; k + 1 < kv.size(); k += 2) {
         const PyValue& value = kv[k + 1];
-        switch (entryKey(kv[k])) {
+        switch (entryKey(kv[k].kind, kv[k].ref)) {
         case EntryKey::Action: {
             if (value.kind != PyKind::Str)
                 fail(Where("trace entry #", m_entriesSeen, ".action"), "a string", value);
-            e.action = actionOf(value);
+            e.action = actionOf(value.ref);
             e.actionText = m_arena.str(value);
             break;
         }
@@ -295,50 +295,67 @@ StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
 
 StackId SnapshotDecoder::internFrames(std::span<const PyValue> frames, const Where& where)
 {
+    m_frameRefs.clear();
+    for (const PyValue& f : frames) {
+        if (f.kind != PyKind::Dict) {
+            // frameOf names the first bad frame, in order, as decoding each would have.
+            for (size_t i = 0; i < frames.size(); ++i)
+                frameOf(frames[i], Where(where, int64_t(i)));
+            fail(where, "a list of frame dicts", f);
+        }
+        m_frameRefs.push_back(f.ref);
+    }
+    return internFrameDicts(m_frameRefs, where);
+}
+
+StackId SnapshotDecoder::internFrameDicts(std::span<const uint32_t> dicts, const Where& where)
+{
     // FNV-1a over the frame-dict refs in four interleaved lanes: one serial multiply chain per frame
     // made this loop latency-bound on deep tracebacks; the lanes run in parallel. Equality is checked
     // below, so the hash only has to spread.
     uint64_t lane[4] = {1469598103934665603ull, 1469598103934665603ull ^ 1, 1469598103934665603ull ^ 2,
                         1469598103934665603ull ^ 3};
-    bool allDicts = true;
-    const size_t n4 = frames.size() & ~size_t(3);
-    for (size_t i = 0; i < n4; i += 4) {
-        for (size_t l = 0; l < 4; ++l) {
-            allDicts &= frames[i + l].kind == PyKind::Dict;
-            lane[l] = (lane[l] ^ frames[i + l].ref) * 1099511628211ull;
+    const size_t n4 = dicts.size() & ~size_t(3);
+    for (size_t i = 0; i < n4; i += 4)
+        for (size_t l = 0; l < 4; ++l)
+            lane[l] = (lane[l] ^ dicts[i + l]) * 1099511628211ull;
+    for (size_t i = n4; i < dicts.size(); ++i)
+        lane[0] = (lane[0] ^ dicts[i]) * 1099511628211ull;
+    const uint64_t h = ((lane[0] * 31 + lane[1]) * 31 + lane[2]) * 31 + lane[3] + dicts.size();
+
+    // Open addressing, linear probing: one probe on a hit where the node-based multimap chased
+    // pointers to a cold node per entry.
+    size_t mask = m_seqSlots.size() - 1;
+    size_t at = m_seqSlots.empty() ? 0 : size_t(h ^ (h >> 29)) & mask;
+    if (!m_seqSlots.empty()) {
+        for (; m_seqSlots[at] != UINT32_MAX; at = (at + 1) & mask) {
+            const SeqEntry& e = m_seqs[m_seqSlots[at]];
+            if (e.hash == h && e.length == dicts.size() &&
+                std::equal(dicts.begin(), dicts.end(), m_seqRefs.begin() + e.offset))
+                return e.stack;
         }
     }
-    for (size_t i = n4; i < frames.size(); ++i) {
-        allDicts &= frames[i].kind == PyKind::Dict;
-        lane[0] = (lane[0] ^ frames[i].ref) * 1099511628211ull;
-    }
-    const uint64_t h = ((lane[0] * 31 + lane[1]) * 31 + lane[2]) * 31 + lane[3] + frames.size();
-    StackId id;
-    if (allDicts) {
-        auto [lo, hi] = m_seqIndex.equal_range(h);
-        for (auto it = lo; it != hi && !id.valid(); ++it) {
-            const SeqEntry& e = m_seqs[it->second];
-            if (e.length != frames.size())
-                continue;
-            bool same = true;
-            for (size_t i = 0; i < frames.size() && same; ++i)
-                same = m_seqRefs[e.offset + i] == frames[i].ref;
-            if (same)
-                id = e.stack;
+    m_frameScratch.clear();
+    for (size_t i = 0; i < dicts.size(); ++i)
+        m_frameScratch.push_back(frameOf(PyValue{PyKind::Dict, dicts[i], 0}, Where(where, int64_t(i))));
+    const StackId id = m_out.trace().frames.internStack(m_frameScratch);
+
+    if (2 * (m_seqs.size() + 1) > m_seqSlots.size()) { // at most half full: probes stay short
+        m_seqSlots.assign(std::max<size_t>(1024, 2 * m_seqSlots.size()), UINT32_MAX);
+        mask = m_seqSlots.size() - 1;
+        for (uint32_t s = 0; s < m_seqs.size(); ++s) {
+            size_t a = size_t(m_seqs[s].hash ^ (m_seqs[s].hash >> 29)) & mask;
+            while (m_seqSlots[a] != UINT32_MAX)
+                a = (a + 1) & mask;
+            m_seqSlots[a] = s;
         }
+        at = size_t(h ^ (h >> 29)) & mask;
+        while (m_seqSlots[at] != UINT32_MAX)
+            at = (at + 1) & mask;
     }
-    if (!id.valid()) {
-        m_frameScratch.clear();
-        for (size_t i = 0; i < frames.size(); ++i)
-            m_frameScratch.push_back(frameOf(frames[i], Where(where, int64_t(i))));
-        id = m_out.trace().frames.internStack(m_frameScratch);
-        if (allDicts) {
-            m_seqIndex.emplace(h, uint32_t(m_seqs.size()));
-            m_seqs.push_back(SeqEntry{h, uint32_t(m_seqRefs.size()), uint32_t(frames.size()), id});
-            for (const PyValue& f : frames)
-                m_seqRefs.push_back(f.ref);
-        }
-    }
+    m_seqSlots[at] = uint32_t(m_seqs.size());
+    m_seqs.push_back(SeqEntry{h, uint32_t(m_seqRefs.size()), uint32_t(dicts.size()), id});
+    m_seqRefs.insert(m_seqRefs.end(), dicts.begin(), dicts.end());
     return id;
 }
 

@@ -81,11 +81,13 @@ private:
     void finishEntry(PendingTrace& pending, EntryFields& e);
     // Grows the columns for `entries` more, with the pairing worker between chunks when there is one.
     void makeRoom(PendingTrace& pending, size_t entries);
-    Action actionOf(const PyValue& str);
+    Action actionOf(uint32_t strRef);
     PendingTrace* streaming(uint32_t listRef);
-    EntryKey entryKey(const PyValue& key);
+    EntryKey entryKey(PyKind kind, uint32_t ref);
     StackId stackOf(const PyValue& framesList, const Where& where);
     StackId internFrames(std::span<const PyValue> frameDicts, const Where& where);
+    // The same for a list known to hold frame dicts only, given as their container refs.
+    StackId internFrameDicts(std::span<const uint32_t> dicts, const Where& where);
     FrameId frameOf(const PyValue& frameDict, const Where& where);
     void decodeSegments(const PyValue& list, const std::string& where);
     Segment decodeSegment(const PyValue& seg, const std::string& where);
@@ -118,7 +120,7 @@ private:
         uint32_t offset, length;
         StackId stack;
     };
-    std::unordered_multimap<uint64_t, uint32_t> m_seqIndex; // hash -> index into m_seqs
+    std::vector<uint32_t> m_seqSlots; // open-addressed by hash: index into m_seqs, UINT32_MAX when free
     std::vector<SeqEntry> m_seqs;
     std::vector<uint32_t> m_seqRefs;
     int64_t m_entriesSeen = 0;
@@ -127,7 +129,8 @@ private:
     bool m_workerStarted = false;
     bool m_readDirectly = true;
     int64_t m_directEntries = 0;
-    std::vector<PyValue> m_directFrames; // the frame dicts of the entry being read directly
+    std::vector<uint32_t> m_directFrames; // the frame dicts of the entry being read directly
+    std::vector<uint32_t> m_frameRefs;    // internFrames' dict refs
     uint32_t m_streamingRef = UINT32_MAX;  // the list readItem saw last, and its entries (m_pending's)
     PendingTrace* m_streamingTrace = nullptr;
 };

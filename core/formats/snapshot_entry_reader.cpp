@@ -48,9 +48,10 @@ public:
     void rewind(const uint8_t* p) { m_p = p; }
     size_t consumed() const { return size_t(m_p - m_begin); }
 
-    // BINGET/LONG_BINGET's value; false when the slot is unset or consumed, or holds a number (no
-    // key, action or frame is one).
-    bool memoRef(int o, PyValue& v)
+    // BINGET/LONG_BINGET's slot; false when the slot is unset or consumed, or holds a number (no key,
+    // action or frame is one). A slot, not a PyValue: it travels in one register, where a 16-byte
+    // PyValue written piecewise and read whole stalled store forwarding once per frame.
+    bool memoRef(int o, MemoSlot& slot)
     {
         uint32_t index = 0;
         if (o == op::kBinGet) {
@@ -67,28 +68,29 @@ public:
         }
         if (index >= m_memo.size())
             return false;
-        const MemoSlot slot = m_memo[index];
-        v = slot.value();
+        slot = m_memo[index];
         return slot.kind != PyKind::Released && MemoSlot::holdsWhole(slot.kind);
     }
 
-    // An integer opcode's value as the general reader pushes it (Int, Bool or None); false for others,
-    // including LONG1 wider than 8 bytes (2^63 and up: the general reader makes those UInt).
-    bool integer(int o, PyValue& v)
+    // An integer opcode's value as the general reader reads it: Int and Bool as their value, None as
+    // 0 with `none` set; false for others, including LONG1 wider than 8 bytes (2^63 and up: the
+    // general reader makes those UInt).
+    bool integer(int o, int64_t& x, bool& none)
     {
+        none = false;
         switch (o) {
-        case op::kNone: v = PyValue{}; return true;
-        case op::kTrue: v = PyValue{PyKind::Bool, 0, 1}; return true;
-        case op::kFalse: v = PyValue{PyKind::Bool, 0, 0}; return true;
+        case op::kNone: x = 0; none = true; return true;
+        case op::kTrue: x = 1; return true;
+        case op::kFalse: x = 0; return true;
         case op::kBinInt1:
             if (!has(1))
                 return false;
-            v = PyValue::makeInt(*m_p++);
+            x = *m_p++;
             return true;
         case op::kBinInt2:
             if (!has(2))
                 return false;
-            v = PyValue::makeInt(int64_t(m_p[0]) | int64_t(m_p[1]) << 8);
+            x = int64_t(m_p[0]) | int64_t(m_p[1]) << 8;
             m_p += 2;
             return true;
         case op::kBinInt: {
@@ -96,7 +98,7 @@ public:
                 return false;
             const uint32_t u = uint32_t(m_p[0]) | uint32_t(m_p[1]) << 8 | uint32_t(m_p[2]) << 16 | uint32_t(m_p[3]) << 24;
             m_p += 4;
-            v = PyValue::makeInt(int32_t(u));
+            x = int32_t(u);
             return true;
         }
         case op::kLong1: {
@@ -109,7 +111,7 @@ public:
             if (n > 0 && n < 8 && (m_p[n - 1] & 0x80)) // two's complement: extend the sign
                 u |= ~uint64_t(0) << (8 * n);
             m_p += n;
-            v = PyValue::makeInt(int64_t(u));
+            x = int64_t(u);
             return true;
         }
         default: return false;
@@ -120,16 +122,19 @@ public:
     // would create an object (a new string, a container) is left to the general reader.
     bool skipValue(int o)
     {
-        PyValue v;
-        if (o == op::kBinGet || o == op::kLongBinGet)
-            return memoRef(o, v);
+        if (o == op::kBinGet || o == op::kLongBinGet) {
+            MemoSlot slot;
+            return memoRef(o, slot);
+        }
         if (o == op::kBinFloat) {
             if (!has(8))
                 return false;
             m_p += 8;
             return true;
         }
-        return integer(o, v);
+        int64_t x;
+        bool none;
+        return integer(o, x, none);
     }
 
     // The memo slot a just-created object takes (MEMOIZE, or BINPUT/LONG_BINPUT naming the next free
@@ -209,22 +214,22 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
 
     EntryFields e;
     bool sawAction = false, sawFrames = false;
-    PyValue framesRef;                    // frames given as a reference to a list read before
+    MemoSlot framesRef{0, PyKind::None};  // frames given as a reference to a list read before
     size_t framesPut = SIZE_MAX;          // frames given as a new list: its memo slot, filled below
     bool newFramesList = false;
     m_directFrames.clear();
     for (int o = in.next(); o != op::kSetItems; o = in.next()) {
-        PyValue key, v;
+        MemoSlot key, v;
         if (!in.memoRef(o, key))
             return 0; // a key seen for the first time (a new string), or not a key at all
         o = in.next();
-        const EntryKey k = entryKey(key);
+        const EntryKey k = entryKey(key.kind, key.ref);
         switch (k) {
         case EntryKey::Action:
             if (!in.memoRef(o, v) || v.kind != PyKind::Str)
                 return 0;
-            e.action = actionOf(v);
-            e.actionText = m_arena.str(v);
+            e.action = actionOf(v.ref);
+            e.actionText = m_arena.str(v.ref);
             sawAction = true;
             break;
         case EntryKey::Addr:
@@ -232,9 +237,10 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
         case EntryKey::Size:
         case EntryKey::DeviceFree:
         case EntryKey::TimeUs: {
-            if (!in.integer(o, v))
+            int64_t x; // None reads as 0, as intValue/addrValue read it
+            bool none;
+            if (!in.integer(o, x, none))
                 return 0;
-            const int64_t x = v.kind == PyKind::None ? 0 : v.i; // as intValue/addrValue read None
             if (k == EntryKey::Addr)
                 e.addr = uint64_t(x);
             else if (k == EntryKey::Stream)
@@ -243,7 +249,7 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
                 e.size = x;
             else if (k == EntryKey::DeviceFree)
                 e.deviceFree = x;
-            else if (v.kind != PyKind::None)
+            else if (!none)
                 e.time = x;
             break;
         }
@@ -270,7 +276,7 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
                 for (o = in.next(); o != op::kAppends; o = in.next()) {
                     if (!in.memoRef(o, v) || v.kind != PyKind::Dict)
                         return 0;
-                    m_directFrames.push_back(v);
+                    m_directFrames.push_back(v.ref);
                 }
             } else { // one frame: a reference and APPEND; or an empty list, the next key follows
                 const uint8_t* at = in.position();
@@ -279,7 +285,7 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
                     if (v.kind != PyKind::Dict)
                         return 0;
                     in.next();
-                    m_directFrames.push_back(v);
+                    m_directFrames.push_back(v.ref);
                 } else {
                     in.rewind(at);
                 }
@@ -298,11 +304,11 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
     // Read whole: from here on the entry is committed, and its errors are its own.
     const Where framesWhere("trace entry #", m_entriesSeen, ".frames");
     if (newFramesList) {
-        e.stack = internFrames(m_directFrames, framesWhere);
+        e.stack = internFrameDicts(m_directFrames, framesWhere);
         if (framesPut != SIZE_MAX)
             puts[framesPut].slot = MemoSlot{e.stack.value, PyKind::Stack};
     } else if (framesRef.kind != PyKind::None) {
-        e.stack = stackOf(framesRef, framesWhere);
+        e.stack = stackOf(framesRef.value(), framesWhere);
     }
     makeRoom(*pending, 1);
     finishEntry(*pending, e);
