@@ -168,7 +168,7 @@ void SnapshotDecoder::makeRoom(PendingTrace& pending, size_t entries)
         pending.worker->whileIdle([&] { pending.events.reserve(std::max(need, 2 * pending.events.capacity())); });
 }
 
-SnapshotDecoder::EntryKey SnapshotDecoder::entryKey(PyKind kind, uint32_t ref)
+SnapshotDecoder::EntryKey SnapshotDecoder::classifyKey(PyKind kind, uint32_t ref)
 {
     if (kind != PyKind::Str)
         return EntryKey::Unknown;

@@ -83,7 +83,14 @@ private:
     void makeRoom(PendingTrace& pending, size_t entries);
     Action actionOf(uint32_t strRef);
     PendingTrace* streaming(uint32_t listRef);
-    EntryKey entryKey(PyKind kind, uint32_t ref);
+    // Asked per key of every entry: a key string seen before is one array read, here, inline.
+    EntryKey entryKey(PyKind kind, uint32_t ref)
+    {
+        if (kind == PyKind::Str && ref < m_keyKind.size() && m_keyKind[ref] != int8_t(EntryKey::Unseen)) [[likely]]
+            return EntryKey(m_keyKind[ref]);
+        return classifyKey(kind, ref);
+    }
+    EntryKey classifyKey(PyKind kind, uint32_t ref);
     StackId stackOf(const PyValue& framesList, const Where& where);
     StackId internFrames(std::span<const PyValue> frameDicts, const Where& where);
     // The same for a list known to hold frame dicts only, given as their container refs.
