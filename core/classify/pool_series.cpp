@@ -3,6 +3,8 @@
 #include "core/util/huge_pages.h"
 
 #include <algorithm>
+#include <limits>
+#include <thread>
 
 namespace poolscope {
 namespace {
@@ -60,81 +62,209 @@ int64_t PoolSeries::remainder(EventIndex i) const
     return m_remainder.empty() ? 0 : m_remainder[size_t(i)];
 }
 
-PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c)
+namespace {
+
+// One range of events [begin, end) of the scan: the series is a running sum, so the events split in
+// two halves that two threads scan at once, the second starting from the first's sum of deltas.
+struct Half {
+    size_t begin = 0, end = 0;
+    PoolBytes deltaSum{};     // of the allocation pools' deltas at events in [begin, end)
+    PoolBytes peak{};
+    std::array<EventIndex, kPoolCount> peakIndex{};
+    int64_t maxRemainder = 0;
+    std::vector<int64_t> remainder; // [begin, end); empty while zero throughout
+    bool ordered = true;            // allocations met in allocEvent order (see writeDeltas)
+};
+
+struct Scan {
+    const DeviceTrace& dev;
+    const Classification& c;
+    std::array<std::vector<int64_t>, kPoolCount>& columns;
+    std::array<uint8_t, kPoolCount> active{};
+    size_t activeCount = 0, activeAllocationPools = 0;
+    Pool target = Pool::Other;
+
+    size_t poolOf(size_t a) const { return size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown); }
+
+    // Deltas at the events of h written into the columns: +size (and the slack of a block alive at
+    // the end) at the alloc, -size at free_completed. Only events inside h are written, so two
+    // halves never write one element. Allocations are sorted by allocEvent, so the first half needs
+    // those before `split` only; the second reads those too, for frees that cross into it. `checkFrom`
+    // is where this half checks the order it relies on (the second half checks all of it).
+    void writeDeltas(Half& h, size_t split, size_t checkFrom) const
+    {
+        const auto& allocs = dev.allocations;
+        const bool first = h.begin == 0;
+        const size_t last = first ? split : allocs.size();
+        EventIndex prev = kNoEvent;
+        for (size_t a = 0; a < last; ++a) {
+            const Allocation& al = allocs[a];
+            if (a >= checkFrom) {
+                h.ordered &= al.allocEvent >= prev;
+                prev = al.allocEvent;
+            }
+            const size_t p = poolOf(a);
+            if (!al.preexisting() && size_t(al.allocEvent) >= h.begin && size_t(al.allocEvent) < h.end) {
+                const int64_t slack = al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0;
+                columns[p][size_t(al.allocEvent)] += al.size + slack;
+                h.deltaSum[p] += al.size + slack;
+            }
+            if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) >= h.begin &&
+                size_t(al.freeCompletedEvent) < h.end) {
+                columns[p][size_t(al.freeCompletedEvent)] -= al.size;
+                h.deltaSum[p] -= al.size;
+            }
+        }
+    }
+
+    // The running sums over h from `raw` (the allocation pools before h.begin), the remainder
+    // re-derived at each event against allocated[i], so the pools are exact by construction whatever
+    // oddity the builder resolved (reused addresses, frees without allocs).
+    void runSums(Half& h, PoolBytes raw) const
+    {
+        h.peak.fill(std::numeric_limits<int64_t>::min());
+        h.peakIndex.fill(kNoEvent);
+        for (size_t i = h.begin; i < h.end; ++i) {
+            for (size_t k = 0; k < activeAllocationPools; ++k) // CachedFree sorts last, after them
+                raw[active[k]] += columns[active[k]][i];
+            PoolBytes cur = raw;
+            const int64_t allocated = dev.allocated[i];
+            const int64_t rem = allocated - allocatedBytes(cur);
+            if (rem != 0) {
+                if (h.remainder.empty())
+                    h.remainder.assign(h.end - h.begin, 0);
+                h.remainder[i - h.begin] = rem;
+                absorb(rem, target, [&](Pool p) -> int64_t& { return cur[size_t(p)]; });
+                h.maxRemainder = std::max(h.maxRemainder, rem < 0 ? -rem : rem);
+            }
+            cur[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.reserved[i] - allocated);
+            for (size_t k = 0; k < activeCount; ++k) {
+                const size_t p = active[k];
+                columns[p][i] = cur[p];
+                if (cur[p] > h.peak[p]) {
+                    h.peak[p] = cur[p];
+                    h.peakIndex[p] = EventIndex(i);
+                }
+            }
+        }
+    }
+};
+
+} // namespace
+
+PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, const PoolSeriesOptions& options)
 {
     PoolSeries s;
     const size_t n = dev.eventCount();
     s.m_events = n;
+    Scan scan{dev, c, s.m_columns};
     // With final segments the remainder is rounding slack of known blocks (other); without them
     // (Kineto, timeline exports) it is memory allocated before profiling that the trace never
     // touches, judged by the rules as Classification::untrackedPool.
-    const Pool target = dev.segments.empty() ? c.untrackedPool : Pool::Other;
+    scan.target = dev.segments.empty() ? c.untrackedPool : Pool::Other;
     // Pools that can hold bytes: those of some allocation, the remainder's, and cached_free. The give
     // back in absorb() only takes from pools holding bytes, so the others stay zero throughout.
     std::array<bool, kPoolCount> used{};
-    used[size_t(target)] = true;
+    used[size_t(scan.target)] = true;
     used[size_t(Pool::CachedFree)] = true;
     for (size_t a = 0; a < dev.allocations.size(); ++a)
-        used[size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown)] = true;
-    std::array<uint8_t, kPoolCount> active{};
-    size_t activeCount = 0, activeAllocationPools = 0;
+        used[scan.poolOf(a)] = true;
     for (size_t p = 0; p < kPoolCount; ++p)
         if (used[p]) {
-            active[activeCount++] = uint8_t(p);
-            activeAllocationPools += p < kAllocationPoolCount;
-            assignHuge(s.m_columns[p], n, int64_t(0));
+            scan.active[scan.activeCount++] = uint8_t(p);
+            scan.activeAllocationPools += p < kAllocationPoolCount;
         }
+    const bool twoThreads = n >= options.twoThreadsFrom && n >= 2;
 
-    // Deltas first (written into the columns), then one running sum per pool.
-    PoolBytes raw{}; // pools from the allocations alone, without the remainder
-    for (size_t a = 0; a < dev.allocations.size(); ++a) {
-        const Allocation& al = dev.allocations[a];
-        const size_t p = size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown);
-        const int64_t slack = al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0;
-        if (al.preexisting())
-            raw[p] += al.size + slack;
-        else if (size_t(al.allocEvent) < n)
-            s.m_columns[p][size_t(al.allocEvent)] += al.size + slack;
-        if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) < n)
-            s.m_columns[p][size_t(al.freeCompletedEvent)] -= al.size;
+    // Zeroed columns: ready ones from the stock, the rest made here (on two threads when there are two).
+    ColumnStock own(n);
+    ColumnStock& stock = options.stock && options.stock->length() == n ? *options.stock : own;
+    std::vector<size_t> missing;
+    for (size_t k = 0; k < scan.activeCount; ++k) {
+        if (stock.ready() > 0)
+            s.m_columns[scan.active[k]] = stock.take();
+        else
+            missing.push_back(scan.active[k]);
     }
+    {
+        std::vector<std::vector<int64_t>> helperMade(twoThreads ? missing.size() / 2 : 0);
+        std::thread helper;
+        if (!helperMade.empty())
+            helper = std::thread([&] {
+                for (auto& col : helperMade)
+                    assignHuge(col, n, int64_t(0));
+            });
+        for (size_t k = helperMade.size(); k < missing.size(); ++k)
+            assignHuge(s.m_columns[missing[k]], n, int64_t(0));
+        if (helper.joinable())
+            helper.join();
+        for (size_t k = 0; k < helperMade.size(); ++k)
+            s.m_columns[missing[k]] = std::move(helperMade[k]);
+    }
+
+    PoolBytes raw{}; // pools from the allocations alone, without the remainder
+    for (size_t a = 0; a < dev.allocations.size(); ++a)
+        if (dev.allocations[a].preexisting())
+            raw[scan.poolOf(a)] += dev.allocations[a].size +
+                                   (dev.allocations[a].aliveAtEnd() ? std::max<int64_t>(0, dev.allocations[a].blockSize - dev.allocations[a].size) : 0);
     s.m_initialRemainder = dev.initialAllocated - allocatedBytes(raw);
     s.m_initial = raw;
-    absorb(s.m_initialRemainder, target, [&](Pool p) -> int64_t& { return s.m_initial[size_t(p)]; });
+    absorb(s.m_initialRemainder, scan.target, [&](Pool p) -> int64_t& { return s.m_initial[size_t(p)]; });
     s.m_initial[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.initialReserved - dev.initialAllocated);
 
-    // The remainder is re-derived at each event against allocated[i], so the pools are exact by
-    // construction whatever oddity the builder resolved (reused addresses, frees without allocs).
+    std::vector<Half> halves;
+    if (twoThreads) {
+        const size_t m = n / 2;
+        const auto& allocs = dev.allocations;
+        const size_t split = size_t(std::partition_point(allocs.begin(), allocs.end(), [&](const Allocation& al) {
+                                        return al.allocEvent < EventIndex(m);
+                                    }) - allocs.begin());
+        halves.resize(2);
+        halves[0].end = halves[1].begin = m;
+        halves[1].end = n;
+        std::thread second([&] { scan.writeDeltas(halves[1], split, 0); });
+        scan.writeDeltas(halves[0], split, SIZE_MAX);
+        second.join();
+        if (!halves[1].ordered) { // not in allocEvent order after all: one scan of everything
+            for (size_t k = 0; k < scan.activeCount; ++k)
+                std::fill(s.m_columns[scan.active[k]].begin(), s.m_columns[scan.active[k]].end(), 0);
+            halves.assign(1, Half{0, n});
+        } else {
+            PoolBytes secondStart = raw;
+            for (size_t p = 0; p < kPoolCount; ++p)
+                secondStart[p] += halves[0].deltaSum[p];
+            second = std::thread([&] { scan.runSums(halves[1], secondStart); });
+            scan.runSums(halves[0], raw);
+            second.join();
+        }
+    } else {
+        halves.assign(1, Half{0, n});
+    }
+    if (halves.size() == 1) {
+        scan.writeDeltas(halves[0], dev.allocations.size(), SIZE_MAX);
+        scan.runSums(halves[0], raw);
+    }
+
+    // The halves merged in event order: a peak is the first event reaching the largest value.
     s.m_peak = s.m_initial;
     s.m_peakIndex.fill(kNoEvent);
-    bool anyRemainder = s.m_initialRemainder != 0;
-    std::vector<int64_t> remainder;
-    assignHuge(remainder, n, int64_t(0));
-    for (size_t i = 0; i < n; ++i) {
-        for (size_t k = 0; k < activeAllocationPools; ++k) // CachedFree sorts last, after them
-            raw[active[k]] += s.m_columns[active[k]][i];
-        PoolBytes cur = raw;
-        const int64_t allocated = dev.allocated[i];
-        const int64_t rem = allocated - allocatedBytes(cur);
-        remainder[i] = rem;
-        anyRemainder |= rem != 0;
-        if (rem != 0) {
-            absorb(rem, target, [&](Pool p) -> int64_t& { return cur[size_t(p)]; });
-            s.m_maxRemainder = std::max(s.m_maxRemainder, rem < 0 ? -rem : rem);
-        }
-        cur[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.reserved[i] - allocated);
-        for (size_t k = 0; k < activeCount; ++k) {
-            const size_t p = active[k];
-            s.m_columns[p][i] = cur[p];
-            if (cur[p] > s.m_peak[p]) {
-                s.m_peak[p] = cur[p];
-                s.m_peakIndex[p] = EventIndex(i);
+    bool keepRemainder = false;
+    for (const Half& h : halves) {
+        for (size_t p = 0; p < kPoolCount; ++p)
+            if (h.peakIndex[p] != kNoEvent && h.peak[p] > s.m_peak[p]) {
+                s.m_peak[p] = h.peak[p];
+                s.m_peakIndex[p] = h.peakIndex[p];
             }
-        }
+        keepRemainder |= !h.remainder.empty();
+        s.m_maxRemainder = std::max(s.m_maxRemainder, h.maxRemainder);
     }
     s.m_maxRemainder = std::max(s.m_maxRemainder, s.m_initialRemainder < 0 ? -s.m_initialRemainder : s.m_initialRemainder);
-    if (anyRemainder)
-        s.m_remainder = std::move(remainder);
+    if (keepRemainder) {
+        s.m_remainder.assign(n, 0);
+        for (const Half& h : halves)
+            if (!h.remainder.empty())
+                std::copy(h.remainder.begin(), h.remainder.end(), s.m_remainder.begin() + ptrdiff_t(h.begin));
+    }
     return s;
 }
 

@@ -2,6 +2,7 @@
 #include "core/classify/classifier.h"
 #include "core/classify/pool.h"
 #include "core/model/trace.h"
+#include "core/util/column_stock.h"
 
 #include <array>
 #include <cstdint>
@@ -10,6 +11,13 @@
 namespace poolscope {
 
 using PoolBytes = std::array<int64_t, kPoolCount>; // indexed by Pool, CachedFree last
+
+struct PoolSeriesOptions {
+    ColumnStock* stock = nullptr; // zeroed columns made ahead (of the device's event count)
+    // From this many events on, the columns are made and the events scanned in two halves on two
+    // threads (a running sum splits: the second half starts from the first's sum of deltas).
+    size_t twoThreadsFrom = 200'000;
+};
 
 // Bytes per pool after every event of one device, computed in one O(events + allocations) pass.
 // Bytes-exact: at every event the eight allocation pools sum to DeviceTrace::allocatedAt(i), and
@@ -54,7 +62,7 @@ public:
     EventIndex peakIndex(Pool p) const { return m_peakIndex[size_t(p)]; }
 
 private:
-    friend PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c);
+    friend PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, const PoolSeriesOptions& options);
     std::array<std::vector<int64_t>, kPoolCount> m_columns;
     size_t m_events = 0;
     std::vector<int64_t> m_remainder; // empty when zero everywhere
@@ -65,7 +73,7 @@ private:
     std::array<EventIndex, kPoolCount> m_peakIndex{};
 };
 
-PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c);
+PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, const PoolSeriesOptions& options = {});
 
 // Sum of the eight allocation pools (everything but cached_free).
 int64_t allocatedBytes(const PoolBytes& b);

@@ -2,6 +2,7 @@
 
 #include "core/util/load_error.h"
 
+#include <atomic>
 #include <exception>
 #include <optional>
 #include <thread>
@@ -67,30 +68,37 @@ std::shared_ptr<const PreparedTrace> prepareTrace(std::shared_ptr<const Trace> t
         PreparedDevice pd;
         if (rules) {
             // The alive-set index and the time axis read only the trace, not the pools: built on a
-            // second thread while this one classifies (see TimelineParts).
+            // second thread while this one classifies (see TimelineParts). Then that thread makes
+            // zeroed columns for the pool series until the classifier is done (see ColumnStock).
             TimelineParts parts;
+            ColumnStock stock(dev.eventCount());
+            std::atomic<bool> classified{false};
             std::exception_ptr aliveError;
             std::thread aliveThread([&] {
                 try {
                     parts.alive.emplace(dev.allocations);
                     if (dev.hasTime)
                         parts.timeAxis = EventAxis::byTime(dev.events.timeUs);
+                    stock.fill(kPoolCount, classified);
                 } catch (...) {
                     aliveError = std::current_exception();
                 }
             });
             std::shared_ptr<Classification> c;
-            std::optional<PoolSeries> series;
             try {
                 c = std::make_shared<Classification>(classify(*trace, dev, *rules));
-                series.emplace(computePoolSeries(dev, *c));
             } catch (...) {
+                classified = true;
                 aliveThread.join();
                 throw;
             }
+            classified = true;
             aliveThread.join();
             if (aliveError)
                 std::rethrow_exception(aliveError);
+            std::optional<PoolSeries> series;
+            series.emplace(computePoolSeries(dev, *c, PoolSeriesOptions{.stock = &stock}));
+            stock.clear();
             pd.timeline = std::make_shared<DeviceTimeline>(trace, i, poolAssignment(*trace, dev, *c), std::move(series), std::move(parts));
             pd.classification = std::move(c);
         } else {

@@ -9,6 +9,8 @@
 
 #include <QtTest>
 
+#include <algorithm>
+#include <atomic>
 #include <random>
 
 using namespace poolscope;
@@ -134,6 +136,29 @@ void checkExact(const DeviceTrace& d, const Classification& c, const PoolSeries&
         QCOMPARE(s.bytes(Pool(p), s.peakIndex(Pool(p))), best);
     }
     (void)c;
+}
+
+// Everything a series says, compared: what one scan and two halves (or a stock) must agree on.
+void checkSame(const DeviceTrace& d, const PoolSeries& a, const PoolSeries& b)
+{
+    QCOMPARE(a.eventCount(), b.eventCount());
+    QCOMPARE(a.initial(), b.initial());
+    QCOMPARE(a.peak(), b.peak());
+    QCOMPARE(a.maxRemainder(), b.maxRemainder());
+    for (size_t p = 0; p < kPoolCount; ++p) {
+        QCOMPARE(a.peakIndex(Pool(p)), b.peakIndex(Pool(p)));
+        QCOMPARE(a.column(Pool(p)).size(), b.column(Pool(p)).size());
+        if (a.column(Pool(p)) != b.column(Pool(p)))
+            QFAIL(qPrintable(QString("pool %1: the columns differ").arg(p)));
+    }
+    for (EventIndex i = kNoEvent; i < EventIndex(d.eventCount()); ++i)
+        if (a.remainder(i) != b.remainder(i))
+            QFAIL(qPrintable(QString("event %1: remainder %2 vs %3").arg(i).arg(a.remainder(i)).arg(b.remainder(i))));
+}
+
+PoolSeries oneScan(const DeviceTrace& d, const Classification& c)
+{
+    return computePoolSeries(d, c, PoolSeriesOptions{.twoThreadsFrom = SIZE_MAX});
 }
 
 } // namespace
@@ -304,6 +329,90 @@ private slots:
         QVERIFY(a.summary().find("largest disagreements: unknown (PyTorch) as") != std::string::npos);
     }
 
+    // The running sums split at the middle event, two threads each taking a half: the same series as
+    // one scan, remainder, peaks (the first event reaching them, across the halves) and all.
+    void twoHalvesAgreeWithOneScan_data() { exactOnRandomTraces_data(); }
+    void twoHalvesAgreeWithOneScan()
+    {
+        QFETCH(int, seed);
+        QFETCH(bool, segments);
+        const RandomTrace r = randomTrace(3000, uint64_t(seed), segments);
+        const DeviceTrace& d = r.trace.devices[0];
+        const PoolSeries halves = computePoolSeries(d, r.c, PoolSeriesOptions{.twoThreadsFrom = 0});
+        checkExact(d, r.c, halves);
+        checkSame(d, oneScan(d, r.c), halves);
+        if (segments) // the rounding slack of blocks born in the second half is in the remainder there
+            QVERIFY(halves.remainder(EventIndex(d.eventCount() / 2 + 1)) > 0);
+    }
+
+    // A peak held from the first half into the second is the first event reaching it.
+    void peakAcrossTheMiddle()
+    {
+        Trace t;
+        t.devices.emplace_back();
+        DeviceTrace& d = t.devices.back();
+        d.events.push(Action::Alloc, 0x1000, 4096, 0, kNoTime, StackId{});
+        d.events.push(Action::Alloc, 0x9000, 4096, 0, kNoTime, StackId{});
+        d.events.push(Action::FreeRequested, 0x9000, 4096, 0, kNoTime, StackId{});
+        d.events.push(Action::FreeCompleted, 0x9000, 4096, 0, kNoTime, StackId{});
+        d.events.push(Action::Alloc, 0x9000, 4096, 0, kNoTime, StackId{}); // back to the peak
+        d.events.push(Action::FreeRequested, 0x9000, 4096, 0, kNoTime, StackId{});
+        finalizeDevice(d, t.warnings);
+        Classification c;
+        c.pool.assign(d.allocations.size(), Pool::Activation);
+        const PoolSeries s = computePoolSeries(d, c, PoolSeriesOptions{.twoThreadsFrom = 0});
+        QCOMPARE(s.peak()[size_t(Pool::Activation)], int64_t(8192));
+        QCOMPARE(s.peakIndex(Pool::Activation), EventIndex(1));
+        checkSame(d, oneScan(d, c), s);
+    }
+
+    // The halves rely on allocations sorted by allocEvent (as the builder leaves them); out of
+    // order, the series is scanned once as a whole, not miscounted.
+    void unsortedAllocationsFallBackToOneScan()
+    {
+        RandomTrace r = randomTrace(3000, 7, true);
+        DeviceTrace& d = r.trace.devices[0];
+        // An allocation of the first quarter moved to the end: a first half that stops where the
+        // events pass the middle would never meet it.
+        const size_t a = d.allocations.size() / 4;
+        QVERIFY(d.allocations[a].allocEvent > kNoEvent && d.allocations[a].allocEvent < EventIndex(d.eventCount() / 2));
+        std::rotate(d.allocations.begin() + ptrdiff_t(a), d.allocations.begin() + ptrdiff_t(a) + 1, d.allocations.end());
+        std::rotate(r.c.pool.begin() + ptrdiff_t(a), r.c.pool.begin() + ptrdiff_t(a) + 1, r.c.pool.end());
+        const PoolSeries halves = computePoolSeries(d, r.c, PoolSeriesOptions{.twoThreadsFrom = 0});
+        checkExact(d, r.c, halves);
+        checkSame(d, oneScan(d, r.c), halves);
+    }
+
+    // Columns made ahead (prepareTrace's second thread) serve as the series' columns; a stock of
+    // another length is not used, and taking past the stock makes new zeroed columns.
+    void columnsFromAStock()
+    {
+        const RandomTrace r = randomTrace(3000, 3, true);
+        const DeviceTrace& d = r.trace.devices[0];
+        ColumnStock stock(d.eventCount());
+        std::atomic<bool> stop{false};
+        stock.fill(3, stop);
+        QCOMPARE(stock.ready(), size_t(3));
+        for (size_t p = 0; p < 2; ++p) { // whole and zeroed
+            std::vector<int64_t> col = stock.take();
+            QCOMPARE(col.size(), d.eventCount());
+            QVERIFY(std::all_of(col.begin(), col.end(), [](int64_t v) { return v == 0; }));
+        }
+        stock.fill(3, stop);
+        const PoolSeries fromStock = computePoolSeries(d, r.c, PoolSeriesOptions{.stock = &stock, .twoThreadsFrom = 0});
+        QCOMPARE(stock.ready(), size_t(0)); // more pools than three columns: all taken, the rest made
+        checkSame(d, oneScan(d, r.c), fromStock);
+
+        ColumnStock other(d.eventCount() + 1);
+        other.fill(2, stop);
+        checkSame(d, oneScan(d, r.c), computePoolSeries(d, r.c, PoolSeriesOptions{.stock = &other}));
+        QCOMPARE(other.ready(), size_t(2));
+        stop = true;
+        ColumnStock stopped(10);
+        stopped.fill(3, stop);
+        QCOMPARE(stopped.ready(), size_t(0));
+    }
+
     // Scale is covered here for correctness only; speed is bench_classify's to measure.
     void aMillionEvents()
     {
@@ -313,6 +422,7 @@ private slots:
         const DeviceTrace& d = r.trace.devices[0];
         for (size_t i : {size_t(0), s.eventCount() / 2, s.eventCount() - 1})
             QCOMPARE(allocatedBytes(s.at(EventIndex(i))), d.allocated[i]);
+        checkSame(d, oneScan(d, r.c), s); // past twoThreadsFrom: two halves against one scan
     }
 };
 
