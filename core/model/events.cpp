@@ -32,6 +32,21 @@ void EventColumns::reserve(size_t n)
     reserveHuge(stack, n);
 }
 
+void EventColumns::populate(size_t from, size_t to) const
+{
+    auto column = [&](const auto& v) {
+        const size_t end = std::min(to, v.capacity());
+        if (from < end)
+            populatePages(v.data() + from, (end - from) * sizeof(v[0]));
+    };
+    column(action);
+    column(addr);
+    column(size);
+    column(stream);
+    column(timeUs);
+    column(stack);
+}
+
 size_t EventColumns::capacity() const
 {
     return std::min({action.capacity(), addr.capacity(), size.capacity(), stream.capacity(), timeUs.capacity(), stack.capacity()});

@@ -38,6 +38,8 @@ struct EventColumns {
     // Entries that fit without any column reallocating.
     size_t capacity() const;
     void reserve(size_t n);
+    // Faults in the reserved, not yet written storage of entries [from, to) (see populatePages).
+    void populate(size_t from, size_t to) const;
     void push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId);
 };
 

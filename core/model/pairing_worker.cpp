@@ -67,6 +67,26 @@ void PairingWorker::run()
             }
             done = to;
         }
+        populateAhead(available);
+    }
+}
+
+void PairingWorker::populateAhead(size_t published)
+{
+    // The decoder's first writes to fresh column storage had the kernel zero each page on its core
+    // (a sixth of the parse at 6M entries); this core is otherwise waiting for the next batch.
+    if (published + kAhead * 3 / 4 < m_populatedTo)
+        return;
+    std::lock_guard<std::mutex> lock(m_reading); // the columns cannot move meanwhile
+    if (m_events.action.data() != m_populatedBase) { // regrown: the new storage is fresh again
+        m_populatedBase = m_events.action.data();
+        m_populatedTo = published;
+    }
+    const size_t from = std::max(m_populatedTo, published);
+    const size_t to = std::min(published + kAhead, m_events.capacity());
+    if (from < to) {
+        m_events.populate(from, to);
+        m_populatedTo = to;
     }
 }
 

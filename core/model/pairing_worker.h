@@ -40,10 +40,13 @@ public:
 private:
     void run();
     void stop(bool abandon);
+    void populateAhead(size_t published);
 
     // Entries per locked chunk: short enough that a decoder waiting to grow the columns waits
     // microseconds, long enough that locking costs nothing.
     static constexpr size_t kChunk = 16384;
+    // Entries of column storage kept faulted in ahead of the decoder (~10 MB), in steps of a quarter.
+    static constexpr size_t kAhead = size_t(1) << 18;
 
     EventColumns& m_events;
     EventPairing m_pairing;
@@ -54,6 +57,8 @@ private:
     bool m_closing = false;
     bool m_abandon = false;
     std::exception_ptr m_error;
+    size_t m_populatedTo = 0;            // worker-only: columns faulted in up to this entry
+    const void* m_populatedBase = nullptr; // ... of the buffer at this address (regrowth moves it)
     std::thread m_thread;
 };
 

@@ -25,4 +25,21 @@ void adviseHugePages(const void* data, size_t bytes)
 #endif
 }
 
+bool populatePages(const void* data, size_t bytes)
+{
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    constexpr uintptr_t kPage = 4096;
+    if (!data || bytes == 0)
+        return true;
+    // Whole pages around the range: the pages at either end are the buffer's own, partly.
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(kPage - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes + kPage - 1) & ~(kPage - 1);
+    return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0;
+#else
+    (void)data;
+    (void)bytes;
+    return false;
+#endif
+}
+
 } // namespace poolscope

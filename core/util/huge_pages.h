@@ -11,6 +11,12 @@ namespace poolscope {
 // Advice only: where the kernel says no, nothing changes.
 void adviseHugePages(const void* data, size_t bytes);
 
+// Faults in the pages of [data, data + bytes) now, zeroed where never written, without writing
+// them (MADV_POPULATE_WRITE): the kernel's zeroing of fresh memory then happens on the calling
+// thread, not on the first writer's. For a thread that would otherwise wait. Contents are never
+// changed, so the range may be written by another thread meanwhile; false where not supported.
+bool populatePages(const void* data, size_t bytes);
+
 // reserve() that asks for huge pages for what was reserved (before any of it is touched).
 template <typename T>
 void reserveHuge(std::vector<T>& v, size_t n)

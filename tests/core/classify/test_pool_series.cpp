@@ -392,13 +392,6 @@ private slots:
         ColumnStock stock(d.eventCount());
         std::atomic<bool> stop{false};
         stock.fill(3, stop);
-        QCOMPARE(stock.ready(), size_t(3));
-        for (size_t p = 0; p < 2; ++p) { // whole and zeroed
-            std::vector<int64_t> col = stock.take();
-            QCOMPARE(col.size(), d.eventCount());
-            QVERIFY(std::all_of(col.begin(), col.end(), [](int64_t v) { return v == 0; }));
-        }
-        stock.fill(3, stop);
         const PoolSeries fromStock = computePoolSeries(d, r.c, PoolSeriesOptions{.stock = &stock, .twoThreadsFrom = 0});
         QCOMPARE(stock.ready(), size_t(0)); // more pools than three columns: all taken, the rest made
         checkSame(d, oneScan(d, r.c), fromStock);
@@ -407,10 +400,6 @@ private slots:
         other.fill(2, stop);
         checkSame(d, oneScan(d, r.c), computePoolSeries(d, r.c, PoolSeriesOptions{.stock = &other}));
         QCOMPARE(other.ready(), size_t(2));
-        stop = true;
-        ColumnStock stopped(10);
-        stopped.fill(3, stop);
-        QCOMPARE(stopped.ready(), size_t(0));
     }
 
     // Scale is covered here for correctness only; speed is bench_classify's to measure.
