@@ -74,6 +74,7 @@ struct Half {
     int64_t maxRemainder = 0;
     std::vector<int64_t> remainder; // [begin, end); empty while zero throughout
     bool ordered = true;            // allocations met in allocEvent order (see writeDeltas)
+    std::array<bool, kPoolCount> nonZero{};
 };
 
 struct Scan {
@@ -141,6 +142,7 @@ struct Scan {
             for (size_t k = 0; k < activeCount; ++k) {
                 const size_t p = active[k];
                 columns[p][i] = cur[p];
+                h.nonZero[p] |= cur[p] != 0;
                 if (cur[p] > h.peak[p]) {
                     h.peak[p] = cur[p];
                     h.peakIndex[p] = EventIndex(i);
@@ -256,6 +258,8 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, co
                 s.m_peakIndex[p] = h.peakIndex[p];
             }
         keepRemainder |= !h.remainder.empty();
+        for (size_t p = 0; p < kPoolCount; ++p)
+            s.m_nonZero[p] = s.m_nonZero[p] || h.nonZero[p] || s.m_initial[p] != 0;
         s.m_maxRemainder = std::max(s.m_maxRemainder, h.maxRemainder);
     }
     s.m_maxRemainder = std::max(s.m_maxRemainder, s.m_initialRemainder < 0 ? -s.m_initialRemainder : s.m_initialRemainder);

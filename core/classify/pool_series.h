@@ -53,6 +53,9 @@ public:
     // million events was a tenth of the time to the first chart. The series is left without columns.
     std::array<std::vector<int64_t>, kPoolCount> takeColumns() && { return std::move(m_columns); }
     const PoolBytes& initial() const { return m_initial; }
+    // Whether the pool holds bytes at any moment, the initial state included (a column may exist
+    // and still be zero throughout: the remainder's pool, or one whose allocations are all empty).
+    bool holdsBytes(Pool p) const { return m_nonZero[size_t(p)]; }
     int64_t remainder(EventIndex i) const;
     int64_t maxRemainder() const { return m_maxRemainder; }
 
@@ -71,6 +74,7 @@ private:
     int64_t m_maxRemainder = 0;
     PoolBytes m_peak{};
     std::array<EventIndex, kPoolCount> m_peakIndex{};
+    std::array<bool, kPoolCount> m_nonZero{};
 };
 
 PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, const PoolSeriesOptions& options = {});

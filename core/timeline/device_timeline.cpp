@@ -26,12 +26,14 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     std::vector<int64_t> layerInitial;
     if (poolSeries && poolSeries->eventCount() == n) {
         const PoolBytes initial = poolSeries->initial();
+        std::array<bool, kPoolCount> holds{};
+        for (size_t p = 0; p < kPoolCount; ++p)
+            holds[p] = poolSeries->holdsBytes(Pool(p));
         auto columns = std::move(*poolSeries).takeColumns();
         for (size_t p = 0; p < kPoolCount; ++p) {
             auto& col = columns[p];
             const int64_t init = initial[p];
-            const bool any = init != 0 || std::any_of(col.begin(), col.end(), [](int64_t v) { return v != 0; });
-            if (!any && Pool(p) != Pool::CachedFree)
+            if (!holds[p] && Pool(p) != Pool::CachedFree)
                 continue;
             m_layers.push_back(Pool(p));
             layers.push_back(std::move(col));

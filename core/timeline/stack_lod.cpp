@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 namespace poolscope {
 namespace {
@@ -34,14 +35,25 @@ StackLod::StackLod(std::vector<std::vector<int64_t>> layers, std::vector<int64_t
     const size_t samples = sampleCount();
     size_t blocks = (samples + kLeafSamples - 1) / kLeafSamples;
     std::vector<Extrema> level(blocks * k, kEmpty);
-    std::vector<int64_t> cum(k);
-    for (size_t s = 0; s < samples; ++s) {
-        int64_t c = 0;
-        const size_t b = s / kLeafSamples;
-        for (size_t l = 0; l < k; ++l) {
-            c += value(l, s);
-            merge(level[b * k + l], Extrema{c, c});
+    auto leaves = [&](size_t first, size_t last) { // samples [first, last), whole blocks
+        for (size_t s = first; s < last; ++s) {
+            int64_t c = 0;
+            const size_t b = s / kLeafSamples;
+            for (size_t l = 0; l < k; ++l) {
+                c += value(l, s);
+                merge(level[b * k + l], Extrema{c, c});
+            }
         }
+    };
+    // Each sample is independent (the stack is summed per sample): at millions of events the
+    // leaves are made in two halves on two threads, split at a block edge.
+    const size_t middle = blocks / 2 * kLeafSamples;
+    if (samples >= kTwoThreadsFrom && middle > 0) {
+        std::thread second([&] { leaves(middle, samples); });
+        leaves(0, middle);
+        second.join();
+    } else {
+        leaves(0, samples);
     }
     m_levels.push_back(std::move(level));
     while (blocks > 1) {

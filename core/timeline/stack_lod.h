@@ -17,6 +17,7 @@ namespace poolscope {
 class StackLod {
 public:
     static constexpr size_t kLeafSamples = 16;
+    static constexpr size_t kTwoThreadsFrom = 200'000; // samples from which the leaves use two threads
 
     struct Extrema {
         int64_t min;

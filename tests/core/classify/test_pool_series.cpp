@@ -134,6 +134,10 @@ void checkExact(const DeviceTrace& d, const Classification& c, const PoolSeries&
             best = std::max(best, s.bytes(Pool(p), EventIndex(i)));
         QCOMPARE(s.peak()[p], best);
         QCOMPARE(s.bytes(Pool(p), s.peakIndex(Pool(p))), best);
+        bool holds = s.bytes(Pool(p), kNoEvent) != 0;
+        for (size_t i = 0; i < d.eventCount() && !holds; ++i)
+            holds = s.bytes(Pool(p), EventIndex(i)) != 0;
+        QCOMPARE(s.holdsBytes(Pool(p)), holds);
     }
     (void)c;
 }
@@ -147,6 +151,7 @@ void checkSame(const DeviceTrace& d, const PoolSeries& a, const PoolSeries& b)
     QCOMPARE(a.maxRemainder(), b.maxRemainder());
     for (size_t p = 0; p < kPoolCount; ++p) {
         QCOMPARE(a.peakIndex(Pool(p)), b.peakIndex(Pool(p)));
+        QCOMPARE(a.holdsBytes(Pool(p)), b.holdsBytes(Pool(p)));
         QCOMPARE(a.column(Pool(p)).size(), b.column(Pool(p)).size());
         if (a.column(Pool(p)) != b.column(Pool(p)))
             QFAIL(qPrintable(QString("pool %1: the columns differ").arg(p)));

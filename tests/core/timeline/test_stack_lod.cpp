@@ -167,6 +167,34 @@ private slots:
         }
     }
 
+    // Past kTwoThreadsFrom the leaves are made in two halves on two threads: every block of both
+    // halves, and ranges across the seam, against a plain scan.
+    void leavesOfBothHalves()
+    {
+        std::mt19937_64 rng(7);
+        const size_t n = StackLod::kTwoThreadsFrom + 1001, k = 3;
+        const Fixture f = randomFixture(rng, n, k);
+        const StackLod lod(f.layers, f.initial);
+        const size_t middle = (lod.sampleCount() + StackLod::kLeafSamples - 1) / StackLod::kLeafSamples / 2 * StackLod::kLeafSamples;
+        std::vector<std::pair<size_t, size_t>> ranges{{0, n}, {middle - 1, middle}, {middle - 40, middle + 40}};
+        for (size_t first = 0; first + 32 <= lod.sampleCount(); first += 32)
+            ranges.emplace_back(first, first + 31);
+        std::vector<StackLod::Extrema> got(k);
+        for (const auto& [first, last] : ranges) {
+            lod.rangeExtrema(first, last, got);
+            for (size_t l = 0; l < k; ++l) {
+                int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+                for (size_t s = first; s <= last; ++s) {
+                    lo = std::min(lo, lod.cumulative(l, s));
+                    hi = std::max(hi, lod.cumulative(l, s));
+                }
+                if (got[l].min != lo || got[l].max != hi)
+                    QFAIL(qPrintable(QStringLiteral("samples [%1, %2] layer %3: lod [%4, %5] scan [%6, %7]")
+                                         .arg(first).arg(last).arg(l).arg(got[l].min).arg(got[l].max).arg(lo).arg(hi)));
+            }
+        }
+    }
+
     // The global peak survives the most extreme zoom-out: one column for the whole trace.
     void peakSurvivesOneColumn()
     {
