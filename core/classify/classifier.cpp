@@ -20,20 +20,22 @@ struct CompiledRule {
     bool hasFreeFrameConditions = false;
 };
 
+// One per allocation (millions): fields ordered widest first, 32 bytes instead of 40 with padding.
 struct Features {
-    Phase birth = Phase::Unknown;
-    Phase free = Phase::Unknown;
-    bool freed = false;
-    uint16_t lifetime = 0;
     int64_t mirrorSize = 0;
-    bool emptyStack = true;
-    StackId stack;     // where it was allocated; invalid when unknown
-    StackId freeStack; // where the program let go of it; invalid when never freed or unknown
     // Rules (bit k: rule k, when there are at most 64) whose phase, free-phase and lifetime conditions
     // hold: decide() tries only these. Most rules fail on those three, and scanning all of them for
     // each of a million allocations was most of the classifier's time.
     uint64_t candidates = ~uint64_t(0);
+    StackId stack;     // where it was allocated; invalid when unknown
+    StackId freeStack; // where the program let go of it; invalid when never freed or unknown
+    uint16_t lifetime = 0;
+    Phase birth = Phase::Unknown;
+    Phase free = Phase::Unknown;
+    bool freed = false;
+    bool emptyStack = true;
 };
+static_assert(sizeof(Features) <= 32);
 
 class Engine {
 public:
@@ -56,6 +58,8 @@ public:
             c.hasFrameConditions = !c.any.empty() || !c.all.empty() || !c.none.empty();
             c.hasFreeFrameConditions = !c.freeAny.empty() || !c.freeNone.empty();
             c.index = m_compiled.size();
+            if (r.mirrors != SizeMirror::None && c.index < 64)
+                m_mirrorMask |= uint64_t(1) << c.index;
             m_compiled.push_back(std::move(c));
         }
         // One byte per (stack, rule), twice; past a bound (millions of distinct stacks) answers are
@@ -295,11 +299,11 @@ private:
         const Features& f = m_features[i];
         if (m_compiled.size() <= 64) {
             uint64_t candidates = fromRule >= 64 ? 0 : f.candidates & (~uint64_t(0) << fromRule);
+            if (!withSizes) // size-mirroring rules wait for pass 2: masked here, not skipped one by one
+                candidates &= ~m_mirrorMask;
             for (; candidates; candidates &= candidates - 1) {
                 const size_t k = size_t(__builtin_ctzll(candidates));
                 const CompiledRule& cr = m_compiled[k];
-                if (cr.rule->mirrors != SizeMirror::None && !withSizes)
-                    continue;
                 if (matchesBeyondPhases(cr, a, f, c)) {
                     c.pool[i] = cr.rule->pool;
                     c.confidence[i] = cr.rule->confidence;
@@ -476,6 +480,7 @@ private:
     std::vector<Features> m_features;
     static constexpr unsigned kCandidateCacheBits = 10;
     std::array<std::pair<uint32_t, uint64_t>, size_t(1) << kCandidateCacheBits> m_candidateCache{}; // key + 1 (0: empty) -> mask
+    uint64_t m_mirrorMask = 0;          // bit k: rule k mirrors sizes (with at most 64 rules)
     std::vector<uint8_t> m_frameOk;     // stack x rule: 0 unknown, 1 no, 2 yes
     std::vector<uint8_t> m_freeFrameOk; // the same for the stack that freed it
 };
