@@ -197,7 +197,10 @@ private:
             fail(LoadErrorCode::LimitExceeded, "memo index " + std::to_string(index) + " is implausibly large");
         if (index >= m_memo.size()) {
             m_arena.charge(int64_t(index + 1 - m_memo.size()) * int64_t(sizeof(MemoSlot)));
-            m_memo.resize(index + 1, MemoSlot{});
+            if (index == m_memo.size()) // the usual next slot (two per trace entry): push_back's inline path
+                m_memo.emplace_back();
+            else
+                m_memo.resize(index + 1, MemoSlot{});
         }
     }
     // EMPTY_DICT directly inside the MARK of a list: the sink may read the whole item from the bytes
