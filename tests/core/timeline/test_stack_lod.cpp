@@ -66,6 +66,28 @@ void bruteColumn(const Fixture& f, const EventAxis& axis, double xa, double xb, 
     }
 }
 
+// Each range's extrema from the pyramid against a plain scan of the cumulative tops: the first
+// disagreement, or an empty string.
+QString rangeMismatch(const StackLod& lod, const std::vector<std::pair<size_t, size_t>>& ranges)
+{
+    const size_t k = lod.layerCount();
+    std::vector<StackLod::Extrema> got(k);
+    for (const auto& [first, last] : ranges) {
+        lod.rangeExtrema(first, last, got);
+        for (size_t l = 0; l < k; ++l) {
+            int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+            for (size_t s = first; s <= last; ++s) {
+                lo = std::min(lo, lod.cumulative(l, s));
+                hi = std::max(hi, lod.cumulative(l, s));
+            }
+            if (got[l].min != lo || got[l].max != hi)
+                return QStringLiteral("samples [%1, %2] layer %3: lod [%4, %5] scan [%6, %7]")
+                    .arg(first).arg(last).arg(l).arg(got[l].min).arg(got[l].max).arg(lo).arg(hi);
+        }
+    }
+    return {};
+}
+
 } // namespace
 
 class TestStackLod : public QObject {
@@ -151,20 +173,8 @@ private slots:
             size_t a = pos(rng), b = pos(rng);
             ranges.emplace_back(std::min(a, b), std::max(a, b));
         }
-        std::vector<StackLod::Extrema> got(k);
-        for (const auto& [first, last] : ranges) {
-            lod.rangeExtrema(first, last, got);
-            for (size_t l = 0; l < k; ++l) {
-                int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-                for (size_t s = first; s <= last; ++s) {
-                    lo = std::min(lo, lod.cumulative(l, s));
-                    hi = std::max(hi, lod.cumulative(l, s));
-                }
-                if (got[l].min != lo || got[l].max != hi)
-                    QFAIL(qPrintable(QStringLiteral("samples [%1, %2] layer %3: lod [%4, %5] scan [%6, %7]")
-                                         .arg(first).arg(last).arg(l).arg(got[l].min).arg(got[l].max).arg(lo).arg(hi)));
-            }
-        }
+        const QString mismatch = rangeMismatch(lod, ranges);
+        QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
     }
 
     // Past kTwoThreadsFrom the leaves are made in two halves on two threads: every block of both
@@ -179,20 +189,8 @@ private slots:
         std::vector<std::pair<size_t, size_t>> ranges{{0, n}, {middle - 1, middle}, {middle - 40, middle + 40}};
         for (size_t first = 0; first + 32 <= lod.sampleCount(); first += 32)
             ranges.emplace_back(first, first + 31);
-        std::vector<StackLod::Extrema> got(k);
-        for (const auto& [first, last] : ranges) {
-            lod.rangeExtrema(first, last, got);
-            for (size_t l = 0; l < k; ++l) {
-                int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-                for (size_t s = first; s <= last; ++s) {
-                    lo = std::min(lo, lod.cumulative(l, s));
-                    hi = std::max(hi, lod.cumulative(l, s));
-                }
-                if (got[l].min != lo || got[l].max != hi)
-                    QFAIL(qPrintable(QStringLiteral("samples [%1, %2] layer %3: lod [%4, %5] scan [%6, %7]")
-                                         .arg(first).arg(last).arg(l).arg(got[l].min).arg(got[l].max).arg(lo).arg(hi)));
-            }
-        }
+        const QString mismatch = rangeMismatch(lod, ranges);
+        QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
     }
 
     // The global peak survives the most extreme zoom-out: one column for the whole trace.
