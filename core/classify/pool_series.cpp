@@ -86,6 +86,11 @@ struct Scan {
     Pool target = Pool::Other;
 
     size_t poolOf(size_t a) const { return size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown); }
+    // What an allocation adds at its birth: its size, and the slack of a block alive at the end.
+    static int64_t birthBytes(const Allocation& al)
+    {
+        return al.size + (al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0);
+    }
 
     // Deltas at the events of h written into the columns: +size (and the slack of a block alive at
     // the end) at the alloc, -size at free_completed. Only events inside h are written, so two
@@ -106,9 +111,8 @@ struct Scan {
             }
             const size_t p = poolOf(a);
             if (!al.preexisting() && size_t(al.allocEvent) >= h.begin && size_t(al.allocEvent) < h.end) {
-                const int64_t slack = al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0;
-                columns[p][size_t(al.allocEvent)] += al.size + slack;
-                h.deltaSum[p] += al.size + slack;
+                columns[p][size_t(al.allocEvent)] += birthBytes(al);
+                h.deltaSum[p] += birthBytes(al);
             }
             if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) >= h.begin &&
                 size_t(al.freeCompletedEvent) < h.end) {
@@ -207,8 +211,7 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, co
     PoolBytes raw{}; // pools from the allocations alone, without the remainder
     for (size_t a = 0; a < dev.allocations.size(); ++a)
         if (dev.allocations[a].preexisting())
-            raw[scan.poolOf(a)] += dev.allocations[a].size +
-                                   (dev.allocations[a].aliveAtEnd() ? std::max<int64_t>(0, dev.allocations[a].blockSize - dev.allocations[a].size) : 0);
+            raw[scan.poolOf(a)] += Scan::birthBytes(dev.allocations[a]);
     s.m_initialRemainder = dev.initialAllocated - allocatedBytes(raw);
     s.m_initial = raw;
     absorb(s.m_initialRemainder, scan.target, [&](Pool p) -> int64_t& { return s.m_initial[size_t(p)]; });
@@ -251,6 +254,8 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, co
     s.m_peak = s.m_initial;
     s.m_peakIndex.fill(kNoEvent);
     bool keepRemainder = false;
+    for (size_t p = 0; p < kPoolCount; ++p)
+        s.m_nonZero[p] = s.m_initial[p] != 0;
     for (const Half& h : halves) {
         for (size_t p = 0; p < kPoolCount; ++p)
             if (h.peakIndex[p] != kNoEvent && h.peak[p] > s.m_peak[p]) {
@@ -259,7 +264,7 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, co
             }
         keepRemainder |= !h.remainder.empty();
         for (size_t p = 0; p < kPoolCount; ++p)
-            s.m_nonZero[p] = s.m_nonZero[p] || h.nonZero[p] || s.m_initial[p] != 0;
+            s.m_nonZero[p] = s.m_nonZero[p] || h.nonZero[p];
         s.m_maxRemainder = std::max(s.m_maxRemainder, h.maxRemainder);
     }
     s.m_maxRemainder = std::max(s.m_maxRemainder, s.m_initialRemainder < 0 ? -s.m_initialRemainder : s.m_initialRemainder);
