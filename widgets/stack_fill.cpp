@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 namespace poolscope {
 namespace {
@@ -138,48 +139,65 @@ QImage StackFill::render(QRect rect, double dpr, std::optional<int> hatchPhase) 
     auto keyAt = [&](size_t i) { return (keys.constBegin() + qsizetype(i))->key; };
     auto row = [&](double value) { return (m_valueAxis->coordToPixel(value) - rect.top()) * dpr; };
     const double base = row(0.0);
-    std::vector<double> top(layers.size());
-    size_t i = 0; // the point whose step holds the column's left edge
-    auto paintColumn = [&](int x, QRgb* column) {
-        std::fill(column, column + h, QRgb(0));
-        const double k0 = m_keyAxis->pixelToCoord(rect.left() + double(x) / dpr);
-        const double k1 = m_keyAxis->pixelToCoord(rect.left() + double(x + 1) / dpr);
-        // A step-left graph holds point i's value on [key_i, key_i+1) and draws nothing past its
-        // last point.
-        if (k1 <= keyAt(0) || k0 >= keyAt(points - 1))
-            return;
-        // Keys one per column land on column edges up to rounding; a point counts for a column only
-        // when it covers more than a sliver of it, or the column would take its neighbour's maximum.
-        const double eps = (k1 - k0) * 1e-6;
-        while (i + 1 < points && keyAt(i + 1) <= k0 + eps)
-            ++i;
-        std::fill(top.begin(), top.end(), -HUGE_VAL);
-        for (size_t j = i; j + 1 < points && keyAt(j) < k1 - eps; ++j)
-            for (size_t k = 0; k < layers.size(); ++k)
-                top[k] = std::max(top[k], (layers[k].data->constBegin() + qsizetype(j))->value);
-        double below = base;
-        for (size_t k = 0; k < layers.size(); ++k) {
-            const double upper = row(top[k]);
-            if (layers[k].rgba != 0 && upper < below)
-                paintSpan(column, h, phase + x, upper, below, layers[k]);
-            below = std::min(below, upper);
-        }
-    };
+    // Columns [xBegin, xEnd) with their own scan position and scratch: the two halves of the image
+    // are painted on two threads, each column reading only the axes and the graphs' data.
     // Columns are painted into a strip buffer, one contiguous column at a time, then copied row by
     // row into the image, a cache line per row and strip. Painting straight into the row-major image
     // writes a new cache line per pixel; a whole-image column-major buffer misses on the copy.
     constexpr int kStrip = 16;
-    m_strip.resize(size_t(kStrip) * size_t(h));
-    for (int x0 = 0; x0 < w; x0 += kStrip) {
-        const int n = std::min(kStrip, w - x0);
-        for (int c = 0; c < n; ++c)
-            paintColumn(x0 + c, m_strip.data() + size_t(c) * size_t(h));
-        for (int y = 0; y < h; ++y) {
-            QRgb* line = reinterpret_cast<QRgb*>(img.scanLine(y)) + x0;
-            const QRgb* src = m_strip.data() + y;
+    uchar* const bits = img.bits(); // detached here, once: scanLine() from two threads would race
+    const qsizetype stride = img.bytesPerLine();
+    auto paintColumns = [&](int xBegin, int xEnd, std::vector<QRgb>& strip) {
+        std::vector<double> top(layers.size());
+        size_t i = 0; // the point whose step holds the column's left edge
+        auto paintColumn = [&](int x, QRgb* column) {
+            std::fill(column, column + h, QRgb(0));
+            const double k0 = m_keyAxis->pixelToCoord(rect.left() + double(x) / dpr);
+            const double k1 = m_keyAxis->pixelToCoord(rect.left() + double(x + 1) / dpr);
+            // A step-left graph holds point i's value on [key_i, key_i+1) and draws nothing past its
+            // last point.
+            if (k1 <= keyAt(0) || k0 >= keyAt(points - 1))
+                return;
+            // Keys one per column land on column edges up to rounding; a point counts for a column
+            // only when it covers more than a sliver of it, or the column would take its neighbour's
+            // maximum.
+            const double eps = (k1 - k0) * 1e-6;
+            while (i + 1 < points && keyAt(i + 1) <= k0 + eps)
+                ++i;
+            std::fill(top.begin(), top.end(), -HUGE_VAL);
+            for (size_t j = i; j + 1 < points && keyAt(j) < k1 - eps; ++j)
+                for (size_t k = 0; k < layers.size(); ++k)
+                    top[k] = std::max(top[k], (layers[k].data->constBegin() + qsizetype(j))->value);
+            double below = base;
+            for (size_t k = 0; k < layers.size(); ++k) {
+                const double upper = row(top[k]);
+                if (layers[k].rgba != 0 && upper < below)
+                    paintSpan(column, h, phase + x, upper, below, layers[k]);
+                below = std::min(below, upper);
+            }
+        };
+        strip.resize(size_t(kStrip) * size_t(h));
+        for (int x0 = xBegin; x0 < xEnd; x0 += kStrip) {
+            const int n = std::min(kStrip, xEnd - x0);
             for (int c = 0; c < n; ++c)
-                line[c] = src[size_t(c) * size_t(h)];
+                paintColumn(x0 + c, strip.data() + size_t(c) * size_t(h));
+            for (int y = 0; y < h; ++y) {
+                QRgb* line = reinterpret_cast<QRgb*>(bits + qsizetype(y) * stride) + x0;
+                const QRgb* src = strip.data() + y;
+                for (int c = 0; c < n; ++c)
+                    line[c] = src[size_t(c) * size_t(h)];
+            }
         }
+    };
+    // Half the image per thread from ~a quarter million pixels (a 1600x900 chart: 4 ms of painting);
+    // the split falls on a strip edge.
+    const int middle = w / 2 / kStrip * kStrip;
+    if (m_parallel && qint64(w) * h >= kParallelPixels && middle > 0) {
+        std::thread second([&] { paintColumns(middle, w, m_strip2); });
+        paintColumns(0, middle, m_strip);
+        second.join();
+    } else {
+        paintColumns(0, w, m_strip);
     }
     return img;
 }

@@ -36,6 +36,9 @@ public:
     // (x + y + hatchPhase) % 8 == 7; by default the phase QCPGraph's fill gets on an untransformed
     // painter. Public for the widget tests and the benchmark.
     QImage render(QRect rect, double dpr, std::optional<int> hatchPhase = std::nullopt) const;
+    // Large images are painted in two halves on two threads (the same pixels; off for comparing).
+    void setParallel(bool on) { m_parallel = on; }
+    static constexpr qint64 kParallelPixels = 250'000;
 
 protected:
     // Off: QCPPainter shifts antialiased drawing by half a pixel, which would resample the image.
@@ -48,7 +51,8 @@ private:
     QCPAxis* m_valueAxis;
     std::vector<StackGraph*> m_graphs;
     mutable QImage m_image;
-    mutable std::vector<QRgb> m_strip;
+    mutable std::vector<QRgb> m_strip, m_strip2; // per painting thread
+    bool m_parallel = true;
 };
 
 // True when `painter` writes pixels (screen, QImage, QPixmap) rather than vector output.

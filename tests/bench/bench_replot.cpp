@@ -117,20 +117,26 @@ int main(int argc, char** argv)
         print("pan, query + full replot", stats(f.panFrame), target);
     };
 
-    // The fill image alone, thread CPU time (less disturbed by other processes than wall time).
+    // The fill image alone: wall time, and CPU time of the whole process (less disturbed by other
+    // processes than wall time; it counts both painting threads), then the same on one thread.
     if (auto* fill = plot.layer(QStringLiteral("fills")) ? dynamic_cast<StackFill*>(plot.layer(QStringLiteral("fills"))->children().value(0)) : nullptr) {
         plot.resetView();
         plot.replot(QCustomPlot::rpImmediateRefresh);
-        std::vector<double> ms;
-        for (int i = 0; i < 200; ++i) {
-            timespec a{}, b{};
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-            const QImage img = fill->render(plot.axisRect()->rect(), 1.0);
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-            ms.push_back(double(b.tv_sec - a.tv_sec) * 1e3 + double(b.tv_nsec - a.tv_nsec) / 1e6);
-        }
         std::printf("\n");
-        print("fill image alone (CPU time)", stats(ms), target);
+        for (bool parallel : {true, false}) {
+            fill->setParallel(parallel);
+            std::vector<double> wall, cpu;
+            for (int i = 0; i < 200; ++i) {
+                timespec a{}, b{};
+                clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+                wall.push_back(timeMs([&] { (void)fill->render(plot.axisRect()->rect(), 1.0); }));
+                clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+                cpu.push_back(double(b.tv_sec - a.tv_sec) * 1e3 + double(b.tv_nsec - a.tv_nsec) / 1e6);
+            }
+            print(parallel ? "fill image alone, two threads (wall)" : "fill image alone, one thread (wall)", stats(wall), target);
+            print(parallel ? "fill image alone, two threads (CPU)" : "fill image alone, one thread (CPU)", stats(cpu), target);
+        }
+        fill->setParallel(true);
     }
     plot.setRasterFill(true);
     const Frames raster = measure();

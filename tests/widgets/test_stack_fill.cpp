@@ -167,6 +167,40 @@ private slots:
         QVERIFY(differingShare(plot.toPixmap(1200, 600).toImage(), raster, 40) > 0.05);
     }
 
+    // A large image is painted in two halves on two threads: the very same pixels as one thread,
+    // zoomed out (many points per column) and zoomed in (a point over many columns).
+    void parallelHalvesPaintTheSamePixels()
+    {
+        auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 40000, .seed = 5});
+        auto timeline = std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools);
+        TimelinePlot plot;
+        plot.resize(1600, 900);
+        plot.show(); // the viewport follows the size once shown
+        plot.setTimeline(timeline);
+        plot.replot();
+        auto* fill = dynamic_cast<StackFill*>(plot.layer(QStringLiteral("fills"))->children().value(0));
+        QVERIFY(fill);
+        const QRect r = plot.axisRect()->rect();
+        QVERIFY(qint64(r.width()) * r.height() >= StackFill::kParallelPixels);
+        for (double zoom : {1.0, 0.001}) {
+            const QCPRange all = plot.xAxis->range();
+            plot.xAxis->setRange(all.lower, all.lower + all.size() * zoom);
+            plot.replot();
+            fill->setParallel(true);
+            const QImage two = fill->render(r, 1.0).copy();
+            fill->setParallel(false);
+            const QImage one = fill->render(r, 1.0).copy();
+            QVERIFY(one == two);
+            // Not an empty picture: the fills cover a good part of it.
+            int painted = 0;
+            for (int y = 0; y < one.height(); y += 7)
+                for (int x = 0; x < one.width(); x += 7)
+                    painted += qAlpha(one.pixel(x, y)) != 0;
+            QVERIFY2(painted > (one.width() / 7) * (one.height() / 7) / 10, qPrintable(QString::number(painted)));
+            plot.xAxis->setRange(all);
+        }
+    }
+
     void vectorExportsKeepPaths()
     {
         TwoLayers t({0, 1, 2, 3, 4}, {2, 2, 4, 4, 4}, {5, 6, 6, 8, 8});
