@@ -19,10 +19,28 @@ inline void addCovered(QRgb& px, QRgb rgba, int coverage256)
     px = ch(24) | ch(16) | ch(8) | ch(0);
 }
 
+// Source-over of a premultiplied colour, at `coverage256`/256 of its strength, onto a pixel.
+inline void blendOver(QRgb& px, QRgb rgba, int coverage256)
+{
+    auto scaled = [&](QRgb c, int shift, int by256) { return (int((c >> shift) & 0xff) * by256 + 128) >> 8; };
+    const int alpha = scaled(rgba, 24, coverage256);
+    const int keep256 = 256 - alpha - (alpha >> 7); // 255 - alpha over 255, in 256ths
+    auto ch = [&](int shift) { return QRgb(std::min(255, scaled(rgba, shift, coverage256) + scaled(px, shift, keep256))) << shift; };
+    px = ch(24) | ch(16) | ch(8) | ch(0);
+}
+
+// Share of row y (pixels [y, y+1)) that the band [a, b] of rows covers.
+inline double rowShare(int y, double a, double b)
+{
+    return std::max(0.0, std::min(b, double(y + 1)) - std::max(a, double(y)));
+}
+
 struct Layer {
-    QRgb rgba;    // premultiplied
+    QRgb rgba;    // premultiplied; 0: no fill
     bool hatched; // Qt::BDiagPattern: one pixel in eight along "/" diagonals
     const QCPGraphDataContainer* data;
+    QRgb line;        // premultiplied pen colour; 0: StackFill draws no line for this layer
+    double lineWidth; // device pixels
 };
 
 // Paints rows [top, bottom) (fractional, device pixels) of column `x` (`column`: its `h` pixels) with
@@ -64,6 +82,46 @@ void paintSpan(QRgb* column, int h, int phase, double top, double bottom, const 
         column[y] = layer.rgba;
 }
 
+// Draws a layer's step line where it crosses one column: the line takes every value from row `upper`
+// to row `lower` in this column (rows of the highest and lowest value, half a pixel down as QCPPainter
+// draws antialiased lines). A horizontal stroke at each end covers whole rows of the column, the
+// vertical stroke between them the pen's width of the column; each pixel takes the larger coverage,
+// which is what QPainter's antialiased stroke gives where the two meet.
+void paintLine(QRgb* column, int h, double upper, double lower, const Layer& layer)
+{
+    const double half = layer.lineWidth / 2;
+    const double across = std::min(1.0, layer.lineWidth);
+    const int first = std::max(0, int(std::floor(upper - half)));
+    const int last = std::min(h - 1, int(std::ceil(lower + half)) - 1);
+    // Rows wholly between the two horizontal strokes take the vertical stroke alone, at one coverage,
+    // over runs of one fill colour: one blend per run. The rows around the strokes are worked out.
+    const int middleFrom = std::max(first, int(std::ceil(upper + half)));
+    const int middleTo = std::min(last + 1, int(std::floor(lower - half)));
+    auto exact = [&](int from, int to) {
+        for (int y = from; y < to; ++y) {
+            const double cover = std::max({rowShare(y, upper - half, upper + half), rowShare(y, lower - half, lower + half),
+                                           across * rowShare(y, upper, lower)});
+            if (cover > 0)
+                blendOver(column[y], layer.line, int(cover * 256.0 + 0.5));
+        }
+    };
+    if (middleFrom >= middleTo) {
+        exact(first, last + 1);
+        return;
+    }
+    exact(first, middleFrom);
+    const int middle256 = int(across * 256.0 + 0.5);
+    QRgb under = ~column[middleFrom], blended = 0;
+    for (int y = middleFrom; y < middleTo; ++y) {
+        if (column[y] != under) {
+            under = blended = column[y];
+            blendOver(blended, layer.line, middle256);
+        }
+        column[y] = blended;
+    }
+    exact(middleTo, last + 1);
+}
+
 } // namespace
 
 bool isRasterPainter(const QCPPainter* painter)
@@ -74,17 +132,28 @@ bool isRasterPainter(const QCPPainter* painter)
     return engine && engine->type() == QPaintEngine::Raster;
 }
 
+bool StackGraph::lineInFill() const
+{
+    return m_rasterFill && mLineStyle == lsStepLeft && mPen.style() == Qt::SolidLine &&
+           mPen.brush().style() == Qt::SolidPattern && !selected();
+}
+
 void StackGraph::draw(QCPPainter* painter)
 {
     if (!m_rasterFill || !isRasterPainter(painter)) {
         QCPGraph::draw(painter);
         return;
     }
-    // StackFill has drawn the area already (on a layer below); this draws the line only.
+    // StackFill has drawn the area already (on a layer below), and the line when it could; this draws
+    // what is left (another pen, scatter symbols).
     const QBrush fill = mBrush;
+    const LineStyle line = mLineStyle;
     mBrush = Qt::NoBrush;
+    if (lineInFill())
+        mLineStyle = lsNone;
     QCPGraph::draw(painter);
     mBrush = fill;
+    mLineStyle = line;
 }
 
 StackFill::StackFill(QCustomPlot* plot, QCPAxis* keyAxis, QCPAxis* valueAxis)
@@ -127,7 +196,11 @@ QImage StackFill::render(QRect rect, double dpr, std::optional<int> hatchPhase) 
     for (const StackGraph* g : m_graphs) {
         const QBrush b = g->brush();
         const bool drawn = g->realVisibility() && g->rasterFill() && b.style() != Qt::NoBrush;
-        layers.push_back({drawn ? qPremultiply(b.color().rgba()) : 0, b.style() == Qt::BDiagPattern, g->data().data()});
+        const bool line = g->realVisibility() && g->lineInFill();
+        // A cosmetic pen (width 0) is one device pixel wide; others scale with the device.
+        const double width = g->pen().widthF() > 0 ? g->pen().widthF() * dpr : 1.0;
+        layers.push_back({drawn ? qPremultiply(b.color().rgba()) : 0, b.style() == Qt::BDiagPattern, g->data().data(),
+                          line ? qPremultiply(g->pen().color().rgba()) : 0, width});
         points = std::min(points, size_t(g->data()->size()));
     }
     if (layers.empty() || points == 0 || points == SIZE_MAX) {
@@ -147,27 +220,56 @@ QImage StackFill::render(QRect rect, double dpr, std::optional<int> hatchPhase) 
     constexpr int kStrip = 16;
     uchar* const bits = img.bits(); // detached here, once: scanLine() from two threads would race
     const qsizetype stride = img.bytesPerLine();
+    auto valueAt = [&](size_t k, size_t j) { return (layers[k].data->constBegin() + qsizetype(j))->value; };
+    // The line is drawn half a pixel down, where QCPPainter puts antialiased lines.
+    const double lineShift = 0.5 * dpr;
     auto paintColumns = [&](int xBegin, int xEnd, std::vector<QRgb>& strip) {
-        std::vector<double> top(layers.size());
+        std::vector<double> top(layers.size()), low(layers.size()), last(layers.size());
         size_t i = 0; // the point whose step holds the column's left edge
-        auto paintColumn = [&](int x, QRgb* column) {
-            std::fill(column, column + h, QRgb(0));
+        // The points whose steps column x shows, [i, end); false when the column is outside the keys.
+        auto pointsOf = [&](int x, size_t& end) {
             const double k0 = m_keyAxis->pixelToCoord(rect.left() + double(x) / dpr);
             const double k1 = m_keyAxis->pixelToCoord(rect.left() + double(x + 1) / dpr);
             // A step-left graph holds point i's value on [key_i, key_i+1) and draws nothing past its
             // last point.
             if (k1 <= keyAt(0) || k0 >= keyAt(points - 1))
-                return;
+                return false;
             // Keys one per column land on column edges up to rounding; a point counts for a column
             // only when it covers more than a sliver of it, or the column would take its neighbour's
             // maximum.
             const double eps = (k1 - k0) * 1e-6;
             while (i + 1 < points && keyAt(i + 1) <= k0 + eps)
                 ++i;
-            std::fill(top.begin(), top.end(), -HUGE_VAL);
-            for (size_t j = i; j + 1 < points && keyAt(j) < k1 - eps; ++j)
-                for (size_t k = 0; k < layers.size(); ++k)
-                    top[k] = std::max(top[k], (layers[k].data->constBegin() + qsizetype(j))->value);
+            end = i;
+            while (end + 1 < points && keyAt(end) < k1 - eps)
+                ++end;
+            return end > i;
+        };
+        // The line enters a column at the value the previous column ended with: a step on the
+        // column edge is drawn in the column to its right, as the half-pixel shift puts it.
+        bool haveLast = false;
+        if (size_t end = 0; xBegin > 0 && pointsOf(xBegin - 1, end)) {
+            haveLast = true;
+            for (size_t k = 0; k < layers.size(); ++k)
+                last[k] = valueAt(k, end - 1);
+        }
+        auto paintColumn = [&](int x, QRgb* column) {
+            std::fill(column, column + h, QRgb(0));
+            size_t end = 0;
+            if (!pointsOf(x, end)) {
+                haveLast = false;
+                return;
+            }
+            for (size_t k = 0; k < layers.size(); ++k) {
+                top[k] = -HUGE_VAL;
+                low[k] = haveLast ? last[k] : HUGE_VAL;
+            }
+            for (size_t j = i; j < end; ++j)
+                for (size_t k = 0; k < layers.size(); ++k) {
+                    const double v = valueAt(k, j);
+                    top[k] = std::max(top[k], v);
+                    low[k] = std::min(low[k], v);
+                }
             double below = base;
             for (size_t k = 0; k < layers.size(); ++k) {
                 const double upper = row(top[k]);
@@ -175,6 +277,14 @@ QImage StackFill::render(QRect rect, double dpr, std::optional<int> hatchPhase) 
                     paintSpan(column, h, phase + x, upper, below, layers[k]);
                 below = std::min(below, upper);
             }
+            // Every line over every fill, bottom layer first, as QCPGraph's lines on the layer above.
+            for (size_t k = 0; k < layers.size(); ++k) {
+                const double highest = haveLast ? std::max(top[k], last[k]) : top[k];
+                if (layers[k].line != 0)
+                    paintLine(column, h, row(highest) + lineShift, row(low[k]) + lineShift, layers[k]);
+                last[k] = valueAt(k, end - 1);
+            }
+            haveLast = true;
         };
         strip.resize(size_t(kStrip) * size_t(h));
         for (int x0 = xBegin; x0 < xEnd; x0 += kStrip) {

@@ -6,14 +6,17 @@
 
 namespace poolscope {
 
-// A step graph of one stacked layer whose fill is drawn by StackFill on raster devices (screen, PNG,
-// clipboard); on vector devices (SVG, PDF) it fills itself as any QCPGraph, so exported images stay
-// vector paths. The line and the legend swatch are QCPGraph's own in both cases.
+// A step graph of one stacked layer whose fill, and its line when that is a plain solid step line,
+// are drawn by StackFill on raster devices (screen, PNG, clipboard); on vector devices (SVG, PDF) it
+// draws itself as any QCPGraph, so exported images stay vector paths. The legend swatch is QCPGraph's.
 class StackGraph : public QCPGraph {
 public:
     using QCPGraph::QCPGraph;
     void setRasterFill(bool on) { m_rasterFill = on; }
     bool rasterFill() const { return m_rasterFill; }
+    // True when StackFill draws this graph's line on raster devices: a solid pen on a step-left line.
+    // Other pens (dashes, patterns, a selection) are left to QCPGraph.
+    bool lineInFill() const;
 
 protected:
     void draw(QCPPainter* painter) override;
@@ -27,6 +30,9 @@ private:
 // have thousands of tall vertical edges, and Qt's rasterizer spends ~150 ms per 1600x900 frame on
 // them (bench_replot); writing each column's spans takes a few milliseconds. Each column shows the
 // highest value of every layer among the points it covers, so peaks survive a smaller image.
+// The step lines are written into the same columns, over all fills: QPainter's antialiased cosmetic
+// stroker blends their long vertical runs pixel by pixel, ~15 ms per frame where the stack is jagged
+// (bench_replot, zoomed to a seventh of a 1M-event trace).
 class StackFill : public QCPLayerable {
 public:
     StackFill(QCustomPlot* plot, QCPAxis* keyAxis, QCPAxis* valueAxis);
