@@ -65,6 +65,16 @@ size_t EventAxis::countAtOrBefore(double x) const
     return size_t(std::upper_bound(m_pos.begin(), m_pos.end(), xi) - m_pos.begin());
 }
 
+size_t EventAxis::countAtOrBefore(double x, size_t before) const
+{
+    if (m_mode == AxisMode::EventIndex || !(x >= 0) || x >= 9.0e18 || before >= m_count)
+        return countAtOrBefore(x);
+    const auto xi = int64_t(std::floor(x));
+    if (m_pos[before] > xi)
+        return before;
+    return size_t(std::upper_bound(m_pos.begin() + std::ptrdiff_t(before), m_pos.end(), xi) - m_pos.begin());
+}
+
 size_t EventAxis::countBefore(double x) const
 {
     if (std::isnan(x) || x <= 0)

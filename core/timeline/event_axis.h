@@ -33,6 +33,9 @@ public:
     // state after event s-1). Doubles come from the plot; comparisons stay exact on integers.
     size_t countAtOrBefore(double x) const;
     size_t countBefore(double x) const;
+    // countAtOrBefore(x) given before == countBefore(x): only events at exactly x lie between, so
+    // the search starts there (a probe or two where the full search would walk the whole axis).
+    size_t countAtOrBefore(double x, size_t before) const;
     // The event whose state shows at x; kNoEvent when x lies before every event.
     EventIndex eventAt(double x) const { return EventIndex(countAtOrBefore(x)) - 1; }
 

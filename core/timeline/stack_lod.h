@@ -17,7 +17,9 @@ namespace poolscope {
 class StackLod {
 public:
     static constexpr size_t kLeafSamples = 16;
-    static constexpr size_t kTwoThreadsFrom = 200'000; // samples from which the leaves use two threads
+    // Samples from which the leaves are made on two threads, and a query showing as many samples
+    // reads its two halves on two threads.
+    static constexpr size_t kTwoThreadsFrom = 200'000;
 
     struct Extrema {
         int64_t min;

@@ -2,6 +2,8 @@
 
 #include <QTest>
 
+#include <cmath>
+
 using namespace poolscope;
 
 class TestEventAxis : public QObject {
@@ -39,6 +41,24 @@ private slots:
         QCOMPARE(a.countBefore(100.5), size_t(7));
         QVERIFY(a.end() > 100);
         QCOMPARE(a.eventAt(50), EventIndex(5));
+    }
+
+    // The search that starts from countBefore(x) gives what the full one gives, on repeated times,
+    // between them, on them, and for the values a plot can send (negative, NaN, past the end).
+    void countAtOrBeforeFromBefore()
+    {
+        const std::vector<int64_t> t{1000, 1000, 1000, 1010, 1010, 1020, 1020, 1020, 1020, 1100};
+        for (const EventAxis& a : {EventAxis::byTime(t), EventAxis::byIndex(t.size())}) {
+            for (double x : {-1.0, 0.0, 0.5, 9.0, 10.0, 10.2, 19.99, 20.0, 20.01, 99.0, 100.0, 150.0, 1e19, std::nan("")}) {
+                const size_t before = a.countBefore(x);
+                QCOMPARE(a.countAtOrBefore(x, before), a.countAtOrBefore(x));
+            }
+        }
+        // Not a mere copy of the full search's answer: on a time three events share, the hinted
+        // search still steps over all three.
+        const auto a = EventAxis::byTime(t);
+        QCOMPARE(a.countBefore(20.0), size_t(5));
+        QCOMPARE(a.countAtOrBefore(20.0, 5), size_t(9));
     }
 
     void pixelMapRoundTrips()

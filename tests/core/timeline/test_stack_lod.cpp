@@ -144,6 +144,43 @@ private slots:
         }
     }
 
+    // A view showing more than kTwoThreadsFrom samples is read in two halves on two threads: every
+    // column, the seam included, against the samples the full axis searches give and a scan of the
+    // pyramid's extrema; a few columns (both sides of the seam) against the brute-force reference.
+    void wideViewOnTwoThreads()
+    {
+        std::mt19937_64 rng(99);
+        const size_t n = StackLod::kTwoThreadsFrom + 50'000;
+        Fixture f = randomFixture(rng, n, 3);
+        const EventAxis axis = EventAxis::byTime(f.times);
+        const StackLod lod(f.layers, f.initial);
+        const double end = double(axis.end());
+        const PixelMap px{-end * 0.01, end, 501};
+        QVERIFY(axis.countBefore(px.x1) - axis.countBefore(px.x0) >= StackLod::kTwoThreadsFrom);
+        const auto cols = lod.query(axis, px);
+        std::vector<StackLod::Extrema> e(3);
+        for (int c = 0; c < px.width; ++c) {
+            const double xa = px.columnStart(c);
+            const size_t before = axis.countBefore(xa), atOrBefore = axis.countAtOrBefore(xa);
+            const size_t first = std::min(before == atOrBefore ? atOrBefore : before + 1, n);
+            const size_t last = std::min(std::max(first, axis.countBefore(px.columnStart(c + 1))), n);
+            QCOMPARE(cols.firstSample[size_t(c)], uint32_t(first));
+            QCOMPARE(cols.lastSample[size_t(c)], uint32_t(last));
+            lod.rangeExtrema(first, last, e);
+            for (size_t l = 0; l < 3; ++l)
+                if (cols.minAt(l, c) != e[l].min || cols.maxAt(l, c) != e[l].max)
+                    QFAIL(qPrintable(QStringLiteral("column %1 layer %2").arg(c).arg(l)));
+        }
+        std::vector<int64_t> mn, mx;
+        for (int c : {0, 1, px.width / 2 - 1, px.width / 2, px.width / 2 + 1, px.width - 1}) {
+            bruteColumn(f, axis, px.columnStart(c), px.columnStart(c + 1), mn, mx);
+            for (size_t l = 0; l < 3; ++l) {
+                QCOMPARE(cols.minAt(l, c), mn[l]);
+                QCOMPARE(cols.maxAt(l, c), mx[l]);
+            }
+        }
+    }
+
     // Every level of the pyramid, block 0 (which holds the initial sample) included: extrema of
     // sample ranges against a plain scan, for ranges inside one leaf, on leaf edges and across levels.
     void rangeExtremaMatchScan_data()
