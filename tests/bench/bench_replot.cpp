@@ -1,4 +1,5 @@
-// Replot time of the stacked timeline while scrubbing and zooming a ~1M-event trace, offscreen.
+// Replot time of the stacked timeline while scrubbing, zooming (to a fiftieth of the trace, and on to
+// a few tens of events) and panning a ~1M-event trace, offscreen.
 // Prints per-frame figures and, as baselines measured in the same run: the same level-of-detail data
 // filled by QCustomPlot's own polygon fills, and the chart fed with every event (QCustomPlot's adaptive
 // sampling) instead of the core level of detail.
@@ -70,7 +71,7 @@ int main(int argc, char** argv)
     // One set of frames: scrubbing (cursor layer alone, then full replots), zooming towards the peak
     // and back out (every frame re-queries the LOD and redraws all), panning a zoomed view.
     struct Frames {
-        std::vector<double> scrubLayer, scrubFull, zoomQuery, zoomFrame, panFrame;
+        std::vector<double> scrubLayer, scrubFull, zoomQuery, zoomFrame, deepZoomFrame, panFrame;
     };
     const double end = plot.xAxis->range().upper;
     const double peakKey = plot.eventKey(tl->device().peakIndex);
@@ -101,6 +102,14 @@ int main(int argc, char** argv)
             }));
             f.zoomQuery.push_back(timeMs([&] { plot.refreshData(); }));
         }
+        // Deeper, to a few tens of events around the peak and back (0.7^30 of the trace).
+        for (int i = 0; i < 60; ++i) {
+            const double span = end * std::pow(0.7, double(i < 30 ? i : 60 - i));
+            f.deepZoomFrame.push_back(timeMs([&] {
+                plot.xAxis->setRange(peakKey - span / 2, peakKey + span / 2);
+                plot.replot(QCustomPlot::rpImmediateRefresh);
+            }));
+        }
         plot.xAxis->setRange(0, end / 50);
         for (int i = 0; i < 100; ++i)
             f.panFrame.push_back(timeMs([&] {
@@ -114,6 +123,7 @@ int main(int argc, char** argv)
         print("scrub, full replot", stats(f.scrubFull), target);
         print("zoom, LOD query alone", stats(f.zoomQuery), target);
         print("zoom, query + full replot", stats(f.zoomFrame), target);
+        print("deep zoom (to ~20 events), query + replot", stats(f.deepZoomFrame), target);
         print("pan, query + full replot", stats(f.panFrame), target);
     };
 
