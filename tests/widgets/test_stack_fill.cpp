@@ -8,6 +8,8 @@
 
 #include <QTest>
 
+#include <memory>
+
 using namespace poolscope;
 
 namespace {
@@ -88,6 +90,16 @@ double differingShare(const QImage& a, const QImage& b, int tolerance)
     return double(differ) / double(qint64(x.width()) * x.height());
 }
 
+// The chart of a synthetic 40k-event training trace, at `size`.
+std::unique_ptr<TimelinePlot> synthPlot(uint64_t seed, QSize size)
+{
+    auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 40000, .seed = seed});
+    auto plot = std::make_unique<TimelinePlot>();
+    plot->resize(size);
+    plot->setTimeline(std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools));
+    return plot;
+}
+
 } // namespace
 
 class TestStackFill : public QObject {
@@ -136,11 +148,8 @@ private slots:
 
     void drawsWhatThePolygonFillsDraw()
     {
-        auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 40000, .seed = 17});
-        auto timeline = std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools);
-        TimelinePlot plot;
-        plot.resize(1200, 600);
-        plot.setTimeline(timeline);
+        const auto owner = synthPlot(17, QSize(1200, 600));
+        TimelinePlot& plot = *owner;
         // Fills only: with polygon fills each layer's fill half covers the line of the layer below,
         // with the raster fill every line is drawn over all fills, so the lines' colours differ.
         for (int k = 0; k < plot.graphCount(); ++k)
@@ -172,11 +181,8 @@ private slots:
     // drawn: without pens, a good share of the picture changes.
     void drawsWhatTheGraphLinesDraw()
     {
-        auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 40000, .seed = 17});
-        auto timeline = std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools);
-        TimelinePlot plot;
-        plot.resize(1200, 600);
-        plot.setTimeline(timeline);
+        const auto owner = synthPlot(17, QSize(1200, 600));
+        TimelinePlot& plot = *owner;
         for (int k = 0; k < plot.graphCount(); ++k)
             plot.graph(k)->setBrush(Qt::NoBrush); // lines alone: fills would hide the differences
         QVERIFY(plot.rasterFill());
@@ -211,12 +217,9 @@ private slots:
     // zoomed out (many points per column) and zoomed in (a point over many columns).
     void parallelHalvesPaintTheSamePixels()
     {
-        auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 40000, .seed = 5});
-        auto timeline = std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools);
-        TimelinePlot plot;
-        plot.resize(1600, 900);
+        const auto owner = synthPlot(5, QSize(1600, 900));
+        TimelinePlot& plot = *owner;
         plot.show(); // the viewport follows the size once shown
-        plot.setTimeline(timeline);
         plot.replot();
         auto* fill = dynamic_cast<StackFill*>(plot.layer(QStringLiteral("fills"))->children().value(0));
         QVERIFY(fill);
