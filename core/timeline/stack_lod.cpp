@@ -161,8 +161,8 @@ StackLod::Columns StackLod::query(const EventAxis& axis, const PixelMap& pixels)
     // Zoomed out, a column's cost is cache misses (an axis search, the pyramid, the raw ends of its
     // range), ~3 us at 1M events: the two halves of a wide view go to two threads.
     const size_t middle = w / 2;
-    const size_t shown = middle > 0 ? axis.countBefore(pixels.x1) - axis.countBefore(pixels.x0) : 0;
-    if (shown >= kTwoThreadsFrom) {
+    const size_t from = axis.countBefore(pixels.x0), to = axis.countBefore(pixels.x1);
+    if (middle > 0 && to > from && to - from >= kTwoThreadsFrom) {
         std::thread second([&] { columns(middle, w); });
         columns(0, middle);
         second.join();
