@@ -1,8 +1,9 @@
 #include "widgets/stack_fill.h"
 
+#include "core/util/two_threads.h"
+
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 namespace poolscope {
 namespace {
@@ -303,9 +304,7 @@ QImage StackFill::render(QRect rect, double dpr, std::optional<int> hatchPhase) 
     // the split falls on a strip edge.
     const int middle = w / 2 / kStrip * kStrip;
     if (m_parallel && qint64(w) * h >= kParallelPixels && middle > 0) {
-        std::thread second([&] { paintColumns(middle, w, m_strip2); });
-        paintColumns(0, middle, m_strip);
-        second.join();
+        onTwoThreads([&] { paintColumns(0, middle, m_strip); }, [&] { paintColumns(middle, w, m_strip2); });
     } else {
         paintColumns(0, w, m_strip);
     }

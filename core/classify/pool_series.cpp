@@ -1,10 +1,10 @@
 #include "core/classify/pool_series.h"
 
 #include "core/util/huge_pages.h"
+#include "core/util/two_threads.h"
 
 #include <algorithm>
 #include <limits>
-#include <thread>
 
 namespace poolscope {
 namespace {
@@ -209,16 +209,17 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, co
     }
     {
         std::vector<std::vector<int64_t>> helperMade(twoThreads ? missing.size() / 2 : 0);
-        std::thread helper;
-        if (!helperMade.empty())
-            helper = std::thread([&] {
+        auto ownShare = [&] {
+            for (size_t k = helperMade.size(); k < missing.size(); ++k)
+                assignHuge(s.m_columns[missing[k]], n, int64_t(0));
+        };
+        if (helperMade.empty())
+            ownShare();
+        else
+            onTwoThreads(ownShare, [&] {
                 for (auto& col : helperMade)
                     assignHuge(col, n, int64_t(0));
             });
-        for (size_t k = helperMade.size(); k < missing.size(); ++k)
-            assignHuge(s.m_columns[missing[k]], n, int64_t(0));
-        if (helper.joinable())
-            helper.join();
         for (size_t k = 0; k < helperMade.size(); ++k)
             s.m_columns[missing[k]] = std::move(helperMade[k]);
     }
@@ -242,9 +243,7 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, co
         halves.resize(2);
         halves[0].end = halves[1].begin = m;
         halves[1].end = n;
-        std::thread second([&] { scan.writeDeltas(halves[1], split, 0); });
-        scan.writeDeltas(halves[0], split, SIZE_MAX);
-        second.join();
+        onTwoThreads([&] { scan.writeDeltas(halves[0], split, SIZE_MAX); }, [&] { scan.writeDeltas(halves[1], split, 0); });
         if (!halves[1].ordered) { // not in allocEvent order after all: one scan of everything
             for (size_t k = 0; k < scan.activeCount; ++k)
                 std::fill(s.m_columns[scan.active[k]].begin(), s.m_columns[scan.active[k]].end(), 0);
@@ -253,9 +252,7 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, co
             PoolBytes secondStart = raw;
             for (size_t p = 0; p < kPoolCount; ++p)
                 secondStart[p] += halves[0].deltaSum[p];
-            second = std::thread([&] { scan.runSums(halves[1], secondStart); });
-            scan.runSums(halves[0], raw);
-            second.join();
+            onTwoThreads([&] { scan.runSums(halves[0], raw); }, [&] { scan.runSums(halves[1], secondStart); });
         }
     } else {
         halves.assign(1, Half{0, n});

@@ -1,9 +1,10 @@
 #include "core/timeline/stack_lod.h"
 
+#include "core/util/two_threads.h"
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
-#include <thread>
 
 namespace poolscope {
 namespace {
@@ -49,9 +50,7 @@ StackLod::StackLod(std::vector<std::vector<int64_t>> layers, std::vector<int64_t
     // leaves are made in two halves on two threads, split at a block edge.
     const size_t middle = blocks / 2 * kLeafSamples;
     if (samples >= kTwoThreadsFrom && middle > 0) {
-        std::thread second([&] { leaves(middle, samples); });
-        leaves(0, middle);
-        second.join();
+        onTwoThreads([&] { leaves(0, middle); }, [&] { leaves(middle, samples); });
     } else {
         leaves(0, samples);
     }
@@ -163,9 +162,7 @@ StackLod::Columns StackLod::query(const EventAxis& axis, const PixelMap& pixels)
     const size_t middle = w / 2;
     const size_t from = axis.countBefore(pixels.x0), to = axis.countBefore(pixels.x1);
     if (middle > 0 && to > from && to - from >= kTwoThreadsFrom) {
-        std::thread second([&] { columns(middle, w); });
-        columns(0, middle);
-        second.join();
+        onTwoThreads([&] { columns(0, middle); }, [&] { columns(middle, w); });
     } else {
         columns(0, w);
     }
