@@ -137,6 +137,10 @@ private:
     bool m_readDirectly = true;
     int64_t m_directEntries = 0;
     std::vector<uint32_t> m_directFrames; // the frame dicts of the entry being read directly
+    // Texts of new strings under ignored keys, read directly: one arena string per distinct text.
+    uint32_t ignoredString(std::string_view text);
+    static constexpr size_t kMaxIgnoredStrings = 4096;
+    std::unordered_map<std::string, uint32_t> m_ignoredStrings;
     std::vector<uint32_t> m_frameRefs;    // internFrames' dict refs
     uint32_t m_streamingRef = UINT32_MAX;  // the list readItem saw last, and its entries (m_pending's)
     PendingTrace* m_streamingTrace = nullptr;

@@ -15,7 +15,7 @@ namespace op {
 constexpr int kFrame = 0x95, kMemoize = 0x94, kBinPut = 'q', kLongBinPut = 'r', kMark = '(', kSetItems = 'u',
               kBinGet = 'h', kLongBinGet = 'j', kEmptyDict = '}', kEmptyList = ']', kAppend = 'a', kAppends = 'e',
               kNone = 'N', kTrue = 0x88, kFalse = 0x89, kBinInt1 = 'K', kBinInt2 = 'M', kBinInt = 'J', kLong1 = 0x8a,
-              kBinFloat = 'G';
+              kBinFloat = 'G', kShortBinUnicode = 0x8c, kBinUnicode = 'X';
 }
 
 // A cursor over one entry's bytes. Every read is bounds-checked; running out is a reason to leave the
@@ -137,6 +137,30 @@ public:
         return integer(o, x, none);
     }
 
+    // A new string (SHORT_BINUNICODE, BINUNICODE): its bytes. Recent PyTorch writes one per entry for
+    // ignored keys such as compile_context ('N/A'), each a fresh object that the pickler memoizes.
+    bool newString(int o, std::string_view& s)
+    {
+        size_t n = 0;
+        if (o == op::kShortBinUnicode) {
+            if (!has(1))
+                return false;
+            n = *m_p++;
+        } else if (o == op::kBinUnicode) {
+            if (!has(4))
+                return false;
+            n = size_t(m_p[0]) | size_t(m_p[1]) << 8 | size_t(m_p[2]) << 16 | size_t(m_p[3]) << 24;
+            m_p += 4;
+        } else {
+            return false;
+        }
+        if (!has(n))
+            return false;
+        s = std::string_view(reinterpret_cast<const char*>(m_p), n);
+        m_p += n;
+        return true;
+    }
+
     // The memo slot a just-created object takes (MEMOIZE, or BINPUT/LONG_BINPUT naming the next free
     // slot); none when no memo opcode follows. False for a put elsewhere: left to the general reader.
     bool memoSlot(uint64_t nextIndex, bool& memoized)
@@ -173,6 +197,16 @@ private:
 };
 
 } // namespace
+
+uint32_t SnapshotDecoder::ignoredString(std::string_view text)
+{
+    if (auto it = m_ignoredStrings.find(std::string(text)); it != m_ignoredStrings.end())
+        return it->second;
+    const uint32_t ref = m_arena.addString(text);
+    if (m_ignoredStrings.size() < kMaxIgnoredStrings) // distinct texts are few (compile contexts); stay bounded
+        m_ignoredStrings.emplace(std::string(text), ref);
+    return ref;
+}
 
 SnapshotDecoder::PendingTrace* SnapshotDecoder::streaming(uint32_t listRef)
 {
@@ -291,10 +325,19 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
                 }
             }
             break;
-        case EntryKey::Ignored:
+        case EntryKey::Ignored: {
+            std::string_view text;
+            if (in.newString(o, text)) {
+                if (!in.memoSlot(memo.size() + puts.size(), memoized))
+                    return 0;
+                if (memoized) // shared: a later reference reads the same text, and a million 'N/A's cost one string
+                    puts.push_back(MemoPut{memo.size() + puts.size(), MemoSlot{ignoredString(text), PyKind::Str}});
+                break;
+            }
             if (!in.skipValue(o))
                 return 0;
             break;
+        }
         default: return 0; // an unknown key: the general reader names it in a warning
         }
     }

@@ -278,6 +278,43 @@ private slots:
         QVERIFY2(direct.error.find("closes a MARK over list items") != std::string::npos, direct.error.c_str());
     }
 
+    // Recent PyTorch writes compile_context and user_metadata as a fresh string object in every entry
+    // (memoized, never shared): the direct reader takes them in stride instead of handing every entry
+    // to the general reader, and a later reference to one of those strings still reads its text.
+    void freshStringsPerEntryReadDirectly()
+    {
+        auto s = [](const char* text) { return PyObj::str(text); };
+        const auto kAction = s("action"), kAddr = s("addr"), kSize = s("size"), kStream = s("stream"), kTime = s("time_us"),
+                   kFrames = s("frames"), kContext = s("compile_context"), kMeta = s("user_metadata");
+        const auto alloc = s("alloc"), freeCompleted = s("free_completed");
+        std::vector<PyObjPtr> entries;
+        PyObjPtr lastMeta;
+        for (int i = 0; i < 6000; ++i) {
+            lastMeta = PyObj::str(i % 2 ? "" : "step " + std::to_string(i / 100));
+            entries.push_back(PyObj::dict({{kAction, i % 2 ? freeCompleted : alloc},
+                                           {kAddr, PyObj::integer(0x7f0000000000 + int64_t(i / 2) * 512)},
+                                           {kSize, PyObj::integer(4096)},
+                                           {kStream, PyObj::integer(0)},
+                                           {kTime, PyObj::integer(1748730221115811 + i)},
+                                           {kContext, PyObj::str("N/A")},
+                                           {kMeta, lastMeta},
+                                           {kFrames, PyObj::list({})}}));
+        }
+        // The last string referenced again from outside the trace (memo sharing across the file).
+        const auto root = PyObj::dict({{s("segments"), PyObj::list({})},
+                                       {s("device_traces"), PyObj::list({PyObj::list(std::move(entries))})},
+                                       {s("extra"), lastMeta}});
+        std::ostringstream out;
+        writePickle(root, out, 4);
+        const Read direct = readPickle(out.str(), true);
+        const Read general = readPickle(out.str(), false);
+        QVERIFY2(direct.error.empty(), direct.error.c_str());
+        QVERIFY2(general.error.empty(), general.error.c_str());
+        QVERIFY2(direct.direct > 5990, qPrintable(QString::number(direct.direct)));
+        const QString diff = differences(*direct.trace, *general.trace);
+        QVERIFY2(diff.isEmpty(), qPrintable(diff));
+    }
+
     void corpusReadsAlike_data()
     {
         QTest::addColumn<QString>("file");
