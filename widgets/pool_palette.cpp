@@ -15,14 +15,20 @@ QColor PoolPalette::color(Pool pool) const
     switch (pool) {
     case Pool::Parameter:
         return QColor(0x00, 0x9e, 0x73); // bluish green
+    case Pool::CastCache:
+        return QColor(0x11, 0x77, 0x33); // dark green (Tol): weight-derived, beside the parameters
     case Pool::Gradient:
         return QColor(0xf0, 0xe4, 0x42); // yellow
     case Pool::OptimizerState:
         return QColor(0x00, 0x72, 0xb2); // blue
     case Pool::Activation:
         return QColor(0xd5, 0x5e, 0x00); // vermillion
+    case Pool::KvCache:
+        return QColor(0x88, 0x22, 0x55); // wine (Tol)
     case Pool::Temporary:
         return QColor(0xcc, 0x79, 0xa7); // reddish purple
+    case Pool::Workspace:
+        return QColor(0x99, 0x99, 0x33); // olive (Tol)
     case Pool::Input:
         return QColor(0x56, 0xb4, 0xe9); // sky blue
     case Pool::Other:
@@ -48,6 +54,8 @@ QString PoolPalette::label(Pool pool, bool classified)
         return QStringLiteral("allocated (unclassified)");
     if (pool == Pool::CachedFree)
         return QStringLiteral("cached free (reserved − allocated)");
+    if (pool == Pool::KvCache)
+        return QStringLiteral("KV cache");
     return QString::fromLatin1(poolName(pool).data(), qsizetype(poolName(pool).size())).replace(QLatin1Char('_'), QLatin1Char(' '));
 }
 

@@ -6,24 +6,34 @@
 
 namespace poolscope {
 
-// The pools PoolScope names. CachedFree is not an allocation pool: it is reserved - allocated
-// (the allocator's cache and fragmentation), shown on top of the stack in charts and reports.
+// The pools PoolScope names, in the order charts stack them (bottom to top) and tables list them.
+// CachedFree is not an allocation pool: it is reserved - allocated (the allocator's cache and
+// fragmentation), shown on top of the stack in charts and reports.
+// CastCache: autocast's cache of low-precision weight copies (at::autocast::cached_cast), kept until
+// autocast exits; it follows the parameters and the precision, not the micro-batch. KvCache: an
+// inference engine's attention key/value cache (vLLM, SGLang, Hugging Face caches), sized by the
+// engine's cache budget. Workspace: scratch that a library keeps per handle or communicator (cuBLAS,
+// cuDNN, NCCL), sized by the library's configuration.
 enum class Pool : uint8_t {
     Parameter,
+    CastCache,
     Gradient,
     OptimizerState,
+    KvCache,
     Activation,
     Temporary,
+    Workspace,
     Input,
     Other,
     Unknown,
     CachedFree,
 };
-constexpr size_t kPoolCount = 9;
-constexpr size_t kAllocationPoolCount = 8; // all but CachedFree
+constexpr size_t kPoolCount = 12;
+constexpr size_t kAllocationPoolCount = 11; // all but CachedFree
 
 constexpr std::array<std::string_view, kPoolCount> kPoolNames = {
-    "parameter", "gradient", "optimizer_state", "activation", "temporary", "input", "other", "unknown", "cached_free"};
+    "parameter", "cast_cache", "gradient", "optimizer_state", "kv_cache", "activation",
+    "temporary", "workspace",  "input",    "other",           "unknown",  "cached_free"};
 
 constexpr std::string_view poolName(Pool p) { return kPoolNames[size_t(p)]; }
 inline std::optional<Pool> parsePool(std::string_view name)

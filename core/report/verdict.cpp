@@ -25,6 +25,12 @@ std::string_view poolPhrase(Pool pool)
     switch (pool) {
     case Pool::Parameter:
         return "parameters";
+    case Pool::CastCache:
+        return "autocast's weight casts";
+    case Pool::KvCache:
+        return "the KV cache";
+    case Pool::Workspace:
+        return "library workspaces";
     case Pool::Gradient:
         return "gradients";
     case Pool::OptimizerState:
@@ -50,6 +56,17 @@ std::string_view poolAdvice(Pool pool)
     switch (pool) {
     case Pool::Parameter:
         return "shard them (ZeRO-3/FSDP), offload them, or hold them in lower precision (bf16, 8-bit, 4-bit)";
+    case Pool::CastCache:
+        return "autocast keeps a low-precision copy of every weight the forward used until autocast exits; hold the weights "
+               "in bf16 themselves (fp32 master copies in the optimizer), or pass cache_enabled=False to torch.autocast; the "
+               "micro-batch does not change it";
+    case Pool::KvCache:
+        return "lower the engine's cache budget (vLLM gpu_memory_utilization, max_model_len or max_num_seqs; SGLang "
+               "mem_fraction_static; Hugging Face generate: fewer new tokens or a quantized or offloaded cache); sharding the "
+               "weights does not shrink it";
+    case Pool::Workspace:
+        return "the libraries size these themselves (cuBLAS: CUBLAS_WORKSPACE_CONFIG, cuDNN: torch.backends.cudnn.benchmark, "
+               "NCCL: NCCL_BUFFSIZE); they are rarely the wall, so look at the next largest pool";
     case Pool::Gradient:
         return "shard them (ZeRO-2/FSDP) or keep them in lower precision; gradient accumulation does not shrink them";
     case Pool::OptimizerState:

@@ -37,9 +37,11 @@ constexpr size_t kMaxSizes = 256;
 constexpr int64_t kMinQuotientDim = 64;
 constexpr size_t kMinScoreTensors = 8;
 
+// Pools whose bytes follow the weights or a library's or engine's own budget, never the tokens.
 bool isWeightPool(Pool p)
 {
-    return p == Pool::Parameter || p == Pool::Gradient || p == Pool::OptimizerState;
+    return p == Pool::Parameter || p == Pool::CastCache || p == Pool::Gradient || p == Pool::OptimizerState ||
+           p == Pool::Workspace || p == Pool::KvCache;
 }
 
 Phase birthPhase(const Classification& c, size_t a)
