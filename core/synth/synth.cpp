@@ -89,7 +89,7 @@ SynthSizes synthSizes(const SynthModel& m)
     z.activationBytesPerLayer = ea * 16 * sbh + 2 * sbh + ea * 2 * scores + scores;
     std::vector<std::pair<int64_t, int64_t>> shapes; // rows, cols (cols 0: vector)
     shapes.push_back({m.vocab, h});
-    shapes.push_back({m.seq, h});
+    shapes.push_back({m.positions > 0 ? m.positions : m.seq, h});
     for (int l = 0; l < m.layers; ++l) {
         const std::pair<int64_t, int64_t> layer[] = {{h, 0}, {h, 0}, {3 * h, h}, {3 * h, 0}, {h, h}, {h, 0},
                                                      {h, 0}, {h, 0}, {4 * h, h}, {4 * h, 0}, {h, 4 * h}, {h, 0}};
@@ -266,7 +266,7 @@ void Generator::allocateParameters()
         return m_params.size() - 1;
     };
     m_headParams.push_back(add(m_model.vocab, h));
-    m_headParams.push_back(add(m_model.seq, h));
+    m_headParams.push_back(add(m_model.positions > 0 ? m_model.positions : m_model.seq, h));
     for (int l = 0; l < m_model.layers; ++l) {
         std::vector<size_t> ids;
         const std::pair<int64_t, int64_t> shapes[] = {{h, 0}, {h, 0}, {3 * h, h}, {3 * h, 0}, {h, h}, {h, 0},

@@ -26,6 +26,7 @@ struct SynthModel {
     int64_t seq = 1024;
     int64_t microBatch = 4;
     int64_t vocab = 50304;
+    int64_t positions = 0; // rows of the position embedding (max positions); 0: seq
     SynthDtype dtype = SynthDtype::Mixed;
     SynthOptimizer optimizer = SynthOptimizer::AdamW;
     int steps = 2;

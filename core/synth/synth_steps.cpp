@@ -122,8 +122,9 @@ void Generator::gradient(Param& p, SynthOp op)
     const StackId freeEngine = m_stacks.free(SynthSite::BackwardEngine);
     const int64_t bytes = p.numel * m_ep;
     if (p.grad != 0) {
-        // Already has a gradient this step (tied embedding): the new one is added in place.
-        temp(bytes, op, SynthSite::BackwardEngine);
+        // Already has a gradient this step (tied embedding): the node's output is added in place.
+        Tensor t = alloc(bytes, m_stacks.backwardAlloc(op), Pool::Temporary);
+        release(t, freeEngine);
         return;
     }
     if (m_model.dtype == SynthDtype::Mixed && p.cols > 0) {

@@ -3,6 +3,7 @@
 #include "core/util/units.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace poolscope {
@@ -42,29 +43,46 @@ int64_t sumSizes(const Plan& plan, const TraceModel& m, Pool pool, bool aliveAtE
     return s;
 }
 
+// b^i * s^j for each law.
+Ratio lawRatio(SizeLaw law, const Scenario& sc)
+{
+    Ratio r;
+    for (int i = 0; i < batchExponent(law); ++i)
+        r = r * sc.batchScale;
+    for (int j = 0; j < seqExponent(law); ++j)
+        r = r * sc.seqScale;
+    return r;
+}
+
 void applyBatch(const TraceModel& m, const Scenario& sc, Plan& plan)
 {
-    const Ratio linear = sc.batchScale * sc.seqScale;
-    const Ratio quadratic = sc.batchScale * sc.seqScale.squared();
+    constexpr size_t kLaws = 6;
+    std::array<Ratio, kLaws> ratio;
+    bool any = false;
+    for (size_t l = 0; l < kLaws; ++l) {
+        ratio[l] = lawRatio(SizeLaw(l), sc);
+        any |= !ratio[l].isOne();
+    }
     for (size_t a = 0; a < plan.size.size(); ++a) {
-        if (m.law[a] == SizeLaw::Linear)
-            plan.size[a] = linear.apply(plan.size[a]);
-        else if (m.law[a] == SizeLaw::Quadratic)
-            plan.size[a] = quadratic.apply(plan.size[a]);
+        plan.size[a] = ratio[size_t(m.law[a])].apply(plan.size[a]);
         if (m.pool[a] == Pool::Activation)
             plan.size[a] = sc.activationScale.apply(plan.size[a]);
     }
-    if (linear.isOne() && quadratic.isOne())
+    if (!any)
         return;
     if (m.linearBytes + m.quadraticBytes == 0) {
         plan.notes.push_back("nothing in this trace follows the batch: micro-batch and sequence changes have no effect here");
         return;
     }
+    const Ratio linear = ratio[size_t(SizeLaw::Linear)], quadratic = ratio[size_t(SizeLaw::Quadratic)];
     std::string note = "batch-dependent allocations (" + formatBytes(m.linearBytes + m.quadraticBytes) +
-                       " allocated over the trace): linear ones x" + linear.text();
+                       " allocated over the trace): x b*s ones x" + linear.text();
     if (m.quadraticBytes > 0)
         note += ", attention scores (" + formatBytes(m.quadraticBytes) + ") x" + quadratic.text();
-    note += "; parameters, gradients, optimizer state and parameter-shaped copies stay";
+    if (!sc.seqScale.isOne() && m.dims.seq > 0)
+        note += ", causal masks x" + ratio[size_t(SizeLaw::SeqSquared)].text() + " and position tensors x" +
+                ratio[size_t(SizeLaw::Seq)].text();
+    note += "; parameters, gradients, optimizer state and what is made from the weights stay";
     plan.notes.push_back(note);
 }
 

@@ -1,6 +1,7 @@
 #include "core/whatif/trace_model.h"
 
 #include "core/util/units.h"
+#include "core/whatif/size_laws.h"
 
 #include <algorithm>
 #include <cctype>
@@ -17,9 +18,15 @@ std::string_view sizeLawName(SizeLaw law)
     case SizeLaw::Fixed:
         return "fixed";
     case SizeLaw::Linear:
-        return "linear";
+        return "x b*s";
     case SizeLaw::Quadratic:
-        return "quadratic";
+        return "x b*s^2";
+    case SizeLaw::Batch:
+        return "x b";
+    case SizeLaw::Seq:
+        return "x s";
+    case SizeLaw::SeqSquared:
+        return "x s^2";
     }
     return "?";
 }
@@ -30,321 +37,6 @@ void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceMod
 void findReplayInputs(const Trace& trace, const DeviceTrace& dev, TraceModel& m);
 
 namespace {
-
-// e (bytes per element: 1, 2, 4, 8) times k (small multiples: fused q/k/v, gates, pairs).
-constexpr std::array<int64_t, 12> kWidthFactors = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
-constexpr size_t kMaxSizes = 256;
-constexpr int64_t kMinQuotientDim = 64;
-constexpr size_t kMinScoreTensors = 8;
-
-// Pools whose bytes follow the weights or a library's or engine's own budget, never the tokens.
-bool isWeightPool(Pool p)
-{
-    return p == Pool::Parameter || p == Pool::CastCache || p == Pool::Gradient || p == Pool::OptimizerState ||
-           p == Pool::Workspace || p == Pool::KvCache;
-}
-
-Phase birthPhase(const Classification& c, size_t a)
-{
-    return a < c.birthPhase.size() ? c.birthPhase[a] : Phase::Unknown;
-}
-
-// Model dimensions: parameter element counts (fp32 or 16-bit) and their quotients (a weight of
-// h x 4h over a norm of h gives 4h). Activations are tokens x these (times small factors).
-std::unordered_set<int64_t> modelDims(const std::vector<int64_t>& requested, const TraceModel& m,
-                                      std::unordered_set<int64_t>& paramSizes)
-{
-    // Only weights: a small lone "parameter" is as likely an input batch or a buffer kept since
-    // before recording, whose sizes would explain anything.
-    std::unordered_map<int64_t, int64_t> sizeCount;
-    for (size_t a = 0; a < m.allocationCount; ++a)
-        if (m.pool[a] == Pool::Parameter) {
-            ++sizeCount[requested[a]];
-            paramSizes.insert(requested[a]);
-        }
-    int64_t total = 0;
-    for (auto& [size, count] : sizeCount)
-        total += size * count;
-    // (bytes, count) of parameter sizes seen at least twice, or big enough to be a weight (a tied
-    // embedding is one tensor) rather than an input batch kept since before recording.
-    std::vector<std::pair<int64_t, int64_t>> repeated;
-    for (auto& [size, count] : sizeCount)
-        if (count >= 2 || size * 200 >= total)
-            repeated.emplace_back(size, count);
-    std::sort(repeated.begin(), repeated.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
-    if (repeated.size() > 64)
-        repeated.resize(64);
-    std::unordered_set<int64_t> dims{1};
-    for (auto& [size, count] : repeated) {
-        // Element counts in fp32, 16-bit, 8-bit, and 4-bit packed (two per byte, as bitsandbytes stores them).
-        dims.insert(size * 2);
-        for (int64_t e : {1, 2, 4})
-            if (size % e == 0 && size / e > 1)
-                dims.insert(size / e);
-        // A matrix over a vector of the same dtype names the matrix's other dimension (h x 4h over h
-        // gives 4h). Small ratios are just ratios between weights (2, 4, 8) and, times the
-        // element-size factors, would explain any power of two, the score matrix included.
-        for (auto& [other, count2] : repeated)
-            if (other < size && size % other == 0 && size / other >= kMinQuotientDim)
-                dims.insert(size / other);
-    }
-    return dims;
-}
-
-// width = e x k x d for a model dimension d > 1.
-bool explainedByDimension(int64_t width, const std::unordered_set<int64_t>& dims)
-{
-    for (int64_t f : kWidthFactors)
-        if (width % f == 0 && width / f > 1 && dims.count(width / f))
-            return true;
-    return false;
-}
-
-// Per-token scalars (dimension 1: losses, norms' statistics) are a plain element of 1 to 8 bytes.
-// They do not vote for the token unit (any T would explain a tensor of T elements).
-bool explained(int64_t width, const std::unordered_set<int64_t>& dims)
-{
-    return width <= 8 || explainedByDimension(width, dims);
-}
-
-// Parameters a buffer of `size` bytes could be a copy of: the same bytes (gradients, master
-// copies), a 16-bit cast of an fp32 weight (autocast), a 16- or 32-bit dequantisation of a 4-bit
-// packed weight (bitsandbytes). Other ratios collide with activations too often to be worth it.
-int64_t mirroredParameters(int64_t size, const std::unordered_map<int64_t, int64_t>& paramCount)
-{
-    int64_t n = 0;
-    auto add = [&](int64_t v) {
-        if (auto it = paramCount.find(v); it != paramCount.end())
-            n += it->second;
-    };
-    add(size);
-    add(size * 2);
-    for (int64_t k : {4, 8})
-        if (size % k == 0)
-            add(size / k);
-    return n;
-}
-
-// What the sizes say, kept between deciding which allocations follow the batch and, once the
-// layers are known, which of those are attention scores.
-struct SizeEvidence {
-    std::unordered_set<int64_t> dims;
-    std::vector<std::pair<int64_t, int64_t>> sizes; // (bytes of one allocation, bytes in all), largest first
-};
-
-SizeEvidence classifyLaws(const DeviceTrace& dev, const Classification& c, TraceModel& m)
-{
-    // Pre-existing allocations carry their block's rounded size; the final segments still know what
-    // was requested, which is what a parameter's copies and mirrors are sized after.
-    std::unordered_map<uint64_t, int64_t> blockRequested;
-    for (const auto& seg : dev.segments)
-        for (const auto& b : seg.blocks)
-            if (b.state != BlockState::Inactive && b.requestedSize > 0)
-                blockRequested.emplace(b.address, b.requestedSize);
-    std::vector<int64_t>& requested = m.requestedSize;
-    requested.resize(m.allocationCount);
-    for (size_t a = 0; a < m.allocationCount; ++a) {
-        const Allocation& al = dev.allocations[a];
-        auto it = al.preexisting() ? blockRequested.find(al.address) : blockRequested.end();
-        requested[a] = it != blockRequested.end() ? it->second : al.size;
-    }
-    std::unordered_set<int64_t> paramSizes;
-    const auto dims = modelDims(requested, m, paramSizes);
-    std::unordered_map<int64_t, int64_t> paramCount;
-    for (size_t a = 0; a < m.allocationCount; ++a)
-        if (m.pool[a] == Pool::Parameter)
-            ++paramCount[requested[a]];
-    // Fixed, or batch-dependent (decided below whether linear or quadratic).
-    for (size_t a = 0; a < m.allocationCount; ++a) {
-        const Allocation& al = dev.allocations[a];
-        const Pool p = m.pool[a];
-        const Phase birth = birthPhase(c, a);
-        bool fixed = isWeightPool(p) || birth == Phase::OptimizerStep || birth == Phase::ZeroGrad;
-        if (!fixed && a < c.rule.size() && c.rule[a] < c.rules.size()) {
-            const std::string& rule = c.rules[c.rule[a]].name;
-            fixed = rule.find("workspace") != std::string::npos || rule.find("cufft") != std::string::npos ||
-                    rule.find("collective") != std::string::npos;
-        }
-        if (!fixed && al.preexisting() && p != Pool::Input && p != Pool::Activation)
-            fixed = true;
-        m.law[a] = fixed ? SizeLaw::Fixed : SizeLaw::Linear;
-        if ((p == Pool::Temporary || p == Pool::Other || p == Pool::Unknown) && birth == Phase::OptimizerStep)
-            m.stepWorkspace[a] = 1;
-    }
-    // Parameter-shaped buffers follow the model, not the batch: autocast's weight casts (one per
-    // weight per forward), weight gradients in backward. An activation can have a weight's size by
-    // coincidence (tokens = 2h makes b*s*h*2 bytes an h x h fp32 weight), but not as many of them
-    // within one phase run as there are such weights.
-    const bool haveRuns = c.phases.run.size() == dev.eventCount();
-    std::map<std::pair<uint32_t, int64_t>, int64_t> perRun;
-    auto runOf = [&](const Allocation& al) { return haveRuns && !al.preexisting() ? c.phases.run[size_t(al.allocEvent)] : 0u; };
-    for (size_t a = 0; a < m.allocationCount; ++a)
-        if (m.law[a] != SizeLaw::Fixed && mirroredParameters(requested[a], paramCount) > 0)
-            ++perRun[{runOf(dev.allocations[a]), requested[a]}];
-    std::unordered_map<int64_t, int64_t> bytesBySize;
-    for (size_t a = 0; a < m.allocationCount; ++a) {
-        if (m.law[a] == SizeLaw::Fixed)
-            continue;
-        const int64_t mirrors = mirroredParameters(requested[a], paramCount);
-        if (mirrors > 0 && perRun[{runOf(dev.allocations[a]), requested[a]}] <= mirrors)
-            m.law[a] = SizeLaw::Fixed;
-        else
-            bytesBySize[dev.allocations[a].size] += dev.allocations[a].size;
-    }
-    SizeEvidence ev;
-    ev.dims = dims;
-    ev.sizes.assign(bytesBySize.begin(), bytesBySize.end());
-    std::sort(ev.sizes.begin(), ev.sizes.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
-    if (ev.sizes.size() > kMaxSizes)
-        ev.sizes.resize(kMaxSizes);
-    return ev;
-}
-
-// A score matrix exists once per attention layer: a family seen a few times is something else
-// (logits over a vocabulary no weight shows, shifted logits of s-1 tokens, a one-off buffer).
-bool oncePerLayer(const std::vector<size_t>& family, const TraceModel& m)
-{
-    if (family.size() < kMinScoreTensors)
-        return false;
-    std::vector<int64_t> savedPerPass(m.passes.size(), 0);
-    for (size_t a : family)
-        if (m.saved[a] && m.pass[a] >= 0)
-            ++savedPerPass[size_t(m.pass[a])];
-    return m.layersPerPass == 0 ||
-           std::any_of(savedPerPass.begin(), savedPerPass.end(), [&](int64_t n) { return n >= m.layersPerPass; });
-}
-
-// The s^2 term by sizes: allocations of T x e x W bytes whose width W no model dimension explains
-// (a*s for the score matrix). Empty when the sizes cannot tell (a*s a small multiple of h).
-std::vector<size_t> scoreTensorsBySize(const DeviceTrace& dev, const SizeEvidence& ev, TraceModel& m)
-{
-    const auto& dims = ev.dims;
-    const auto& sizes = ev.sizes;
-    if (dims.size() <= 1 || sizes.empty())
-        return {};
-    // T: the token unit that explains the most bytes as T x (model dimension) x (small factor).
-    std::unordered_set<int64_t> candidates;
-    for (size_t i = 0; i < std::min<size_t>(4, sizes.size()); ++i)
-        for (int64_t d : dims)
-            for (int64_t f : kWidthFactors)
-                if (sizes[i].first % (d * f) == 0)
-                    candidates.insert(sizes[i].first / (d * f));
-    int64_t bestT = 0, bestScore = -1;
-    for (int64_t t : candidates) {
-        if (t < 2)
-            continue;
-        int64_t score = 0;
-        for (auto& [size, bytes] : sizes)
-            if (size % t == 0 && explainedByDimension(size / t, dims))
-                score += bytes;
-        if (score > bestScore || (score == bestScore && t > bestT)) {
-            bestScore = score;
-            bestT = t;
-        }
-    }
-    if (bestT == 0)
-        return {};
-    m.tokenUnit = bestT;
-    // The score matrix: the most common width (by bytes) that no dimension explains; its 1-, 2-,
-    // 4- and 8-byte variants (masks, half-precision copies) belong to it too.
-    std::map<int64_t, int64_t> unexplained;
-    int64_t total = 0;
-    for (auto& [size, bytes] : sizes) {
-        total += bytes;
-        if (size % bestT == 0 && !explained(size / bestT, dims))
-            unexplained[size / bestT] += bytes;
-    }
-    int64_t modeWidth = 0, modeBytes = 0;
-    for (auto& [w, bytes] : unexplained)
-        if (bytes > modeBytes) {
-            modeBytes = bytes;
-            modeWidth = w;
-        }
-    auto inFamily = [&](int64_t size) {
-        if (modeWidth == 0 || size % bestT != 0)
-            return false;
-        const int64_t w = size / bestT;
-        for (int64_t k : {1, 2, 4, 8})
-            if (w == modeWidth * k || w * k == modeWidth)
-                return !explained(w, dims);
-        return false;
-    };
-    if (modeWidth == 0 || modeBytes * 100 < total)
-        return {};
-    std::vector<size_t> family;
-    for (size_t a = 0; a < m.allocationCount; ++a)
-        if (m.law[a] == SizeLaw::Linear && inFamily(dev.allocations[a].size))
-            family.push_back(a);
-    if (!oncePerLayer(family, m))
-        return {};
-    m.quadraticWidth = modeWidth;
-    return family;
-}
-
-// The s^2 term by frames: what softmax allocates (its output, the scores beside it, their dropout
-// masks and gradients) when the sizes alone cannot tell. The most common size among them (by bytes)
-// is the score matrix; half and double it are its other element sizes (masks, fp32 copies).
-std::vector<size_t> scoreTensorsByFrames(const Trace& trace, const DeviceTrace& dev, const TraceModel& m)
-{
-    std::vector<int8_t> softmaxStack(trace.frames.stackCount(), -1);
-    auto underSoftmax = [&](StackId st) {
-        if (!st.valid() || st.value >= softmaxStack.size())
-            return false;
-        int8_t& known = softmaxStack[st.value];
-        if (known < 0) {
-            known = 0;
-            for (FrameId f : trace.frames.stack(st)) {
-                std::string name = trace.frames.frame(f).name;
-                std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
-                if (name.find("softmax") != std::string::npos && name.find("log_softmax") == std::string::npos &&
-                    name.find("logsoftmax") == std::string::npos) {
-                    known = 1;
-                    break;
-                }
-            }
-        }
-        return known == 1;
-    };
-    std::unordered_map<int64_t, int64_t> bytes;
-    std::vector<size_t> candidates;
-    for (size_t a = 0; a < m.allocationCount; ++a)
-        if (m.law[a] == SizeLaw::Linear && underSoftmax(dev.allocations[a].stack)) {
-            candidates.push_back(a);
-            bytes[dev.allocations[a].size] += dev.allocations[a].size;
-        }
-    int64_t scores = 0, most = 0;
-    for (auto& [size, b] : bytes)
-        if (b > most || (b == most && size > scores)) {
-            most = b;
-            scores = size;
-        }
-    std::vector<size_t> family;
-    for (size_t a : candidates) {
-        const int64_t size = dev.allocations[a].size;
-        if (size == scores || size * 2 == scores || size == scores * 2)
-            family.push_back(a);
-    }
-    return oncePerLayer(family, m) ? family : std::vector<size_t>{};
-}
-
-void findScoreTensors(const Trace& trace, const DeviceTrace& dev, const SizeEvidence& ev, TraceModel& m)
-{
-    std::vector<size_t> family = scoreTensorsBySize(dev, ev, m);
-    if (family.empty()) {
-        family = scoreTensorsByFrames(trace, dev, m);
-        if (!family.empty())
-            m.scoresFromFrames = true;
-    }
-    if (family.empty()) {
-        m.notes.push_back("no attention-score matrices found (no activation is outside tokens x a model dimension, and "
-                          "none is softmax's): all taken as linear in the sequence length, as with FlashAttention");
-        return;
-    }
-    for (size_t a : family)
-        m.law[a] = SizeLaw::Quadratic;
-}
-
-
 
 OptimizerKind optimizerFromName(std::string_view name)
 {
@@ -461,6 +153,39 @@ void poolTotals(const DeviceTrace& dev, TraceModel& m)
     }
 }
 
+// Pre-existing allocations carry their block's rounded size; the final segments still know what
+// was requested, which is what a parameter's copies and mirrors are sized after.
+std::vector<int64_t> requestedSizes(const DeviceTrace& dev)
+{
+    std::unordered_map<uint64_t, int64_t> blockRequested;
+    for (const auto& seg : dev.segments)
+        for (const auto& b : seg.blocks)
+            if (b.state != BlockState::Inactive && b.requestedSize > 0)
+                blockRequested.emplace(b.address, b.requestedSize);
+    std::vector<int64_t> requested(dev.allocations.size());
+    for (size_t a = 0; a < requested.size(); ++a) {
+        const Allocation& al = dev.allocations[a];
+        auto it = al.preexisting() ? blockRequested.find(al.address) : blockRequested.end();
+        requested[a] = it != blockRequested.end() ? it->second : al.size;
+    }
+    return requested;
+}
+
+std::string lawNotes(const TraceModel& m)
+{
+    std::string out;
+    const RunDims& d = m.dims;
+    if (d.tokens > 0) {
+        out = "dimensions: tokens T = " + std::to_string(d.tokens) + " (" + d.tokensFrom + ")";
+        if (d.seq > 0)
+            out += ", s = " + std::to_string(d.seq) + " (" + d.seqFrom + ")" +
+                   (d.batch > 0 ? ", b = " + std::to_string(d.batch) : std::string());
+    } else {
+        out = "dimensions: no token count found (no parameters to explain the activations' sizes)";
+    }
+    return out;
+}
+
 } // namespace
 
 TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Classification& c)
@@ -474,11 +199,15 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
     else
         m.notes.push_back("no classification: every allocation is in the unknown pool");
     m.law.assign(n, SizeLaw::Fixed);
+    m.lawEvidence.assign(n, LawEvidence::Default);
+    m.precision.assign(n, OpPrecision::Unknown);
+    m.weightCast.assign(n, 0);
     m.pass.assign(n, -1);
     m.layer.assign(n, -1);
     m.saved.assign(n, 0);
     m.keptInput.assign(n, 0);
     m.stepWorkspace.assign(n, 0);
+    m.requestedSize = requestedSizes(dev);
 
     for (const auto& run : c.phases.runs) {
         m.hasBackward |= run.phase == Phase::Backward;
@@ -487,11 +216,9 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
             m.firstStepEvent = run.first;
         }
     }
-    const SizeEvidence evidence = classifyLaws(dev, c, m);
+    decideSizeLaws(trace, dev, c, stackFacts(trace.frames), m, [&] { findForwardPasses(dev, c, m); });
     poolTotals(dev, m);
     findOptimizer(trace, dev, m);
-    findForwardPasses(dev, c, m);
-    findScoreTensors(trace, dev, evidence, m);
     findReplayInputs(trace, dev, m);
     if (m.layersPerPass > 0) {
         // A layer's weights: each parameter size as many times as it occurs per layer (a norm's
@@ -509,25 +236,31 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
 
     for (size_t a = 0; a < n; ++a) {
         const int64_t size = dev.allocations[a].size;
-        if (m.law[a] == SizeLaw::Linear)
-            m.linearBytes += size;
-        else if (m.law[a] == SizeLaw::Quadratic)
-            m.quadraticBytes += size;
-        if (!m.saved[a])
+        if (m.law[a] == SizeLaw::Fixed)
             continue;
-        if (m.law[a] == SizeLaw::Linear)
-            m.linearSavedBytes += size;
-        else if (m.law[a] == SizeLaw::Quadratic)
-            m.quadraticSavedBytes += size;
+        (m.law[a] == SizeLaw::Quadratic ? m.quadraticBytes : m.linearBytes) += size;
+        if (m.saved[a])
+            (m.law[a] == SizeLaw::Quadratic ? m.quadraticSavedBytes : m.linearSavedBytes) += size;
     }
+    m.notes.push_back(lawNotes(m));
     if (m.quadraticBytes > 0) {
         const int64_t savedTotal = m.linearSavedBytes + m.quadraticSavedBytes;
-        m.notes.push_back("attention scores: " + formatBytes(m.quadraticSavedBytes) + " of " + formatBytes(savedTotal) +
-                          " saved activations are b*a*s*s tensors (" +
-                          (m.scoresFromFrames ? std::string("softmax's, as the frames say; the sizes alone could not tell")
-                                              : "sized " + std::to_string(m.quadraticWidth) +
-                                                    " bytes per token unit, a width no parameter dimension explains") +
-                          "); they scale with s^2, the rest with s");
+        m.notes.push_back("attention scores: " + formatBytes(m.quadraticBytes) + " allocated over the trace (" +
+                          formatBytes(m.quadraticSavedBytes) + " of " + formatBytes(savedTotal) +
+                          " saved activations) are b*a*s*s tensors, found by " + m.dims.scoresFrom +
+                          " and the operators and attention code that make them; they scale with b*s^2, the rest with b*s");
+    } else {
+        m.notes.push_back("no attention-score matrices found (no softmax, no width outside tokens x a model dimension): "
+                          "all taken as linear in the sequence length, as with FlashAttention");
+    }
+    if (m.ambiguousBytes > 0) {
+        std::string sites;
+        for (size_t i = 0; i < m.ambiguous.size() && i < 3; ++i)
+            sites += (i ? "; " : "") + m.ambiguous[i].site + " (" + std::to_string(m.ambiguous[i].count) + "x, " +
+                     formatBytes(m.ambiguous[i].bytes) + ")";
+        m.notes.push_back("ambiguous: " + formatBytes(m.ambiguousBytes) +
+                          " allocated over the trace fit both b*s and b*s^2 and nothing in their frames decided: taken as b*s. "
+                          "Largest: " + sites);
     }
     return m;
 }

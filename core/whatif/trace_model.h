@@ -2,6 +2,7 @@
 #include "core/classify/classifier.h"
 #include "core/model/trace.h"
 #include "core/whatif/scenario.h"
+#include "core/whatif/stack_facts.h"
 
 #include <cstdint>
 #include <string>
@@ -9,10 +10,39 @@
 
 namespace poolscope {
 
-// How an allocation's bytes follow the tokens of a micro-batch (b sequences of s tokens).
+// How an allocation's bytes follow the micro-batch b and the sequence length s: bytes = c * b^i * s^j.
 // Korthikanti et al.: activations are s*b*h*(34 + 5*a*s/h) bytes per layer; the 5as/h part is the
-// attention-score matrix (b*a*s*s elements), quadratic in s.
-enum class SizeLaw : uint8_t { Fixed, Linear, Quadratic };
+// attention-score matrix (b*a*s*s elements), quadratic in s. Linear: the tokens b*s (most activations);
+// Quadratic: b*s^2 (scores); SeqSquared: s^2 (a causal mask shared by the batch); Seq: s (position ids,
+// position embeddings broadcast over the batch); Batch: b (one value per sequence).
+enum class SizeLaw : uint8_t { Fixed, Linear, Quadratic, Batch, Seq, SeqSquared };
+int batchExponent(SizeLaw law);
+int seqExponent(SizeLaw law);
+
+// Why an allocation got its law, strongest first: its pool or phase, being made from a weight (a
+// cast, a weight's gradient on its way into .grad, a dequantised weight), the run's dimensions
+// (only one law explains its size), the frames of the code that made it, the law its call site
+// follows elsewhere, the law of the tensors its life overlaps, or nothing (a default, reported).
+enum class LawEvidence : uint8_t { Pool, Phase, WeightOrigin, Dimensions, Frames, CallSite, Neighbours, Default };
+std::string_view lawEvidenceName(LawEvidence e);
+
+// The run's dimensions as the trace shows them (0: not found).
+struct RunDims {
+    int64_t tokens = 0;     // T = b*s (up to a factor the sizes cannot tell apart)
+    int64_t seq = 0;        // s, from a causal mask (s*s) or position ids (s)
+    int64_t batch = 0;      // b = T / s when both are known
+    int64_t scoreWidth = 0; // bytes per token of one attention-score tensor (a*s*e)
+    std::string tokensFrom, seqFrom, scoresFrom; // the evidence, for the notes
+};
+
+// Allocations that more than one law explains and no evidence decided, grouped by call site.
+struct AmbiguousSite {
+    std::string site;  // the call site (file:line function) or the operator
+    SizeLaw chosen = SizeLaw::Linear;
+    SizeLaw other = SizeLaw::Quadratic;
+    int64_t count = 0;
+    int64_t bytes = 0; // summed over its allocations
+};
 
 // One layer of one forward pass: the unit of checkpointing and of FSDP wrapping.
 struct LayerSpan {
@@ -38,6 +68,13 @@ struct TraceModel {
     size_t allocationCount = 0;
     std::vector<Pool> pool;            // per allocation (Unknown where the classification has none)
     std::vector<SizeLaw> law;          // per allocation
+    std::vector<LawEvidence> lawEvidence; // per allocation: why that law
+    std::vector<OpPrecision> precision; // per allocation: how autocast treats the operator that made it
+    std::vector<uint8_t> weightCast;    // per allocation: an autocast cast of a weight (the cast cache)
+    RunDims dims;
+    std::vector<AmbiguousSite> ambiguous; // largest first
+    int64_t ambiguousBytes = 0;
+    bool autocastSeen = false;          // the trace ran under autocast (its frames say so)
     std::vector<int64_t> requestedSize; // per allocation: what was asked for (pre-existing ones: from the final blocks)
     std::vector<int32_t> pass;         // forward pass of a saved activation, -1 otherwise
     std::vector<int32_t> layer;        // its layer within the pass, -1 outside the layers
@@ -47,11 +84,6 @@ struct TraceModel {
     std::vector<ForwardPass> passes;
     int layersPerPass = 0;
 
-    // Size evidence for the s^2 term: allocations are T*e*W bytes (T tokens, e bytes per element,
-    // W features); W that no model dimension explains (a*s for the score matrix) are quadratic.
-    int64_t tokenUnit = 0;       // T (as found, up to a power of two), 0 when not found
-    int64_t quadraticWidth = 0;  // e*W of the score matrix at its most common element size
-    bool scoresFromFrames = false; // the sizes could not tell; softmax's frames did
     int64_t linearSavedBytes = 0, quadraticSavedBytes = 0; // saved activations of every pass, by law
     int64_t linearBytes = 0, quadraticBytes = 0;           // every batch-dependent allocation, by law
 

@@ -162,7 +162,7 @@ void TestWhatIfEngine::modelFindsLayersAndScores()
     QCOMPARE(m.recordedOptimizer, OptimizerKind::AdamW);
     QCOMPARE(m.stateBytesPerParam, 8);
     QCOMPARE(m.parameterBytes, t.parameterBytes);
-    QVERIFY(m.quadraticWidth > 0);
+    QVERIFY(m.dims.scoreWidth > 0);
     const int64_t scores = spec.batch * spec.heads * spec.seq * spec.seq;
     int quadratic = 0;
     for (size_t a = 0; a < dev.allocations.size(); ++a) {

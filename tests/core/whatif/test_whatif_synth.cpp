@@ -63,7 +63,7 @@ void TestWhatIfSynth::initTestCase()
     QCOMPARE(m_base.model.recordedOptimizer, OptimizerKind::AdamW);
     // a*s = 4h here: only softmax's frames tell the score matrices from the MLP's activations.
     QVERIFY(m_base.model.quadraticBytes > 0);
-    QVERIFY(m_base.model.scoresFromFrames);
+    QCOMPARE(m_base.model.dims.scoresFrom, std::string("softmax's output"));
 }
 
 void TestWhatIfSynth::identity()
