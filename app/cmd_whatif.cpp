@@ -78,6 +78,17 @@ Scenario scenarioFrom(Args& args)
     }
     s.ranks = args.intOption("--ranks", s.sharding == ShardingKind::None ? 1 : 8);
     s.offloadOptimizer = args.flag("--offload-optimizer");
+    if (auto a = args.option("--autocast")) {
+        const auto k = parseAutocast(*a);
+        if (!k)
+            throw UsageError("--autocast expects bf16, fp16 or off, got '" + *a + "'");
+        s.autocast = *k;
+    }
+    if (args.option("--trainable"))
+        s.trainable = ratioOption(args, "--trainable");
+    if (auto f = args.option("--freeze"))
+        s.freeze = *f;
+    s.accumulate = args.intOption("--accumulate", 1);
     if (auto c = args.option("--capacity")) {
         const int64_t bytes = parseBytes(*c);
         if (bytes <= 0)
@@ -150,8 +161,10 @@ const CommandRegistrar kRegister(
     {"whatif",
      "whatif FILE [--device N] [--batch-scale X] [--activation-scale X] [--seq-scale X] [--checkpoint [full|selective|sqrt]] "
      "[--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor|adam8bit] [--zero 1|2|3 | --fsdp full|grad-op|hybrid] "
-     "[--ranks N] [--offload-optimizer] [--capacity 80GiB] [--json]",
-     "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer or sharding", runWhatIfCommand});
+     "[--ranks N] [--offload-optimizer] [--autocast bf16|fp16|off] [--trainable 0.1 | --freeze PATTERN] [--accumulate K] "
+     "[--capacity 80GiB] [--json]",
+     "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer, sharding, precision, "
+     "trainable share or gradient accumulation", runWhatIfCommand});
 
 } // namespace
 } // namespace poolscope::app

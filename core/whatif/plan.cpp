@@ -11,6 +11,10 @@ namespace poolscope {
 // Defined in plan_units.cpp: the transforms that follow the layers (sharding units, checkpoints).
 void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan);
 void applyCheckpointing(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan);
+// Defined in plan_training.cpp and plan_precision.cpp.
+void applyTrainable(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan);
+void applyAccumulate(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan);
+void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan);
 
 namespace {
 
@@ -209,7 +213,7 @@ int64_t optimizerWorkspaceBytesPerParam(OptimizerKind kind)
     }
 }
 
-Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario)
+Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario, const FrameTable* frames)
 {
     Plan plan;
     const size_t n = dev.allocations.size();
@@ -220,8 +224,14 @@ Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& 
     if (scenario.isIdentity())
         return plan;
     plan.identity = false;
-    applyBatch(model, scenario, plan);
+    // Gradient accumulation runs each pass on 1/K of the micro-batch.
+    Scenario perPass = scenario;
+    perPass.batchScale = scenario.batchScale * Ratio{1, std::max(1, scenario.accumulate)};
+    applyBatch(model, perPass, plan);
+    applyAutocast(dev, model, scenario, plan);
     applyOptimizer(dev, model, scenario, plan);
+    applyTrainable(dev, model, scenario, frames, plan);
+    applyAccumulate(dev, model, scenario, plan);
     applySharding(dev, model, scenario, plan);
     applyOffload(model, scenario, plan);
     applyCheckpointing(dev, model, scenario, plan);

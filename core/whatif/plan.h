@@ -33,7 +33,8 @@ struct Plan {
     std::vector<std::string> notes; // what the transform assumed
 };
 
-Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario);
+// `frames`: the trace's frame table, for --freeze (which matches the gradients' frames).
+Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario, const FrameTable* frames = nullptr);
 
 // Optimizer arithmetic, exposed for tests. Bytes of state for one parameter tensor of `numel`
 // fp32 elements (AdamW 8 B each; SGD 0; momentum and Lion 4; Adafactor factored: (rows + cols)

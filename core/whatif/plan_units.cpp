@@ -85,6 +85,10 @@ void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                        " ranks: optimizer state and step scratch / " + std::to_string(sc.ranks);
 
     if (stage >= 2) {
+        // Gradients held across accumulation's micro-steps are this rank's shards.
+        for (auto& e : plan.extras)
+            if (e.pool == Pool::Gradient)
+                e.size = shard.apply(e.size);
         std::vector<EventIndex> boundaries;
         for (const auto& pass : m.passes)
             for (const auto& span : pass.layers)
@@ -193,10 +197,41 @@ void applyCheckpointing(const DeviceTrace& dev, const TraceModel& m, const Scena
             }
         }
     }
+    // Autocast's weight casts made inside a checkpointed segment are saved by nothing: the cast
+    // cache holds them until the forward's autocast region ends, and the recompute in backward
+    // makes them again for its segment.
+    int64_t castsFreed = 0;
+    for (size_t p = 0; p < m.passes.size() && !selective; ++p) {
+        const ForwardPass& pass = m.passes[p];
+        const size_t L = pass.layers.size();
+        if (L == 0)
+            continue;
+        const size_t k = sc.checkpoint == CheckpointKind::Sqrt ? size_t(std::ceil(std::sqrt(double(L)))) : 1;
+        for (size_t a = 0; a < allocs.size(); ++a) {
+            if (!m.weightCast[a] || plan.size[a] == 0 || allocs[a].preexisting())
+                continue;
+            const EventIndex born = allocs[a].allocEvent, freed = allocs[a].freeCompletedEvent;
+            if (born < pass.layers.front().forwardBegin || born > pass.layers.back().forwardEnd || (freed != kNoEvent && freed <= pass.end))
+                continue;
+            size_t layer = 0;
+            while (layer + 1 < L && pass.layers[layer + 1].forwardBegin <= born)
+                ++layer;
+            const size_t last = std::min(L, (layer / k + 1) * k) - 1;
+            plan.earlyFree[a] = pass.end;
+            castsFreed += plan.size[a];
+            const EventIndex recomputeAt = pass.layers[last].backwardBegin;
+            if (recomputeAt != kNoEvent && freed != kNoEvent && recomputeAt <= freed)
+                plan.extras.push_back({before(recomputeAt), freed, plan.size[a], allocs[a].stream, m.pool[a]});
+        }
+    }
     if (m.layersPerPass == 0) {
-        plan.notes.push_back("checkpointing needs the forward pass's layers, and none were found: not applied");
+        plan.notes.push_back("checkpointing needs the forward pass's repeated units, and none were found: not applied. Record "
+                             "with the capture helper's units= (resources/capture/poolscope_capture.py) to mark them");
         return;
     }
+    if (castsFreed > 0)
+        plan.notes.push_back("autocast's weight casts of the checkpointed segments (" + formatBytes(castsFreed) +
+                             ") are dropped when the forward's autocast region ends and made again by the recompute");
     std::string what = selective ? "selective checkpointing: the attention-score tensors of each layer are not kept"
                                  : "checkpointing " + std::string(checkpointName(sc.checkpoint)) + " (segments of " +
                                        std::to_string(segmentLayers) + " layer" + (segmentLayers > 1 ? "s" : "") +

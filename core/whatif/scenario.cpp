@@ -6,6 +6,7 @@
 #include <charconv>
 #include <limits>
 #include <numeric>
+#include <regex>
 
 namespace poolscope {
 namespace {
@@ -40,6 +41,7 @@ constexpr std::array<std::string_view, 8> kOptimizerNames = {"keep", "adamw", "a
 constexpr std::array<std::string_view, 7> kShardingNames = {"none", "zero-1", "zero-2", "zero-3",
                                                             "fsdp-full", "fsdp-grad-op", "fsdp-hybrid"};
 constexpr std::array<std::string_view, 4> kCheckpointNames = {"none", "full", "selective", "sqrt"};
+constexpr std::array<std::string_view, 4> kAutocastNames = {"keep", "bf16", "fp16", "off"};
 
 } // namespace
 
@@ -113,6 +115,18 @@ std::optional<Ratio> parseRatio(std::string_view text)
 std::string_view optimizerName(OptimizerKind k) { return kOptimizerNames[size_t(k)]; }
 std::string_view shardingName(ShardingKind k) { return kShardingNames[size_t(k)]; }
 std::string_view checkpointName(CheckpointKind k) { return kCheckpointNames[size_t(k)]; }
+std::string_view autocastName(AutocastKind k) { return kAutocastNames[size_t(k)]; }
+
+std::optional<AutocastKind> parseAutocast(std::string_view name)
+{
+    if (name == "bf16" || name == "bfloat16")
+        return AutocastKind::Bf16;
+    if (name == "fp16" || name == "float16" || name == "half")
+        return AutocastKind::Fp16;
+    if (name == "off" || name == "fp32" || name == "none" || name == "float32")
+        return AutocastKind::Off;
+    return std::nullopt;
+}
 
 std::optional<OptimizerKind> parseOptimizer(std::string_view name)
 {
@@ -159,7 +173,8 @@ std::optional<ShardingKind> parseFsdp(std::string_view mode)
 bool Scenario::isIdentity() const
 {
     return batchScale.isOne() && seqScale.isOne() && activationScale.isOne() && checkpoint == CheckpointKind::None &&
-           optimizer == OptimizerKind::Keep && sharding == ShardingKind::None && !offloadOptimizer;
+           optimizer == OptimizerKind::Keep && sharding == ShardingKind::None && !offloadOptimizer &&
+           autocast == AutocastKind::Keep && trainable.isOne() && freeze.empty() && accumulate == 1;
 }
 
 std::string Scenario::validate() const
@@ -167,6 +182,19 @@ std::string Scenario::validate() const
     for (const Ratio* r : {&batchScale, &seqScale, &activationScale})
         if (!inRange(*r))
             return "scale factors must lie between 1/4096 and 4096";
+    if (!inRange(trainable) || trainable.num > trainable.den)
+        return "--trainable must be a fraction of the parameters between 1/4096 and 1";
+    if (!trainable.isOne() && !freeze.empty())
+        return "--trainable and --freeze exclude each other";
+    if (accumulate < 1 || accumulate > 4096)
+        return "--accumulate must be between 1 and 4096 micro-steps";
+    if (!freeze.empty()) {
+        try {
+            std::regex re(freeze.front() == '!' ? freeze.substr(1) : freeze);
+        } catch (const std::regex_error&) {
+            return "--freeze expects a regular expression over the gradients' frames, got '" + freeze + "'";
+        }
+    }
     if (ranks < 1 || ranks > 65536)
         return "--ranks must be between 1 and 65536";
     if (ranks > 1 && sharding == ShardingKind::None)
@@ -194,6 +222,14 @@ std::string Scenario::describe() const
         add(std::string(shardingName(sharding)) + " on " + std::to_string(ranks) + " ranks");
     if (offloadOptimizer)
         add("optimizer offloaded to CPU");
+    if (autocast != AutocastKind::Keep)
+        add(autocast == AutocastKind::Off ? std::string("autocast off (fp32)") : "autocast " + std::string(autocastName(autocast)));
+    if (!trainable.isOne())
+        add("trainable x" + trainable.text());
+    if (!freeze.empty())
+        add("frozen '" + freeze + "'");
+    if (accumulate > 1)
+        add("gradient accumulation over " + std::to_string(accumulate) + " micro-steps");
     if (out.empty())
         out = "as recorded";
     if (capacity)

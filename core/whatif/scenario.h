@@ -29,6 +29,9 @@ std::optional<Ratio> parseRatio(std::string_view text);
 enum class OptimizerKind : uint8_t { Keep, AdamW, Adam, Sgd, SgdMomentum, Lion, Adafactor, Adam8bit };
 enum class ShardingKind : uint8_t { None, Zero1, Zero2, Zero3, FsdpFull, FsdpGradOp, FsdpHybrid };
 enum class CheckpointKind : uint8_t { None, Full, Selective, Sqrt };
+// Autocast's compute type: Keep (as recorded), Bf16 / Fp16 (autocast on: matmuls in 16 bits, the
+// weight-cast cache, fp32 master weights), Off (autocast off: everything in the weights' fp32).
+enum class AutocastKind : uint8_t { Keep, Bf16, Fp16, Off };
 
 std::string_view optimizerName(OptimizerKind k); // "adamw", "sgd-momentum", ... ("keep" for Keep)
 std::optional<OptimizerKind> parseOptimizer(std::string_view name);
@@ -37,6 +40,8 @@ std::string_view checkpointName(CheckpointKind k);
 std::optional<CheckpointKind> parseCheckpoint(std::string_view name); // full|selective|sqrt
 std::optional<ShardingKind> parseZeroStage(std::string_view stage);   // 1|2|3
 std::optional<ShardingKind> parseFsdp(std::string_view mode);         // full|grad-op|hybrid
+std::string_view autocastName(AutocastKind k);                         // "bf16", "fp16", "off" ("keep")
+std::optional<AutocastKind> parseAutocast(std::string_view name);     // bf16|fp16|off (also fp32, none)
 
 // "What if I ..." as knobs. The default value of every knob means "as recorded", so a
 // default-constructed Scenario is the identity: its replay must reproduce the trace.
@@ -49,6 +54,11 @@ struct Scenario {
     ShardingKind sharding = ShardingKind::None;
     int ranks = 1; // data-parallel ranks Nd (hybrid: ranks of one shard group)
     bool offloadOptimizer = false;
+    AutocastKind autocast = AutocastKind::Keep;
+    Ratio trainable;         // fraction of each weight's gradient and optimizer state kept (LoRA-like adapters)
+    std::string freeze;      // a regular expression over the stacks that made the gradients: those are frozen
+                             // (a leading '!' freezes the ones it does not match)
+    int accumulate = 1;      // gradient accumulation: micro-batch / K, K forward/backward passes per step
     std::optional<int64_t> capacity; // device bytes; nullopt: the recorded OOM's, if any
 
     bool isIdentity() const;

@@ -113,6 +113,7 @@ public:
 
     void decideFixed();
     void decideTokens();
+    void findMatrices();
 
 private:
     const StackFacts& facts(size_t a) const
@@ -136,6 +137,7 @@ private:
     bool tokensExplained(int64_t bytes) const;
     bool scoreEvidence(size_t a) const;
     bool maskLine(size_t a) const;
+    bool outsideAttention(size_t a) const;
     void callSiteVotes(std::vector<size_t>& pending);
     void neighbourVotes(std::vector<size_t>& pending);
     void inputVotes(std::vector<size_t>& pending);
@@ -160,9 +162,11 @@ void LawDecider::decideFixed()
 {
     const size_t n = m_m.allocationCount;
     m_undecided.assign(n, 0);
+    m_m.gradSource.assign(n, -1);
     for (size_t a = 0; a < n; ++a)
         if (m_m.pool[a] == Pool::Parameter)
             ++m_paramCount[size(a)];
+    m_dims = modelDims(m_paramCount, m_vectors);
     const bool haveRuns = m_c.phases.run.size() == m_dev.eventCount();
     // Autocast casts that mirror a weight: at most one per weight of that size per forward run.
     std::map<std::pair<uint32_t, int64_t>, int64_t> castsPerRun;
@@ -248,8 +252,10 @@ void LawDecider::decideFixed()
                 (best == SIZE_MAX || al.freeCompletedEvent < m_dev.allocations[best].freeCompletedEvent))
                 best = a;
         }
-        if (best != SIZE_MAX)
+        if (best != SIZE_MAX) {
             set(best, SizeLaw::Fixed, LawEvidence::WeightOrigin);
+            m_m.gradSource[gi] = int32_t(best);
+        }
     }
     // Stackless traces (Kineto without stacks, frames not recorded): a buffer that mirrors a
     // parameter's bytes follows the model when there are no more of them per phase run than weights.
@@ -266,7 +272,6 @@ void LawDecider::decideFixed()
 // T: the token unit that explains the most bytes as T x (model dimension) x (small factor).
 void LawDecider::findTokens()
 {
-    m_dims = modelDims(m_paramCount, m_vectors);
     std::unordered_map<int64_t, int64_t> bytesBySize;
     for (size_t a = 0; a < m_m.allocationCount; ++a)
         if (open(a))
@@ -516,6 +521,22 @@ bool LawDecider::scoreEvidence(size_t a) const
     return false;
 }
 
+// Where the trace shows its attention code (softmax in a Python function), Python code elsewhere
+// (an MLP's projections of the same bytes) makes no scores.
+bool LawDecider::outsideAttention(size_t a) const
+{
+    const StackFacts& f = facts(a);
+    if (m_softmaxLines.empty() || !f.has(StackFacts::Python) || f.has(StackFacts::AttentionCode) || !f.userFrame)
+        return false;
+    const Frame& here = m_trace.frames.frame(f.userFrame);
+    for (auto& [frame, line] : m_softmaxLines) {
+        const Frame& there = m_trace.frames.frame(frame);
+        if (there.filename == here.filename && there.name == here.name && std::abs(there.line - here.line) <= 6)
+            return false;
+    }
+    return true;
+}
+
 // A causal mask: made by a comparison or a triangle, or converted on a line beside one.
 bool LawDecider::maskLine(size_t a) const
 {
@@ -661,7 +682,8 @@ void LawDecider::decideTokens()
             if (scoreEvidence(a)) {
                 set(a, SizeLaw::Quadratic, LawEvidence::Frames);
                 ++scoreTensors;
-            } else if (f.has(StackFacts::LinearOp) || f.has(StackFacts::Embedding) || f.has(StackFacts::LogSoftmax)) {
+            } else if (f.has(StackFacts::LinearOp) || f.has(StackFacts::Embedding) || f.has(StackFacts::LogSoftmax) ||
+                       outsideAttention(a)) {
                 set(a, SizeLaw::Linear, LawEvidence::Frames);
             } else {
                 pending.push_back(a);
@@ -713,6 +735,24 @@ void LawDecider::decideTokens()
     std::sort(m_m.ambiguous.begin(), m_m.ambiguous.end(), [](auto& x, auto& y) { return x.bytes > y.bytes; });
 }
 
+// Weight matrices (no vector: a norm's or a bias's weight is used elementwise, autocast casts only
+// what a matmul takes): those that repeat once per unit, and the rest.
+void LawDecider::findMatrices()
+{
+    const int L = m_m.layersPerPass;
+    for (auto& [bytes, count] : m_paramCount) {
+        if (m_vectors.count(bytes) || bytes < 4096)
+            continue;
+        const int64_t perUnit = L > 0 ? count / L : 0;
+        for (int64_t i = 0; i < perUnit; ++i)
+            m_m.unitMatrices.push_back(bytes);
+        for (int64_t i = 0; i < count - perUnit * std::max(L, 1); ++i)
+            m_m.otherMatrices.push_back(bytes);
+    }
+    std::sort(m_m.unitMatrices.begin(), m_m.unitMatrices.end());
+    std::sort(m_m.otherMatrices.begin(), m_m.otherMatrices.end());
+}
+
 } // namespace
 
 int batchExponent(SizeLaw law)
@@ -757,6 +797,7 @@ void decideSizeLaws(const Trace& trace, const DeviceTrace& dev, const Classifica
     if (findLayers)
         findLayers();
     d.decideTokens();
+    d.findMatrices();
 }
 
 } // namespace poolscope

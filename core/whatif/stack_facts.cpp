@@ -96,6 +96,11 @@ bool isMaskOp(std::string_view op)
     return opIn(op, kMask);
 }
 
+bool isPythonSource(std::string_view file)
+{
+    return file.ends_with(".py") || file.ends_with(".pyx") || (!file.empty() && file.front() == '<');
+}
+
 bool isLibraryFile(std::string_view file)
 {
     return contains(file, "site-packages/") || contains(file, "dist-packages/") || contains(file, "/torch/") ||
@@ -120,6 +125,9 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
         const Frame& fr = frames.frame(fid);
         const std::string_view name = fr.name;
         if (fr.isPython()) {
+            // The interpreter's own C files carry line numbers too (Objects/methodobject.c:537).
+            if (!isPythonSource(fr.filename))
+                continue;
             f.flags |= StackFacts::Python;
             if (!f.userFrame && !fr.filename.empty() && !isLibraryFile(fr.filename))
                 f.userFrame = fid;

@@ -75,6 +75,9 @@ struct TraceModel {
     std::vector<AmbiguousSite> ambiguous; // largest first
     int64_t ambiguousBytes = 0;
     bool autocastSeen = false;          // the trace ran under autocast (its frames say so)
+    std::vector<int32_t> gradSource;    // per Gradient allocation: the transient AccumulateGrad cloned it from, or -1
+    std::vector<int64_t> unitMatrices;  // weight matrices (bytes) of one repeated unit: what autocast casts per unit
+    std::vector<int64_t> otherMatrices; // weight matrices outside the units (embeddings, heads)
     std::vector<int64_t> requestedSize; // per allocation: what was asked for (pre-existing ones: from the final blocks)
     std::vector<int32_t> pass;         // forward pass of a saved activation, -1 otherwise
     std::vector<int32_t> layer;        // its layer within the pass, -1 outside the layers

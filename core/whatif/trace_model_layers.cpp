@@ -1,7 +1,9 @@
-// Forward passes and their layers. A transformer's forward runs the same block L times, so the
-// activations it keeps for backward repeat: the same (stack, size) appears L times per pass (or a
-// multiple of L). The most common repeat count is L; the earliest-born key that repeats exactly L
-// times marks where each layer begins.
+// Forward passes and their repeated units. A model runs the same block L times (transformer layers,
+// a GNN's message-passing steps, UNet blocks, experts: a module called in a loop), so the call
+// sites of its forward repeat: the same stack appears L times per pass (or a multiple of L). The
+// most common repeat count is L; the earliest call site that repeats exactly L times, spread over
+// the pass, marks where each unit begins. Keyed by the stack alone, a unit whose sizes change from
+// one call to the next (a UNet's resolutions, an expert's share of the tokens) still repeats.
 #include "core/whatif/trace_model.h"
 
 #include "core/util/units.h"
@@ -15,7 +17,8 @@ namespace {
 
 uint64_t keyOf(const Allocation& a)
 {
-    return (uint64_t(a.stack.value) << 40) ^ uint64_t(a.size);
+    // Without frames the size has to stand in for the call site.
+    return a.stack.valid() ? uint64_t(a.stack.value) : (uint64_t(1) << 63) ^ uint64_t(a.size);
 }
 
 struct PassRange {
@@ -47,11 +50,16 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
     return out;
 }
 
-void findLayers(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, ForwardPass& pass, int passNo, TraceModel& m)
+// `all`: every allocation of the pass that follows the batch, `savedIdx`: those kept past it.
+void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const std::vector<size_t>& savedIdx, ForwardPass& pass,
+                int passNo, TraceModel& m)
 {
     const auto& allocs = dev.allocations;
+    // The structure comes from what is kept for backward when there is enough of it (training),
+    // else from every allocation of the pass (inference keeps nothing).
+    const std::vector<size_t>& shape = savedIdx.size() >= 16 ? savedIdx : all;
     std::unordered_map<uint64_t, int64_t> count;
-    for (size_t a : savedIdx)
+    for (size_t a : shape)
         ++count[keyOf(allocs[a])];
     std::map<int64_t, int64_t> votes; // repeat count -> keys with it
     for (auto& [k, n] : count)
@@ -67,7 +75,7 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, For
         return;
     int64_t periodic = 0, total = 0;
     EventIndex lastPeriodic = kNoEvent;
-    for (size_t a : savedIdx) {
+    for (size_t a : shape) {
         total += allocs[a].size;
         if (count[keyOf(allocs[a])] % layers == 0) {
             periodic += allocs[a].size;
@@ -76,24 +84,38 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, For
     }
     if (periodic * 2 < total)
         return;
+    // The anchor: the earliest call site with exactly L occurrences, none two in a row (a loop
+    // inside one unit repeats back to back).
+    std::unordered_map<uint64_t, std::vector<size_t>> where;
+    for (size_t i = 0; i < shape.size(); ++i)
+        if (count[keyOf(allocs[shape[i]])] == layers)
+            where[keyOf(allocs[shape[i]])].push_back(i);
     uint64_t anchor = 0;
     bool found = false;
-    for (size_t a : savedIdx)
-        if (count[keyOf(allocs[a])] == layers) {
-            anchor = keyOf(allocs[a]);
+    for (size_t a : shape) {
+        const uint64_t k = keyOf(allocs[a]);
+        auto it = where.find(k);
+        if (it == where.end())
+            continue;
+        bool spread = true;
+        for (size_t j = 1; j < it->second.size(); ++j)
+            spread &= it->second[j] > it->second[j - 1] + 1;
+        if (spread) {
+            anchor = k;
             found = true;
             break;
         }
+    }
     if (!found)
         return;
     std::vector<EventIndex> begins;
-    for (size_t a : savedIdx)
+    for (size_t a : shape)
         if (keyOf(allocs[a]) == anchor)
             begins.push_back(allocs[a].allocEvent);
-    // The head (final norm, logits) follows the last layer: saved allocations after the last
-    // periodic one belong to no layer.
+    // The head (final norm, logits) follows the last layer: allocations after the last periodic
+    // one belong to no layer.
     EventIndex headBegin = pass.end + 1;
-    for (size_t a : savedIdx)
+    for (size_t a : shape)
         if (allocs[a].allocEvent > lastPeriodic) {
             headBegin = allocs[a].allocEvent;
             break;
@@ -103,15 +125,15 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, For
         pass.layers[l].forwardBegin = begins[l];
         pass.layers[l].forwardEnd = l + 1 < begins.size() ? begins[l + 1] - 1 : headBegin - 1;
     }
-    // U, the layer input: the embedding output (the largest linear allocation kept before the first
-    // layer), else the most common linear size inside the layers.
-    for (size_t a : savedIdx)
-        if (allocs[a].allocEvent < begins[0] && m.law[a] == SizeLaw::Linear)
+    // U, the layer input: the embedding output (the largest allocation that follows the batch kept
+    // before the first layer), else the most common such size inside the layers.
+    for (size_t a : shape)
+        if (allocs[a].allocEvent < begins[0] && m.law[a] != SizeLaw::Fixed)
             pass.inputBytes = std::max(pass.inputBytes, allocs[a].size);
     if (pass.inputBytes == 0) {
         std::unordered_map<int64_t, int64_t> sizes;
-        for (size_t a : savedIdx)
-            if (allocs[a].allocEvent >= begins[0] && m.law[a] == SizeLaw::Linear)
+        for (size_t a : shape)
+            if (allocs[a].allocEvent >= begins[0] && m.law[a] != SizeLaw::Fixed)
                 ++sizes[allocs[a].size];
         int64_t most = 0;
         for (auto& [s, n] : sizes)
@@ -129,7 +151,7 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, For
         m.pass[a] = passNo;
         m.layer[a] = int32_t(l);
         pass.layers[l].savedBytes += allocs[a].size;
-        if (allocs[a].size == pass.inputBytes && m.law[a] == SizeLaw::Linear)
+        if (allocs[a].size == pass.inputBytes && m.law[a] != SizeLaw::Fixed)
             lastInput[l] = int64_t(a);
     }
     for (int64_t a : lastInput)
@@ -183,19 +205,20 @@ void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceMod
             if (t0 != kNoTime && t1 != kNoTime)
                 pass.durationUs = t1 - t0;
         }
-        std::vector<size_t> savedIdx;
+        std::vector<size_t> savedIdx, all;
         while (a < allocs.size() && allocs[a].allocEvent < pass.begin)
             ++a;
         for (; a < allocs.size() && allocs[a].allocEvent <= pass.end; ++a) {
             if (m.law[a] == SizeLaw::Fixed)
                 continue;
+            all.push_back(a);
             const EventIndex f = allocs[a].freeCompletedEvent;
             if (f == kNoEvent || f > pass.end) {
                 m.saved[a] = 1;
                 savedIdx.push_back(a);
             }
         }
-        findLayers(dev, savedIdx, pass, int(p), m);
+        findLayers(dev, all, savedIdx, pass, int(p), m);
         for (size_t s : savedIdx)
             if (m.pass[s] < 0)
                 m.pass[s] = int32_t(p);
@@ -205,7 +228,9 @@ void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceMod
         m.passes.push_back(std::move(pass));
     }
     if (!m.passes.empty() && m.layersPerPass == 0)
-        m.notes.push_back("no repeating layer structure in the forward pass: checkpointing and sharding units are approximated");
+        m.notes.push_back("no repeated unit (a module called in a loop) found in the forward pass: checkpointing and sharding "
+                          "units are approximated. Record with the capture helper's units= (resources/capture/poolscope_capture.py: "
+                          "record(..., annotate=model, units=model.layers)) to mark them");
     else if (!m.passes.empty())
         m.notes.push_back(std::to_string(m.passes.size()) + " forward pass(es) of " + std::to_string(m.layersPerPass) +
                           " layers; a layer input is " + formatBytes(m.passes.front().inputBytes));

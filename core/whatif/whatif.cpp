@@ -72,7 +72,7 @@ std::string row(const std::string& label, int64_t recorded, int64_t predicted)
 WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario,
                        const WhatIfOptions& options)
 {
-    const Plan plan = buildPlan(dev, model, scenario);
+    const Plan plan = buildPlan(dev, model, scenario, &trace.frames);
     WhatIfResult r = replayPlan(trace, dev, model, plan, scenario, options);
     recordedFigures(dev, model, r);
     r.recompute = plan.recompute;
@@ -148,7 +148,11 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
                      {"optimizer", std::string(optimizerName(r.scenario.optimizer))},
                      {"sharding", std::string(shardingName(r.scenario.sharding))},
                      {"ranks", r.scenario.ranks},
-                     {"offload_optimizer", r.scenario.offloadOptimizer}};
+                     {"offload_optimizer", r.scenario.offloadOptimizer},
+                     {"autocast", std::string(autocastName(r.scenario.autocast))},
+                     {"trainable", r.scenario.trainable.text()},
+                     {"freeze", r.scenario.freeze},
+                     {"accumulate", r.scenario.accumulate}};
     j["events"] = r.events;
     j["cancelled"] = r.cancelled;
     j["recorded"] = {{"peak_allocated", r.recordedPeakAllocated},

@@ -1,0 +1,204 @@
+// Autocast on or off (torch.autocast's CUDA rules, autocast_mode.cpp): matmul-family operators
+// compute in 16 bits, an fp32 list (softmax, log_softmax, exp, pow, sums, norms, losses) in fp32,
+// everything else in its inputs' widest type. The weights stay fp32 (master weights), so does the
+// optimizer; autocast casts each weight once per forward into its cast cache (kept while backward
+// needs it, or until the autocast region ends) and casts each fp32 input of a matmul. Turning it off
+// drops the casts and widens what ran in 16 bits.
+#include "core/whatif/plan.h"
+
+#include "core/util/units.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace poolscope {
+namespace {
+
+constexpr int kInheritWindow = 16; // allocations back where an elementwise op's input may be
+constexpr int kInputWindow = 32;   // allocations back where a matmul's fp32 input may be
+
+EventIndex before(EventIndex e) { return e > 0 ? e - 1 : kNoEvent; }
+
+// Activations and the temporaries around them: what changes element size with autocast.
+bool eligible(const TraceModel& m, size_t a)
+{
+    const Pool p = m.pool[a];
+    if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Other && p != Pool::Unknown)
+        return false;
+    return !m.weightCast[a] && m.lawEvidence[a] != LawEvidence::Phase && !m.stepWorkspace[a];
+}
+
+// Element-size ratio of every allocation, in allocation order: operators by autocast's lists, the
+// rest by the latest live tensor of the same bytes (their input, as an elementwise op's output).
+std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, bool toLow, int64_t& changed)
+{
+    const size_t n = dev.allocations.size();
+    std::vector<Ratio> ratio(n);
+    std::vector<uint8_t> decided(n, 0);
+    const Ratio narrow{1, 2}, widen{2, 1}, drop{0, 1};
+    for (size_t a = 0; a < n; ++a) {
+        if (!eligible(m, a))
+            continue;
+        const Allocation& al = dev.allocations[a];
+        switch (m.precision[a]) {
+        case OpPrecision::Lower:
+            ratio[a] = toLow ? narrow : widen;
+            decided[a] = 1;
+            break;
+        case OpPrecision::Fp32:
+            decided[a] = 1;
+            break;
+        case OpPrecision::Cast:
+            if (!toLow)
+                ratio[a] = drop; // autocast's casts (and upcasts of what is fp32 already) are not made
+            decided[a] = 1;
+            break;
+        default: {
+            // The latest live tensor of the same bytes is its input (an elementwise op); failing
+            // that, the latest tensor made at all carries the type the code is running in.
+            int seen = 0;
+            bool found = false;
+            size_t nearest = SIZE_MAX;
+            for (size_t b = a; b-- > 0 && seen < kInheritWindow;) {
+                const Allocation& in = dev.allocations[b];
+                if (in.preexisting())
+                    break;
+                if (!eligible(m, b) || !decided[b])
+                    continue;
+                ++seen;
+                if (nearest == SIZE_MAX && m.precision[b] != OpPrecision::Fp32 && m.precision[b] != OpPrecision::Cast)
+                    nearest = b;
+                if (in.size != al.size || (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent))
+                    continue;
+                ratio[a] = ratio[b].num == 0 ? Ratio{} : ratio[b];
+                found = true;
+                break;
+            }
+            if (!found && nearest != SIZE_MAX)
+                ratio[a] = ratio[nearest].num == 0 ? Ratio{} : ratio[nearest];
+            decided[a] = 1;
+            break;
+        }
+        }
+        if (!ratio[a].isOne())
+            changed += al.size;
+    }
+    // A weight's 16-bit gradient on its way into an fp32 .grad: without autocast the node makes the
+    // fp32 gradient itself.
+    if (!toLow)
+        for (size_t g = 0; g < n; ++g)
+            if (m.gradSource[g] >= 0 && dev.allocations[size_t(m.gradSource[g])].size * 2 == dev.allocations[g].size)
+                ratio[size_t(m.gradSource[g])] = drop;
+    return ratio;
+}
+
+} // namespace
+
+void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan)
+{
+    if (sc.autocast == AutocastKind::Keep)
+        return;
+    const bool toLow = sc.autocast != AutocastKind::Off;
+    bool castsSeen = m.autocastSeen;
+    for (size_t a = 0; a < m.weightCast.size() && !castsSeen; ++a)
+        castsSeen = m.weightCast[a] != 0;
+    if (toLow && castsSeen) {
+        plan.notes.push_back("the trace already ran under autocast (its frames and casts say so): bf16 and fp16 take the "
+                             "same bytes, nothing changes");
+        return;
+    }
+    if (!toLow && !castsSeen) {
+        plan.notes.push_back("the trace shows no autocast (no autocast frames, no weight casts): it is fp32 already");
+        return;
+    }
+    const size_t n = plan.size.size();
+    int64_t changed = 0;
+    const std::vector<Ratio> ratio = elementRatios(dev, m, toLow, changed);
+    for (size_t a = 0; a < n; ++a)
+        if (!ratio[a].isOne())
+            plan.size[a] = ratio[a].apply(plan.size[a]);
+    if (!toLow) {
+        int64_t casts = 0;
+        for (size_t a = 0; a < n; ++a)
+            if (m.weightCast[a] || m.pool[a] == Pool::CastCache) {
+                casts += plan.size[a];
+                plan.size[a] = 0;
+            }
+        plan.notes.push_back("autocast off: the weight-cast cache (" + formatBytes(casts) + ") and the inputs' casts are not made; "
+                             "matmul outputs and what follows them widen to fp32 (" + formatBytes(changed) +
+                             " of activations over the trace change size); weights, gradients and optimizer state stay");
+        return;
+    }
+    // The cast cache: each weight matrix once per forward, from where its unit begins until its
+    // backward has used it (or until autocast's region, the forward, ends).
+    int64_t cacheBytes = 0;
+    const int64_t stream = dev.allocations.empty() ? 0 : dev.allocations.front().stream;
+    for (const auto& pass : m.passes) {
+        const EventIndex passEnd = pass.backwardEnd != kNoEvent ? pass.backwardEnd : pass.end;
+        std::vector<int64_t> whole = m.otherMatrices;
+        if (pass.layers.empty())
+            whole.insert(whole.end(), m.unitMatrices.begin(), m.unitMatrices.end());
+        for (int64_t bytes : whole) {
+            plan.extras.push_back({before(pass.begin), passEnd, bytes / 2, stream, Pool::CastCache});
+            cacheBytes += bytes / 2;
+        }
+        for (const auto& span : pass.layers) {
+            const EventIndex until = span.backwardEnd != kNoEvent ? span.backwardEnd : pass.end;
+            for (int64_t bytes : m.unitMatrices) {
+                plan.extras.push_back({before(span.forwardBegin), until, bytes / 2, stream, Pool::CastCache});
+                cacheBytes += bytes / 2;
+            }
+        }
+    }
+    // Each matmul casts its fp32 input: the latest live fp32 tensor that is no matmul output.
+    int64_t inputCasts = 0;
+    std::vector<EventIndex> passBegin;
+    for (const auto& pass : m.passes)
+        passBegin.push_back(pass.begin);
+    for (size_t a = 0; a < n && !passBegin.empty(); ++a) {
+        const Allocation& al = dev.allocations[a];
+        if (al.preexisting() || !eligible(m, a) || m.precision[a] != OpPrecision::Lower)
+            continue;
+        const auto it = std::upper_bound(passBegin.begin(), passBegin.end(), al.allocEvent);
+        if (it == passBegin.begin())
+            continue;
+        const ForwardPass& pass = m.passes[size_t(it - passBegin.begin()) - 1];
+        if (al.allocEvent > pass.end)
+            continue;
+        int seen = 0;
+        for (size_t b = a; b-- > 0 && seen < kInputWindow;) {
+            const Allocation& in = dev.allocations[b];
+            if (in.preexisting() || in.allocEvent < pass.begin)
+                break;
+            if (!eligible(m, b) || in.size < 512)
+                continue;
+            ++seen;
+            if (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent)
+                continue;
+            if (m.precision[b] == OpPrecision::Lower || !ratio[b].isOne())
+                break; // its input is a 16-bit tensor
+            const EventIndex until = m.saved[a] ? al.freeCompletedEvent : al.allocEvent + 1;
+            plan.extras.push_back({before(al.allocEvent), until, in.size / 2, al.stream, Pool::Activation});
+            inputCasts += in.size / 2;
+            break;
+        }
+    }
+    // A weight's gradient comes out of backward in 16 bits and is cast into its fp32 .grad.
+    int64_t gradCasts = 0;
+    for (size_t a = 0; a < n; ++a) {
+        const Allocation& al = dev.allocations[a];
+        if (m.pool[a] != Pool::Gradient || al.preexisting() || m.gradSource[a] >= 0 ||
+            !std::binary_search(m.unitMatrices.begin(), m.unitMatrices.end(), m.requestedSize[a]))
+            continue;
+        plan.extras.push_back({before(al.allocEvent), al.allocEvent + 1, plan.size[a] / 2, al.stream, Pool::Temporary});
+        gradCasts += plan.size[a] / 2;
+    }
+    plan.notes.push_back(std::string("autocast ") + std::string(autocastName(sc.autocast)) +
+                         ": matmul outputs and what follows them in 16 bits, softmax, norms, exp and losses in fp32 (" +
+                         formatBytes(changed) + " of activations over the trace change size); weight-cast cache " +
+                         formatBytes(cacheBytes) + " (each weight matrix once per forward, kept until its backward), casts of "
+                         "matmuls' fp32 inputs " + formatBytes(inputCasts) + ", 16-bit weight gradients cast into fp32 .grad " +
+                         formatBytes(gradCasts) + "; weights stay fp32 (master weights), so do gradients and optimizer state");
+}
+
+} // namespace poolscope
