@@ -4,6 +4,7 @@
 #include "core/formats/pickle_writer.h"
 #include "core/formats/zstd_output.h"
 #include "core/synth/synth.h"
+#include "core/synth/synth_truth.h"
 #include "core/util/atomic_file.h"
 #include "core/util/units.h"
 
@@ -67,10 +68,26 @@ int runSynth(const std::vector<std::string>& argv)
         m.zeroStage = int(positive(args, "--zero", m.zeroStage));
         m.targetEntries = positive(args, "--entries", 0);
         m.checkpointing = args.flag("--checkpointing");
+        m.positions = positive(args, "--positions", 0);
+        m.ffn = positive(args, "--ffn", 0);
+        m.accumulate = int(positive(args, "--accumulate", 1));
+        m.normsOnly = args.flag("--norms-only");
+        if (auto a = args.option("--attention")) {
+            auto k = parseSynthAttention(*a);
+            if (!k)
+                throw UsageError("--attention expects softmax, inline, manual or recompute");
+            m.attention = *k;
+        }
+        if (auto l = args.option("--mlp")) {
+            auto k = parseSynthMlp(*l);
+            if (!k)
+                throw UsageError("--mlp expects gelu or swiglu");
+            m.mlp = *k;
+        }
         if (auto d = args.option("--dtype")) {
             auto dt = parseSynthDtype(*d);
             if (!dt)
-                throw UsageError("--dtype expects fp32, bf16 or mixed");
+                throw UsageError("--dtype expects fp32, bf16, mixed or autocast");
             m.dtype = *dt;
         }
         if (auto o = args.option("--optimizer")) {
@@ -91,6 +108,7 @@ int runSynth(const std::vector<std::string>& argv)
             throw UsageError("--protocol expects 2, 3, 4 or 5");
         const auto out = args.option("-o");
         const auto truthPath = args.option("--truth");
+        const auto lawsPath = args.option("--truth-laws");
         if (!args.positionals().empty())
             throw UsageError("synth takes options only");
         if (!out)
@@ -132,6 +150,15 @@ int runSynth(const std::vector<std::string>& argv)
             tf.stream() << tj.dump() << "\n";
             tf.commit();
         }
+        if (lawsPath) {
+            // Per allocation, the generator's own size law (b and s exponents, -1 unknown).
+            nlohmann::json lj = nlohmann::json::array();
+            for (const SynthLaw& l : synthTruthLaws(m))
+                lj.push_back({{"law", l.text()}, {"b", int(l.batch)}, {"s", int(l.seq)}});
+            AtomicFile lf(*lawsPath);
+            lf.stream() << lj.dump() << "\n";
+            lf.commit();
+        }
         const auto t2 = std::chrono::steady_clock::now();
         const auto& dev = r.trace.devices.at(0);
         const double genS = std::chrono::duration<double>(t1 - t0).count();
@@ -152,9 +179,10 @@ int runSynth(const std::vector<std::string>& argv)
 const CommandRegistrar kRegister(
     {"synth",
      "synth -o OUT.pickle|OUT.json|OUT.pickle.zst [--layers N] [--hidden H] [--heads A] [--seq S] [--batch B] [--vocab V] "
-     "[--dtype fp32|bf16|mixed] [--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor] [--steps K] [--entries N] "
+     "[--dtype fp32|bf16|mixed|autocast] [--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor] [--steps K] [--entries N] "
      "[--checkpointing] [--ranks N] [--zero 0-3] [--capacity 24GiB] [--expandable-segments] [--max-split-size SIZE] "
-     "[--protocol 2-5] [--truth POOLS.json]",
+     "[--protocol 2-5] [--truth POOLS.json] [--truth-laws LAWS.json] [--attention softmax|inline|manual|recompute] "
+     "[--mlp gelu|swiglu] [--ffn F] [--positions P] [--accumulate K] [--norms-only]",
      "write a synthetic training trace (simulated allocator, realistic frames), optionally ending in an OOM", runSynth});
 
 } // namespace

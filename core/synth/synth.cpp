@@ -8,8 +8,32 @@
 
 namespace poolscope {
 
+std::optional<SynthAttention> parseSynthAttention(std::string_view s)
+{
+    if (s == "softmax")
+        return SynthAttention::Softmax;
+    if (s == "inline")
+        return SynthAttention::Inline;
+    if (s == "manual")
+        return SynthAttention::Manual;
+    if (s == "recompute")
+        return SynthAttention::Recompute;
+    return std::nullopt;
+}
+
+std::optional<SynthMlp> parseSynthMlp(std::string_view s)
+{
+    if (s == "gelu")
+        return SynthMlp::Gelu;
+    if (s == "swiglu")
+        return SynthMlp::SwiGlu;
+    return std::nullopt;
+}
+
 std::optional<SynthDtype> parseSynthDtype(std::string_view s)
 {
+    if (s == "autocast")
+        return SynthDtype::Autocast;
     if (s == "fp32" || s == "float32")
         return SynthDtype::Fp32;
     if (s == "bf16" || s == "bfloat16")
@@ -64,6 +88,11 @@ void validate(const SynthModel& m)
     require(m.dataParallel >= 1 && m.zeroStage >= 0 && m.zeroStage <= 3, "ranks must be >= 1 and the ZeRO stage 0..3");
     require(!m.capacity || *m.capacity > 0, "capacity must be positive");
     require(m.targetEntries >= 0 && m.targetEntries <= (int64_t(1) << 31), "entries out of range");
+    require(m.accumulate >= 1 && m.accumulate <= 64 && m.ffn >= 0, "accumulate must be 1..64 and ffn non-negative");
+    const bool variant = m.attention != SynthAttention::Softmax || m.mlp != SynthMlp::Gelu || m.ffn > 0 ||
+                         m.dtype == SynthDtype::Autocast;
+    require(!variant || (!m.checkpointing && m.zeroStage < 3),
+            "the attention, MLP and autocast variants run without checkpointing and without ZeRO-3");
     // Sizes stay far below int64 limits: a layer's attention scores must fit comfortably.
     const double scores = double(m.microBatch) * double(m.heads) * double(m.seq) * double(m.seq);
     const double params = 12.0 * double(m.hidden) * double(m.hidden) * m.layers + double(m.vocab) * double(m.hidden);
@@ -72,13 +101,26 @@ void validate(const SynthModel& m)
 
 int64_t shard(int64_t numel, int ranks) { return (numel + ranks - 1) / ranks; }
 
+// One block's parameters (rows, cols; cols 0: a vector): ln_1, c_attn, c_proj, ln_2, then the MLP
+// (c_fc and c_proj of width ffn, or SwiGLU's w1, w3, w2 and w2's bias).
+std::vector<std::pair<int64_t, int64_t>> layerShapes(const SynthModel& m)
+{
+    const int64_t h = m.hidden, f = m.ffn > 0 ? m.ffn : 4 * h;
+    std::vector<std::pair<int64_t, int64_t>> v = {{h, 0}, {h, 0}, {3 * h, h}, {3 * h, 0}, {h, h}, {h, 0}, {h, 0}, {h, 0}};
+    if (m.mlp == SynthMlp::SwiGlu)
+        v.insert(v.end(), {{f, h}, {f, h}, {h, f}, {h, 0}});
+    else
+        v.insert(v.end(), {{f, h}, {f, 0}, {h, f}, {h, 0}});
+    return v;
+}
+
 } // namespace
 
 SynthSizes synthSizes(const SynthModel& m)
 {
     validate(m);
     SynthSizes z;
-    const int64_t ea = m.dtype == SynthDtype::Fp32 ? 4 : 2;
+    const int64_t ea = m.dtype == SynthDtype::Fp32 || m.dtype == SynthDtype::Autocast ? 4 : 2;
     const int64_t ep = m.dtype == SynthDtype::Bf16 ? 2 : 4;
     z.activationElementSize = ea;
     const int64_t h = m.hidden, s = m.seq, b = m.microBatch, a = m.heads;
@@ -91,9 +133,8 @@ SynthSizes synthSizes(const SynthModel& m)
     shapes.push_back({m.vocab, h});
     shapes.push_back({m.positions > 0 ? m.positions : m.seq, h});
     for (int l = 0; l < m.layers; ++l) {
-        const std::pair<int64_t, int64_t> layer[] = {{h, 0}, {h, 0}, {3 * h, h}, {3 * h, 0}, {h, h}, {h, 0},
-                                                     {h, 0}, {h, 0}, {4 * h, h}, {4 * h, 0}, {h, 4 * h}, {h, 0}};
-        shapes.insert(shapes.end(), std::begin(layer), std::end(layer));
+        const auto layer = layerShapes(m);
+        shapes.insert(shapes.end(), layer.begin(), layer.end());
     }
     shapes.push_back({h, 0});
     shapes.push_back({h, 0});
@@ -269,9 +310,7 @@ void Generator::allocateParameters()
     m_headParams.push_back(add(m_model.positions > 0 ? m_model.positions : m_model.seq, h));
     for (int l = 0; l < m_model.layers; ++l) {
         std::vector<size_t> ids;
-        const std::pair<int64_t, int64_t> shapes[] = {{h, 0}, {h, 0}, {3 * h, h}, {3 * h, 0}, {h, h}, {h, 0},
-                                                      {h, 0}, {h, 0}, {4 * h, h}, {4 * h, 0}, {h, 4 * h}, {h, 0}};
-        for (const auto& [r, c] : shapes)
+        for (const auto& [r, c] : layerShapes(m_model))
             ids.push_back(add(r, c));
         m_layerParams.push_back(std::move(ids));
     }
@@ -290,20 +329,23 @@ void Generator::step(int index)
     }
     annotate("Optimizer.zero_grad#" + cls + ".zero_grad", false);
 
-    // The next batch arrives before the previous one is dropped (the loop variable is rebound).
-    const int64_t tokens = m_model.seq * m_model.microBatch * 8;
-    std::vector<Tensor> batch;
-    batch.push_back(alloc(tokens, m_stacks.alloc(SynthOp::ToDevice, SynthSite::Batch), Pool::Input));
-    batch.push_back(alloc(tokens, m_stacks.alloc(SynthOp::ToDevice, SynthSite::Batch), Pool::Input));
-    releaseAll(m_batch, m_stacks.free(SynthSite::Batch));
-    m_batch = std::move(batch);
+    // Gradient accumulation: K micro-steps, each adding into the gradients of the ones before.
+    for (int micro = 0; micro < std::max(1, m_model.accumulate); ++micro) {
+        // The next batch arrives before the previous one is dropped (the loop variable is rebound).
+        const int64_t tokens = m_model.seq * m_model.microBatch * 8;
+        std::vector<Tensor> batch;
+        batch.push_back(alloc(tokens, m_stacks.alloc(SynthOp::ToDevice, SynthSite::Batch), Pool::Input));
+        batch.push_back(alloc(tokens, m_stacks.alloc(SynthOp::ToDevice, SynthSite::Batch), Pool::Input));
+        releaseAll(m_batch, m_stacks.free(SynthSite::Batch));
+        m_batch = std::move(batch);
 
-    annotate("## forward ##", true);
-    forward();
-    annotate("## forward ##", false);
-    annotate("## backward ##", true);
-    backward();
-    annotate("## backward ##", false);
+        annotate("## forward ##", true);
+        forward();
+        annotate("## forward ##", false);
+        annotate("## backward ##", true);
+        backward();
+        annotate("## backward ##", false);
+    }
     annotate("Optimizer.step#" + cls + ".step", true);
     optimizerStep(index == 0);
     annotate("Optimizer.step#" + cls + ".step", false);
@@ -327,6 +369,7 @@ SynthResult Generator::run()
     m_live.reserve(1 << 14);
     m_saved.assign(size_t(m_model.layers), LayerActs{});
     m_layerInput.assign(size_t(m_model.layers) + 1, Tensor{});
+    m_variantSaved.assign(size_t(m_model.layers), {});
     try {
         const int64_t target = m_model.targetEntries;
         for (int i = 0; target > 0 ? int64_t(m_dev.events.count()) < target : i < m_model.steps; ++i)

@@ -11,10 +11,20 @@
 
 namespace poolscope {
 
-enum class SynthDtype : uint8_t { Fp32, Bf16, Mixed }; // Mixed: fp32 weights, bf16 activations (autocast)
+// Mixed: fp32 weights, bf16 activations with weight casts; Autocast: torch.autocast's own rules
+// (matmuls in bf16, norms and softmax in fp32, the rest after their input, casts of fp32 inputs).
+enum class SynthDtype : uint8_t { Fp32, Bf16, Mixed, Autocast };
+// How a layer's attention is written (see synth_variants.cpp): softmax's module code (the
+// default), nanoGPT's inline q @ k.T / sqrt(d), causal masked_fill and F.softmax, the same with a
+// hand-written softmax (max, sub, exp, sum, div: no softmax anywhere), or a fused function that
+// keeps no probabilities and recomputes the scores in its backward.
+enum class SynthAttention : uint8_t { Softmax, Inline, Manual, Recompute };
+enum class SynthMlp : uint8_t { Gelu, SwiGlu };
 enum class SynthOptimizer : uint8_t { AdamW, Adam, Sgd, SgdMomentum, Lion, Adafactor };
 
 std::optional<SynthDtype> parseSynthDtype(std::string_view s);
+std::optional<SynthAttention> parseSynthAttention(std::string_view s); // softmax|inline|manual|recompute
+std::optional<SynthMlp> parseSynthMlp(std::string_view s);             // gelu|swiglu
 std::optional<SynthOptimizer> parseSynthOptimizer(std::string_view s);
 std::string_view synthOptimizerClass(SynthOptimizer o); // "AdamW", "SGD", ...
 
@@ -27,6 +37,11 @@ struct SynthModel {
     int64_t microBatch = 4;
     int64_t vocab = 50304;
     int64_t positions = 0; // rows of the position embedding (max positions); 0: seq
+    SynthAttention attention = SynthAttention::Softmax;
+    SynthMlp mlp = SynthMlp::Gelu;
+    int64_t ffn = 0;            // the MLP's width; 0: 4 x hidden
+    int accumulate = 1;         // micro-steps per optimizer step (gradient accumulation)
+    bool normsOnly = false;     // only the norms' weights train (the matrices are frozen)
     SynthDtype dtype = SynthDtype::Mixed;
     SynthOptimizer optimizer = SynthOptimizer::AdamW;
     int steps = 2;

@@ -40,7 +40,7 @@ struct LayerActs {
 };
 
 struct HeadActs {
-    Tensor lnf, castHead, logits, logp, loss;
+    Tensor lnf, castHead, castIn, logits, logp, loss;
 };
 
 class Generator {
@@ -69,6 +69,11 @@ private:
     void gradient(Param& p, SynthOp op);
     void optimizerStep(bool first);
     void gatherLayer(int layer, bool backwardPass);
+    // The layer variants of synth_variants.cpp (attention styles, SwiGLU, autocast).
+    bool variantLayers() const;
+    void variantForward(int layer);
+    Tensor variantBackward(int layer, Tensor dout);
+    StackId variantStack(const std::string& op, int site, int policy, bool backward);
 
     Pool poolOfFree(uint64_t addr) const;
     void finishTrace();
@@ -103,6 +108,15 @@ private:
     HeadActs m_head;
     std::vector<Tensor> m_gathered;             // ZeRO-3: unsharded parameters of the current layer
     std::vector<Tensor> m_batch;
+    struct VariantSaved {
+        Tensor t;
+        int64_t bytes = 0;
+        std::string node; // the autograd node its gradient comes from ("weight": an autocast weight cast)
+        int site = 0;
+        std::vector<size_t> params; // weights whose gradients its node makes
+    };
+    std::vector<std::vector<VariantSaved>> m_variantSaved; // per layer, in forward order
+    std::unordered_map<std::string, StackId> m_variantStacks;
 };
 
 } // namespace poolscope::synth_detail

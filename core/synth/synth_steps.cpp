@@ -43,13 +43,17 @@ void Generator::forward()
     }
 
     m_head.lnf = alloc(sbh * m_ea, st(SynthOp::LayerNorm, SynthSite::GptHead), Pool::Activation);
-    if (m_model.dtype == SynthDtype::Mixed)
+    const bool autocast = m_model.dtype == SynthDtype::Autocast;
+    if (m_model.dtype == SynthDtype::Mixed || autocast)
         m_head.castHead = alloc(v * h * 2, st(SynthOp::ToDevice, SynthSite::GptHead), Pool::Activation);
+    if (autocast) // lm_head's fp32 input, cast for the matmul (and kept for its backward)
+        m_head.castIn = alloc(sbh * 2, st(SynthOp::ToDevice, SynthSite::GptHead), Pool::Activation);
     temp(kCublasLtWorkspace, SynthOp::CublasWorkspace, SynthSite::GptHead);
-    m_head.logits = alloc(b * s * v * m_ea, st(SynthOp::Linear, SynthSite::GptHead), Pool::Activation);
+    const int64_t eLogits = autocast ? 2 : m_ea;
+    m_head.logits = alloc(b * s * v * eLogits, st(SynthOp::Linear, SynthSite::GptHead), Pool::Activation);
     // cross_entropy runs in fp32: 16-bit logits are upcast first.
     Tensor up;
-    if (m_ea != 4)
+    if (eLogits != 4)
         up = alloc(b * s * v * 4, st(SynthOp::ToDevice, SynthSite::Loss), Pool::Temporary);
     m_head.logp = alloc(b * s * v * 4, st(SynthOp::LogSoftmax, SynthSite::Loss), Pool::Activation);
     release(up, m_stacks.free(SynthSite::Loss));
@@ -58,6 +62,10 @@ void Generator::forward()
 
 void Generator::layerForward(int layer, bool recompute)
 {
+    if (variantLayers()) {
+        variantForward(layer);
+        return;
+    }
     const int64_t h = m_model.hidden, s = m_model.seq, b = m_model.microBatch, a = m_model.heads;
     const int64_t sbh = s * b * h, scores = a * s * s * b;
     const bool mixed = m_model.dtype == SynthDtype::Mixed;
@@ -121,20 +129,23 @@ void Generator::gradient(Param& p, SynthOp op)
 {
     const StackId freeEngine = m_stacks.free(SynthSite::BackwardEngine);
     const int64_t bytes = p.numel * m_ep;
+    if (m_model.normsOnly && p.cols > 0)
+        return; // a frozen weight: no gradient
     if (p.grad != 0) {
         // Already has a gradient this step (tied embedding): the node's output is added in place.
         Tensor t = alloc(bytes, m_stacks.backwardAlloc(op), Pool::Temporary);
         release(t, freeEngine);
         return;
     }
-    if (m_model.dtype == SynthDtype::Mixed && p.cols > 0) {
+    if ((m_model.dtype == SynthDtype::Mixed || m_model.dtype == SynthDtype::Autocast) && p.cols > 0) {
         // The bf16 weight's gradient, cast to fp32 on its way into .grad.
         Tensor half = alloc(p.numel * 2, m_stacks.backwardAlloc(op), Pool::Temporary);
         Tensor g = alloc(bytes, m_stacks.backwardAlloc(SynthOp::Clone), Pool::Gradient);
         release(half, freeEngine);
         p.grad = g.addr;
     } else {
-        p.grad = alloc(bytes, m_stacks.backwardAlloc(p.cols > 0 ? SynthOp::Clone : op), Pool::Gradient).addr;
+        // The node's output is contiguous: AccumulateGrad steals it as .grad (no clone, no copy).
+        p.grad = alloc(bytes, m_stacks.backwardAlloc(op), Pool::Gradient).addr;
     }
     if (m_model.zeroStage >= 2 && m_model.dataParallel > 1) {
         // Reduce-scatter into this rank's shard; the full gradient goes.
@@ -160,8 +171,9 @@ void Generator::backward()
     Tensor dlogits = grad(bsv * 4, SynthOp::LogSoftmax);
     release(dlogp, fe);
     release(m_head.logp, fe);
-    if (m_ea != 4) {
-        Tensor d16 = grad(bsv * m_ea, SynthOp::LogSoftmax);
+    const int64_t eLogits = m_model.dtype == SynthDtype::Autocast ? 2 : m_ea;
+    if (eLogits != 4) {
+        Tensor d16 = grad(bsv * eLogits, SynthOp::LogSoftmax);
         release(dlogits, fe);
         dlogits = d16;
     }
@@ -169,6 +181,7 @@ void Generator::backward()
     Tensor dlnf = grad(sbh * m_ea, SynthOp::Linear);
     gradient(m_params[m_headParams[0]], SynthOp::Linear); // lm_head is tied to wte
     release(m_head.castHead, fe);
+    release(m_head.castIn, fe);
     release(dlogits, fe);
     release(m_head.logits, fe);
     Tensor dx = grad(sbh * m_ea, SynthOp::LayerNorm);
@@ -189,6 +202,8 @@ void Generator::backward()
 
 Tensor Generator::layerBackward(int layer, Tensor dout)
 {
+    if (variantLayers())
+        return variantBackward(layer, dout);
     const int64_t h = m_model.hidden, s = m_model.seq, b = m_model.microBatch, a = m_model.heads;
     const int64_t sbh = s * b * h, scores = a * s * s * b;
     const StackId fe = m_stacks.free(SynthSite::BackwardEngine);
@@ -275,19 +290,25 @@ void Generator::optimizerStep(bool first)
         return alloc(numel * m_ep, m_stacks.alloc(op, site), Pool::OptimizerState).addr;
     };
     const StackId updateFree = m_stacks.free(SynthSite::OptimizerUpdate);
+    // Frozen weights (normsOnly) have no gradient: the optimizer makes no state for them.
+    std::vector<Param*> trained;
+    for (auto& p : m_params)
+        if (!(m_model.normsOnly && p.cols > 0))
+            trained.push_back(&p);
     switch (m_model.optimizer) {
     case SynthOptimizer::AdamW:
     case SynthOptimizer::Adam: {
         if (first) {
-            for (auto& p : m_params) {
+            for (Param* q : trained) {
+                Param& p = *q;
                 p.state.push_back(state(stateNumel(p), SynthOp::ZerosLike, SynthSite::OptimizerInit)); // exp_avg
                 p.state.push_back(state(stateNumel(p), SynthOp::ZerosLike, SynthSite::OptimizerInit)); // exp_avg_sq
             }
         }
         // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one temporary per parameter, all alive at once.
         std::vector<Tensor> sqrt;
-        for (auto& p : m_params)
-            sqrt.push_back(alloc(stateNumel(p) * m_ep, m_stacks.alloc(SynthOp::ForeachSqrt, SynthSite::OptimizerUpdate), Pool::Temporary));
+        for (Param* p : trained)
+            sqrt.push_back(alloc(stateNumel(*p) * m_ep, m_stacks.alloc(SynthOp::ForeachSqrt, SynthSite::OptimizerUpdate), Pool::Temporary));
         releaseAll(sqrt, updateFree);
         break;
     }
@@ -295,18 +316,20 @@ void Generator::optimizerStep(bool first)
         break; // foreach add_ in place: nothing to allocate
     case SynthOptimizer::SgdMomentum:
         if (first)
-            for (auto& p : m_params)
-                p.state.push_back(state(stateNumel(p), SynthOp::Clone, SynthSite::OptimizerUpdate)); // momentum_buffer
+            for (Param* p : trained)
+                p->state.push_back(state(stateNumel(*p), SynthOp::Clone, SynthSite::OptimizerUpdate)); // momentum_buffer
         break;
     case SynthOptimizer::Lion:
-        for (auto& p : m_params) {
+        for (Param* q : trained) {
+            Param& p = *q;
             if (first)
                 p.state.push_back(state(stateNumel(p), SynthOp::ZerosLike, SynthSite::OptimizerInit));
             temp(stateNumel(p) * m_ep, SynthOp::ForeachMul, SynthSite::OptimizerUpdate); // the signed update
         }
         break;
     case SynthOptimizer::Adafactor:
-        for (auto& p : m_params) {
+        for (Param* q : trained) {
+            Param& p = *q;
             if (first) {
                 if (p.cols > 0) {
                     p.state.push_back(state(p.rows, SynthOp::ZerosLike, SynthSite::OptimizerInit)); // row_var

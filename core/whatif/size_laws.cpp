@@ -138,9 +138,11 @@ private:
     bool scoreEvidence(size_t a) const;
     bool maskLine(size_t a) const;
     bool outsideAttention(size_t a) const;
+    bool nearAnchorLine(size_t a) const;
     void callSiteVotes(std::vector<size_t>& pending);
     void neighbourVotes(std::vector<size_t>& pending);
     void inputVotes(std::vector<size_t>& pending);
+    void mirrorVotes(std::vector<size_t>& pending);
 
     const Trace& m_trace;
     const DeviceTrace& m_dev;
@@ -148,6 +150,7 @@ private:
     const std::vector<StackFacts>& m_facts;
     TraceModel& m_m;
     std::vector<uint8_t> m_undecided; // law still to be decided by the token laws
+    std::vector<size_t> m_castsUnsure; // casts of a weight's bytes that outnumber such weights
     std::unordered_map<int64_t, int64_t> m_paramCount;
     std::unordered_set<int64_t> m_dims;
     std::unordered_set<int64_t> m_vectors; // parameter sizes that are no matrix over another
@@ -156,6 +159,7 @@ private:
     std::vector<std::pair<FrameId, int64_t>> m_softmaxLines; // (user frame, line) of the anchors
     std::vector<FrameId> m_maskLines;                        // user frames of the causal masks
     bool m_scoresUnexplained = false;                        // the score width is one no dimension explains
+    int64_t m_anchorElement = 0;                             // bytes per element of the anchor, 0 unknown
 };
 
 void LawDecider::decideFixed()
@@ -175,9 +179,21 @@ void LawDecider::decideFixed()
         auto it = m_paramCount.find(bytes);
         return it == m_paramCount.end() ? int64_t(0) : it->second;
     };
+    // The cache keeps a weight's cast until the autocast region (the forward at least) ends: a cast
+    // that dies inside its forward run is an activation's (the logits upcast for the loss).
+    auto cachedLifetime = [&](const Allocation& al) {
+        if (al.preexisting() || al.freeCompletedEvent == kNoEvent || !haveRuns)
+            return true;
+        const uint32_t r = m_c.phases.run[size_t(al.allocEvent)];
+        return r >= m_c.phases.runs.size() || m_c.phases.runs[r].phase != Phase::Forward ||
+               al.freeCompletedEvent > m_c.phases.runs[r].last;
+    };
+    std::vector<uint8_t> castCandidate(n, 0);
     for (size_t a = 0; a < n; ++a)
-        if (facts(a).precision == OpPrecision::Cast && mirrors(size(a) * 2) > 0)
+        if (facts(a).precision == OpPrecision::Cast && mirrors(size(a) * 2) > 0 && cachedLifetime(m_dev.allocations[a])) {
+            castCandidate[a] = 1;
             ++castsPerRun[{runOf(m_dev.allocations[a]), size(a)}];
+        }
 
     for (size_t a = 0; a < n; ++a) {
         const Allocation& al = m_dev.allocations[a];
@@ -219,11 +235,15 @@ void LawDecider::decideFixed()
             set(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
             continue;
         }
-        if (f.precision == OpPrecision::Cast && mirrors(size(a) * 2) > 0 &&
-            castsPerRun[{runOf(al), size(a)}] <= mirrors(size(a) * 2)) {
-            set(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
-            m_m.weightCast[a] = 1;
-            continue;
+        if (castCandidate[a]) {
+            if (castsPerRun[{runOf(al), size(a)}] <= mirrors(size(a) * 2)) {
+                set(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
+                m_m.weightCast[a] = 1;
+                continue;
+            }
+            // More casts of a weight's bytes than such weights: inputs' casts of the same bytes
+            // among them, and nothing tells which is which. Taken by the sizes, and said.
+            m_castsUnsure.push_back(a);
         }
         m_m.law[a] = SizeLaw::Linear;
         m_m.lawEvidence[a] = LawEvidence::Default;
@@ -236,8 +256,8 @@ void LawDecider::decideFixed()
     // gradient, perhaps with its input's gradient beside it).
     std::unordered_set<size_t> gradIndex;
     for (size_t a = 0; a < n; ++a)
-        if (!m_dev.allocations[a].preexisting() && (m_m.pool[a] == Pool::Gradient || facts(a).has(StackFacts::AccumulateGrad)))
-            gradIndex.insert(a);
+        if (!m_dev.allocations[a].preexisting() && facts(a).has(StackFacts::AccumulateGrad))
+            gradIndex.insert(a); // a stolen gradient carries its node's frames: only a clone has a source
     for (size_t gi : gradIndex) {
         const EventIndex g = m_dev.allocations[gi].allocEvent;
         const int64_t bytes = size(gi);
@@ -415,18 +435,57 @@ void LawDecider::findScoreWidth()
 {
     const int64_t T = m_m.dims.tokens;
     std::map<int64_t, int64_t> anchorBytes; // width (T known) or size -> bytes
+    auto anchorOp = [&](const StackFacts& f) {
+        if (f.has(StackFacts::LogSoftmax))
+            return false;
+        if (f.has(StackFacts::SoftmaxOp))
+            return true;
+        // The causal mask is applied to the scores and nothing else (masked_fill, where), in forward
+        // or by their autograd nodes.
+        return m_m.dims.seq > 0 && (f.opKey == "maskedfill" || f.opKey == "where");
+    };
+    std::vector<std::pair<int64_t, FrameId>> anchorLines; // (width, the Python call site)
+    std::map<int64_t, int64_t> forwardBytes, softmaxBytes; // of anchorBytes, the forward's and the fp32 operators' among them
+    auto pythonSite = [&](const StackFacts& f) {
+        return f.userFrame && f.has(StackFacts::Python) && m_trace.frames.frame(f.userFrame).isPython() &&
+               m_trace.frames.frame(f.userFrame).filename.ends_with(".py");
+    };
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
         if (!open(a))
             continue;
         const StackFacts& f = facts(a);
-        if (!f.has(StackFacts::SoftmaxOp) || f.has(StackFacts::LogSoftmax))
+        if (!anchorOp(f))
             continue;
         if (T > 0 && (size(a) % T != 0 || size(a) / T <= 8))
             continue; // per-row statistics of the softmax (max, sum): tokens x heads
-        anchorBytes[T > 0 ? size(a) / T : size(a)] += size(a);
-        if (f.userFrame)
-            m_softmaxLines.emplace_back(f.userFrame, m_trace.frames.frame(f.userFrame).line);
+        const int64_t w = T > 0 ? size(a) / T : size(a);
+        anchorBytes[w] += size(a);
+        if (!f.has(StackFacts::Backward)) {
+            forwardBytes[w] += size(a);
+            if (f.precision == OpPrecision::Fp32)
+                softmaxBytes[w] += size(a);
+        }
+        if (pythonSite(f))
+            anchorLines.emplace_back(w, f.userFrame);
     }
+    // No softmax and no mask: a product of activations (bmm, matmul) of b*a*s*s elements, s known.
+    const int64_t s = m_m.dims.seq;
+    if (anchorBytes.empty() && T > 0 && s > 0)
+        for (size_t a = 0; a < m_m.allocationCount; ++a) {
+            const StackFacts& f = facts(a);
+            if (!open(a) || !f.has(StackFacts::ScoreOp) || f.has(StackFacts::LinearOp) || f.has(StackFacts::Backward) ||
+                size(a) % (T * s) != 0)
+                continue;
+            const int64_t headsTimesE = size(a) / (T * s);
+            if (headsTimesE < 2 || headsTimesE > 1024)
+                continue;
+            anchorBytes[size(a) / T] += size(a);
+            forwardBytes[size(a) / T] += size(a);
+            if (f.precision == OpPrecision::Fp32)
+                softmaxBytes[size(a) / T] += size(a);
+            if (pythonSite(f))
+                anchorLines.emplace_back(size(a) / T, f.userFrame);
+        }
     int64_t anchor = 0, most = 0;
     for (auto& [w, bytes] : anchorBytes)
         if (bytes > most || (bytes == most && w > anchor)) {
@@ -434,7 +493,7 @@ void LawDecider::findScoreWidth()
             anchor = w;
         }
     if (anchor > 0) {
-        m_m.dims.scoresFrom = "softmax's output";
+        m_m.dims.scoresFrom = "softmax's output, the causal mask's masked_fill or a product of b*a*s*s elements";
     } else if (T > 0 && m_dims.size() > 1) {
         std::map<int64_t, int64_t> unexplained;
         int64_t total = 0;
@@ -459,6 +518,12 @@ void LawDecider::findScoreWidth()
     }
     if (anchor == 0)
         return;
+    for (auto& [w, frame] : anchorLines)
+        if (w == anchor || T == 0)
+            m_softmaxLines.emplace_back(frame, m_trace.frames.frame(frame).line);
+    // Under autocast softmax (and exp) run in fp32, the scores around them (q @ k.T, the mask) in 16 bits.
+    if (m_m.autocastSeen)
+        m_anchorElement = softmaxBytes[anchor] > 0 ? 4 : 2; // an fp32 operator there makes the width fp32
     // The family: the same elements at 1, 2, 4 and 8 bytes (masks, half-precision copies, fp32 upcasts).
     for (int64_t k : {4, 2}) {
         if (anchor % k == 0) {
@@ -488,7 +553,13 @@ bool LawDecider::inScoreFamily(size_t a) const
         if (m_scoresUnexplained && !explainedByDimension(w, m_dims))
             return true;
         const StackFacts& f = facts(a);
-        return m_m.autocastSeen || f.precision == OpPrecision::Cast || f.has(StackFacts::MaskOp) || f.has(StackFacts::Dropout);
+        const bool mask = !f.has(StackFacts::Backward) && (f.has(StackFacts::MaskOp) || f.has(StackFacts::Dropout));
+        if (m_anchorElement > 0) {
+            // Known element size: 16 and 32 bits for any operator, one byte only for a mask.
+            const int64_t elements = anchor / m_anchorElement;
+            return w == 2 * elements || w == 4 * elements || (w == elements && mask);
+        }
+        return !f.has(StackFacts::Backward) && (f.precision == OpPrecision::Cast || mask);
     }
     return m_scoreSizes.count(bytes) > 0;
 }
@@ -510,12 +581,32 @@ bool LawDecider::scoreEvidence(size_t a) const
         return true;
     // A line beside softmax speaks for the anchor's own element size only: a mask or a cast there
     // as likely belongs to the projection next to it.
-    if (!f.userFrame || m_m.dims.tokens == 0 || size(a) != m_m.dims.scoreWidth * m_m.dims.tokens)
+    // (Under autocast the scores run in both 16 and 32 bits, beside softmax as anywhere.)
+    const int64_t T = m_m.dims.tokens;
+    if (!f.userFrame || !f.has(StackFacts::Python) || T == 0)
+        return false;
+    if (size(a) != m_m.dims.scoreWidth * T &&
+        (m_anchorElement == 0 || (size(a) != 2 * T * m_m.dims.scoreWidth / m_anchorElement &&
+                                  size(a) != 4 * T * m_m.dims.scoreWidth / m_anchorElement)))
+        return false;
+    return nearAnchorLine(a);
+}
+
+// On a line beside an anchor in the same function (q @ k.T, the scale, the mask, the softmax), or
+// in backward in the same file (a custom autograd function's backward beside its forward).
+bool LawDecider::nearAnchorLine(size_t a) const
+{
+    const StackFacts& f = facts(a);
+    if (!f.userFrame)
         return false;
     const Frame& here = m_trace.frames.frame(f.userFrame);
+    if (!here.filename.ends_with(".py"))
+        return false;
     for (auto& [frame, line] : m_softmaxLines) {
         const Frame& there = m_trace.frames.frame(frame);
         if (there.filename == here.filename && there.name == here.name && std::abs(there.line - here.line) <= 6)
+            return true;
+        if (f.has(StackFacts::Backward) && there.filename == here.filename && std::abs(there.line - here.line) <= 40)
             return true;
     }
     return false;
@@ -528,13 +619,7 @@ bool LawDecider::outsideAttention(size_t a) const
     const StackFacts& f = facts(a);
     if (m_softmaxLines.empty() || !f.has(StackFacts::Python) || f.has(StackFacts::AttentionCode) || !f.userFrame)
         return false;
-    const Frame& here = m_trace.frames.frame(f.userFrame);
-    for (auto& [frame, line] : m_softmaxLines) {
-        const Frame& there = m_trace.frames.frame(frame);
-        if (there.filename == here.filename && there.name == here.name && std::abs(there.line - here.line) <= 6)
-            return false;
-    }
-    return true;
+    return !nearAnchorLine(a);
 }
 
 // A causal mask: made by a comparison or a triangle, or converted on a line beside one.
@@ -583,6 +668,34 @@ void LawDecider::callSiteVotes(std::vector<size_t>& pending)
     pending.swap(still);
 }
 
+// A gradient has the bytes of the tensor its node's forward operator made: the law that operator
+// followed at that size in forward (when all its decided outputs of that size agree).
+void LawDecider::mirrorVotes(std::vector<size_t>& pending)
+{
+    std::map<std::pair<std::string, int64_t>, std::pair<int, SizeLaw>> votes;
+    for (size_t a = 0; a < m_m.allocationCount; ++a) {
+        const StackFacts& f = facts(a);
+        const LawEvidence why = m_m.lawEvidence[a];
+        if (open(a) || f.has(StackFacts::Backward) || f.opKey.empty() || (why != LawEvidence::Dimensions && why != LawEvidence::Frames))
+            continue;
+        auto& v = votes[{f.opKey, size(a)}];
+        if (v.first == 0)
+            v = {1, m_m.law[a]};
+        else if (v.second != m_m.law[a])
+            v.first = 2;
+    }
+    std::vector<size_t> still;
+    for (size_t a : pending) {
+        const StackFacts& f = facts(a);
+        auto it = f.has(StackFacts::Backward) && !f.opKey.empty() ? votes.find({f.opKey, size(a)}) : votes.end();
+        if (it != votes.end() && it->second.first == 1)
+            set(a, it->second.second, LawEvidence::CallSite);
+        else
+            still.push_back(a);
+    }
+    pending.swap(still);
+}
+
 // An elementwise operator's output has its input's shape: the latest tensor of the same bytes, alive
 // when it is born, whose law is decided (gelu of a projection, dropout of the scores, a gradient
 // through an activation function).
@@ -599,7 +712,10 @@ void LawDecider::inputVotes(std::vector<size_t>& pending)
                 break;
             ++seen;
             const LawEvidence why = m_m.lawEvidence[b];
-            if (in.size != al.size || open(b) || m_m.law[b] == SizeLaw::Fixed || why == LawEvidence::Default)
+            // A cast has its input's elements at another size.
+            const bool sameElements = in.size == al.size ||
+                                      (facts(a).precision == OpPrecision::Cast && (in.size == 2 * al.size || 2 * in.size == al.size));
+            if (!sameElements || open(b) || m_m.law[b] == SizeLaw::Fixed || why == LawEvidence::Default)
                 continue;
             if (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent)
                 continue;
@@ -699,7 +815,7 @@ void LawDecider::decideTokens()
         }
     }
     // A score family seen less often than the layers is something else (logits, a one-off buffer).
-    if (scoreTensors < kMinScoreTensors && !(m_m.dims.scoresFrom == "softmax's output" && scoreTensors > 0)) {
+    if (scoreTensors < kMinScoreTensors && !(m_m.dims.scoresFrom.starts_with("softmax") && scoreTensors > 0)) {
         for (size_t a = 0; a < m_m.allocationCount; ++a)
             if (m_m.law[a] == SizeLaw::Quadratic) {
                 m_m.law[a] = SizeLaw::Linear;
@@ -712,9 +828,15 @@ void LawDecider::decideTokens()
         m_m.dims.scoresFrom.clear();
     }
     callSiteVotes(pending);
-    for (int round = 0; round < 3 && !pending.empty(); ++round) {
+    mirrorVotes(pending);
+    // Inputs first, to a fixed point (each decided tensor may decide the next op's output), then
+    // the weaker evidence of what is made next.
+    for (int round = 0; round < 4 && !pending.empty(); ++round) {
         const size_t before = pending.size();
-        inputVotes(pending);
+        for (size_t left = pending.size() + 1; pending.size() < left;) {
+            left = pending.size();
+            inputVotes(pending);
+        }
         neighbourVotes(pending);
         if (pending.size() == before)
             break;
@@ -724,6 +846,14 @@ void LawDecider::decideTokens()
     for (size_t a : pending) {
         set(a, SizeLaw::Linear, LawEvidence::Default);
         AmbiguousSite& site = sites[siteName(m_trace, m_dev.allocations[a], facts(a))];
+        ++site.count;
+        site.bytes += size(a);
+        m_m.ambiguousBytes += size(a);
+    }
+    for (size_t a : m_castsUnsure) {
+        AmbiguousSite& site = sites[siteName(m_trace, m_dev.allocations[a], facts(a)) + " (a weight's cast or an input's)"];
+        site.chosen = m_m.law[a];
+        site.other = SizeLaw::Fixed;
         ++site.count;
         site.bytes += size(a);
         m_m.ambiguousBytes += size(a);

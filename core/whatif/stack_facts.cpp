@@ -74,9 +74,9 @@ OpPrecision precisionOf(std::string_view op)
 // The score pipeline's operators: Q.K^T, the scale, the mask, the (hand-written) softmax.
 bool isScoreOp(std::string_view op)
 {
-    static constexpr std::array<std::string_view, 14> kScore = {"bmm", "baddbmm", "matmul", "div", "where", "masked_fill",
+    static constexpr std::array<std::string_view, 13> kScore = {"bmm", "baddbmm", "matmul", "div", "where", "masked_fill",
                                                                 "exp", "sub", "max", "amax", "_softmax", "softmax",
-                                                                "native_dropout", "_masked_softmax"};
+                                                                "_masked_softmax"};
     return opIn(op, kScore);
 }
 
@@ -115,6 +115,28 @@ bool namesAttention(std::string_view name)
         return false;
     return contains(l, "attention") || contains(l, "attn") || contains(l, "sdpa") || contains(l, "softmax") ||
            contains(l, "scaled_dot_product") || contains(l, "self_att");
+}
+
+// "_softmax" / "SoftmaxBackward0" -> "softmax"; "mul_Tensor" -> "mul"; "native_layer_norm" -> "nativelayernorm".
+std::string normalisedOp(std::string_view name, bool node)
+{
+    if (node) {
+        const size_t b = name.find("Backward");
+        name = name.substr(0, b);
+    } else {
+        // Strip the overload: the first '_' followed by an upper-case letter, or a known suffix.
+        for (size_t i = 1; i + 1 < name.size(); ++i)
+            if (name[i] == '_' && (std::isupper((unsigned char)name[i + 1]) || name.substr(i + 1) == "self" ||
+                                   name.substr(i + 1) == "dim" || name.substr(i + 1).starts_with("dim_"))) {
+                name = name.substr(0, i);
+                break;
+            }
+    }
+    std::string out;
+    for (char c : name)
+        if (c != '_')
+            out += char(std::tolower((unsigned char)c));
+    return out;
 }
 
 StackFacts factsOf(const FrameTable& frames, StackId id)
@@ -168,6 +190,8 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
             if (node.starts_with("details::"))
                 continue;
             node = node.substr(0, std::min(node.find("::"), node.find('(')));
+            if (f.opKey.empty())
+                f.opKey = normalisedOp(node.substr(0, node.find("_apply")), true);
             if (isScoreNode(node))
                 f.flags |= StackFacts::ScoreBackward;
             if (node.starts_with("Softmax") || node.starts_with("_Softmax"))
@@ -195,6 +219,8 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
         if (opIs(op, "native_dropout") || opIs(op, "dropout") || opIs(op, "bernoulli") || opIs(op, "fused_dropout"))
             f.flags |= StackFacts::Dropout;
     }
+    if (!semanticOp.empty() && f.opKey.empty())
+        f.opKey = normalisedOp(semanticOp, false);
     if (!semanticOp.empty()) {
         if (f.precision != OpPrecision::Cast)
             f.precision = precisionOf(semanticOp);

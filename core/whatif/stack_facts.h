@@ -6,6 +6,7 @@
 #include "core/model/frames.h"
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -44,6 +45,9 @@ struct StackFacts {
     OpPrecision precision = OpPrecision::Unknown;
     int autocastPolicy = -1;  // the CastPolicy number in at::autocast::WrapFunction_<(CastPolicy)N>, -1 none
     FrameId userFrame;        // innermost Python frame outside torch's own files (the call site)
+    // The operator in a form its autograd node shares: "_softmax" and "SoftmaxBackward0" are both
+    // "softmax", "mul_Tensor" and "MulBackward0" "mul". Empty when unknown.
+    std::string opKey;
     bool has(Flag f) const { return (flags & f) != 0; }
 };
 

@@ -63,7 +63,7 @@ void TestWhatIfSynth::initTestCase()
     QCOMPARE(m_base.model.recordedOptimizer, OptimizerKind::AdamW);
     // a*s = 4h here: only softmax's frames tell the score matrices from the MLP's activations.
     QVERIFY(m_base.model.quadraticBytes > 0);
-    QCOMPARE(m_base.model.dims.scoresFrom, std::string("softmax's output"));
+    QVERIFY(m_base.model.dims.scoresFrom.starts_with("softmax"));
 }
 
 void TestWhatIfSynth::identity()
