@@ -183,21 +183,34 @@ void Generator::variantForward(int layer)
         return alloc(bytes, variantStack(op, site, policy, false), Pool::Temporary);
     };
     auto drop = [&](Tensor& t, int site) { release(t, m_stacks.free(site == Res2 ? SynthSite::BlockLn2 : SynthSite::BlockLn1)); };
-    // A linear layer: autocast casts its weight (kept for backward) and its fp32 input.
-    auto castFor = [&](int64_t weightBytes, int64_t inputBytes, int site) {
+    // A linear layer: autocast casts its weight (kept for backward) and its fp32 input; the matmul
+    // saves the cast, so the fp32 source is dropped once cast (its norm's weights get their
+    // gradients through the cast's backward).
+    auto castFor = [&](int64_t weightBytes, int64_t inputBytes, int site, std::vector<int> inputWeights = {}) {
         if (castWeights)
             keep(weightBytes, "_to_copy", site, -1, "weight");
         if (autocast && inputBytes > 0)
-            keep(inputBytes, "_to_copy", site, -1, "ToCopyBackward0");
+            keep(inputBytes, "_to_copy", site, -1, "ToCopyBackward0", std::move(inputWeights));
+    };
+    // A norm's output: kept for the matmul after it, or (autocast) only until it is cast.
+    auto norm = [&](int site, std::vector<int> weights) {
+        if (!autocast) {
+            keep(T * h * eFp32, "native_layer_norm", site, fp32, "NativeLayerNormBackward0", std::move(weights));
+            return Tensor{};
+        }
+        return act(T * h * eFp32, "native_layer_norm", site, fp32);
     };
 
-    keep(T * h * eFp32, "native_layer_norm", Ln1, fp32, "NativeLayerNormBackward0", {0, 1});
-    castFor(3 * h * h * 2, autocast ? T * h * 2 : 0, Qkv);
+    Tensor ln1 = norm(Ln1, {0, 1});
+    castFor(3 * h * h * 2, autocast ? T * h * 2 : 0, Qkv, {0, 1});
+    drop(ln1, Qkv);
     keep(3 * T * h * eLow, "addmm", Qkv, lower, "AddmmBackward0", {2, 3});
     const int64_t scores = T * a * s;
     if (m_model.attention == SynthAttention::Recompute) {
         Tensor sc = tmp(scores * eLow, "bmm", Fused, lower);
+        Tensor up = autocast ? alloc(scores * 4, variantStack("_to_copy", Fused, -1, false), Pool::Temporary) : Tensor{};
         Tensor ex = tmp(scores * eFp32, "exp", Fused, fp32);
+        drop(up, Fused);
         drop(sc, Fused);
         keep(T * a * 4, "logsumexp", Fused, fp32, "PyNode");
         drop(ex, Fused);
@@ -218,22 +231,34 @@ void Generator::variantForward(int layer)
             drop(scaled, MaskFill);
             saved.push_back({mask, s * s, "", MaskFill, {}}); // the mask is kept for backward (it has no gradient)
         }
+        // Autocast's fp32 operators cast a 16-bit input to fp32 first (a transient copy).
+        auto upcast = [&](int site) {
+            return autocast ? alloc(scores * 4, variantStack("_to_copy", site, -1, false), Pool::Temporary) : Tensor{};
+        };
         if (m_model.attention == SynthAttention::Manual) {
             Tensor mx = tmp(T * a * eLow, "max_dim", ManualMax, -1);
             Tensor shifted = tmp(scores * eLow, "sub_Tensor", ManualExp, -1);
+            Tensor up = upcast(ManualExp);
             keep(scores * eFp32, "exp", ManualExp, fp32, "ExpBackward0");
+            drop(up, ManualExp);
             drop(shifted, ManualExp);
             drop(mx, ManualExp);
             keep(T * a * eFp32, "sum_dim_IntList", ManualSum, fp32, "SumBackward1");
             keep(scores * eFp32, "div_Tensor", ManualDiv, -1, "DivBackward0");
         } else {
+            Tensor up = upcast(Softmax);
             keep(scores * eFp32, "_softmax", Softmax, fp32, "SoftmaxBackward0");
+            drop(up, Softmax);
         }
         drop(probsIn, Softmax);
         keep(scores, "native_dropout", Drop, -1, ""); // the dropout mask
-        keep(scores * eFp32, "native_dropout", Drop, -1, "NativeDropoutBackward0");
-        if (autocast)
+        if (autocast) {
+            Tensor out = act(scores * eFp32, "native_dropout", Drop, -1);
             keep(scores * 2, "_to_copy", Av, -1, "ToCopyBackward0");
+            drop(out, Av);
+        } else {
+            keep(scores * eFp32, "native_dropout", Drop, -1, "NativeDropoutBackward0");
+        }
         keep(T * h * eLow, "bmm", Av, lower, "BmmBackward0");
     }
     castFor(h * h * 2, 0, Proj);
@@ -243,16 +268,18 @@ void Generator::variantForward(int layer)
     drop(proj, ProjDrop);
     keep(T * h * eRes, "add_Tensor", Res1, -1, "AddBackward0");
     drop(projDrop, Res1);
-    keep(T * h * eFp32, "native_layer_norm", Ln2, fp32, "NativeLayerNormBackward0", {6, 7});
+    Tensor ln2 = norm(Ln2, {6, 7});
     if (m_model.mlp == SynthMlp::SwiGlu) {
-        castFor(F * h * 2, autocast ? T * h * 2 : 0, Fc);
+        castFor(F * h * 2, autocast ? T * h * 2 : 0, Fc, {6, 7});
         keep(T * F * eLow, "addmm", Fc, lower, "AddmmBackward0", {8});
         castFor(F * h * 2, autocast ? T * h * 2 : 0, Fc);
+        drop(ln2, Fc);
         keep(T * F * eLow, "addmm", Fc, lower, "AddmmBackward0", {9});
         keep(T * F * eLow, "silu", Act, -1, "SiluBackward0");
         keep(T * F * eLow, "mul_Tensor", Mul, -1, "MulBackward0");
     } else {
-        castFor(F * h * 2, autocast ? T * h * 2 : 0, Fc);
+        castFor(F * h * 2, autocast ? T * h * 2 : 0, Fc, {6, 7});
+        drop(ln2, Fc);
         keep(T * F * eLow, "addmm", Fc, lower, "AddmmBackward0", {8, 9});
         keep(T * F * eLow, "gelu", Act, -1, "GeluBackward0");
     }

@@ -9,6 +9,7 @@
 #include "core/util/units.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 namespace poolscope {
@@ -36,10 +37,22 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, bo
     std::vector<Ratio> ratio(n);
     std::vector<uint8_t> decided(n, 0);
     const Ratio narrow{1, 2}, widen{2, 1}, drop{0, 1};
+    // The residual stream: a layer's input and the adds that carry it keep the type the embedding
+    // made (embedding is no autocast operator, so fp32 under autocast).
+    std::vector<int64_t> residual;
+    for (const auto& pass : m.passes)
+        if (pass.inputBytes > 0)
+            residual.push_back(pass.inputBytes);
     for (size_t a = 0; a < n; ++a) {
         if (!eligible(m, a))
             continue;
         const Allocation& al = dev.allocations[a];
+        // A bool mask (a comparison, dropout's mask: the smaller of its pair) stays one byte a value.
+        if (m.mask[a] || (m.precision[a] == OpPrecision::Promote &&
+                          std::find(residual.begin(), residual.end(), m.requestedSize[a]) != residual.end())) {
+            decided[a] = 1;
+            continue;
+        }
         switch (m.precision[a]) {
         case OpPrecision::Lower:
             ratio[a] = toLow ? narrow : widen;
@@ -118,13 +131,39 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         if (!ratio[a].isOne())
             plan.size[a] = ratio[a].apply(plan.size[a]);
     if (!toLow) {
+        // An input's cast was what its matmul kept: without autocast the fp32 source itself is kept
+        // as long as the cast was (the source of the cast, made just before it with twice its bytes).
+        int64_t kept = 0;
+        for (size_t c = 0; c < n; ++c) {
+            const Allocation& cast = dev.allocations[c];
+            if (cast.preexisting() || m.precision[c] != OpPrecision::Cast || m.weightCast[c] || !eligible(m, c))
+                continue;
+            int seen = 0;
+            for (size_t b = c; b-- > 0 && seen < kInputWindow;) {
+                const Allocation& src = dev.allocations[b];
+                if (src.preexisting())
+                    break;
+                ++seen;
+                if (src.size != 2 * cast.size || !eligible(m, b) || (src.freeCompletedEvent != kNoEvent && src.freeCompletedEvent < cast.allocEvent))
+                    continue;
+                const bool castOutlives = cast.freeCompletedEvent == kNoEvent ||
+                                          (src.freeCompletedEvent != kNoEvent && cast.freeCompletedEvent > src.freeCompletedEvent);
+                if (castOutlives && plan.size[b] > 0) {
+                    plan.extras.push_back({before(src.allocEvent), cast.freeCompletedEvent, plan.size[b], src.stream, m.pool[b]});
+                    kept += plan.size[b];
+                    plan.size[b] = 0;
+                }
+                break;
+            }
+        }
         int64_t casts = 0;
         for (size_t a = 0; a < n; ++a)
             if (m.weightCast[a] || m.pool[a] == Pool::CastCache) {
                 casts += plan.size[a];
                 plan.size[a] = 0;
             }
-        plan.notes.push_back("autocast off: the weight-cast cache (" + formatBytes(casts) + ") and the inputs' casts are not made; "
+        plan.notes.push_back("autocast off: the weight-cast cache (" + formatBytes(casts) + ") and the inputs' casts are not made (" +
+                             formatBytes(kept) + " of fp32 inputs their matmuls kept through a cast are kept themselves); "
                              "matmul outputs and what follows them widen to fp32 (" + formatBytes(changed) +
                              " of activations over the trace change size); weights, gradients and optimizer state stay");
         return;
@@ -152,6 +191,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     }
     // Each matmul casts its fp32 input: the latest live fp32 tensor that is no matmul output.
     int64_t inputCasts = 0;
+    std::map<size_t, EventIndex> lastCastOf; // fp32 source -> the event of its last cast
     std::vector<EventIndex> passBegin;
     for (const auto& pass : m.passes)
         passBegin.push_back(pass.begin);
@@ -180,6 +220,33 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             const EventIndex until = m.saved[a] ? al.freeCompletedEvent : al.allocEvent + 1;
             plan.extras.push_back({before(al.allocEvent), until, in.size / 2, al.stream, Pool::Activation});
             inputCasts += in.size / 2;
+            // The matmul saves the cast: the fp32 source, kept only for it, goes after its last cast.
+            if (m.saved[b] && m.precision[b] != OpPrecision::Lower)
+                lastCastOf[b] = al.allocEvent;
+            break;
+        }
+    }
+    int64_t released = 0;
+    for (auto& [b, at] : lastCastOf) {
+        plan.earlyFree[b] = at + 1;
+        released += plan.size[b];
+    }
+    // Autocast's fp32 operators (softmax, exp, log_softmax...) cast a 16-bit input to fp32 first: the
+    // tensor made just before them, when it is now 16-bit.
+    int64_t upcasts = 0;
+    for (size_t a = 1; a < n; ++a) {
+        const Allocation& al = dev.allocations[a];
+        if (al.preexisting() || !eligible(m, a) || m.precision[a] != OpPrecision::Fp32)
+            continue;
+        for (size_t b = a; b-- > 0;) {
+            const Allocation& in = dev.allocations[b];
+            if (in.preexisting() || !eligible(m, b))
+                continue;
+            if ((in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent) && ratio[b] == Ratio{1, 2} &&
+                in.size >= 512) {
+                plan.extras.push_back({before(al.allocEvent), al.allocEvent + 1, in.size, al.stream, Pool::Temporary});
+                upcasts += in.size;
+            }
             break;
         }
     }
@@ -197,7 +264,9 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                          ": matmul outputs and what follows them in 16 bits, softmax, norms, exp and losses in fp32 (" +
                          formatBytes(changed) + " of activations over the trace change size); weight-cast cache " +
                          formatBytes(cacheBytes) + " (each weight matrix once per forward, kept until its backward), casts of "
-                         "matmuls' fp32 inputs " + formatBytes(inputCasts) + ", 16-bit weight gradients cast into fp32 .grad " +
+                         "matmuls' fp32 inputs " + formatBytes(inputCasts) + ", fp32 operators' 16-bit inputs " + formatBytes(upcasts) +
+                         " (transient; the fp32 tensors only matmuls kept, " + formatBytes(released) +
+                         ", go once cast), 16-bit weight gradients cast into fp32 .grad " +
                          formatBytes(gradCasts) + "; weights stay fp32 (master weights), so do gradients and optimizer state");
 }
 

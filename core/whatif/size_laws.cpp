@@ -14,6 +14,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -189,8 +190,14 @@ void LawDecider::decideFixed()
                al.freeCompletedEvent > m_c.phases.runs[r].last;
     };
     std::vector<uint8_t> castCandidate(n, 0);
+    // (A batch moved to the device is a copy too, and no weight's.)
+    auto castPhase = [&](size_t a) {
+        const Phase p = birthPhase(m_c, a);
+        return m_m.pool[a] != Pool::Input && (p == Phase::Forward || p == Phase::Backward || p == Phase::Unknown);
+    };
     for (size_t a = 0; a < n; ++a)
-        if (facts(a).precision == OpPrecision::Cast && mirrors(size(a) * 2) > 0 && cachedLifetime(m_dev.allocations[a])) {
+        if (facts(a).precision == OpPrecision::Cast && mirrors(size(a) * 2) > 0 && castPhase(a) &&
+            cachedLifetime(m_dev.allocations[a])) {
             castCandidate[a] = 1;
             ++castsPerRun[{runOf(m_dev.allocations[a]), size(a)}];
         }
@@ -202,6 +209,12 @@ void LawDecider::decideFixed()
         const Phase birth = birthPhase(m_c, a);
         m_m.precision[a] = f.precision;
         m_m.autocastSeen |= f.has(StackFacts::Autocast);
+        // Bool masks: a comparison's output, or dropout's mask (the smaller of the pair it makes).
+        if (!f.has(StackFacts::Backward) && f.has(StackFacts::MaskOp))
+            m_m.mask[a] = 1;
+        if (!f.has(StackFacts::Backward) && f.has(StackFacts::Dropout) && a + 1 < n &&
+            m_dev.allocations[a + 1].stack == al.stack && size(a + 1) >= 2 * size(a))
+            m_m.mask[a] = 1;
         if ((p == Pool::Temporary || p == Pool::Other || p == Pool::Unknown) && birth == Phase::OptimizerStep)
             m_m.stepWorkspace[a] = 1;
         if (isWeightPool(p)) {
@@ -446,6 +459,9 @@ void LawDecider::findScoreWidth()
     };
     std::vector<std::pair<int64_t, FrameId>> anchorLines; // (width, the Python call site)
     std::map<int64_t, int64_t> forwardBytes, softmaxBytes; // of anchorBytes, the forward's and the fp32 operators' among them
+    // Without softmax or the mask, the scores are the width the most score operators make (q @ k.T,
+    // exp, the scale...), not the context (attn @ v) that only a product makes.
+    std::map<int64_t, std::set<std::string>> opsAt;
     auto pythonSite = [&](const StackFacts& f) {
         return f.userFrame && f.has(StackFacts::Python) && m_trace.frames.frame(f.userFrame).isPython() &&
                m_trace.frames.frame(f.userFrame).filename.ends_with(".py");
@@ -479,6 +495,7 @@ void LawDecider::findScoreWidth()
             const int64_t headsTimesE = size(a) / (T * s);
             if (headsTimesE < 2 || headsTimesE > 1024)
                 continue;
+            opsAt[size(a) / T].insert(f.opKey);
             anchorBytes[size(a) / T] += size(a);
             forwardBytes[size(a) / T] += size(a);
             if (f.precision == OpPrecision::Fp32)
@@ -487,11 +504,15 @@ void LawDecider::findScoreWidth()
                 anchorLines.emplace_back(size(a) / T, f.userFrame);
         }
     int64_t anchor = 0, most = 0;
-    for (auto& [w, bytes] : anchorBytes)
-        if (bytes > most || (bytes == most && w > anchor)) {
+    size_t mostOps = 0;
+    for (auto& [w, bytes] : anchorBytes) {
+        const size_t ops = opsAt.count(w) ? opsAt[w].size() : 0;
+        if (std::tie(ops, bytes, w) > std::tie(mostOps, most, anchor)) {
+            mostOps = ops;
             most = bytes;
             anchor = w;
         }
+    }
     if (anchor > 0) {
         m_m.dims.scoresFrom = "softmax's output, the causal mask's masked_fill or a product of b*a*s*s elements";
     } else if (T > 0 && m_dims.size() > 1) {
@@ -555,8 +576,13 @@ bool LawDecider::inScoreFamily(size_t a) const
         const StackFacts& f = facts(a);
         const bool mask = !f.has(StackFacts::Backward) && (f.has(StackFacts::MaskOp) || f.has(StackFacts::Dropout));
         if (m_anchorElement > 0) {
-            // Known element size: 16 and 32 bits for any operator, one byte only for a mask.
+            // Known element size: a matmul makes them in 16 bits, an fp32 operator in 32, the rest
+            // either; one byte only for a mask.
             const int64_t elements = anchor / m_anchorElement;
+            if (f.precision == OpPrecision::Lower && !f.has(StackFacts::Backward))
+                return w == 2 * elements;
+            if (f.precision == OpPrecision::Fp32 && !f.has(StackFacts::Backward))
+                return w == 4 * elements;
             return w == 2 * elements || w == 4 * elements || (w == elements && mask);
         }
         return !f.has(StackFacts::Backward) && (f.precision == OpPrecision::Cast || mask);
@@ -869,9 +895,20 @@ void LawDecider::decideTokens()
 // what a matmul takes): those that repeat once per unit, and the rest.
 void LawDecider::findMatrices()
 {
+    // A table only an embedding reads (its gradients all come from the embedding's backward) is no
+    // matmul's weight: autocast never casts it.
+    std::map<int64_t, std::pair<int, int>> gradsBySize; // bytes -> (from an embedding, all)
+    for (size_t a = 0; a < m_m.allocationCount; ++a)
+        if (m_m.pool[a] == Pool::Gradient && !m_dev.allocations[a].preexisting()) {
+            auto& [emb, all] = gradsBySize[size(a)];
+            ++all;
+            emb += facts(a).has(StackFacts::Embedding) ? 1 : 0;
+        }
     const int L = m_m.layersPerPass;
     for (auto& [bytes, count] : m_paramCount) {
         if (m_vectors.count(bytes) || bytes < 4096)
+            continue;
+        if (auto it = gradsBySize.find(bytes); it != gradsBySize.end() && it->second.first == it->second.second)
             continue;
         const int64_t perUnit = L > 0 ? count / L : 0;
         for (int64_t i = 0; i < perUnit; ++i)

@@ -202,6 +202,7 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
     m.lawEvidence.assign(n, LawEvidence::Default);
     m.precision.assign(n, OpPrecision::Unknown);
     m.weightCast.assign(n, 0);
+    m.mask.assign(n, 0);
     m.pass.assign(n, -1);
     m.layer.assign(n, -1);
     m.saved.assign(n, 0);

@@ -76,6 +76,7 @@ struct TraceModel {
     int64_t ambiguousBytes = 0;
     bool autocastSeen = false;          // the trace ran under autocast (its frames say so)
     std::vector<int32_t> gradSource;    // per Gradient allocation: the transient AccumulateGrad cloned it from, or -1
+    std::vector<uint8_t> mask;          // per allocation: a bool mask (a comparison's output, dropout's mask)
     std::vector<int64_t> unitMatrices;  // weight matrices (bytes) of one repeated unit: what autocast casts per unit
     std::vector<int64_t> otherMatrices; // weight matrices outside the units (embeddings, heads)
     std::vector<int64_t> requestedSize; // per allocation: what was asked for (pre-existing ones: from the final blocks)
