@@ -1,0 +1,258 @@
+// The size laws against the generator's own (synthTruthLaws: the same model generated with the
+// micro-batch and with the sequence doubled, lined up allocation by allocation), on models built to
+// collide on purpose; and every knob's prediction against a run generated with the knob changed.
+#include "core/classify/classifier.h"
+#include "core/synth/synth_truth.h"
+#include "core/whatif/whatif.h"
+
+#include <QtTest>
+
+using namespace poolscope;
+
+namespace {
+
+SynthModel model(SynthDtype dtype, SynthAttention attention, SynthMlp mlp, int64_t hidden = 512, int64_t seq = 256,
+                 int64_t ffn = 0)
+{
+    SynthModel m;
+    m.layers = 6;
+    m.hidden = hidden;
+    m.heads = 8;
+    m.seq = seq;
+    m.microBatch = 4;
+    m.vocab = 8000;
+    m.positions = 2048; // a table of max positions, not of this run's s
+    m.steps = 2;
+    m.dtype = dtype;
+    m.attention = attention;
+    m.mlp = mlp;
+    m.ffn = ffn;
+    return m;
+}
+
+struct Run {
+    SynthResult result;
+    TraceModel model;
+    const DeviceTrace& dev() const { return result.trace.devices[0]; }
+};
+
+Run make(const SynthModel& sm)
+{
+    Run r{synthesize(sm), {}};
+    r.model = buildTraceModel(r.result.trace, r.dev(), classify(r.result.trace, r.dev(), RuleSet::load()));
+    return r;
+}
+
+QString lawText(SizeLaw l) { return QString::fromUtf8(sizeLawName(l).data()); }
+
+} // namespace
+
+Q_DECLARE_METATYPE(SynthModel)
+
+class TestWhatIfLaws : public QObject {
+    Q_OBJECT
+private slots:
+    void lawsAreTheGenerators_data();
+    void lawsAreTheGenerators();
+    void ambiguityIsReported();
+    void knobMatchesGeneratedRun_data();
+    void knobMatchesGeneratedRun();
+    void unitsFoundWithoutSavedActivations();
+    void noUnitsSaysWhatToDo();
+};
+
+void TestWhatIfLaws::lawsAreTheGenerators_data()
+{
+    QTest::addColumn<SynthModel>("m");
+    QTest::addColumn<int64_t>("collide"); // bytes two different laws both produce (0: none designed)
+    using A = SynthAttention;
+    using M = SynthMlp;
+    using D = SynthDtype;
+    // T = b*s = 1024, h = 512, a = 8, s = 256: a*s = 2048 = 4h, so fp32 scores (T*a*s*4) have the bytes
+    // of the MLP's fp32 activation (T*4h*4), and softmax's are the only frames that tell.
+    QTest::newRow("softmax fp32: scores = MLP activation") << model(D::Fp32, A::Softmax, M::Gelu) << int64_t(1024) * 2048 * 4;
+    // nanoGPT: q @ k.T, / sqrt(d), masked_fill with a causal mask, F.softmax; nothing named attention.
+    QTest::newRow("inline matmul-div-mask, fp32") << model(D::Fp32, A::Inline, M::Gelu) << int64_t(1024) * 2048 * 4;
+    // A hand-written softmax (max, sub, exp, sum, div): no softmax anywhere.
+    QTest::newRow("no softmax at all, fp32") << model(D::Fp32, A::Manual, M::Gelu) << int64_t(1024) * 2048 * 4;
+    // Attention that keeps no probabilities: scores made by a product and recomputed in its backward.
+    QTest::newRow("no probabilities kept, fp32") << model(D::Fp32, A::Recompute, M::Gelu) << int64_t(1024) * 2048 * 4;
+    // SwiGLU of width 1536 at T = 512: its fp32 activation (T*1536*4) has the bytes of its own
+    // weight (1536*512*4); an fp32 weight is 4x its bf16 cast...
+    QTest::newRow("FFN activation = FFN weight, fp32") << model(D::Fp32, A::Inline, M::SwiGlu, 512, 128, 1536) << int64_t(1536) * 512 * 4;
+    QTest::newRow("mixed precision weight casts") << model(D::Mixed, A::Softmax, M::Gelu) << int64_t(0);
+    QTest::newRow("autocast, softmax") << model(D::Autocast, A::Softmax, M::Gelu) << int64_t(0);
+    // Under autocast the 16-bit scores (T*a*s*2) have the bytes of the 16-bit SwiGLU activation (T*2048*2).
+    QTest::newRow("autocast, inline, SwiGLU") << model(D::Autocast, A::Inline, M::SwiGlu, 512, 256, 2048) << int64_t(1024) * 2048 * 2;
+    QTest::newRow("autocast, no softmax, SwiGLU") << model(D::Autocast, A::Manual, M::SwiGlu, 512, 256, 2048) << int64_t(1024) * 2048 * 2;
+    QTest::newRow("autocast, recompute, SwiGLU") << model(D::Autocast, A::Recompute, M::SwiGlu, 512, 256, 2048) << int64_t(0);
+    QTest::newRow("bf16 inline SwiGLU") << model(D::Bf16, A::Inline, M::SwiGlu) << int64_t(0);
+    // Short sequence: scores smaller than the context tensor next to them.
+    QTest::newRow("bf16 recompute, s = 32") << model(D::Bf16, A::Recompute, M::SwiGlu, 512, 32) << int64_t(0);
+    QTest::newRow("autocast no softmax, s = 32") << model(D::Autocast, A::Manual, M::Gelu, 512, 32) << int64_t(0);
+}
+
+void TestWhatIfLaws::lawsAreTheGenerators()
+{
+    QFETCH(SynthModel, m);
+    QFETCH(int64_t, collide);
+    const std::vector<SynthLaw> truth = synthTruthLaws(m);
+    const Run run = make(m);
+    const auto& allocs = run.dev().allocations;
+    QCOMPARE(truth.size(), allocs.size());
+    // Built to collide: tensors of those bytes follow different laws.
+    if (collide > 0) {
+        std::set<std::string> laws;
+        for (size_t a = 0; a < allocs.size(); ++a)
+            if (allocs[a].size == collide && truth[a].known())
+                laws.insert(truth[a].text());
+        QVERIFY2(laws.size() >= 2, "the model was meant to make two laws' tensors of the same bytes");
+    }
+    int64_t checked = 0, wrongBytes = 0;
+    QStringList wrong;
+    for (size_t a = 0; a < allocs.size(); ++a) {
+        if (allocs[a].preexisting() || !truth[a].known())
+            continue;
+        ++checked;
+        const SizeLaw law = run.model.law[a];
+        if (batchExponent(law) == truth[a].batch && seqExponent(law) == truth[a].seq)
+            continue;
+        wrongBytes += allocs[a].size;
+        if (wrong.size() < 8)
+            wrong << QString("#%1 %2 B: %3, truth %4 (%5)")
+                         .arg(a)
+                         .arg(allocs[a].size)
+                         .arg(lawText(law), QString::fromStdString(truth[a].text()),
+                              QString::fromUtf8(lawEvidenceName(run.model.lawEvidence[a]).data()));
+    }
+    QVERIFY(checked > 500);
+    QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join("; ")));
+    QCOMPARE(wrongBytes, int64_t(0));
+}
+
+void TestWhatIfLaws::ambiguityIsReported()
+{
+    // T = b*s = 2048 = ffn: a matmul input's autocast cast (T*h*2) has the bytes of an FFN weight's
+    // cast (ffn*h*2). Nothing tells them apart: the laws say so instead of guessing quietly.
+    const Run run = make(model(SynthDtype::Autocast, SynthAttention::Inline, SynthMlp::Gelu, 512, 512));
+    QVERIFY(run.model.ambiguousBytes > 0);
+    QVERIFY(!run.model.ambiguous.empty());
+    bool named = false;
+    for (const auto& n : run.model.notes)
+        named |= n.find("ambiguous") != std::string::npos && n.find("weight's cast or an input's") != std::string::npos;
+    QVERIFY(named);
+    // A model with nothing to confuse has nothing ambiguous.
+    QCOMPARE(make(model(SynthDtype::Fp32, SynthAttention::Softmax, SynthMlp::Gelu, 640, 128)).model.ambiguousBytes, int64_t(0));
+}
+
+void TestWhatIfLaws::knobMatchesGeneratedRun_data()
+{
+    QTest::addColumn<SynthModel>("from");
+    QTest::addColumn<SynthModel>("to");
+    QTest::addColumn<QString>("knob");
+    QTest::addColumn<double>("tolerance"); // percent of the generated run's peak
+    using A = SynthAttention;
+    using M = SynthMlp;
+    using D = SynthDtype;
+    struct Variant {
+        const char* name;
+        SynthModel m;
+    };
+    const Variant variants[] = {{"fp32 softmax", model(D::Fp32, A::Softmax, M::Gelu)},
+                                {"fp32 inline swiglu", model(D::Fp32, A::Inline, M::SwiGlu)},
+                                {"autocast manual", model(D::Autocast, A::Manual, M::Gelu)},
+                                {"bf16 recompute swiglu", model(D::Bf16, A::Recompute, M::SwiGlu)},
+                                {"mixed inline", model(D::Mixed, A::Inline, M::Gelu)}};
+    for (const auto& v : variants) {
+        for (auto [num, den] : {std::pair{2, 1}, {1, 2}, {8, 1}}) {
+            SynthModel from = v.m, to = v.m;
+            from.seq = num == 8 ? 32 : v.m.seq;
+            to.seq = from.seq * num / den;
+            QTest::newRow(qPrintable(QString("%1: seq x%2").arg(v.name).arg(double(num) / den)))
+                << from << to << QString("seq %1/%2").arg(num).arg(den) << 0.1;
+        }
+        for (auto [num, den] : {std::pair{2, 1}, {1, 2}}) {
+            SynthModel to = v.m;
+            to.microBatch = v.m.microBatch * num / den;
+            QTest::newRow(qPrintable(QString("%1: micro-batch x%2").arg(v.name).arg(double(num) / den)))
+                << v.m << to << QString("batch %1/%2").arg(num).arg(den) << 0.1;
+        }
+    }
+    for (auto [attention, mlp] : {std::pair{A::Softmax, M::Gelu}, {A::Inline, M::SwiGlu}}) {
+        const SynthModel fp32 = model(D::Fp32, attention, mlp), autocast = model(D::Autocast, attention, mlp);
+        const QString name = attention == A::Softmax ? "softmax gelu" : "inline swiglu";
+        QTest::newRow(qPrintable("fp32 -> autocast bf16, " + name)) << fp32 << autocast << "autocast bf16" << 1.5;
+        QTest::newRow(qPrintable("autocast -> off, " + name)) << autocast << fp32 << "autocast off" << 1.5;
+    }
+    SynthModel big = model(D::Fp32, A::Softmax, M::Gelu), accumulated = big;
+    big.microBatch = 8;
+    accumulated.microBatch = 2;
+    accumulated.accumulate = 4;
+    QTest::newRow("accumulate 4 (micro-batch 8 -> 4 x 2)") << big << accumulated << "accumulate 4" << 1.0;
+    SynthModel full = model(D::Fp32, A::Softmax, M::Gelu), norms = full;
+    norms.normsOnly = true;
+    QTest::newRow("freeze all but the norms") << full << norms << "freeze !LayerNorm" << 0.5;
+    QTest::newRow("trainable share of the norms") << full << norms << "trainable" << 0.5;
+}
+
+void TestWhatIfLaws::knobMatchesGeneratedRun()
+{
+    QFETCH(SynthModel, from);
+    QFETCH(SynthModel, to);
+    QFETCH(QString, knob);
+    QFETCH(double, tolerance);
+    Scenario s;
+    const QStringList k = knob.split(' ');
+    if (k[0] == "seq" || k[0] == "batch") {
+        const QStringList r = k[1].split('/');
+        (k[0] == "seq" ? s.seqScale : s.batchScale) = Ratio{r[0].toLongLong(), r[1].toLongLong()};
+    } else if (k[0] == "autocast") {
+        s.autocast = *parseAutocast(k[1].toStdString());
+    } else if (k[0] == "accumulate") {
+        s.accumulate = k[1].toInt();
+    } else if (k[0] == "freeze") {
+        s.freeze = k[1].toStdString();
+    } else {
+        // The norms' and biases' share of the parameters: what normsOnly leaves trainable.
+        const int64_t h = from.hidden, f = 4 * h;
+        const int64_t vectors = from.layers * (h + h + 3 * h + h + h + h + f + h) + 2 * h;
+        s.trainable = Ratio{vectors, synthSizes(from).parameterElements};
+    }
+    const Run base = make(from), real = make(to);
+    const WhatIfResult r = runWhatIf(base.result.trace, base.dev(), base.model, s);
+    const int64_t actual = real.dev().peakAllocated;
+    const double error = 100.0 * double(r.peakAllocated - actual) / double(actual);
+    qInfo("%s: predicted %lld, generated %lld (%+.3f%%; as recorded %lld)", qPrintable(knob), qint64(r.peakAllocated),
+          qint64(actual), error, qint64(base.dev().peakAllocated));
+    QVERIFY2(std::abs(error) < tolerance, qPrintable(QString("error %1%").arg(error)));
+}
+
+void TestWhatIfLaws::unitsFoundWithoutSavedActivations()
+{
+    // The first forward of a step keeps its activations for backward; the units are found from the
+    // call sites that repeat, so a forward that keeps nothing still shows them: the head's units are
+    // the same count as the saved ones'.
+    const Run run = make(model(SynthDtype::Fp32, SynthAttention::Inline, SynthMlp::SwiGlu));
+    QCOMPARE(run.model.layersPerPass, 6);
+    for (const auto& pass : run.model.passes)
+        QCOMPARE(int(pass.layers.size()), 6);
+}
+
+void TestWhatIfLaws::noUnitsSaysWhatToDo()
+{
+    // One layer: nothing repeats, so checkpointing has no unit and says how to mark one.
+    SynthModel one = model(SynthDtype::Fp32, SynthAttention::Softmax, SynthMlp::Gelu);
+    one.layers = 1;
+    const Run run = make(one);
+    QCOMPARE(run.model.layersPerPass, 0);
+    Scenario s;
+    s.checkpoint = CheckpointKind::Full;
+    const WhatIfResult r = runWhatIf(run.result.trace, run.dev(), run.model, s);
+    bool advice = false;
+    for (const auto& n : r.notes)
+        advice |= n.find("units=") != std::string::npos && n.find("poolscope_capture.py") != std::string::npos;
+    QVERIFY(advice);
+}
+
+QTEST_GUILESS_MAIN(TestWhatIfLaws)
+#include "test_whatif_laws.moc"
