@@ -1,6 +1,7 @@
 // `poolscope render`: the review image without a display (offscreen Qt platform).
 #include "app/args.h"
 #include "app/commands.h"
+#include "app/whatif_args.h"
 
 #include "core/load.h"
 #include "core/timeline/moment.h"
@@ -11,6 +12,7 @@
 #include "widgets/main_window.h"
 #include "widgets/review_image.h"
 #include "widgets/timeline_plot.h"
+#include "widgets/whatif_review.h"
 
 #include <QApplication>
 #include <QFileInfo>
@@ -71,7 +73,13 @@ int renderWindow(std::shared_ptr<const PreparedTrace> doc, const QString& path, 
 int runRender(const std::vector<std::string>& argv)
 {
     return guarded("render", [&] {
-        Args args(argv);
+        Args args(normaliseWhatIfArgs(argv));
+        // --whatif: the same knobs as `poolscope whatif`, the prediction drawn over the chart.
+        const bool whatIf = args.flag("--whatif");
+        const bool predictedStack = args.flag("--predicted-stack");
+        std::optional<Scenario> scenario;
+        if (whatIf)
+            scenario = whatIfScenario(args);
         const auto deviceOpt = args.option("--device");
         const std::string at = args.option("--at").value_or("");
         const QSize size = parseSize(args.option("--size").value_or("1600x900"));
@@ -93,6 +101,10 @@ int runRender(const std::vector<std::string>& argv)
         int64_t capacity = -1;
         if (capacityOpt && (capacity = parseBytes(*capacityOpt)) <= 0)
             throw UsageError("--capacity expects a size such as 80GiB, got '" + *capacityOpt + "'");
+        if (scenario && scenario->capacity)
+            capacity = *scenario->capacity;
+        if (window && whatIf)
+            throw UsageError("--whatif draws the review image: leave out --window");
 
         const auto doc = prepareTrace(load(files[0]));
         size_t device = doc->defaultDevice();
@@ -135,7 +147,19 @@ int runRender(const std::vector<std::string>& argv)
                                        ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(QString::fromStdString(formatBytes(capacity)))
                                        : QObject::tr("capacity %1").arg(QString::fromStdString(formatBytes(capacity))));
         plot.setCursorEvent(std::max<EventIndex>(0, moment->event));
-        const ReviewContent content = reviewContentFor(*doc, device, plot.cursorEvent(), capacity, path, dark);
+        ReviewContent content = reviewContentFor(*doc, device, plot.cursorEvent(), capacity, path, dark);
+        if (scenario) {
+            if (dev.eventCount() == 0)
+                throw std::invalid_argument(files[0] + ": " + dev.label() + " has no trace events to replay (segments only)");
+            WhatIfOptions options;
+            options.keepPoolSeries = true;
+            auto result = std::make_shared<WhatIfResult>(
+                runWhatIf(*doc->trace, dev, pd.classification ? *pd.classification : Classification{}, *scenario, options));
+            plot.setPredictedStackVisible(predictedStack);
+            plot.setPrediction(result);
+            plot.setCursorEvent(std::max<EventIndex>(0, result->peakAt));
+            content = whatIfReviewContent(*result, path, dark);
+        }
         QString why;
         if (!saveReviewImage(outPath, plot, content, size, &why))
             throw WriteError(why.toStdString());
@@ -146,9 +170,10 @@ int runRender(const std::vector<std::string>& argv)
 
 const CommandRegistrar kRegister({"render",
                                   "render FILE [--device N] [--at peak|oom|end|INDEX] [--size 1600x900] [--capacity 80GiB] "
-                                  "[--index-axis] [--dark] [--window] -o OUT.png|svg|pdf",
+                                  "[--index-axis] [--dark] [--window] [--whatif KNOBS... [--predicted-stack]] -o OUT.png|svg|pdf",
                                   "the review image (stacked pools, breakdown, verdict) without a display; --window: a "
-                                  "screenshot of the whole desktop window instead", runRender});
+                                  "screenshot of the whole desktop window instead; --whatif with `poolscope whatif`'s knobs: "
+                                  "the predicted run drawn over the recorded one", runRender});
 
 } // namespace
 } // namespace poolscope::app

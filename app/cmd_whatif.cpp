@@ -1,5 +1,6 @@
 #include "app/args.h"
 #include "app/commands.h"
+#include "app/whatif_args.h"
 
 #include "core/classify/classifier.h"
 #include "core/classify/rules.h"
@@ -26,8 +27,10 @@ Ratio ratioOption(Args& args, const char* name)
     return *r;
 }
 
+} // namespace
+
 // `--checkpoint` takes an optional mode: a bare flag means full checkpointing.
-std::vector<std::string> normaliseCheckpoint(std::vector<std::string> argv)
+std::vector<std::string> normaliseWhatIfArgs(std::vector<std::string> argv)
 {
     for (size_t i = 0; i < argv.size(); ++i) {
         if (argv[i] != "--checkpoint")
@@ -42,7 +45,7 @@ std::vector<std::string> normaliseCheckpoint(std::vector<std::string> argv)
     return argv;
 }
 
-Scenario scenarioFrom(Args& args)
+Scenario whatIfScenario(Args& args)
 {
     Scenario s;
     s.batchScale = ratioOption(args, "--batch-scale");
@@ -100,6 +103,8 @@ Scenario scenarioFrom(Args& args)
     return s;
 }
 
+namespace {
+
 const DeviceTrace& pickDevice(const Trace& trace, std::optional<int> wanted)
 {
     if (trace.devices.empty())
@@ -123,12 +128,12 @@ const DeviceTrace& pickDevice(const Trace& trace, std::optional<int> wanted)
 int runWhatIfCommand(const std::vector<std::string>& argv)
 {
     return guarded("whatif", [&] {
-        Args args(normaliseCheckpoint(argv));
+        Args args(normaliseWhatIfArgs(argv));
         std::optional<int> device;
         if (auto d = args.option("--device"))
             device = Args({"--device", *d}).intOption("--device", 0);
         const bool asJson = args.flag("--json");
-        const Scenario scenario = scenarioFrom(args);
+        const Scenario scenario = whatIfScenario(args);
         const auto files = args.positionals();
         if (files.size() != 1)
             throw UsageError("whatif expects one FILE");

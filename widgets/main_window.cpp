@@ -364,6 +364,8 @@ void MainWindow::buildDocks()
     // In a scroll area: tabbed docks take the tallest tab's minimum height, and the panel's knobs
     // would otherwise hold the tensor table (and squeeze the chart) at ~450 px.
     m_whatIf = new WhatIfPanel(this);
+    connect(m_whatIf, &WhatIfPanel::predictionChanged, m_plot, &TimelinePlot::setPrediction);
+    connect(m_whatIf, &WhatIfPanel::predictedStackToggled, m_plot, &TimelinePlot::setPredictedStackVisible);
     auto* whatIfScroll = new QScrollArea(this);
     whatIfScroll->setWidget(m_whatIf);
     whatIfScroll->setWidgetResizable(true);

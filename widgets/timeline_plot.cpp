@@ -164,6 +164,7 @@ void TimelinePlot::applyPalette()
 void TimelinePlot::setTimeline(std::shared_ptr<const DeviceTimeline> timeline, std::vector<PhaseBand> bands)
 {
     m_timeline = std::move(timeline);
+    m_prediction.setResult(nullptr); // it was a prediction for the previous trace
     m_bands = std::move(bands);
     if (m_timeline && m_mode == AxisMode::WallTime && !m_timeline->hasTime())
         m_mode = AxisMode::EventIndex;
@@ -230,6 +231,8 @@ void TimelinePlot::fitLegend(int plotWidth)
     int used = legend->margins().left() + legend->margins().right() + 8;
     int perRow = 0;
     for (int i = 0; i < legend->itemCount(); ++i) {
+        if (!legend->item(i))
+            continue; // a free cell of the legend's grid
         used += legend->item(i)->minimumOuterSizeHint().width() + (i ? legend->columnSpacing() : 0);
         if (used > plotWidth)
             break;
@@ -288,14 +291,16 @@ void TimelinePlot::rebuildGraphs()
         if (!m_timeline->reservedKnown())
             m_graphs.back()->removeFromLegend();
     }
+    m_prediction.recreateGraphs(m_palette);
     fitLegend(width());
 
-    // Y range: the full trace's highest reserved (top of the stack) and the capacity, in one unit.
+    // Y range: the full trace's highest reserved (top of the stack), the capacity and the
+    // prediction's highest, in one unit.
     const StackLod& lod = m_timeline->lod();
     std::vector<StackLod::Extrema> e(lod.layerCount());
     lod.rangeExtrema(0, lod.sampleCount() - 1, e);
     int64_t top = e.empty() ? 0 : e.back().max;
-    top = std::max(top, m_capacity);
+    top = std::max({top, m_capacity, m_prediction.top()});
     if (top >= kGiB) {
         m_unit = double(kGiB);
         m_unitName = QStringLiteral("GiB");
@@ -436,6 +441,7 @@ void TimelinePlot::rebuildMarkers()
         m_markers.push_back(dot);
         m_markers.push_back(text);
     }
+    m_prediction.recreateItems(m_palette, m_unit, [this](EventIndex e) { return eventKey(e); });
     updateCursorItems();
 }
 
@@ -516,6 +522,11 @@ void TimelinePlot::refreshData()
         data[w] = QCPGraphData(r.upper, data[w - 1].value);
         m_graphs[k]->data()->set(data, true);
     }
+    const EventAxis& axis = m_timeline->axis(m_mode);
+    const auto events = EventIndex(axis.eventCount());
+    m_prediction.refresh(r.lower, r.upper, w, m_unit, [&](double key) {
+        return events == 0 ? EventIndex(0) : std::clamp<EventIndex>(axis.eventAt(toPosition(key)), 0, events - 1);
+    });
     m_lastQueryWidth = w;
     updateBandLabels();
 }
@@ -569,6 +580,27 @@ void TimelinePlot::setRasterFill(bool on)
     for (StackGraph* g : m_graphs)
         g->setRasterFill(on);
     replot();
+}
+
+void TimelinePlot::setPrediction(std::shared_ptr<const WhatIfResult> result)
+{
+    // A prediction for another trace (or device) than the one shown draws nothing.
+    if (result && m_timeline && result->events != int64_t(m_timeline->device().eventCount()))
+        result.reset();
+    m_prediction.setResult(std::move(result));
+    rebuildGraphs();
+    rebuildMarkers();
+    refreshData();
+    replot();
+}
+
+void TimelinePlot::setPredictedStackVisible(bool on)
+{
+    if (on == m_prediction.stackVisible())
+        return;
+    m_prediction.setStackVisible(on);
+    if (m_prediction.result())
+        setPrediction(std::shared_ptr<const WhatIfResult>(m_prediction.resultHandle()));
 }
 
 void TimelinePlot::setHighlight(EventIndex from, EventIndex to)

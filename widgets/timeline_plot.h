@@ -3,6 +3,7 @@
 #include "core/timeline/phase_bands.h"
 #include "widgets/band_fill.h"
 #include "widgets/pool_palette.h"
+#include "widgets/prediction_overlay.h"
 #include "widgets/stack_fill.h"
 
 #include <qcustomplot.h>
@@ -41,6 +42,10 @@ public:
 
     EventIndex cursorEvent() const { return m_cursor; }
     void setCursorEvent(EventIndex event); // clamps; emits cursorMoved when it changes
+    // The what-if answer over the recorded chart (null clears it); see PredictionOverlay.
+    void setPrediction(std::shared_ptr<const WhatIfResult> result);
+    const WhatIfResult* prediction() const { return m_prediction.result(); }
+    void setPredictedStackVisible(bool on);
     // Highlights an allocation's lifetime [from, to] (to == kNoEvent: until the end).
     void setHighlight(EventIndex from, EventIndex to);
     void clearHighlight();
@@ -123,6 +128,7 @@ private:
     QCPItemText* m_peakText = nullptr;
     std::vector<std::pair<QCPRange, QCPItemText*>> m_bandItems; // band keys and label
     BandFill* m_bandFill = nullptr;
+    PredictionOverlay m_prediction{this};
 };
 
 } // namespace poolscope

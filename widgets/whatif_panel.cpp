@@ -15,10 +15,17 @@
 #include <QSpinBox>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <QGridLayout>
+#include <QSignalBlocker>
+#include <QTimer>
 #include <QtConcurrent/QtConcurrentRun>
 
 namespace poolscope {
 namespace {
+
+// Each pool's predicted bytes after every event, for the predicted stack: up to this many events
+// (12 pools x 8 bytes each: ~190 MB at two million).
+constexpr size_t kPoolSeriesEvents = 2'000'000;
 
 QString bytesText(qint64 b) { return QString::fromStdString(formatBytes(b)); }
 
@@ -147,27 +154,100 @@ void WhatIfPanel::buildUi()
     m_ranks->setRange(1, 65536);
     m_ranks->setValue(8);
     m_ranks->setToolTip(tr("Data-parallel ranks (hybrid sharding: the ranks of one shard group)"));
-    m_offload = new QCheckBox(tr("Offload the optimizer to the CPU"), this);
+    m_offload = new QCheckBox(tr("Offload optimizer"), this);
+    m_offload->setToolTip(tr("The optimizer's state and step run on the CPU"));
+    m_autocast = new QComboBox(this);
+    m_autocast->addItem(tr("as recorded"), int(AutocastKind::Keep));
+    m_autocast->addItem(QStringLiteral("bf16"), int(AutocastKind::Bf16));
+    m_autocast->addItem(QStringLiteral("fp16"), int(AutocastKind::Fp16));
+    m_autocast->addItem(tr("off (fp32)"), int(AutocastKind::Off));
+    m_autocast->setToolTip(tr("torch.autocast: matmuls in 16 bits with a cast of each weight per forward, or off"));
+    m_trainable = new QDoubleSpinBox(this);
+    m_trainable->setRange(0.001, 1.0);
+    m_trainable->setDecimals(3);
+    m_trainable->setSingleStep(0.05);
+    m_trainable->setValue(1.0);
+    m_trainable->setToolTip(tr("Share of each weight that trains (LoRA-like adapters): gradients and optimizer state follow it"));
+    m_freeze = new QLineEdit(this);
+    m_freeze->setObjectName(QStringLiteral("freeze"));
+    m_freeze->setPlaceholderText(tr("regex over gradients' frames (! inverts)"));
+    m_freeze->setToolTip(tr("Gradients whose frames match are not made, nor their optimizer state (e.g. Embedding, or !LayerNorm)"));
+    m_accumulate = new QSpinBox(this);
+    m_accumulate->setRange(1, 4096);
+    m_accumulate->setPrefix(QStringLiteral("x"));
+    m_accumulate->setToolTip(tr("Gradient accumulation: micro-batch / K, K forward and backward passes per step"));
     m_capacity = new QLineEdit(this);
-    m_capacity->setPlaceholderText(tr("e.g. 80GiB (empty: the recorded OOM's device)"));
+    m_capacity->setObjectName(QStringLiteral("capacity"));
+    m_capacity->setPlaceholderText(tr("e.g. 80GiB"));
+    m_capacity->setToolTip(tr("Device memory to judge the fit against (empty: the recorded OOM's device)"));
     m_runButton = new QPushButton(tr("Predict"), this);
+    m_liveBox = new QCheckBox(tr("as knobs change"), this);
+    m_liveBox->setToolTip(tr("Predict on every change (offered for traces that replay in about 100 ms)"));
+    m_stackBox = new QCheckBox(tr("predicted stack"), this);
+    m_stackBox->setToolTip(tr("Draw each pool's predicted top over the chart, not only the predicted totals"));
     connect(m_runButton, &QPushButton::clicked, this, &WhatIfPanel::run);
     connect(m_sharding, &QComboBox::currentIndexChanged, this,
             [this] { m_ranks->setEnabled(ShardingKind(m_sharding->currentData().toInt()) != ShardingKind::None); });
+    connect(m_stackBox, &QCheckBox::toggled, this, &WhatIfPanel::predictedStackToggled);
+    connect(m_liveBox, &QCheckBox::toggled, this, [this](bool on) {
+        m_live = on;
+        if (on)
+            knobChanged();
+    });
+    m_liveTimer = new QTimer(this);
+    m_liveTimer->setSingleShot(true);
+    m_liveTimer->setInterval(150);
+    connect(m_liveTimer, &QTimer::timeout, this, &WhatIfPanel::run);
+    for (QDoubleSpinBox* b : {m_batch, m_seq, m_activation, m_trainable})
+        connect(b, &QDoubleSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
+    for (QSpinBox* b : {m_ranks, m_accumulate})
+        connect(b, &QSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
+    for (QComboBox* c : {m_checkpoint, m_optimizer, m_sharding, m_autocast})
+        connect(c, &QComboBox::currentIndexChanged, this, &WhatIfPanel::knobChanged);
+    connect(m_offload, &QCheckBox::toggled, this, &WhatIfPanel::knobChanged);
+    for (QLineEdit* e : {m_freeze, m_capacity})
+        connect(e, &QLineEdit::editingFinished, this, &WhatIfPanel::knobChanged);
 
-    auto* form = new QFormLayout;
-    form->addRow(tr("Micro-batch"), m_batch);
-    form->addRow(tr("Sequence"), m_seq);
-    form->addRow(tr("Activations"), m_activation);
-    form->addRow(tr("Checkpointing"), m_checkpoint);
-    form->addRow(tr("Optimizer"), m_optimizer);
-    auto* shard = new QHBoxLayout;
-    shard->addWidget(m_sharding, 1);
-    shard->addWidget(new QLabel(tr("ranks"), this));
-    shard->addWidget(m_ranks);
-    form->addRow(tr("Sharding"), shard);
-    form->addRow(QString(), m_offload);
-    form->addRow(tr("Capacity"), m_capacity);
+    // The knobs in two columns of label and field, compact, beside the answer.
+    auto* knobs = new QGridLayout;
+    knobs->setHorizontalSpacing(6);
+    knobs->setVerticalSpacing(3);
+    auto label = [this](const QString& text) { return new QLabel(text, this); };
+    int row = 0;
+    auto pair = [&](const QString& a, QWidget* wa, const QString& b, QWidget* wb) {
+        knobs->addWidget(label(a), row, 0);
+        knobs->addWidget(wa, row, 1);
+        if (wb) {
+            knobs->addWidget(label(b), row, 2);
+            knobs->addWidget(wb, row, 3);
+        }
+        ++row;
+    };
+    pair(tr("Micro-batch"), m_batch, tr("Sequence"), m_seq);
+    pair(tr("Activations"), m_activation, tr("Accumulate"), m_accumulate);
+    pair(tr("Autocast"), m_autocast, tr("Checkpoint"), m_checkpoint);
+    pair(tr("Optimizer"), m_optimizer, tr("Trainable"), m_trainable);
+    knobs->addWidget(label(tr("Sharding")), row, 0);
+    knobs->addWidget(m_sharding, row, 1);
+    knobs->addWidget(label(tr("ranks")), row, 2);
+    knobs->addWidget(m_ranks, row, 3);
+    ++row;
+    knobs->addWidget(label(tr("Freeze")), row, 0);
+    knobs->addWidget(m_freeze, row, 1, 1, 3);
+    ++row;
+    knobs->addWidget(label(tr("Capacity")), row, 0);
+    knobs->addWidget(m_capacity, row, 1);
+    knobs->addWidget(m_offload, row, 2, 1, 2);
+    ++row;
+    auto* actions = new QHBoxLayout;
+    actions->addWidget(m_runButton);
+    actions->addWidget(m_liveBox);
+    actions->addWidget(m_stackBox);
+    actions->addStretch(1);
+    knobs->addLayout(actions, row, 0, 1, 4);
+    knobs->setRowStretch(row + 1, 1);
+    knobs->setColumnStretch(1, 1);
+    knobs->setColumnStretch(3, 1);
 
     m_verdict = new QLabel(this);
     m_verdict->setWordWrap(true);
@@ -176,19 +256,22 @@ void WhatIfPanel::buildUi()
     m_table = new QTableView(this);
     m_table->setModel(m_model);
     m_table->verticalHeader()->hide();
+    m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 4);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setSectionResizeMode(WhatIfResultModel::Quantity, QHeaderView::Stretch);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_notes = new QPlainTextEdit(this);
     m_notes->setReadOnly(true);
     m_notes->setMaximumBlockCount(200);
+    auto* answer = new QVBoxLayout;
+    answer->addWidget(m_verdict);
+    answer->addWidget(m_table, 3);
+    answer->addWidget(m_notes, 2);
 
-    auto* layout = new QVBoxLayout(this);
-    layout->addLayout(form);
-    layout->addWidget(m_runButton);
-    layout->addWidget(m_verdict);
-    layout->addWidget(m_table, 2);
-    layout->addWidget(m_notes, 1);
+    auto* layout = new QHBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(knobs, 0);
+    layout->addLayout(answer, 1);
     m_ranks->setEnabled(false);
 }
 
@@ -203,10 +286,14 @@ void WhatIfPanel::setTrace(std::shared_ptr<const PreparedTrace> trace, size_t de
     m_notes->clear();
     const bool usable = m_trace && m_device < m_trace->trace->devices.size() && m_trace->trace->devices[m_device].eventCount() > 0;
     m_runButton->setEnabled(usable);
+    m_lastReplayUs = -1;
+    updateLive();
     m_verdict->setText(!m_trace ? tr("Open a dump to ask what if.")
-                       : usable ? tr("Set the knobs and press Predict: the trace is replayed through the allocator.")
-                                : tr("This device has no trace events to replay."));
+                       : !usable ? tr("This device has no trace events to replay.")
+                       : m_live  ? tr("Turn a knob: the trace is replayed through the allocator and the answer drawn on the chart.")
+                                 : tr("Set the knobs and press Predict: the trace is replayed through the allocator."));
     setRunning(false);
+    emit predictionChanged(nullptr);
 }
 
 Scenario WhatIfPanel::scenario() const
@@ -220,6 +307,10 @@ Scenario WhatIfPanel::scenario() const
     s.sharding = ShardingKind(m_sharding->currentData().toInt());
     s.ranks = s.sharding == ShardingKind::None ? 1 : m_ranks->value();
     s.offloadOptimizer = m_offload->isChecked();
+    s.autocast = AutocastKind(m_autocast->currentData().toInt());
+    s.trainable = ratioOf(m_trainable);
+    s.freeze = m_freeze->text().trimmed().toStdString();
+    s.accumulate = m_accumulate->value();
     if (const int64_t bytes = parseBytes(m_capacity->text().trimmed().toStdString()); bytes > 0)
         s.capacity = bytes;
     return s;
@@ -227,6 +318,8 @@ Scenario WhatIfPanel::scenario() const
 
 void WhatIfPanel::setScenario(const Scenario& s)
 {
+    // Setting the knobs from code is no knob turned by a user: no live run for each of them.
+    m_settingScenario = true;
     m_batch->setValue(s.batchScale.value());
     m_seq->setValue(s.seqScale.value());
     m_activation->setValue(s.activationScale.value());
@@ -237,6 +330,33 @@ void WhatIfPanel::setScenario(const Scenario& s)
         m_ranks->setValue(s.ranks);
     m_offload->setChecked(s.offloadOptimizer);
     m_capacity->setText(s.capacity ? QString::fromStdString(formatBytes(*s.capacity)).remove(' ') : QString());
+    m_autocast->setCurrentIndex(m_autocast->findData(int(s.autocast)));
+    m_trainable->setValue(s.trainable.value());
+    m_freeze->setText(QString::fromStdString(s.freeze));
+    m_accumulate->setValue(s.accumulate);
+    m_settingScenario = false;
+}
+
+bool WhatIfPanel::predictedStack() const { return m_stackBox->isChecked(); }
+
+void WhatIfPanel::knobChanged()
+{
+    if (m_settingScenario || !m_live || !m_trace)
+        return;
+    m_liveTimer->start(); // restarts: a run once the knobs stop moving
+}
+
+void WhatIfPanel::updateLive()
+{
+    // ~100 ms: measured once a replay ran, estimated from the events before (a few million a second).
+    constexpr int64_t kLiveUs = 100'000;
+    constexpr size_t kLiveEvents = 300'000;
+    const size_t events = m_trace && m_device < m_trace->trace->devices.size() ? m_trace->trace->devices[m_device].eventCount() : 0;
+    const bool fast = m_lastReplayUs >= 0 ? m_lastReplayUs <= kLiveUs : (events > 0 && events <= kLiveEvents);
+    const QSignalBlocker quiet(m_liveBox);
+    m_liveBox->setEnabled(fast);
+    m_liveBox->setChecked(fast);
+    m_live = fast;
 }
 
 void WhatIfPanel::run()
@@ -269,7 +389,8 @@ void WhatIfPanel::run()
                 o.model = std::make_shared<const TraceModel>(buildTraceModel(*trace->trace, dev, c ? *c : Classification{}));
             }
             WhatIfOptions options;
-            options.keepSeries = false;
+            options.keepSeries = true; // the chart draws the predicted run
+            options.keepPoolSeries = dev.eventCount() <= kPoolSeriesEvents;
             options.cancel = cancel.get();
             o.result = std::make_shared<const WhatIfResult>(runWhatIf(*trace->trace, dev, *o.model, s, options));
         } catch (const std::exception& e) {
@@ -299,7 +420,12 @@ void WhatIfPanel::jobFinished(quint64 id, QFutureWatcher<Outcome>* watcher)
         return;
     m_traceModel = o.model;
     m_result = o.result;
+    const bool wasLive = m_live;
+    m_lastReplayUs = m_result->replayUs;
+    if (m_lastReplayUs > 100'000 && wasLive) // slower than it looked: back to Predict
+        updateLive();
     showResult();
+    emit predictionChanged(m_result);
     emit finished();
 }
 
@@ -320,6 +446,12 @@ void WhatIfPanel::showResult()
         verdict += tr("<span style='color:#1b5e20'>fits</span> in %1 with %2 to spare at the reserved peak.")
                        .arg(bytesText(*r.capacity), bytesText(*r.capacity - r.peakReserved));
     }
+    auto phase = [](Phase p) { return QString::fromUtf8(phaseName(p).data()).replace('_', ' '); };
+    verdict += tr("<br>Peak at event %1 (%2); recorded at event %3 (%4).")
+                   .arg(r.peakAt)
+                   .arg(phase(r.peakPhase))
+                   .arg(r.recordedPeakAt)
+                   .arg(phase(r.recordedPeakPhase));
     m_verdict->setText(verdict);
     QStringList notes;
     if (!r.recompute.empty())

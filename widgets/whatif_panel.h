@@ -19,6 +19,7 @@ class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
 class QTableView;
+class QTimer;
 
 namespace poolscope {
 
@@ -50,10 +51,12 @@ private:
 };
 
 // "What if I checkpoint / shard / change the optimizer / change the batch?" The knobs of a
-// Scenario, a Run button, and the answer: recorded vs predicted peaks, per-pool peaks, whether it
-// fits at the capacity, what the prediction assumed. The replay runs off the GUI thread
-// (QtConcurrent); a newer run or a new trace makes a running one stale: it is cancelled and its
-// result dropped. The trace model (size laws, layers) is built once per device and reused.
+// Scenario beside the answer: recorded vs predicted peaks, per-pool peaks, whether it fits at the
+// capacity, what the prediction assumed; the prediction itself goes to the chart
+// (predictionChanged). A trace small enough to replay in ~100 ms is predicted as the knobs change;
+// larger ones on Predict. The replay runs off the GUI thread (QtConcurrent); a newer run or a new
+// trace makes a running one stale: it is cancelled and its result dropped. The trace model (size
+// laws, layers) is built once per device and reused.
 class WhatIfPanel : public QWidget {
     Q_OBJECT
 public:
@@ -71,6 +74,9 @@ public:
     void setScenario(const Scenario& scenario);
 
     bool isRunning() const { return m_running; }
+    // Predicting as the knobs change: on for traces that replay within ~100 ms.
+    bool livePrediction() const { return m_live; }
+    bool predictedStack() const;
     // The last finished result for the current trace and device; null before the first one.
     std::shared_ptr<const WhatIfResult> result() const { return m_result; }
     WhatIfResultModel* resultModel() const { return m_model; }
@@ -80,6 +86,9 @@ public slots:
 
 signals:
     void finished(); // a new result is shown
+    // The result to draw over the chart (with its per-event series), or null when there is none.
+    void predictionChanged(std::shared_ptr<const WhatIfResult> result);
+    void predictedStackToggled(bool on);
     void failed(const QString& message);
     void runningChanged(bool running);
 
@@ -94,6 +103,8 @@ private:
     void setRunning(bool running);
     void cancelJob();
     void showResult();
+    void knobChanged();
+    void updateLive();
 
     std::shared_ptr<const PreparedTrace> m_trace;
     size_t m_device = 0;
@@ -112,6 +123,16 @@ private:
     QComboBox* m_sharding = nullptr;
     QSpinBox* m_ranks = nullptr;
     QCheckBox* m_offload = nullptr;
+    QComboBox* m_autocast = nullptr;
+    QDoubleSpinBox* m_trainable = nullptr;
+    QLineEdit* m_freeze = nullptr;
+    QSpinBox* m_accumulate = nullptr;
+    QCheckBox* m_liveBox = nullptr;
+    QCheckBox* m_stackBox = nullptr;
+    QTimer* m_liveTimer = nullptr;
+    bool m_live = false;
+    bool m_settingScenario = false;
+    int64_t m_lastReplayUs = -1;
     QLineEdit* m_capacity = nullptr;
     QPushButton* m_runButton = nullptr;
     QLabel* m_verdict = nullptr;

@@ -188,6 +188,16 @@ std::string lawNotes(const TraceModel& m)
 
 } // namespace
 
+Phase TraceModel::phaseAt(EventIndex e) const
+{
+    auto it = std::upper_bound(phaseRuns.begin(), phaseRuns.end(), e,
+                               [](EventIndex x, const PhaseTimeline::Run& r) { return x < r.first; });
+    if (it == phaseRuns.begin())
+        return Phase::Unknown;
+    --it;
+    return e <= it->last ? it->phase : Phase::Unknown;
+}
+
 TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Classification& c)
 {
     TraceModel m;
@@ -210,6 +220,7 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
     m.stepWorkspace.assign(n, 0);
     m.requestedSize = requestedSizes(dev);
 
+    m.phaseRuns = c.phases.runs;
     for (const auto& run : c.phases.runs) {
         m.hasBackward |= run.phase == Phase::Backward;
         if (run.phase == Phase::OptimizerStep && !m.hasStep) {

@@ -103,6 +103,9 @@ struct TraceModel {
     bool hasStep = false;
     EventIndex firstStepEvent = kNoEvent;
 
+    std::vector<PhaseTimeline::Run> phaseRuns; // the classification's phase runs: where a peak is
+    Phase phaseAt(EventIndex e) const;
+
     std::vector<std::string> notes; // assumptions and what could not be found, for the report
 
     // Replay inputs that depend on the trace alone, found once and reused by every scenario.

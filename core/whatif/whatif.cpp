@@ -75,6 +75,10 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
     const Plan plan = buildPlan(dev, model, scenario, &trace.frames);
     WhatIfResult r = replayPlan(trace, dev, model, plan, scenario, options);
     recordedFigures(dev, model, r);
+    r.dims = model.dims;
+    r.ambiguousBytes = model.ambiguousBytes;
+    r.peakPhase = model.phaseAt(r.peakAt);
+    r.recordedPeakPhase = model.phaseAt(r.recordedPeakAt);
     r.recompute = plan.recompute;
     r.notes = model.notes;
     r.notes.insert(r.notes.end(), plan.notes.begin(), plan.notes.end());
@@ -103,8 +107,9 @@ std::string renderWhatIfText(const WhatIfResult& r)
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
         if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)
             out += row("  " + std::string(poolName(Pool(p))), r.recordedPoolPeaks[p], r.poolPeaks[p]);
-    out += "  predicted peak at event " + std::to_string(r.peakAt) + "; reserved but unallocated at the reserved peak: " +
-           formatBytes(r.fragmentation()) + "\n";
+    out += "  predicted peak at event " + std::to_string(r.peakAt) + " (" + std::string(phaseName(r.peakPhase)) +
+           "; recorded at event " + std::to_string(r.recordedPeakAt) + ", " + std::string(phaseName(r.recordedPeakPhase)) +
+           "); reserved but unallocated at the reserved peak: " + formatBytes(r.fragmentation()) + "\n";
     if (!r.capacity) {
         out += "  capacity: unknown (no OOM recorded; pass --capacity) \n";
     } else if (r.oom) {
@@ -166,7 +171,14 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
                       {"peak_reserved_index", r.peakReservedAt},
                       {"reserved_unallocated_at_peak", r.fragmentation()},
                       {"pool_peaks", pools(r.poolPeaks)},
-                      {"pools_at_peak", pools(r.poolsAtPeak)}};
+                      {"pools_at_peak", pools(r.poolsAtPeak)},
+                      {"peak_phase", std::string(phaseName(r.peakPhase))}};
+    j["recorded"]["peak_phase"] = std::string(phaseName(r.recordedPeakPhase));
+    j["laws"] = {{"tokens", r.dims.tokens},
+                 {"seq", r.dims.seq},
+                 {"batch", r.dims.batch},
+                 {"score_width", r.dims.scoreWidth},
+                 {"ambiguous_bytes", r.ambiguousBytes}};
     j["capacity"] = r.capacity ? json(*r.capacity) : json(nullptr);
     j["capacity_source"] = r.capacitySource;
     j["fits"] = r.capacity ? json(r.fits()) : json(nullptr);

@@ -19,6 +19,7 @@ namespace poolscope {
 
 struct WhatIfOptions {
     bool keepSeries = true;                   // predicted allocated/reserved after every event
+    bool keepPoolSeries = false;              // and each pool's bytes after every event (the predicted stack)
     const std::atomic<bool>* cancel = nullptr; // polled every few thousand events
 };
 
@@ -67,6 +68,11 @@ struct WhatIfResult {
     int64_t initialReserved = 0;
     std::vector<int64_t> allocated; // after every event (empty without keepSeries or when cancelled)
     std::vector<int64_t> reserved;
+    std::vector<std::vector<int64_t>> poolSeries; // per pool (kAllocationPoolCount), after every event; empty unless asked
+    Phase peakPhase = Phase::Unknown;         // the phase of the event where the predicted peak is
+    Phase recordedPeakPhase = Phase::Unknown;
+    RunDims dims;                            // the run's dimensions the laws were read from
+    int64_t ambiguousBytes = 0;              // allocations whose law nothing decided
     std::vector<std::string> allocatorWarnings;
     int64_t replayedAllocations = 0; // allocator requests made (originals and injected)
     int64_t replayUs = 0;            // time spent replaying (wall clock)

@@ -99,6 +99,11 @@ public:
             m_out.allocated.reserve(n);
             m_out.reserved.reserve(n);
         }
+        if (options.keepPoolSeries) {
+            m_out.poolSeries.assign(kAllocationPoolCount, {});
+            for (auto& series : m_out.poolSeries)
+                series.reserve(n);
+        }
         const bool compare = m_plan.identity && m_dev.allocated.size() == n;
         const bool compareReserved = m_plan.identity && m_dev.reserved.size() == n;
         for (size_t i = 0; i < n; ++i) {
@@ -106,6 +111,7 @@ public:
                 m_out.cancelled = true;
                 m_out.allocated.clear();
                 m_out.reserved.clear();
+                m_out.poolSeries.clear();
                 return;
             }
             const auto idx = EventIndex(i);
@@ -149,6 +155,9 @@ public:
                 m_out.allocated.push_back(allocated);
                 m_out.reserved.push_back(reserved);
             }
+            if (options.keepPoolSeries)
+                for (size_t p = 0; p < kAllocationPoolCount; ++p)
+                    m_out.poolSeries[p].push_back(m_pools[p]);
             if (allocated > m_out.peakAllocated || m_out.peakAt == kNoEvent) {
                 m_out.peakAllocated = allocated;
                 m_out.peakAt = idx;

@@ -151,7 +151,7 @@ void TestWhatIfPanel::newTraceClears()
 void TestWhatIfPanel::capacityText()
 {
     WhatIfPanel panel;
-    auto* edit = panel.findChild<QLineEdit*>();
+    auto* edit = panel.findChild<QLineEdit*>(QStringLiteral("capacity"));
     QVERIFY(edit);
     edit->setText("24 GiB");
     QCOMPARE(panel.scenario().capacity, std::optional<int64_t>(int64_t(24) << 30));
