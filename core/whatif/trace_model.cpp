@@ -32,7 +32,7 @@ std::string_view sizeLawName(SizeLaw law)
 }
 
 // Defined in trace_model_layers.cpp: forward passes, their layers and the backward that follows.
-void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceModel& m);
+void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m);
 // Defined in trace_model_replay.cpp.
 void findReplayInputs(const Trace& trace, const DeviceTrace& dev, TraceModel& m);
 
@@ -228,7 +228,7 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
             m.firstStepEvent = run.first;
         }
     }
-    decideSizeLaws(trace, dev, c, stackFacts(trace.frames), m, [&] { findForwardPasses(dev, c, m); });
+    decideSizeLaws(trace, dev, c, stackFacts(trace.frames), m, [&] { findForwardPasses(trace, dev, c, m); });
     poolTotals(dev, m);
     findOptimizer(trace, dev, m);
     findReplayInputs(trace, dev, m);

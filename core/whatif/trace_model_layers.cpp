@@ -50,11 +50,72 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
     return out;
 }
 
-// `all`: every allocation of the pass that follows the batch, `savedIdx`: those kept past it.
-void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const std::vector<size_t>& savedIdx, ForwardPass& pass,
-                int passNo, TraceModel& m)
+// U (the layer input) and each saved allocation's layer, once the units' starts are known.
+// `shape`: the allocations the units were read from (the saved ones, or all in inference).
+void assignLayers(const DeviceTrace& dev, const std::vector<size_t>& shape, const std::vector<size_t>& savedIdx, ForwardPass& pass,
+                  int passNo, TraceModel& m, const std::vector<EventIndex>& begins, EventIndex headBegin)
 {
     const auto& allocs = dev.allocations;
+    // U, the layer input: the embedding output (the largest allocation that follows the batch kept
+    // before the first layer), else the most common such size inside the layers.
+    for (size_t a : shape)
+        if (allocs[a].allocEvent < begins[0] && m.law[a] != SizeLaw::Fixed)
+            pass.inputBytes = std::max(pass.inputBytes, allocs[a].size);
+    if (pass.inputBytes == 0) {
+        std::unordered_map<int64_t, int64_t> sizes;
+        for (size_t a : shape)
+            if (allocs[a].allocEvent >= begins[0] && m.law[a] != SizeLaw::Fixed)
+                ++sizes[allocs[a].size];
+        int64_t most = 0;
+        for (auto& [s, n] : sizes)
+            if (n > most || (n == most && s > pass.inputBytes)) {
+                most = n;
+                pass.inputBytes = s;
+            }
+    }
+    std::vector<int64_t> lastInput(pass.layers.size(), -1);
+    for (size_t a : savedIdx) {
+        const EventIndex e = allocs[a].allocEvent;
+        if (e < begins[0] || e >= headBegin)
+            continue;
+        const size_t l = size_t(std::upper_bound(begins.begin(), begins.end(), e) - begins.begin()) - 1;
+        m.pass[a] = passNo;
+        m.layer[a] = int32_t(l);
+        pass.layers[l].savedBytes += allocs[a].size;
+        if (allocs[a].size == pass.inputBytes && m.law[a] != SizeLaw::Fixed)
+            lastInput[l] = int64_t(a);
+    }
+    for (int64_t a : lastInput)
+        if (a >= 0)
+            m.keptInput[size_t(a)] = 1;
+}
+
+// `all`: every allocation of the pass that follows the batch, `savedIdx`: those kept past it;
+// `marked`: units the recording marked (poolscope::unit annotations), as event ranges.
+void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const std::vector<size_t>& savedIdx, ForwardPass& pass,
+                int passNo, TraceModel& m, const std::vector<std::pair<EventIndex, EventIndex>>& marked)
+{
+    const auto& allocs = dev.allocations;
+    if (!marked.empty()) {
+        // The capture helper's units= marked each unit's forward: no need to guess from repetition.
+        std::vector<EventIndex> begins;
+        for (auto& [b, e] : marked)
+            if (b >= pass.begin && b <= pass.end)
+                begins.push_back(b);
+        if (begins.size() >= 2) {
+            pass.layers.resize(begins.size());
+            size_t k = 0;
+            for (auto& [b, e] : marked)
+                if (b >= pass.begin && b <= pass.end) {
+                    pass.layers[k].forwardBegin = b;
+                    pass.layers[k].forwardEnd = std::min(e, pass.end);
+                    ++k;
+                }
+            assignLayers(dev, savedIdx.size() >= 16 ? savedIdx : all, savedIdx, pass, passNo, m, begins,
+                         pass.layers.back().forwardEnd + 1);
+            return;
+        }
+    }
     // The structure comes from what is kept for backward when there is enough of it (training),
     // else from every allocation of the pass (inference keeps nothing).
     const std::vector<size_t>& shape = savedIdx.size() >= 16 ? savedIdx : all;
@@ -125,38 +186,7 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const st
         pass.layers[l].forwardBegin = begins[l];
         pass.layers[l].forwardEnd = l + 1 < begins.size() ? begins[l + 1] - 1 : headBegin - 1;
     }
-    // U, the layer input: the embedding output (the largest allocation that follows the batch kept
-    // before the first layer), else the most common such size inside the layers.
-    for (size_t a : shape)
-        if (allocs[a].allocEvent < begins[0] && m.law[a] != SizeLaw::Fixed)
-            pass.inputBytes = std::max(pass.inputBytes, allocs[a].size);
-    if (pass.inputBytes == 0) {
-        std::unordered_map<int64_t, int64_t> sizes;
-        for (size_t a : shape)
-            if (allocs[a].allocEvent >= begins[0] && m.law[a] != SizeLaw::Fixed)
-                ++sizes[allocs[a].size];
-        int64_t most = 0;
-        for (auto& [s, n] : sizes)
-            if (n > most || (n == most && s > pass.inputBytes)) {
-                most = n;
-                pass.inputBytes = s;
-            }
-    }
-    std::vector<int64_t> lastInput(pass.layers.size(), -1);
-    for (size_t a : savedIdx) {
-        const EventIndex e = allocs[a].allocEvent;
-        if (e < begins[0] || e >= headBegin)
-            continue;
-        const size_t l = size_t(std::upper_bound(begins.begin(), begins.end(), e) - begins.begin()) - 1;
-        m.pass[a] = passNo;
-        m.layer[a] = int32_t(l);
-        pass.layers[l].savedBytes += allocs[a].size;
-        if (allocs[a].size == pass.inputBytes && m.law[a] != SizeLaw::Fixed)
-            lastInput[l] = int64_t(a);
-    }
-    for (int64_t a : lastInput)
-        if (a >= 0)
-            m.keptInput[size_t(a)] = 1;
+    assignLayers(dev, shape, savedIdx, pass, passNo, m, begins, headBegin);
 }
 
 // Backward of each layer: its saved activations are released there, top layer first.
@@ -190,9 +220,42 @@ void findBackward(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, F
 
 } // namespace
 
-void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceModel& m)
+// The capture helper's units= opens a record_function scope "poolscope::unit" around each unit's
+// forward; PyTorch keeps them in the dump's external_annotations, with times.
+std::vector<std::pair<EventIndex, EventIndex>> markedUnits(const Trace& trace, const DeviceTrace& dev)
+{
+    std::vector<std::pair<EventIndex, EventIndex>> out;
+    if (!dev.hasTime)
+        return out;
+    const auto& t = dev.events.timeUs;
+    std::vector<int64_t> starts;
+    for (const auto& a : trace.annotations) {
+        if (a.device != dev.device || a.name != "poolscope::unit" || a.timeUs == kNoTime)
+            continue;
+        if (a.start) {
+            starts.push_back(a.timeUs);
+            continue;
+        }
+        if (starts.empty())
+            continue;
+        const int64_t from = starts.back();
+        starts.pop_back();
+        if (!starts.empty())
+            continue; // a unit inside a unit: the outer one is the unit
+        // Events are in time order: the first at or after the start, the last at or before the end.
+        const auto b = std::lower_bound(t.begin(), t.end(), from);
+        const auto e = std::upper_bound(t.begin(), t.end(), a.timeUs);
+        if (b < e)
+            out.emplace_back(EventIndex(b - t.begin()), EventIndex(e - t.begin()) - 1);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m)
 {
     const auto ranges = forwardRanges(dev, c, m);
+    const auto marked = markedUnits(trace, dev);
     const auto& allocs = dev.allocations;
     // Allocations are sorted by allocEvent (pre-existing first): one sweep assigns passes.
     size_t a = 0;
@@ -218,7 +281,7 @@ void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceMod
                 savedIdx.push_back(a);
             }
         }
-        findLayers(dev, all, savedIdx, pass, int(p), m);
+        findLayers(dev, all, savedIdx, pass, int(p), m, marked);
         for (size_t s : savedIdx)
             if (m.pass[s] < 0)
                 m.pass[s] = int32_t(p);
@@ -233,7 +296,8 @@ void findForwardPasses(const DeviceTrace& dev, const Classification& c, TraceMod
                           "record(..., annotate=model, units=model.layers)) to mark them");
     else if (!m.passes.empty())
         m.notes.push_back(std::to_string(m.passes.size()) + " forward pass(es) of " + std::to_string(m.layersPerPass) +
-                          " layers; a layer input is " + formatBytes(m.passes.front().inputBytes));
+                          (marked.empty() ? " repeated units (found by their repeating call sites)" : " units (marked by units=)") +
+                          "; a unit's input is " + formatBytes(m.passes.front().inputBytes));
 }
 
 } // namespace poolscope

@@ -46,6 +46,9 @@ What it does, in PyTorch terms (2.1 and later):
 * File names carry a timestamp and the rank (``torch.distributed`` when initialised, else the
   ``RANK`` or ``LOCAL_RANK`` environment variable, else 0), so every rank of a job can write
   into the same folder: ``poolscope-<YYYYmmdd-HHMMSS>-rank<R>-<kind>.pickle``.
+* With ``units=model.layers`` (any iterable of modules), each unit's forward runs inside a
+  ``poolscope::unit`` scope: PoolScope's what-if checkpoints and shards by these units when the
+  model's repetition is not visible from its call sites (a GNN's steps, UNet blocks, experts).
 * With ``annotate=model``, ``torch.autograd.profiler.record_function`` scopes named
   ``poolscope::forward`` and ``poolscope::backward`` are opened and closed by module hooks; with
   ``optimizer=opt``, ``poolscope::optimizer_step`` by ``register_step_pre_hook`` /
@@ -84,6 +87,9 @@ DEFAULT_MAX_ENTRIES = 100000
 # Readable by every viewer, and by Python 3.4+; see the module docstring.
 PICKLE_PROTOCOL = 4
 PHASE_FORWARD = "poolscope::forward"
+# record_function scope around each forward of a repeated unit (units=): PoolScope's what-if
+# checkpoints and shards by these units where it cannot find them from repeating call sites.
+UNIT_SCOPE = "poolscope::unit"
 PHASE_BACKWARD = "poolscope::backward"
 PHASE_OPTIMIZER_STEP = "poolscope::optimizer_step"
 
@@ -203,7 +209,7 @@ class Recorder:
     """One recording of CUDA allocator history; use through ``record`` / ``recorded``."""
 
     def __init__(self, path_dir=".", max_entries=DEFAULT_MAX_ENTRIES, stacks="python", annotate=None,
-                 optimizer=None, on_oom=True, dump_on_exit=False, max_oom_dumps=3):
+                 optimizer=None, on_oom=True, dump_on_exit=False, max_oom_dumps=3, units=None):
         if stacks not in _VALID_STACKS:
             raise ValueError("stacks must be 'python' or 'all', not %r" % (stacks,))
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries <= 0:
@@ -213,6 +219,8 @@ class Recorder:
         self.stacks = stacks
         self.annotate = annotate
         self.optimizer = optimizer
+        # The repeated units (a ModuleList, or any iterable of modules: layers, blocks, experts).
+        self.units = list(units) if units is not None else []
         self.on_oom = on_oom
         self.dump_on_exit = dump_on_exit
         # cuDNN retries a convolution with less workspace after an OOM, so one failure can call
@@ -328,9 +336,12 @@ class Recorder:
 
     # -- phase annotations -----------------------------------------------------------------
     def _attach_phase_hooks(self, torch):
-        if self.annotate is None and self.optimizer is None:
+        if self.annotate is None and self.optimizer is None and not self.units:
             return
         record_function = torch.autograd.profiler.record_function
+        for unit in self.units:
+            self._handles.append(unit.register_forward_pre_hook(self._opener(record_function, UNIT_SCOPE)))
+            self._handles.append(unit.register_forward_hook(self._closer(UNIT_SCOPE)))
         model, opt = self.annotate, self.optimizer
         if model is not None:
             self._handles.append(model.register_forward_pre_hook(self._opener(record_function, PHASE_FORWARD)))
@@ -378,18 +389,21 @@ class Recorder:
 
 
 def record(path_dir=".", max_entries=DEFAULT_MAX_ENTRIES, stacks="python", annotate=None, optimizer=None,
-           on_oom=True, dump_on_exit=False, max_oom_dumps=3):
+           on_oom=True, dump_on_exit=False, max_oom_dumps=3, units=None):
     """Context manager: record allocator history inside the block; dump at an OOM.
 
     path_dir: folder for the dumps (created if missing). max_entries: events kept in the ring
     buffer. stacks: 'python' (default) or 'all' (adds C++ frames). annotate: a torch.nn.Module
     whose forward/backward get record_function scopes. optimizer: a torch.optim.Optimizer whose
     step gets one. on_oom: write a dump at an out-of-memory error. dump_on_exit: also write one
-    when the block ends normally. max_oom_dumps: cap on OOM dumps for this recording.
+    when the block ends normally. max_oom_dumps: cap on OOM dumps for this recording. units: the
+    repeated units (e.g. model.layers), each forward wrapped in a "poolscope::unit" scope so the
+    what-if engine checkpoints and shards by them.
     The Recorder it yields has ``dump()`` and ``paths`` (the dumps written so far).
     """
     return Recorder(path_dir=path_dir, max_entries=max_entries, stacks=stacks, annotate=annotate,
-                    optimizer=optimizer, on_oom=on_oom, dump_on_exit=dump_on_exit, max_oom_dumps=max_oom_dumps)
+                    optimizer=optimizer, on_oom=on_oom, dump_on_exit=dump_on_exit, max_oom_dumps=max_oom_dumps,
+                    units=units)
 
 
 def recorded(*args, **kwargs):

@@ -486,6 +486,18 @@ class PhaseTest(CaptureTestCase):
         # Exactly one OOM dump: the observer's, not a second one from the exit path.
         self.assertEqual(len(os.listdir(self.dir)), 1)
 
+    def test_unit_hooks(self):
+        # units=: each repeated unit's forward runs inside a poolscope::unit scope, nothing else.
+        torch = self.install()
+        units = [FakeModule(), FakeModule()]
+        with pc.record(self.dir, units=units):
+            for unit in units:
+                self.assertEqual(sorted(unit.hooks), ["forward", "forward_pre"])
+                self.assertEqual(unit.fire("forward_pre", unit, ("x",)), [None])
+                self.assertEqual(unit.fire("forward", unit, ("x",), "y"), [None])
+        self.assertEqual(self.rf_calls(torch), [("rf_enter", "poolscope::unit"), ("rf_exit", "poolscope::unit")] * 2)
+        self.assertTrue(all(h.removed for u in units for h in u.handles))
+
     def test_optimizer_only(self):
         torch = self.install()
         opt = FakeOptimizer()

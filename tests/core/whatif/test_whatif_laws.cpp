@@ -59,6 +59,7 @@ private slots:
     void knobMatchesGeneratedRun();
     void unitsFoundWithoutSavedActivations();
     void noUnitsSaysWhatToDo();
+    void markedUnitsWin();
 };
 
 void TestWhatIfLaws::lawsAreTheGenerators_data()
@@ -252,6 +253,30 @@ void TestWhatIfLaws::noUnitsSaysWhatToDo()
     for (const auto& n : r.notes)
         advice |= n.find("units=") != std::string::npos && n.find("poolscope_capture.py") != std::string::npos;
     QVERIFY(advice);
+}
+
+void TestWhatIfLaws::markedUnitsWin()
+{
+    // The capture helper's units= marks each unit's forward with a poolscope::unit scope: those are
+    // the units, whatever repeats. Marked here two layers at a time: three units, not six.
+    const SynthModel sm = model(SynthDtype::Fp32, SynthAttention::Softmax, SynthMlp::Gelu);
+    Run run = make(sm);
+    const DeviceTrace& dev = run.dev();
+    QCOMPARE(run.model.layersPerPass, 6);
+    Trace& trace = run.result.trace;
+    for (const auto& pass : run.model.passes)
+        for (size_t l = 0; l + 1 < pass.layers.size(); l += 2) {
+            const int64_t from = dev.events.timeUs[size_t(pass.layers[l].forwardBegin)];
+            const int64_t to = dev.events.timeUs[size_t(pass.layers[l + 1].forwardEnd)];
+            trace.annotations.push_back(Annotation{"poolscope::unit", true, 0, from});
+            trace.annotations.push_back(Annotation{"poolscope::unit", false, 0, to});
+        }
+    const TraceModel marked = buildTraceModel(trace, dev, classify(trace, dev, RuleSet::load()));
+    QCOMPARE(marked.layersPerPass, 3);
+    bool said = false;
+    for (const auto& n : marked.notes)
+        said |= n.find("marked by units=") != std::string::npos;
+    QVERIFY(said);
 }
 
 QTEST_GUILESS_MAIN(TestWhatIfLaws)

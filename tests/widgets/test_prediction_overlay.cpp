@@ -1,0 +1,166 @@
+// The what-if answer on the chart: block maxima keep every peak, the predicted lines reach the
+// predicted peak at any zoom, the y range makes room for a prediction above the recording, a
+// prediction for another trace draws nothing, and the panel predicts as a knob turns.
+#include "core/synth/synth.h"
+#include "core/timeline/prepared_trace.h"
+#include "widgets/timeline_plot.h"
+#include "widgets/whatif_panel.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <random>
+
+using namespace poolscope;
+
+namespace {
+
+std::shared_ptr<const PreparedTrace> synthDoc()
+{
+    SynthModel m;
+    m.layers = 4;
+    m.hidden = 256;
+    m.heads = 4;
+    m.seq = 128;
+    m.microBatch = 2;
+    m.vocab = 4000;
+    m.positions = 1024;
+    m.steps = 2;
+    return prepareTrace(std::make_shared<Trace>(synthesize(m).trace));
+}
+
+double graphMax(const QCPGraph* g)
+{
+    double top = 0;
+    for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
+        top = std::max(top, it->value);
+    return top;
+}
+
+const QCPGraph* graphNamed(const QCustomPlot& plot, const QString& name)
+{
+    for (int k = 0; k < plot.graphCount(); ++k)
+        if (plot.graph(k)->name() == name)
+            return plot.graph(k);
+    return nullptr;
+}
+
+} // namespace
+
+class TestPredictionOverlay : public QObject {
+    Q_OBJECT
+private slots:
+    void blockMaxKeepsEveryPeak();
+    void predictionDrawnOverTheRecording();
+    void predictionForAnotherTraceIsIgnored();
+    void panelPredictsAsAKnobTurns();
+};
+
+void TestPredictionOverlay::blockMaxKeepsEveryPeak()
+{
+    std::mt19937_64 rng(7);
+    std::vector<int64_t> v(10'000);
+    for (auto& x : v)
+        x = int64_t(rng() % 1'000'000);
+    const BlockMax bm(&v);
+    for (int t = 0; t < 2000; ++t) {
+        int64_t a = int64_t(rng() % v.size()), b = int64_t(rng() % v.size());
+        if (a > b)
+            std::swap(a, b);
+        const int64_t expected = *std::max_element(v.begin() + a, v.begin() + b + 1);
+        QCOMPARE(bm.max(a, b), expected);
+    }
+    QCOMPARE(bm.max(-5, 3), *std::max_element(v.begin(), v.begin() + 4)); // clamped
+    QCOMPARE(BlockMax().max(0, 10), int64_t(0));
+}
+
+void TestPredictionOverlay::predictionDrawnOverTheRecording()
+{
+    const auto doc = synthDoc();
+    const PreparedDevice& pd = doc->devices[0];
+    const DeviceTrace& dev = pd.timeline->device();
+    TimelinePlot plot;
+    plot.resize(1200, 600);
+    plot.setTimeline(pd.timeline);
+    plot.replot();
+    const int recordedGraphs = plot.graphCount();
+    const double recordedTop = plot.yAxis->range().upper;
+    // Twice the sequence: a prediction far above the recording.
+    Scenario s;
+    s.seqScale = Ratio{4, 1};
+    WhatIfOptions options;
+    options.keepPoolSeries = true;
+    auto r = std::make_shared<const WhatIfResult>(runWhatIf(*doc->trace, dev, *pd.classification, s, options));
+    QVERIFY(r->peakAllocated > dev.peakAllocated);
+    plot.setPrediction(r);
+    plot.replot();
+    QCOMPARE(plot.graphCount(), recordedGraphs + 2);
+    const QCPGraph* allocated = graphNamed(plot, "predicted allocated");
+    const QCPGraph* reserved = graphNamed(plot, "predicted reserved");
+    QVERIFY(allocated && reserved);
+    QCOMPARE(allocated->data()->size(), plot.axisRect()->width() + 1);
+    const double unit = double(int64_t(1) << 30) >= double(r->peakReserved) ? double(int64_t(1) << 20) : double(int64_t(1) << 30);
+    // Zoomed out, every column holds many events: the line still reaches the predicted peak.
+    QVERIFY(std::abs(graphMax(allocated) - double(r->peakAllocated) / unit) < 1e-9 * double(r->peakAllocated));
+    QVERIFY(graphMax(reserved) >= graphMax(allocated));
+    // The y range makes room for it.
+    QVERIFY(plot.yAxis->range().upper > recordedTop);
+    QVERIFY(plot.yAxis->range().upper >= double(r->peakReserved) / unit);
+    // Zoomed in on the predicted peak, the line still shows it.
+    plot.xAxis->setRange(plot.eventKey(std::max<EventIndex>(0, r->peakAt - 20)), plot.eventKey(r->peakAt + 20));
+    plot.replot();
+    QVERIFY(std::abs(graphMax(allocated) - double(r->peakAllocated) / unit) < 1e-9 * double(r->peakAllocated));
+    // The predicted stack adds a line per pool; clearing takes everything away.
+    plot.setPredictedStackVisible(true);
+    QVERIFY(plot.graphCount() > recordedGraphs + 2);
+    plot.setPrediction(nullptr);
+    QCOMPARE(plot.graphCount(), recordedGraphs);
+    QVERIFY(!graphNamed(plot, "predicted allocated"));
+}
+
+void TestPredictionOverlay::predictionForAnotherTraceIsIgnored()
+{
+    const auto doc = synthDoc();
+    TimelinePlot plot;
+    plot.resize(800, 400);
+    plot.setTimeline(doc->devices[0].timeline);
+    auto other = std::make_shared<WhatIfResult>();
+    other->events = int64_t(doc->devices[0].timeline->device().eventCount()) + 1;
+    other->allocated.assign(size_t(other->events), 1);
+    plot.setPrediction(other);
+    QVERIFY(!plot.prediction());
+    QVERIFY(!graphNamed(plot, "predicted allocated"));
+}
+
+void TestPredictionOverlay::panelPredictsAsAKnobTurns()
+{
+    const auto doc = synthDoc();
+    WhatIfPanel panel;
+    panel.setTrace(doc, 0);
+    QVERIFY(panel.livePrediction()); // a few thousand events replay in well under 100 ms
+    QSignalSpy predicted(&panel, &WhatIfPanel::predictionChanged);
+    QSignalSpy done(&panel, &WhatIfPanel::finished);
+    // Setting the knobs from code runs nothing.
+    Scenario s;
+    s.seqScale = Ratio{2, 1};
+    panel.setScenario(s);
+    QTest::qWait(400);
+    QCOMPARE(done.count(), 0);
+    // A user turning one does.
+    auto* seq = panel.findChildren<QDoubleSpinBox*>().at(1);
+    seq->setValue(3.0);
+    QVERIFY(done.wait(10000));
+    QVERIFY(predicted.count() >= 1);
+    const auto r = predicted.last().at(0).value<std::shared_ptr<const WhatIfResult>>();
+    QVERIFY(r);
+    QCOMPARE(r->allocated.size(), doc->devices[0].timeline->device().eventCount());
+    QVERIFY(r->scenario.seqScale == (Ratio{3, 1}));
+    // A new trace clears the chart's prediction.
+    panel.setTrace(nullptr, 0);
+    QVERIFY(!predicted.last().at(0).value<std::shared_ptr<const WhatIfResult>>());
+}
+
+QTEST_MAIN(TestPredictionOverlay)
+#include "test_prediction_overlay.moc"
