@@ -166,16 +166,22 @@ void applyCheckpointing(const DeviceTrace& dev, const TraceModel& m, const Scena
     int64_t released = 0, recomputed = 0;
     int segmentLayers = 1;
     bool anyBackward = false;
-    for (size_t p = 0; p < m.passes.size(); ++p) {
-        const ForwardPass& pass = m.passes[p];
+    auto segment = [&](const ForwardPass& pass) {
+        return sc.checkpoint == CheckpointKind::Sqrt ? size_t(std::ceil(std::sqrt(double(pass.layers.size())))) : size_t(1);
+    };
+    for (const auto& pass : m.passes)
+        if (!pass.layers.empty())
+            segmentLayers = int(segment(pass));
+    // One sweep: each saved allocation knows its pass and layer.
+    for (size_t a = 0; a < allocs.size(); ++a) {
+        if (m.pass[a] < 0 || m.layer[a] < 0 || !m.saved[a] || plan.size[a] == 0)
+            continue;
+        const ForwardPass& pass = m.passes[size_t(m.pass[a])];
         const size_t L = pass.layers.size();
         if (L == 0)
             continue;
-        const size_t k = sc.checkpoint == CheckpointKind::Sqrt ? size_t(std::ceil(std::sqrt(double(L)))) : 1;
-        segmentLayers = int(k);
-        for (size_t a = 0; a < allocs.size(); ++a) {
-            if (m.pass[a] != int32_t(p) || m.layer[a] < 0 || !m.saved[a] || plan.size[a] == 0)
-                continue;
+        const size_t k = segment(pass);
+        {
             if (selective && m.law[a] != SizeLaw::Quadratic)
                 continue;
             const size_t layer = size_t(m.layer[a]);
@@ -201,28 +207,31 @@ void applyCheckpointing(const DeviceTrace& dev, const TraceModel& m, const Scena
     // cache holds them until the forward's autocast region ends, and the recompute in backward
     // makes them again for its segment.
     int64_t castsFreed = 0;
-    for (size_t p = 0; p < m.passes.size() && !selective; ++p) {
-        const ForwardPass& pass = m.passes[p];
+    std::vector<EventIndex> passBegin;
+    for (const auto& pass : m.passes)
+        passBegin.push_back(pass.begin);
+    for (size_t a = 0; a < allocs.size() && !selective && !passBegin.empty(); ++a) {
+        if (!m.weightCast[a] || plan.size[a] == 0 || allocs[a].preexisting())
+            continue;
+        const EventIndex born = allocs[a].allocEvent, freed = allocs[a].freeCompletedEvent;
+        const auto it = std::upper_bound(passBegin.begin(), passBegin.end(), born);
+        if (it == passBegin.begin())
+            continue;
+        const ForwardPass& pass = m.passes[size_t(it - passBegin.begin()) - 1];
         const size_t L = pass.layers.size();
-        if (L == 0)
+        if (L == 0 || born < pass.layers.front().forwardBegin || born > pass.layers.back().forwardEnd ||
+            (freed != kNoEvent && freed <= pass.end))
             continue;
         const size_t k = sc.checkpoint == CheckpointKind::Sqrt ? size_t(std::ceil(std::sqrt(double(L)))) : 1;
-        for (size_t a = 0; a < allocs.size(); ++a) {
-            if (!m.weightCast[a] || plan.size[a] == 0 || allocs[a].preexisting())
-                continue;
-            const EventIndex born = allocs[a].allocEvent, freed = allocs[a].freeCompletedEvent;
-            if (born < pass.layers.front().forwardBegin || born > pass.layers.back().forwardEnd || (freed != kNoEvent && freed <= pass.end))
-                continue;
-            size_t layer = 0;
-            while (layer + 1 < L && pass.layers[layer + 1].forwardBegin <= born)
-                ++layer;
-            const size_t last = std::min(L, (layer / k + 1) * k) - 1;
-            plan.earlyFree[a] = pass.end;
-            castsFreed += plan.size[a];
-            const EventIndex recomputeAt = pass.layers[last].backwardBegin;
-            if (recomputeAt != kNoEvent && freed != kNoEvent && recomputeAt <= freed)
-                plan.extras.push_back({before(recomputeAt), freed, plan.size[a], allocs[a].stream, m.pool[a]});
-        }
+        size_t layer = 0;
+        while (layer + 1 < L && pass.layers[layer + 1].forwardBegin <= born)
+            ++layer;
+        const size_t last = std::min(L, (layer / k + 1) * k) - 1;
+        plan.earlyFree[a] = pass.end;
+        castsFreed += plan.size[a];
+        const EventIndex recomputeAt = pass.layers[last].backwardBegin;
+        if (recomputeAt != kNoEvent && freed != kNoEvent && recomputeAt <= freed)
+            plan.extras.push_back({before(recomputeAt), freed, plan.size[a], allocs[a].stream, m.pool[a]});
     }
     if (m.layersPerPass == 0) {
         plan.notes.push_back("checkpointing needs the forward pass's repeated units, and none were found: not applied. Record "
