@@ -37,7 +37,10 @@ std::shared_ptr<const RuleSet> loadRules(const std::string& extraFile)
 
 } // namespace poolscope::app
 
+#include "app/terminal_progress.h"
 #include "core/engine/document.h"
+
+#include <filesystem>
 
 namespace poolscope::app {
 
@@ -47,7 +50,8 @@ std::shared_ptr<const Document> openDocument(const std::string& file, const std:
     if (classify)
         options.rules = loadRules(rulesFile); // before the dump: a bad rules file fails fast
     options.eagerTimelines = eagerTimelines;
-    return Document::open(file, options);
+    TerminalProgress line("loading " + std::filesystem::path(file).filename().string());
+    return Document::open(file, options, line.progress());
 }
 
 } // namespace poolscope::app
