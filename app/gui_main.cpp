@@ -23,6 +23,8 @@ int runGui(int argc, char** argv, const std::string& file)
     QCoreApplication::setOrganizationName(QStringLiteral("PoolScope"));
     QCoreApplication::setApplicationName(QStringLiteral("PoolScope"));
     QCoreApplication::setApplicationVersion(QStringLiteral(POOLSCOPE_VERSION));
+    // Ties the window to the installed poolscope.desktop (its icon in a Wayland dock, its name).
+    QGuiApplication::setDesktopFileName(QStringLiteral("poolscope"));
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/poolscope.svg")));
     poolscope::MainWindow window;
     window.show();

@@ -3,6 +3,7 @@
 #include "core/classify/builtin_rules.h"
 
 #include "core/util/load_error.h"
+#include "core/util/resource_dir.h"
 
 #include <nlohmann/json.hpp>
 
@@ -492,7 +493,7 @@ void RuleSet::internAll()
 
 std::string RuleSet::defaultPath()
 {
-    return std::string(POOLSCOPE_RESOURCES_DIR) + "/classifier/rules.json";
+    return resourcesDir() + "/classifier/rules.json";
 }
 
 RuleSet RuleSet::builtin() { return parse(kBuiltinRulesJson, "<built-in rules.json>"); }

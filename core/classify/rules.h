@@ -96,8 +96,8 @@ public:
     // "before"/"after" another rule, so that a user rule wins over a generic built-in one.
     void merge(const RuleSet& user);
 
-    // Default rules (POOLSCOPE_RESOURCES_DIR/classifier/rules.json, or the compiled-in copy of it
-    // where that file is not present), then the per-user file ($XDG_CONFIG_HOME/poolscope/rules.json
+    // Default rules (resourcesDir()/classifier/rules.json: the installed share/poolscope, or the
+    // source tree's resources/ from a build tree; the compiled-in copy where that file is not present), then the per-user file ($XDG_CONFIG_HOME/poolscope/rules.json
     // or ~/.config/poolscope/rules.json) when it exists, then `extraFile` when not empty. Throws
     // LoadError if any file is bad.
     static RuleSet load(const std::string& extraFile = {});
