@@ -2,7 +2,7 @@
 # the desktop entry, icons, MIME type, rules and capture helper), Depends computed from the binary's
 # shared libraries by dpkg-shlibdeps (dpkg-dev). No maintainer scripts: the MIME database, the icon
 # cache and the desktop database are refreshed by the dpkg file triggers that shared-mime-info,
-# gtk-update-icon-cache and desktop-file-utils declare on their folders, at install and at removal.
+# desktop-file-utils and hicolor-icon-theme declare on their folders, at install and at removal.
 set(POOLSCOPE_PACKAGE_MAINTAINER "PoolScope maintainers <poolscope@localhost>"
     CACHE STRING "Maintainer field of the Debian package (Name <email>)")
 

@@ -11,6 +11,8 @@
 #      machine's package list, MIME database and desktop database are as before.
 # Usage: tests/install/test_package.sh [BUILD_DIR]   (default: build/ beside this checkout)
 set -euo pipefail
+# No `producer | grep -q` below: grep -q exits at its first match and, under pipefail, the producer's
+# SIGPIPE would fail the check at random.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$(cd "${1:-$here/build}" && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/poolscope-package.XXXXXX")"
@@ -72,7 +74,7 @@ for lib in ("libc6", "libstdc++6", "libqt6core6", "libqt6gui6", "libqt6widgets6"
 assert any(d.startswith("libqcustomplot") for d in deps), "no QCustomPlot"
 EOF
 dpkg-deb -c "$deb" >"$work/contents"
-if awk '$2 != "root/root"' "$work/contents" | grep -q .; then
+if [ -n "$(awk '$2 != "root/root"' "$work/contents")" ]; then
   awk '$2 != "root/root"' "$work/contents" | head >&2
   fail "files not owned by root/root"
 fi
@@ -102,7 +104,7 @@ dpkg -x "$deb" "$root"
 bin="$root/usr/bin/poolscope"
 [ "$("$bin" --version)" = "poolscope $upstream" ] || fail "--version says '$("$bin" --version)', the package is $upstream"
 helper="$root/usr/share/poolscope/capture/poolscope_capture.py"
-"$bin" --help | grep -qF "$helper" || fail "--help does not point at the installed capture helper $helper"
+[[ "$("$bin" --help)" == *"$helper"* ]] || fail "--help does not point at the installed capture helper $helper"
 python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$helper" || fail "$helper is not Python"
 fixture="$work/fixture.pickle.zst"
 "$bin" synth --layers 4 --hidden 512 --heads 8 --seq 256 --batch 2 --optimizer adamw --steps 2 --capacity 2GiB \
@@ -162,7 +164,7 @@ if [ "$(id -u)" != 0 ]; then
   step "passed in $((SECONDS - t0)) s"
   exit 0
 fi
-if dpkg-query -W -f='${Status}' poolscope 2>/dev/null | grep -q "install ok installed"; then
+if [ "$(dpkg-query -W -f='${Status}' poolscope 2>/dev/null)" = "install ok installed" ]; then
   step "poolscope is already installed here: apt install/remove skipped, the machine's install is left alone"
   step "passed in $((SECONDS - t0)) s"
   exit 0
@@ -182,7 +184,7 @@ state >"$work/before"
 installed_by_us=1
 apt_get install -y -qq "$deb" >"$work/apt.log" 2>&1 || { cat "$work/apt.log" >&2; fail "apt-get install ./$(basename "$deb")"; }
 [ "$(/usr/bin/poolscope --version)" = "poolscope $upstream" ] || fail "installed --version: $(/usr/bin/poolscope --version)"
-/usr/bin/poolscope --help | grep -qF /usr/share/poolscope/capture/poolscope_capture.py || fail "installed --help: wrong helper path"
+[[ "$(/usr/bin/poolscope --help)" == */usr/share/poolscope/capture/poolscope_capture.py* ]] || fail "installed --help: wrong helper path"
 /usr/bin/poolscope report "$fixture" >/dev/null || fail "installed report exited $?"
 # The dpkg triggers ran: the system's MIME database knows the type, the desktop database offers
 # PoolScope for it, the icon cache holds the icon.
@@ -190,7 +192,7 @@ got="$(content_type "$work/dump")"
 [ "$got" = application/x-pytorch-memory-snapshot ] || fail "after install, GIO calls a snapshot '$got'"
 grep -q "^application/x-pytorch-memory-snapshot=.*poolscope.desktop" /usr/share/applications/mimeinfo.cache ||
   fail "mimeinfo.cache does not offer poolscope.desktop for snapshots"
-env XDG_DATA_HOME="$work/home" gio mime application/x-pytorch-memory-snapshot | grep -q poolscope.desktop ||
+[[ "$(env XDG_DATA_HOME="$work/home" gio mime application/x-pytorch-memory-snapshot)" == *poolscope.desktop* ]] ||
   fail "gio mime lists no poolscope.desktop"
 if [ -f /usr/share/icons/hicolor/icon-theme.cache ]; then
   grep -q poolscope /usr/share/icons/hicolor/icon-theme.cache || fail "the hicolor icon cache lacks poolscope"
