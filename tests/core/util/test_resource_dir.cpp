@@ -1,6 +1,5 @@
 // resolveResourcesDir: an installed binary reads the installed rules and capture helper, a binary in
 // its build tree reads the source tree's, and neither depends on the other being present.
-#include "core/classify/rules.h"
 #include "core/util/resource_dir.h"
 
 #include <QDir>
@@ -91,7 +90,7 @@ private slots:
     void thisProcessReadsTheSourceTree()
     {
         QCOMPARE(resourcesDir(), std::string(POOLSCOPE_SOURCE_DIR "/resources"));
-        QVERIFY(QFile::exists(QString::fromStdString(RuleSet::defaultPath())));
+        QVERIFY(QFile::exists(QString::fromStdString(resourcesDir() + "/classifier/rules.json")));
         QVERIFY(QFile::exists(QString::fromStdString(captureHelperPath())));
     }
 };
