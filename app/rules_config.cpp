@@ -1,5 +1,7 @@
 #include "app/rules_config.h"
 
+#include "core/util/resource_dir.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -24,7 +26,7 @@ std::string userRulesPath()
 
 std::shared_ptr<const RuleSet> loadRules(const std::string& extraFile)
 {
-    const std::string shipped = std::string(POOLSCOPE_RESOURCES_DIR) + "/classifier/rules.json";
+    const std::string shipped = resourcesDir() + "/classifier/rules.json";
     std::error_code ec;
     auto set = std::make_shared<RuleSet>();
     set->merge(std::filesystem::is_regular_file(shipped, ec) ? RuleSet::fromFile(shipped) : RuleSet::builtin());
