@@ -42,11 +42,16 @@ TerminalProgress::TerminalProgress(std::string label) : m_label(std::move(label)
 {
     if (!m_enabled)
         return;
+    if (const char* force = std::getenv("POOLSCOPE_PROGRESS"); force && force[0] == '1')
+        draw(m_label + ": starting"); // asked for: say so at once, however fast the load turns out
     m_ticker = std::thread([this] {
-        // Quiet for the first half second: a small dump loads before a line would be worth reading.
+        // Quiet for the first half second: a small dump loads before a line would be worth reading
+        // (unless POOLSCOPE_PROGRESS=1 asked for the line, as tests do).
+        const char* force = std::getenv("POOLSCOPE_PROGRESS");
+        const int quietTicks = force && force[0] == '1' ? 0 : 5;
         for (int tick = 0; !m_stop.load(); ++tick) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            if (tick < 5 || m_custom.load() || m_stop.load())
+            std::this_thread::sleep_for(std::chrono::milliseconds(tick == 0 && quietTicks == 0 ? 1 : 100));
+            if (tick < quietTicks || m_custom.load() || m_stop.load())
                 continue;
             const int64_t done = m_progress.bytesDone.load(), total = m_progress.bytesTotal.load();
             std::string text = m_label + ": " + stageWords(m_progress.stage.load());
