@@ -3,10 +3,11 @@
 #include "app/commands.h"
 #include "app/whatif_args.h"
 
-#include "core/load.h"
+#include "app/rules_config.h"
+
+#include "core/report/report.h"
 #include "core/timeline/moment.h"
 #include "core/timeline/phase_bands.h"
-#include "core/timeline/prepared_trace.h"
 #include "core/util/atomic_file.h"
 #include "core/util/units.h"
 #include "widgets/main_window.h"
@@ -45,7 +46,7 @@ QSize parseSize(const std::string& text)
 
 // The whole desktop window at the moment, as a user would see it (docs, bug reports). Settings go to a
 // throw-away folder so that neither the user's saved layout shapes the picture nor the picture the layout.
-int renderWindow(std::shared_ptr<const PreparedTrace> doc, const QString& path, size_t device, EventIndex event,
+int renderWindow(std::shared_ptr<const Document> doc, const QString& path, size_t device, EventIndex event,
                  QSize size, const QString& outPath, int64_t capacity)
 {
     QTemporaryDir settings;
@@ -87,6 +88,7 @@ int runRender(const std::vector<std::string>& argv)
         const bool dark = args.flag("--dark");
         const bool indexAxis = args.flag("--index-axis");
         const bool window = args.flag("--window");
+        const std::string rulesFile = args.option("--rules").value_or("");
         auto out = args.option("-o");
         if (!out)
             out = args.option("--output");
@@ -106,24 +108,18 @@ int runRender(const std::vector<std::string>& argv)
         if (window && whatIf)
             throw UsageError("--whatif draws the review image: leave out --window");
 
-        const auto doc = prepareTrace(load(files[0]));
-        size_t device = doc->defaultDevice();
-        if (deviceOpt) {
-            device = doc->findDevice(Args({"--device", *deviceOpt}).intOption("--device", 0));
-            if (device == std::string::npos)
-                throw std::invalid_argument("device " + *deviceOpt + " is not in this dump");
-        }
-        if (doc->devices.empty())
-            throw std::invalid_argument("the dump holds no device data");
-        const PreparedDevice& pd = doc->devices[device];
-        const DeviceTrace& dev = pd.timeline->device();
-        // Default moment: the OOM when there is one, else the peak.
+        const auto doc = openDocument(files[0], rulesFile, true, /*eagerTimelines=*/true);
+        std::optional<int> wanted;
+        if (deviceOpt)
+            wanted = Args({"--device", *deviceOpt}).intOption("--device", 0);
+        const DeviceDocument& dev = doc->pickDevice(wanted);
+        const size_t device = dev.index();
         std::string error;
-        const auto moment = resolveMoment(dev, at.empty() ? (dev.ooms.empty() ? "peak" : "oom") : at, &error);
+        const auto moment = resolveMoment(dev.device(), at.empty() ? defaultMomentSpec(dev.device()) : at, &error);
         if (!moment)
             throw std::invalid_argument(error);
         if (capacity < 0)
-            capacity = pd.timeline->oomCapacity();
+            capacity = dev.oomCapacity();
 
         // Qt needs a platform even to paint into an image; offscreen needs no display.
         if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
@@ -140,21 +136,20 @@ int runRender(const std::vector<std::string>& argv)
         TimelinePlot plot;
         plot.setPoolPalette(PoolPalette(dark));
         plot.resize(size);
-        plot.setTimeline(pd.timeline, phaseBands(*pd.timeline, pd.classification.get()));
+        plot.setTimeline(dev.timelinePtr(), phaseBands(dev.timeline(), dev.classification()));
         plot.setAxisMode(indexAxis ? AxisMode::EventIndex : AxisMode::WallTime);
         plot.setCapacity(capacity, capacity < 0 ? QString()
-                                   : capacity == pd.timeline->oomCapacity()
+                                   : capacity == dev.oomCapacity()
                                        ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(QString::fromStdString(formatBytes(capacity)))
                                        : QObject::tr("capacity %1").arg(QString::fromStdString(formatBytes(capacity))));
         plot.setCursorEvent(std::max<EventIndex>(0, moment->event));
         ReviewContent content = reviewContentFor(*doc, device, plot.cursorEvent(), capacity, path, dark);
         if (scenario) {
-            if (dev.eventCount() == 0)
+            if (dev.device().eventCount() == 0)
                 throw std::invalid_argument(files[0] + ": " + dev.label() + " has no trace events to replay (segments only)");
             WhatIfOptions options;
             options.keepPoolSeries = true;
-            auto result = std::make_shared<WhatIfResult>(
-                runWhatIf(*doc->trace, dev, pd.classification ? *pd.classification : Classification{}, *scenario, options));
+            auto result = std::make_shared<WhatIfResult>(runWhatIf(doc->trace(), dev.device(), *dev.traceModel(), *scenario, options));
             plot.setPredictedStackVisible(predictedStack);
             plot.setPrediction(result);
             plot.setCursorEvent(std::max<EventIndex>(0, result->peakAt));
@@ -170,7 +165,8 @@ int runRender(const std::vector<std::string>& argv)
 
 const CommandRegistrar kRegister({"render",
                                   "render FILE [--device N] [--at peak|oom|end|INDEX] [--size 1600x900] [--capacity 80GiB] "
-                                  "[--index-axis] [--dark] [--window] [--whatif KNOBS... [--predicted-stack]] -o OUT.png|svg|pdf",
+                                  "[--index-axis] [--dark] [--window] [--rules FILE] [--whatif KNOBS... [--predicted-stack]] "
+                                  "-o OUT.png|svg|pdf",
                                   "the review image (stacked pools, breakdown, verdict) without a display; --window: a "
                                   "screenshot of the whole desktop window instead; --whatif with `poolscope whatif`'s knobs: "
                                   "the predicted run drawn over the recorded one", runRender});

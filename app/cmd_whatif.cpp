@@ -2,16 +2,13 @@
 #include "app/commands.h"
 #include "app/whatif_args.h"
 
-#include "core/classify/classifier.h"
-#include "core/classify/rules.h"
-#include "core/load.h"
+#include "app/rules_config.h"
+
+#include "core/engine/document.h"
 #include "core/util/units.h"
 #include "core/whatif/whatif.h"
 
 #include <iostream>
-#include <tuple>
-
-#include <nlohmann/json.hpp>
 
 namespace poolscope::app {
 namespace {
@@ -87,8 +84,12 @@ Scenario whatIfScenario(Args& args)
             throw UsageError("--autocast expects bf16, fp16 or off, got '" + *a + "'");
         s.autocast = *k;
     }
-    if (args.option("--trainable"))
-        s.trainable = ratioOption(args, "--trainable");
+    if (auto t = args.option("--trainable")) {
+        const auto r = parseRatio(*t);
+        if (!r)
+            throw UsageError("--trainable expects a fraction such as 0.1 or 1/8, got '" + *t + "'");
+        s.trainable = *r;
+    }
     if (auto f = args.option("--freeze"))
         s.freeze = *f;
     s.accumulate = args.intOption("--accumulate", 1);
@@ -105,26 +106,6 @@ Scenario whatIfScenario(Args& args)
 
 namespace {
 
-const DeviceTrace& pickDevice(const Trace& trace, std::optional<int> wanted)
-{
-    if (trace.devices.empty())
-        throw std::invalid_argument(trace.path + ": the file holds no device traces");
-    if (wanted) {
-        if (const DeviceTrace* d = trace.findDevice(*wanted))
-            return *d;
-        if (const DeviceTrace* d = trace.findDevice(*wanted, DeviceKind::Cpu))
-            return *d;
-        throw std::invalid_argument(trace.path + ": no device " + std::to_string(*wanted));
-    }
-    // The device a user means: one that ran out of memory, else the busiest CUDA device.
-    const DeviceTrace* best = &trace.devices.front();
-    auto score = [](const DeviceTrace& d) { return std::tuple(!d.ooms.empty(), d.kind == DeviceKind::Cuda, d.eventCount()); };
-    for (const auto& d : trace.devices)
-        if (score(d) > score(*best))
-            best = &d;
-    return *best;
-}
-
 int runWhatIfCommand(const std::vector<std::string>& argv)
 {
     return guarded("whatif", [&] {
@@ -133,31 +114,17 @@ int runWhatIfCommand(const std::vector<std::string>& argv)
         if (auto d = args.option("--device"))
             device = Args({"--device", *d}).intOption("--device", 0);
         const bool asJson = args.flag("--json");
+        const std::string rulesFile = args.option("--rules").value_or("");
         const Scenario scenario = whatIfScenario(args);
         const auto files = args.positionals();
         if (files.size() != 1)
             throw UsageError("whatif expects one FILE");
-        const auto trace = load(files[0]);
-        const DeviceTrace& dev = pickDevice(*trace, device);
-        if (dev.eventCount() == 0)
+        const auto doc = openDocument(files[0], rulesFile);
+        const DeviceDocument& dev = doc->pickDevice(device);
+        if (dev.device().eventCount() == 0)
             throw std::invalid_argument(files[0] + ": " + dev.label() + " has no trace events to replay (segments only)");
-        Classification c;
-        std::string rulesProblem;
-        try {
-            c = classify(*trace, dev, RuleSet::load());
-        } catch (const LoadError& e) {
-            rulesProblem = std::string("pools are unclassified: ") + e.what();
-        }
-        WhatIfResult r = poolscope::runWhatIf(*trace, dev, c, scenario);
-        if (!rulesProblem.empty())
-            r.notes.insert(r.notes.begin(), rulesProblem);
-        if (asJson) {
-            nlohmann::json j = whatIfJson(r);
-            j["file"] = trace->path;
-            std::cout << j.dump(2) << "\n";
-        } else {
-            std::cout << trace->path << "\n" << renderWhatIfText(r);
-        }
+        const WhatIfResult r = runWhatIf(doc->trace(), dev.device(), *dev.traceModel(), scenario);
+        std::cout << (asJson ? whatIfJsonText(r, doc->path()) : doc->path() + "\n" + renderWhatIfText(r));
         return 0;
     });
 }
@@ -167,7 +134,7 @@ const CommandRegistrar kRegister(
      "whatif FILE [--device N] [--batch-scale X] [--activation-scale X] [--seq-scale X] [--checkpoint [full|selective|sqrt]] "
      "[--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor|adam8bit] [--zero 1|2|3 | --fsdp full|grad-op|hybrid] "
      "[--ranks N] [--offload-optimizer] [--autocast bf16|fp16|off] [--trainable 0.1 | --freeze PATTERN] [--accumulate K] "
-     "[--capacity 80GiB] [--json]",
+     "[--capacity 80GiB] [--rules FILE] [--json]",
      "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer, sharding, precision, "
      "trainable share or gradient accumulation", runWhatIfCommand});
 

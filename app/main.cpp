@@ -1,6 +1,8 @@
 // poolscope: the GUI when run without a subcommand (optionally with a file), CLI subcommands otherwise.
 #include "app/commands.h"
 
+#include "core/util/resource_dir.h"
+
 #include <cstring>
 #include <iostream>
 
@@ -21,10 +23,12 @@ namespace {
 void printHelp()
 {
     std::cout << "PoolScope " POOLSCOPE_VERSION " - which GPU memory pool ran out, from the crash dump itself.\n\n"
-                 "usage:\n  poolscope [FILE]            open the desktop window (on FILE)\n";
+                 "usage:\n  poolscope [FILE] [--rules FILE]\n      open the desktop window (on FILE), classifying with extra rules\n";
     for (const auto& c : poolscope::app::commands())
         std::cout << "  poolscope " << c.usage << "\n      " << c.summary << "\n";
-    std::cout << "\nExit codes: 0 success, 2 bad input or usage, 1 internal error.\n";
+    std::cout << "\nExit codes: 0 success, 2 bad input or usage, 3 a memory limit was exceeded (report --fail-over/--fail-pool, "
+                 "compare --fail-if-grows), 1 internal error.\n"
+                 "To record a dump in a training job: " << poolscope::captureHelperPath() << " (README.md beside it).\n";
 }
 
 } // namespace
@@ -45,10 +49,6 @@ int main(int argc, char** argv)
         for (const auto& c : commands())
             if (first == c.name)
                 return c.run(std::vector<std::string>(argv + 2, argv + argc));
-        if (!first.empty() && first[0] == '-') {
-            std::cerr << "poolscope: unknown option " << first << " (see poolscope --help)\n";
-            return 2;
-        }
     }
-    return runGui(argc, argv, argc >= 2 ? argv[1] : "");
+    return runGui(argc, argv);
 }

@@ -275,16 +275,15 @@ void WhatIfPanel::buildUi()
     m_ranks->setEnabled(false);
 }
 
-void WhatIfPanel::setTrace(std::shared_ptr<const PreparedTrace> trace, size_t deviceIndex)
+void WhatIfPanel::setTrace(std::shared_ptr<const Document> trace, size_t deviceIndex)
 {
     cancelJob();
     m_trace = std::move(trace);
     m_device = deviceIndex;
-    m_traceModel.reset();
     m_result.reset();
     m_model->setResult(nullptr);
     m_notes->clear();
-    const bool usable = m_trace && m_device < m_trace->trace->devices.size() && m_trace->trace->devices[m_device].eventCount() > 0;
+    const bool usable = m_trace && m_device < m_trace->deviceCount() && m_trace->device(m_device).device().eventCount() > 0;
     m_runButton->setEnabled(usable);
     m_lastReplayUs = -1;
     updateLive();
@@ -351,7 +350,7 @@ void WhatIfPanel::updateLive()
     // ~100 ms: measured once a replay ran, estimated from the events before (a few million a second).
     constexpr int64_t kLiveUs = 100'000;
     constexpr size_t kLiveEvents = 300'000;
-    const size_t events = m_trace && m_device < m_trace->trace->devices.size() ? m_trace->trace->devices[m_device].eventCount() : 0;
+    const size_t events = m_trace && m_device < m_trace->deviceCount() ? m_trace->device(m_device).device().eventCount() : 0;
     const bool fast = m_lastReplayUs >= 0 ? m_lastReplayUs <= kLiveUs : (events > 0 && events <= kLiveEvents);
     const QSignalBlocker quiet(m_liveBox);
     m_liveBox->setEnabled(fast);
@@ -361,7 +360,7 @@ void WhatIfPanel::updateLive()
 
 void WhatIfPanel::run()
 {
-    if (!m_trace || m_device >= m_trace->trace->devices.size())
+    if (!m_trace || m_device >= m_trace->deviceCount())
         return;
     const Scenario s = scenario();
     if (const std::string problem = s.validate(); !problem.empty()) {
@@ -377,28 +376,23 @@ void WhatIfPanel::run()
     m_watcher = watcher;
     connect(watcher, &QFutureWatcher<Outcome>::finished, this, [this, id, watcher] { jobFinished(id, watcher); });
     auto trace = m_trace;
-    auto cached = m_traceModel;
     const size_t device = m_device;
-    watcher->setFuture(QtConcurrent::run([trace, cached, device, s, cancel]() -> Outcome {
+    watcher->setFuture(QtConcurrent::run([trace, device, s, cancel]() -> Outcome {
         Outcome o;
         try {
-            const DeviceTrace& dev = trace->trace->devices[device];
-            o.model = cached;
-            if (!o.model) {
-                const auto& c = device < trace->devices.size() ? trace->devices[device].classification : nullptr;
-                o.model = std::make_shared<const TraceModel>(buildTraceModel(*trace->trace, dev, c ? *c : Classification{}));
-            }
+            const DeviceDocument& dev = trace->device(device);
             WhatIfOptions options;
             options.keepSeries = true; // the chart draws the predicted run
-            options.keepPoolSeries = dev.eventCount() <= kPoolSeriesEvents;
+            options.keepPoolSeries = dev.device().eventCount() <= kPoolSeriesEvents;
             options.cancel = cancel.get();
-            o.result = std::make_shared<const WhatIfResult>(runWhatIf(*trace->trace, dev, *o.model, s, options));
+            // The document builds the model once per device and keeps it for every later question.
+            o.result = std::make_shared<const WhatIfResult>(runWhatIf(trace->trace(), dev.device(), *dev.traceModel(), s, options));
         } catch (const std::exception& e) {
             o.error = QString::fromStdString(e.what());
         }
         return o;
     }));
-    m_verdict->setText(tr("Replaying %1 events...").arg(m_trace->trace->devices[m_device].eventCount()));
+    m_verdict->setText(tr("Replaying %1 events...").arg(m_trace->device(m_device).device().eventCount()));
     setRunning(true);
 }
 
@@ -418,7 +412,6 @@ void WhatIfPanel::jobFinished(quint64 id, QFutureWatcher<Outcome>* watcher)
     }
     if (!o.result || o.result->cancelled)
         return;
-    m_traceModel = o.model;
     m_result = o.result;
     const bool wasLive = m_live;
     m_lastReplayUs = m_result->replayUs;

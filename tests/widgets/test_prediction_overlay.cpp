@@ -2,7 +2,8 @@
 // predicted peak at any zoom, the y range makes room for a prediction above the recording, a
 // prediction for another trace draws nothing, and the panel predicts as a knob turns.
 #include "core/synth/synth.h"
-#include "core/timeline/prepared_trace.h"
+#include "core/classify/rules.h"
+#include "core/engine/document.h"
 #include "widgets/timeline_plot.h"
 #include "widgets/whatif_panel.h"
 
@@ -17,7 +18,7 @@ using namespace poolscope;
 
 namespace {
 
-std::shared_ptr<const PreparedTrace> synthDoc()
+std::shared_ptr<const Document> synthDoc()
 {
     SynthModel m;
     m.layers = 4;
@@ -28,7 +29,9 @@ std::shared_ptr<const PreparedTrace> synthDoc()
     m.vocab = 4000;
     m.positions = 1024;
     m.steps = 2;
-    return prepareTrace(std::make_shared<Trace>(synthesize(m).trace));
+    DocumentOptions options;
+    options.rules = std::make_shared<RuleSet>(RuleSet::builtin());
+    return Document::fromTrace(std::make_shared<Trace>(synthesize(m).trace), options);
 }
 
 double graphMax(const QCPGraph* g)
@@ -79,11 +82,11 @@ void TestPredictionOverlay::blockMaxKeepsEveryPeak()
 void TestPredictionOverlay::predictionDrawnOverTheRecording()
 {
     const auto doc = synthDoc();
-    const PreparedDevice& pd = doc->devices[0];
-    const DeviceTrace& dev = pd.timeline->device();
+    const DeviceDocument& dd = doc->device(0);
+    const DeviceTrace& dev = dd.device();
     TimelinePlot plot;
     plot.resize(1200, 600);
-    plot.setTimeline(pd.timeline);
+    plot.setTimeline(dd.timelinePtr());
     plot.replot();
     const int recordedGraphs = plot.graphCount();
     const double recordedTop = plot.yAxis->range().upper;
@@ -92,7 +95,7 @@ void TestPredictionOverlay::predictionDrawnOverTheRecording()
     s.seqScale = Ratio{4, 1};
     WhatIfOptions options;
     options.keepPoolSeries = true;
-    auto r = std::make_shared<const WhatIfResult>(runWhatIf(*doc->trace, dev, *pd.classification, s, options));
+    auto r = std::make_shared<const WhatIfResult>(runWhatIf(doc->trace(), dev, *dd.traceModel(), s, options));
     QVERIFY(r->peakAllocated > dev.peakAllocated);
     plot.setPrediction(r);
     plot.replot();
@@ -125,9 +128,9 @@ void TestPredictionOverlay::predictionForAnotherTraceIsIgnored()
     const auto doc = synthDoc();
     TimelinePlot plot;
     plot.resize(800, 400);
-    plot.setTimeline(doc->devices[0].timeline);
+    plot.setTimeline(doc->device(0).timelinePtr());
     auto other = std::make_shared<WhatIfResult>();
-    other->events = int64_t(doc->devices[0].timeline->device().eventCount()) + 1;
+    other->events = int64_t(doc->device(0).device().eventCount()) + 1;
     other->allocated.assign(size_t(other->events), 1);
     plot.setPrediction(other);
     QVERIFY(!plot.prediction());
@@ -155,7 +158,7 @@ void TestPredictionOverlay::panelPredictsAsAKnobTurns()
     QVERIFY(predicted.count() >= 1);
     const auto r = predicted.last().at(0).value<std::shared_ptr<const WhatIfResult>>();
     QVERIFY(r);
-    QCOMPARE(r->allocated.size(), doc->devices[0].timeline->device().eventCount());
+    QCOMPARE(r->allocated.size(), doc->device(0).device().eventCount());
     QVERIFY(r->scenario.seqScale == (Ratio{3, 1}));
     // A new trace clears the chart's prediction.
     panel.setTrace(nullptr, 0);

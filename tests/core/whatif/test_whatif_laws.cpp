@@ -39,7 +39,7 @@ struct Run {
 Run make(const SynthModel& sm)
 {
     Run r{synthesize(sm), {}};
-    r.model = buildTraceModel(r.result.trace, r.dev(), classify(r.result.trace, r.dev(), RuleSet::load()));
+    r.model = buildTraceModel(r.result.trace, r.dev(), classify(r.result.trace, r.dev(), RuleSet::builtin()));
     return r;
 }
 
@@ -271,7 +271,7 @@ void TestWhatIfLaws::markedUnitsWin()
             trace.annotations.push_back(Annotation{"poolscope::unit", true, 0, from});
             trace.annotations.push_back(Annotation{"poolscope::unit", false, 0, to});
         }
-    const TraceModel marked = buildTraceModel(trace, dev, classify(trace, dev, RuleSet::load()));
+    const TraceModel marked = buildTraceModel(trace, dev, classify(trace, dev, RuleSet::builtin()));
     QCOMPARE(marked.layersPerPass, 3);
     bool said = false;
     for (const auto& n : marked.notes)
