@@ -100,6 +100,7 @@ void PredictionOverlay::recreateItems(const PoolPalette& palette, double unit, c
     for (QCPAbstractItem* item : m_items)
         m_plot->removeItem(item);
     m_items.clear();
+    m_peakLabel = nullptr;
     if (!m_result || m_result->allocated.empty() || m_result->peakAt < 0)
         return;
     const WhatIfResult& r = *m_result;
@@ -134,6 +135,7 @@ void PredictionOverlay::recreateItems(const PoolPalette& palette, double unit, c
                       .arg(QString::fromUtf8(phaseName(r.peakPhase).data()).replace('_', ' ')));
     m_items.push_back(dot);
     m_items.push_back(text);
+    m_peakLabel = text;
     if (r.oom) {
         auto* line = new QCPItemStraightLine(m_plot);
         line->point1->setCoords(eventKey(r.oom->index), 0);
@@ -150,6 +152,25 @@ void PredictionOverlay::recreateItems(const PoolPalette& palette, double unit, c
         m_items.push_back(line);
         m_items.push_back(label);
     }
+}
+
+void PredictionOverlay::fitLabel(const QRect& axisRect)
+{
+    if (!m_peakLabel || !m_peakLabel->position->parentAnchor())
+        return;
+    const double px = m_peakLabel->position->parentAnchor()->pixelPosition().x();
+    const double w = QFontMetrics(m_peakLabel->font()).horizontalAdvance(m_peakLabel->text()) + 10;
+    Qt::Alignment h = Qt::AlignHCenter;
+    double dx = 0;
+    if (px + w / 2 > axisRect.right()) {
+        h = Qt::AlignRight; // ending at the chart's right edge (or at the marker, if that is further left)
+        dx = std::min(6.0, double(axisRect.right()) - px - 2);
+    } else if (px - w / 2 < axisRect.left()) {
+        h = Qt::AlignLeft;
+        dx = std::max(-6.0, double(axisRect.left()) - px + 2);
+    }
+    m_peakLabel->position->setCoords(dx, -10);
+    m_peakLabel->setPositionAlignment(h | Qt::AlignBottom);
 }
 
 void PredictionOverlay::refresh(double lower, double upper, int width, double unit, const std::function<EventIndex(double)>& eventAt)

@@ -51,6 +51,8 @@ public:
     // key to the event whose state it shows.
     void refresh(double lower, double upper, int width, double unit, const std::function<EventIndex(double)>& eventAt);
     std::vector<QCPAbstractItem*> items() const { return m_items; }
+    // Keeps the peak's label inside the chart: beside the marker towards the middle of the axis rect.
+    void fitLabel(const QRect& axisRect);
 
 private:
     QCustomPlot* m_plot;
@@ -62,6 +64,7 @@ private:
     QCPGraph* m_reservedGraph = nullptr;
     std::vector<QCPGraph*> m_poolGraphs; // cumulative, bottom pool first
     std::vector<QCPAbstractItem*> m_items;
+    QCPItemText* m_peakLabel = nullptr;
 };
 
 } // namespace poolscope

@@ -447,6 +447,7 @@ void TimelinePlot::rebuildMarkers()
 
 void TimelinePlot::updateBandLabels()
 {
+    m_prediction.fitLabel(axisRect()->rect());
     // The peak label must not run off the chart when the peak is near an edge.
     if (m_peakText) {
         const double px = m_peakText->position->parentAnchor()->pixelPosition().x();

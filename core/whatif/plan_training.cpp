@@ -113,7 +113,7 @@ void applyTrainable(const DeviceTrace& dev, const TraceModel& m, const Scenario&
     }
     plan.notes.push_back("frozen by '" + sc.freeze + "' (matched against the frames that made each gradient): gradients " +
                          formatBytes(frozen) + " dropped, " + formatBytes(kept) + " kept; optimizer state and step scratch " +
-                         formatBytes(stateDropped) + " dropped (the same share of each size); weights and activations stay");
+                         formatBytes(stateDropped) + " dropped over the trace (the same share of each size); weights and activations stay");
     if (frozen == 0)
         plan.notes.push_back("nothing matched '" + sc.freeze + "': gradients are made by AccumulateGrad and the autograd node of "
                              "the operator that used the weight (AddmmBackward0, EmbeddingBackward0, NativeLayerNormBackward0, ...)");
