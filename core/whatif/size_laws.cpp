@@ -319,13 +319,29 @@ void LawDecider::findTokens()
     // repeats once or twice per layer), whatever the element size both share.
     const int64_t U = m_m.passes.empty() ? 0 : m_m.passes.front().inputBytes;
     if (U > 0 && m_m.layersPerPass > 0) {
+        // Candidates: parameter sizes that repeat at least once per unit and divide the input. The
+        // token ids moved to the device (int64, one per token) pick among them; failing those, a
+        // norm comes once or twice per unit (pre-norm blocks, plus the final one), preferred over
+        // vectors that repeat more often (biases beside it, quantisation statistics), and then the
+        // most repeated.
+        const int64_t L = m_m.layersPerPass;
+        std::unordered_set<int64_t> ids;
+        for (size_t a = 0; a < m_m.allocationCount; ++a)
+            if (m_m.pool[a] == Pool::Input && size(a) % 8 == 0)
+                ids.insert(size(a) / 8);
+        auto normLike = [&](int64_t count) { return count == L || count == L + 1 || count == 2 * L || count == 2 * L + 1; };
         int64_t norm = 0, normCount = 0;
-        for (auto& [bytes, count] : m_paramCount)
-            if (m_vectors.count(bytes) && count >= m_m.layersPerPass && U % bytes == 0 && U / bytes >= 2 &&
-                std::tie(count, bytes) > std::tie(normCount, norm)) {
+        int normRank = -1;
+        for (auto& [bytes, count] : m_paramCount) {
+            if (count < L || U % bytes != 0 || U / bytes < 2)
+                continue;
+            const int rank = ids.count(U / bytes) ? 2 : normLike(count) ? 1 : 0;
+            if (std::tie(rank, count, bytes) > std::tie(normRank, normCount, norm)) {
                 norm = bytes;
                 normCount = count;
+                normRank = rank;
             }
+        }
         if (norm > 0) {
             m_m.dims.tokens = U / norm;
             m_m.dims.tokensFrom = "a layer's input (" + formatBytes(U) + ") over a norm weight's (" + formatBytes(norm) + ")";
