@@ -38,8 +38,7 @@ QString verdictSentence(const PreparedTrace&, const PreparedDevice& pd, EventInd
     if (tl.pools().classified()) {
         if (pd.classification) {
             const std::vector<AllocId> alive = tl.alive().aliveAfter(event);
-            const PoolConfidence confidence = aliveConfidence(*pd.classification, d.allocations, alive);
-            text = qs(makeVerdict(when, b.pool, &confidence).sentence);
+            text = qs(makeVerdict(when, b.pool, momentEvidence(*pd.classification, d.allocations, alive)).sentence);
         } else {
             text = qs(makeVerdict(when, b.pool).sentence);
         }

@@ -84,6 +84,9 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     x.rule = rule.name;
     x.reason = rule.reason;
     auto& ev = x.evidence;
+    if (!c.history)
+        ev.push_back("the dump holds no allocation history (segments only, or one snapshot entry): when it was made and freed is "
+                     "unknown, so only its frames and its size can speak");
     if (a.preexisting()) {
         ev.push_back(a.freeCompletedEvent == kNoEvent && a.freeRequestedEvent == kNoEvent
                          ? "allocated before recording began (found among the final segments' active blocks)"
@@ -128,7 +131,11 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     } else {
         ev.push_back("no stack recorded");
     }
-    ev.push_back("decided by rule '" + rule.name + "' from " + rule.origin + ": " + rule.reason);
+    if (const uint16_t pp = c.privatePoolOf(i); pp != 0 && pp < c.privatePools.size())
+        ev.push_back("lives in a " + c.privatePools[pp].label() + ": memory that only that pool's owner reuses");
+    if (a.pendingFreeAtEnd)
+        ev.push_back("its block is active_pending_free in the final segments: freed, but a stream that used it had not finished");
+    ev.push_back("decided by rule '" + rule.name + "' from " + rule.origin + " on " + evidenceText(rule.evidence) + ": " + rule.reason);
     return x;
 }
 

@@ -125,13 +125,23 @@ json deviceReport(const Trace& trace, const DeviceTrace& dev, const ReportOption
         for (size_t p = 0; p < kPoolCount; ++p)
             pools[std::string(kPoolNames[p])] = now[p];
         m["pools"] = pools;
-        const PoolConfidence confidence = aliveConfidence(*classification, dev.allocations, alive);
-        json sure = json::object();
+        const MomentEvidence evidence = momentEvidence(*classification, dev.allocations, alive);
+        json sure = json::object(), basis = json::object();
         for (size_t p = 0; p < kAllocationPoolCount; ++p)
-            if (confidence[p] >= 0)
-                sure[std::string(kPoolNames[p])] = confidence[p];
+            if (evidence.confidence[p] >= 0) {
+                sure[std::string(kPoolNames[p])] = evidence.confidence[p];
+                basis[std::string(kPoolNames[p])] = evidenceText(evidence.mainEvidence(Pool(p)));
+            }
         m["confidence"] = sure;
-        m["verdict"] = makeVerdict(verdictMoment(options.at, at), now, &confidence).sentence;
+        // Issue 15: what the dump could show (history; per pool, the evidence behind most of its bytes;
+        // memory in private pools). The lead folds these into the typed report.
+        m["history"] = evidence.history;
+        m["evidence"] = basis;
+        json privatePools = json::array();
+        for (const auto& [id, bytes] : evidence.privatePools)
+            privatePools.push_back({{"pool_id", {id.first, id.second}}, {"label", id.label()}, {"bytes", bytes}});
+        m["private_pools"] = privatePools;
+        m["verdict"] = makeVerdict(verdictMoment(options.at, at), now, evidence).sentence;
     }
     m["top"] = liveAllocations(trace, dev, at, std::move(alive), options.top, classification ? &*classification : nullptr);
     d["moment"] = m;
@@ -213,7 +223,9 @@ std::string renderReportText(const json& report)
             // Shares of reserved (pools and cache make 100%), as the window shows them; of allocated
             // where the source records no reserved bytes.
             const char* ofWhat = reservedKnown ? "of reserved" : "of allocated";
-            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad(ofWhat, 14, true) + (sure ? pad("confidence", 12, true) : "") + "\n";
+            const bool basis = m.contains("evidence");
+            out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad(ofWhat, 14, true) + (sure ? pad("confidence", 12, true) : "") +
+                   (basis ? "  evidence" : "") + "\n";
             const double total = double(std::max<int64_t>(
                 1, reservedKnown ? std::max(m["reserved"].get<int64_t>(), m["allocated"].get<int64_t>()) : m["allocated"].get<int64_t>()));
             for (const auto name : kPoolNames) {
@@ -225,8 +237,11 @@ std::string renderReportText(const json& report)
                 std::string conf;
                 if (sure && m["confidence"].contains(std::string(name)))
                     conf = std::to_string(m["confidence"][std::string(name)].get<int>()) + "%";
+                std::string why;
+                if (basis && m["evidence"].contains(std::string(name)))
+                    why = "  " + m["evidence"][std::string(name)].get<std::string>();
                 out += "  " + pad(std::string(name), 18) + pad(formatBytes(bytes.get<int64_t>()), 12, true) + pad(share, 14, true) +
-                       (sure ? pad(conf, 12, true) : "") + "\n";
+                       (sure ? pad(conf, 12, true) : "") + why + "\n";
             }
         }
         if (!m["top"].empty()) {
