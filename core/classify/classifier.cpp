@@ -72,12 +72,15 @@ public:
         m_candidateSets.assign(m_words, 0);
         for (size_t k = 0; k < m_compiled.size(); ++k)
             m_candidateSets[k >> 6] |= uint64_t(1) << (k & 63);
-        // One byte per (stack, rule), twice; past a bound (millions of distinct stacks) answers are
-        // computed each time instead, so memory stays bounded whatever the dump holds.
-        const size_t cells = trace.frames.stackCount() * m_compiled.size();
-        if (cells <= kMaxCachedCells) {
-            m_frameOk.assign(cells, 0);
-            m_freeFrameOk.assign(cells, 0);
+        // Per stack, one bit per rule, twice (its allocations' stacks, its frees' stacks), computed
+        // the first time a stack is asked about; past a bound (millions of distinct stacks) answers
+        // are computed each time instead, so memory stays bounded whatever the dump holds.
+        const size_t words = trace.frames.stackCount() * m_words;
+        if (words <= kMaxCachedCells / 8) {
+            m_frameMasks.assign(words, 0);
+            m_freeFrameMasks.assign(words, 0);
+            m_frameMaskDone.assign(trace.frames.stackCount(), 0);
+            m_freeFrameMaskDone.assign(trace.frames.stackCount(), 0);
         }
     }
 
@@ -293,51 +296,70 @@ private:
         return true;
     }
 
-    // Frame conditions depend on the stack alone: answered once per (stack, rule). Thousands of
-    // allocations share a few hundred stacks.
-    bool framesOk(const CompiledRule& cr, const Allocation& a, StackId stack)
+    // Frame conditions depend on the stack alone: answered once per stack for every rule at once
+    // (bit k: rule k's frame conditions hold, or it has none). Thousands of allocations share a few
+    // hundred stacks, and decide() drops every rule whose frames fail with one AND per word.
+    const uint64_t* frameMask(const Allocation& a, StackId stack)
+    {
+        if (!stack.valid() || stack.value >= m_frameMaskDone.size())
+            return nullptr;
+        uint64_t* mask = &m_frameMasks[size_t(stack.value) * m_words];
+        if (!m_frameMaskDone[stack.value]) {
+            for (const CompiledRule& cr : m_compiled)
+                if (!cr.hasFrameConditions || evaluateFrames(cr, a, stack))
+                    mask[cr.index >> 6] |= uint64_t(1) << (cr.index & 63);
+            m_frameMaskDone[stack.value] = 1;
+        }
+        return mask;
+    }
+
+    bool evaluateFrames(const CompiledRule& cr, const Allocation& a, StackId stack)
     {
         const Rule& r = *cr.rule;
-        auto evaluate = [&] {
-            auto has = [&](int p) {
-                if (stack.valid())
-                    return r.innermost > 0 ? m_matcher.stackMatchesInnermost(stack, p, r.innermost)
-                                           : m_matcher.stackMatches(stack, p);
-                return m_matcher.opMatches(m_trace.opName(a), p);
-            };
-            auto hasPositive = [&](int p) {
-                if (r.innermostPython > 0 && stack.valid())
-                    return m_matcher.stackMatchesInnermostPython(stack, p, r.innermostPython);
-                return has(p);
-            };
-            if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), hasPositive))
-                return false;
-            if (!cr.all.empty() && !std::all_of(cr.all.begin(), cr.all.end(), hasPositive))
-                return false;
-            return cr.none.empty() || !std::any_of(cr.none.begin(), cr.none.end(), has);
+        auto has = [&](int p) {
+            if (stack.valid())
+                return r.innermost > 0 ? m_matcher.stackMatchesInnermost(stack, p, r.innermost) : m_matcher.stackMatches(stack, p);
+            return m_matcher.opMatches(m_trace.opName(a), p);
         };
-        if (!stack.valid() || size_t(stack.value) * m_compiled.size() >= m_frameOk.size())
-            return evaluate();
-        uint8_t& cached = m_frameOk[size_t(stack.value) * m_compiled.size() + cr.index];
-        if (cached == 0)
-            cached = evaluate() ? 2 : 1;
-        return cached == 2;
+        auto hasPositive = [&](int p) {
+            if (r.innermostPython > 0 && stack.valid())
+                return m_matcher.stackMatchesInnermostPython(stack, p, r.innermostPython);
+            return has(p);
+        };
+        if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), hasPositive))
+            return false;
+        if (!cr.all.empty() && !std::all_of(cr.all.begin(), cr.all.end(), hasPositive))
+            return false;
+        return cr.none.empty() || !std::any_of(cr.none.begin(), cr.none.end(), has);
+    }
+
+    bool framesOk(const CompiledRule& cr, const Allocation& a, StackId stack)
+    {
+        if (const uint64_t* mask = frameMask(a, stack))
+            return (mask[cr.index >> 6] >> (cr.index & 63)) & 1u;
+        return evaluateFrames(cr, a, stack);
+    }
+
+    bool evaluateFreeFrames(const CompiledRule& cr, StackId stack)
+    {
+        auto has = [&](int p) { return m_matcher.stackMatches(stack, p); };
+        if (!cr.freeAny.empty() && std::none_of(cr.freeAny.begin(), cr.freeAny.end(), has))
+            return false;
+        return cr.freeNone.empty() || !std::any_of(cr.freeNone.begin(), cr.freeNone.end(), has);
     }
 
     bool freeFramesOk(const CompiledRule& cr, StackId stack)
     {
-        auto evaluate = [&] {
-            auto has = [&](int p) { return m_matcher.stackMatches(stack, p); };
-            if (!cr.freeAny.empty() && std::none_of(cr.freeAny.begin(), cr.freeAny.end(), has))
-                return false;
-            return cr.freeNone.empty() || !std::any_of(cr.freeNone.begin(), cr.freeNone.end(), has);
-        };
-        if (!stack.valid() || size_t(stack.value) * m_compiled.size() >= m_freeFrameOk.size())
-            return evaluate();
-        uint8_t& cached = m_freeFrameOk[size_t(stack.value) * m_compiled.size() + cr.index];
-        if (cached == 0)
-            cached = evaluate() ? 2 : 1;
-        return cached == 2;
+        if (!stack.valid() || stack.value >= m_freeFrameMaskDone.size())
+            return evaluateFreeFrames(cr, stack);
+        uint64_t* mask = &m_freeFrameMasks[size_t(stack.value) * m_words];
+        if (!m_freeFrameMaskDone[stack.value]) {
+            for (const CompiledRule& k : m_compiled)
+                if (!k.hasFreeFrameConditions || evaluateFreeFrames(k, stack))
+                    mask[k.index >> 6] |= uint64_t(1) << (k.index & 63);
+            m_freeFrameMaskDone[stack.value] = 1;
+        }
+        return (mask[cr.index >> 6] >> (cr.index & 63)) & 1u;
     }
 
     void decide(Classification& c, size_t i, bool withSizes, size_t fromRule = 0)
@@ -345,8 +367,11 @@ private:
         const Allocation& a = m_dev.allocations[i];
         const Features& f = m_features[i];
         const uint64_t* set = &m_candidateSets[size_t(f.candidateSet) * m_words];
+        const uint64_t* frames = frameMask(a, f.stack);
         for (size_t w = fromRule >> 6; w < m_words; ++w) {
             uint64_t candidates = set[w];
+            if (frames)
+                candidates &= frames[w];
             if (w == (fromRule >> 6))
                 candidates &= ~uint64_t(0) << (fromRule & 63);
             if (!withSizes) // size-mirroring rules wait for pass 2: masked here, not skipped one by one
@@ -526,8 +551,9 @@ private:
     size_t m_words = 1;                    // 64-bit words per rule bitset
     std::vector<uint64_t> m_candidateSets; // candidate sets, m_words each; set 0: every rule
     std::vector<uint64_t> m_mirrorMask;    // bit k: rule k mirrors sizes
-    std::vector<uint8_t> m_frameOk;     // stack x rule: 0 unknown, 1 no, 2 yes
-    std::vector<uint8_t> m_freeFrameOk; // the same for the stack that freed it
+    std::vector<uint64_t> m_frameMasks;     // stack x m_words: see frameMask()
+    std::vector<uint64_t> m_freeFrameMasks; // the same for the stack that freed it
+    std::vector<uint8_t> m_frameMaskDone, m_freeFrameMaskDone;
 };
 
 } // namespace
