@@ -118,6 +118,9 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     ev.push_back("size " + bytesText(a.size) + " (" + std::to_string(a.size) + " B); allocations of this size: " +
                  std::to_string(count(c.parameterSizes)) + " parameter, " + std::to_string(count(c.gradientSizes)) +
                  " gradient, " + std::to_string(count(c.stateSizes)) + " optimizer_state");
+    if (auto twice = c.parameterSizes.find(mirrorKey(2 * a.size)); twice != c.parameterSizes.end())
+        ev.push_back(std::to_string(twice->second) + " parameter(s) of twice this size (" + bytesText(2 * a.size) +
+                     "): a 16-bit copy of an fp32 weight has this size");
     if (a.stack.valid()) {
         const EventIndex firstFree = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
         const bool stackIsFree = a.preexisting() && firstFree != kNoEvent && dev.events.stack[size_t(firstFree)] == a.stack;

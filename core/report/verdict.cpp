@@ -209,8 +209,7 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
     }
     if (nothingSays && ev && !ev->history) {
         v.advice = "The dump cannot name the wall: " + gib(pools[size_t(v.dominant)]) +
-                   " carry neither history nor a stack that says what they are; record the allocation history "
-                   "(torch.cuda.memory._record_memory_history(max_entries=100000)) before the OOM to name them";
+                   " have neither history nor a stack; record torch.cuda.memory._record_memory_history() before the OOM to name them";
     } else if (nothingSays) {
         v.advice = "The wall is " + phrase + " (no frame, phase or lifetime names it): " + std::string(poolAdvice(Pool::Unknown));
     } else if (ev && v.evidence == kEvidenceSize) {
@@ -233,7 +232,7 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
             v.advice += "; cutting the micro-batch frees at most " + (perBatch < kListedMinimum ? std::string("0.01 GiB") : gib(perBatch)) +
                         (ev && !ev->history ? std::string(" of what the frames name") : std::string());
         else if (ev && !ev->history)
-            v.advice += "; without history this dump cannot show what cutting the micro-batch would free";
+            v.advice += "; without history it cannot show what cutting the micro-batch would free";
         else if (unknown * 100 >= std::max<int64_t>(allocated, 1))
             v.advice += "; cutting the micro-batch frees nothing that is classified (" + gib(unknown) + " are not)";
         else

@@ -217,7 +217,7 @@ private slots:
         const Verdict oom = verdict("yiyi_oom_snapshot.pickle");
         QVERIFY2(oom.sentence.rfind(std::string(kNoHistoryCaveat) + " At the peak: parameter 11.03 GiB (100%). The wall is parameters", 0) == 0,
                  oom.sentence.c_str());
-        QVERIFY2(oom.advice.find("without history this dump cannot show what cutting the micro-batch would free") != std::string::npos,
+        QVERIFY2(oom.advice.find("without history it cannot show what cutting the micro-batch would free") != std::string::npos,
                  oom.advice.c_str());
         const Verdict wed = verdict("wed_training_256.pickle");
         QCOMPARE(wed.dominant, Pool::Activation);

@@ -268,7 +268,7 @@ private slots:
         QCOMPARE(workspaces, size_t(1));
         const Verdict v = verdictAt(f, kNoEvent);
         QVERIFY2(v.advice.rfind("The dump cannot name the wall:", 0) == 0, v.advice.c_str());
-        QVERIFY2(v.advice.find("without history this dump cannot show what cutting the micro-batch would free") != std::string::npos,
+        QVERIFY2(v.advice.find("without history it cannot show what cutting the micro-batch would free") != std::string::npos,
                  v.advice.c_str());
         QCOMPARE(v.evidence, uint8_t(0));
     }
