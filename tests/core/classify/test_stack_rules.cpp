@@ -8,6 +8,7 @@
 #include "core/classify/pool_series.h"
 #include "core/formats/pickle_writer.h"
 #include "core/load.h"
+#include "core/model/trace_builder.h"
 #include "core/report/verdict.h"
 #include "core/synth/synth_stacks.h"
 #include "core/timeline/alive_index.h"
@@ -224,6 +225,73 @@ private slots:
         QCOMPARE(v.dominant, Pool::Activation);
         QVERIFY(v.history);
         QVERIFY(v.caveat.empty());
+    }
+
+    // Saved tensors released by deleteNode are a backward only when the autograd engine runs it: the
+    // same release under a dropped output (no OOM at all) is the graph's teardown, and the tensors are
+    // activations saved for a backward that never ran; under Engine::evaluate_function it is backward.
+    void graphReleaseIsTeardownUnlessTheEngineRunsIt()
+    {
+        Trace t;
+        auto stack = [&](std::initializer_list<std::pair<const char*, const char*>> frames) {
+            std::vector<FrameId> ids;
+            for (const auto& [file, name] : frames)
+                ids.push_back(t.frames.internFrame(file, name, std::string(file).ends_with(".py") ? 10 : 0));
+            return t.frames.internStack(ids);
+        };
+        const StackId forward = stack({{"/m/model.py", "forward"}, {"/t/torch/nn/modules/module.py", "_call_impl"}, {"/m/run.py", "main"}});
+        const StackId dropped = stack({{"??", "torch::autograd::generated::MmBackward0::release_variables()"},
+                                       {"??", "torch::autograd::deleteNode(torch::autograd::Node*)"},
+                                       {"python_variable.cpp", "THPVariable_subclass_dealloc(_object*)"},
+                                       {"/m/run.py", "main"}});
+        const StackId engine = stack({{"??", "torch::autograd::generated::MmBackward0::release_variables()"},
+                                      {"??", "torch::autograd::Engine::evaluate_function(...)"},
+                                      {"??", "torch::autograd::Engine::thread_main(...)"}});
+        DeviceTrace d;
+        d.events.push(Action::SegmentAlloc, 0x1000000, 20 << 20, 0, kNoTime, forward);
+        d.events.push(Action::Alloc, 0x1000000, 4 << 20, 0, kNoTime, forward);
+        d.events.push(Action::Alloc, 0x1400000, 4 << 20, 0, kNoTime, forward);
+        d.events.push(Action::FreeRequested, 0x1000000, 4 << 20, 0, kNoTime, dropped);
+        d.events.push(Action::FreeCompleted, 0x1000000, 4 << 20, 0, kNoTime, dropped);
+        d.events.push(Action::FreeRequested, 0x1400000, 4 << 20, 0, kNoTime, engine);
+        d.events.push(Action::FreeCompleted, 0x1400000, 4 << 20, 0, kNoTime, engine);
+        std::vector<std::string> warnings;
+        finalizeDevice(d, warnings);
+        const Classification c = classify(t, d, defaultRules());
+        QCOMPARE(c.phases.phase[3], Phase::Teardown);
+        QCOMPARE(c.phases.phase[5], Phase::Backward);
+        QCOMPARE(c.pool[0], Pool::Activation);
+        QCOMPARE(c.rules[c.rule[0]].name, std::string("forward-released-with-graph"));
+        QCOMPARE(c.rules[c.rule[1]].name, std::string("forward-saved-for-backward"));
+    }
+
+    // With Python stacks only, the frees after an OOM name no phase themselves: they are the teardown,
+    // not the pass that failed (nor a backward), until frames name a phase again.
+    void afterAnOomPythonStacksAreTeardown()
+    {
+        Trace t;
+        auto stack = [&](std::initializer_list<const char*> names) {
+            std::vector<FrameId> ids;
+            for (const char* n : names)
+                ids.push_back(t.frames.internFrame(std::string(n) == "_call_impl" ? "/t/torch/nn/modules/module.py" : "/m/run.py", n, 10));
+            return t.frames.internStack(ids);
+        };
+        const StackId forward = stack({"forward", "_call_impl", "main"});
+        const StackId loop = stack({"main"});
+        DeviceTrace d;
+        d.events.push(Action::SegmentAlloc, 0x1000000, 20 << 20, 0, kNoTime, forward);
+        d.events.push(Action::Alloc, 0x1000000, 4 << 20, 0, kNoTime, forward);
+        d.events.push(Action::Oom, 1 << 20, 64 << 20, 0, kNoTime, forward);
+        d.events.push(Action::FreeRequested, 0x1000000, 4 << 20, 0, kNoTime, loop);
+        d.events.push(Action::FreeCompleted, 0x1000000, 4 << 20, 0, kNoTime, loop);
+        d.events.push(Action::Alloc, 0x1400000, 4 << 20, 0, kNoTime, forward); // the retry's forward
+        std::vector<std::string> warnings;
+        finalizeDevice(d, warnings);
+        const Classification c = classify(t, d, defaultRules());
+        QCOMPARE(c.phases.phase[3], Phase::Teardown);
+        QCOMPARE(c.phases.phase[5], Phase::Forward);
+        QCOMPARE(c.rules[c.rule[0]].name, std::string("forward-released-in-teardown"));
+        QCOMPARE(c.pool[0], Pool::Activation);
     }
 
     // An OOM observer's dump (one snapshot entry): pools from frames and sizes only, said first; the
