@@ -26,7 +26,7 @@ constexpr double kGiBytes = double(int64_t(1) << 30);
 
 const RuleSet& defaultRules()
 {
-    static const RuleSet rules = RuleSet::fromFile(RuleSet::defaultPath());
+    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
     return rules;
 }
 
