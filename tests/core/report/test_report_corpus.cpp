@@ -144,7 +144,7 @@ private slots:
         QVERIFY2(r.exitCode == 0, r.err.constData());
         const json m = json::parse(r.out.toStdString())["devices"][0]["moment"];
         const std::string verdict = m["verdict"].get<std::string>();
-        QVERIFY2(verdict.rfind("No allocation history: pools are inferred from sizes and frames only. At the peak:", 0) == 0, verdict.c_str());
+        QVERIFY2(verdict.rfind("No allocation history: pools are inferred from sizes and frames only. In the snapshot:", 0) == 0, verdict.c_str());
         QVERIFY2(verdict.find("The wall is probably parameters (classified with 40% confidence;") != std::string::npos, verdict.c_str());
         QVERIFY2(verdict.find("of what the frames name") != std::string::npos, verdict.c_str());
         QCOMPARE(m["history"].get<bool>(), false);
