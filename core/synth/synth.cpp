@@ -239,7 +239,7 @@ void Generator::releaseAll(std::vector<Tensor>& ts, StackId stack)
 
 void Generator::temp(int64_t bytes, SynthOp op, SynthSite site)
 {
-    Tensor t = alloc(bytes, m_stacks.alloc(op, site), Pool::Temporary);
+    Tensor t = alloc(bytes, m_stacks.alloc(op, site), op == SynthOp::CublasWorkspace ? Pool::Workspace : Pool::Temporary);
     release(t, m_stacks.free(site));
 }
 
