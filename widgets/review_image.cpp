@@ -103,10 +103,11 @@ ReviewContent reviewContentFor(const Document& doc, size_t device, EventIndex ev
     const DeviceTrace& d = dev.device();
     c.title = QObject::tr("%1 — %2 — %3")
                   .arg(QFileInfo(path).fileName(), QString::fromStdString(d.label()), QString::fromStdString(momentTitle(d, event)));
-    c.subtitle = QString::fromStdString(momentSentence(momentReport(dev, event, {}, 0), capacity));
+    const MomentReport moment = momentReport(dev, event, {}, 0);
+    c.subtitle = QString::fromStdString(momentSentence(moment, capacity));
     const SegmentLayout layout = segmentLayoutAt(d, dev.alive(), event);
     BreakdownModel model;
-    model.setBreakdown(tl.breakdownAt(event, capacity), tl.layers(), tl.classified(), &layout);
+    model.setBreakdown(tl.breakdownAt(event, capacity), tl.layers(), tl.classified(), &layout, moment.classified ? &moment.evidence : nullptr);
     c.rows = model.rows();
     c.dark = dark;
     return c;
