@@ -232,9 +232,35 @@ void inferWindow(const RunProfile& a, const RunProfile& b, AxisInference& out)
 
 // --- precision ------------------------------------------------------------------------------
 
-bool autocastIn(const RunProfile& p, const CastEvidence& casts)
+// The share of the linear tensors' paired bytes whose element size changed the way autocast
+// changes it: halved relative to the tokens when autocast is in B, doubled when it is in A. The
+// tokens' own ratio comes from the integer inputs, else from the tensors that kept their size.
+double elementSizeShare(const SitePairing& sites, bool autocastInB)
 {
-    return p.autocastFrameAllocations > 0 || p.castCacheBytes > 0 || casts.autocast();
+    const int64_t total = SitePairing::total(sites.linear);
+    if (total == 0)
+        return 0;
+    double tokens = 0;
+    if (!sites.input.empty()) {
+        tokens = sites.input.front().ratio;
+    } else {
+        for (const RatioCluster& c : sites.linear)
+            if (c.bytes * 20 >= total && (tokens == 0 || (autocastInB ? c.ratio > tokens : c.ratio < tokens)))
+                tokens = c.ratio;
+    }
+    int64_t changed = 0;
+    for (const RatioCluster& c : sites.linear)
+        if (nearRatio(c.ratio, tokens * (autocastInB ? 0.5 : 2.0)))
+            changed += c.bytes;
+    return double(changed) / double(total);
+}
+
+// Frames and the classifier's cast_cache pool say autocast outright. Cast-shaped allocations alone
+// could be activations of a weight's half size by coincidence: they count when paired tensors also
+// changed their element size as autocast changes it.
+bool autocastIn(const RunProfile& p, const CastEvidence& casts, const SitePairing& sites, bool isB)
+{
+    return p.autocastFrameAllocations > 0 || p.castCacheBytes > 0 || (casts.autocast() && elementSizeShare(sites, isB) >= 0.05);
 }
 
 std::string autocastEvidence(const RunProfile& p, const CastEvidence& casts)
@@ -286,7 +312,7 @@ std::string elementSizeEvidence(const SitePairing& sites)
 PrecisionChange inferPrecision(const RunProfile& a, const RunProfile& b, const TensorRelation& params, const SitePairing& sites)
 {
     PrecisionChange pc;
-    const bool autoA = autocastIn(a, sites.castsA), autoB = autocastIn(b, sites.castsB);
+    const bool autoA = autocastIn(a, sites.castsA, sites, false), autoB = autocastIn(b, sites.castsB, sites, true);
     // Every weight at half (or twice) its bytes, as many weights, and no collective to shard them:
     // the element size changed (ZeRO-3 over 2 ranks would gather the full weights back).
     int weights = 0;

@@ -134,6 +134,26 @@ std::string phaseText(Phase p)
     }
 }
 
+// What an axis is called where the verdict says it does not limit the run.
+std::string axisNoun(const CompareAxis& a)
+{
+    if (a.name == "sequence")
+        return "the sequence length";
+    if (a.name == "micro_batch")
+        return "the micro-batch";
+    if (a.name == "tokens")
+        return "the token count";
+    if (a.name == "trainable_parameters")
+        return "the trainable parameters";
+    if (a.name == "sharding_or_optimizer")
+        return "the optimizer state";
+    if (a.name == "checkpointing")
+        return "activation checkpointing";
+    if (a.name == "sharding")
+        return "sharding";
+    return "the " + a.name;
+}
+
 std::string numberWord(size_t n)
 {
     static const char* kWords[] = {"No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten"};
@@ -211,7 +231,7 @@ std::string makeVerdict(const Comparison& c)
         for (size_t p = 0; p < kAllocationPoolCount; ++p)
             if (!table[p].changed() && table[p].b >= kChangedBytes && (steady == Pool::CachedFree || table[p].b > table[size_t(steady)].b))
                 steady = Pool(p);
-        if (steady != Pool::CachedFree)
+        if (steady != Pool::CachedFree && steady != wallB)
             v += "; " + std::string(poolPhrase(steady)) + " unchanged";
         v += ".";
         const bool wallMoved = std::find(moved.begin(), moved.end(), wallB) != moved.end();
@@ -225,7 +245,7 @@ std::string makeVerdict(const Comparison& c)
             v += " " + capitalised(poolPhrase(wallB)) + (plural(wallB) ? " set " : " sets ") + moment + " in both runs (" + formatBytes(w.a) +
                  " -> " + formatBytes(w.b) + ")";
             if (w.a > 0 && nearRatio(double(w.b), double(w.a), 0.10))
-                v += std::string(" and ") + (plural(wallB) ? "do" : "does") + " not move: " + axes[0].phrase + " is not what limits this run.";
+                v += std::string(" and ") + (plural(wallB) ? "do" : "does") + " not move: " + axisNoun(axes[0]) + " is not what limits this run.";
             else
                 v += ", moving by less than 64 MiB.";
         }

@@ -34,6 +34,7 @@ bool contains(std::string_view text, std::string_view what) { return text.find(w
 // What the frames of one stack say, computed once per stack.
 struct StackFacts {
     uint64_t site = 0;          // hash of the Python frames (file name, function), innermost first
+    uint64_t userSite = 0;      // the same without PyTorch's own frames
     std::string siteName;       // innermost Python frame outside torch, "model.py:forward"
     bool autocast = false;      // autocast's dispatch or cast cache made it
     bool collective = false;    // a collective (all_gather, reduce_scatter) or a sharding framework
@@ -43,7 +44,7 @@ struct StackFacts {
 StackFacts factsOf(const FrameTable& frames, StackId id)
 {
     StackFacts f;
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 1469598103934665603ull, user = h;
     std::string fallbackName;
     for (FrameId fid : frames.stack(id)) {
         const Frame& fr = frames.frame(fid);
@@ -59,12 +60,17 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
         if (!isPythonSource(fr))
             continue;
         h = mix(mix(h, baseName(file)), name);
+        // PyTorch's own frames are left out of the user key: wrappers such as torch.utils.checkpoint
+        // or torch.compile add them around the same user code.
+        if (!contains(file, "/torch/"))
+            user = mix(mix(user, baseName(file)), name);
         if (fallbackName.empty())
             fallbackName = std::string(baseName(file)) + ":" + fr.name;
         if (f.siteName.empty() && !contains(file, "/torch/"))
             f.siteName = std::string(baseName(file)) + ":" + fr.name;
     }
     f.site = h;
+    f.userSite = user;
     if (f.siteName.empty())
         f.siteName = fallbackName.empty() ? "(no Python frames)" : fallbackName;
     return f;
@@ -227,9 +233,11 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
         const int64_t block = blockOf(p.blocks, al.allocEvent);
         const Phase phase = block >= 0 ? p.blocks[size_t(block)].phase : Phase::Unknown;
         const int64_t ordinal = block >= 0 ? p.blocks[size_t(block)].ordinal : -block - 1;
-        uint64_t key = (uint64_t(phase) << 56) ^ (uint64_t(ordinal) << 40) ^ (sf ? sf->site : 0x5bd1e995ull);
+        const uint64_t where = (uint64_t(phase) << 56) ^ (uint64_t(ordinal) << 40);
+        const uint64_t key = where ^ (sf ? sf->site : 0x5bd1e995ull);
         const bool castShaped = phase == Phase::Forward && ordinal == 0 && m.requestedSize[a] > 0 && paramSizes.count(m.requestedSize[a] * 2);
-        p.sites[key].push_back(SiteAllocation{al.size, m.law[a], pool == Pool::Input, castShaped});
+        p.sites[key].push_back(SiteAllocation{al.size, m.law[a], pool == Pool::Input, castShaped, al.allocEvent});
+        p.userSiteOf.emplace(key, where ^ (sf ? sf->userSite : 0x5bd1e995ull));
         if (!p.siteNames.count(key))
             p.siteNames[key] = sf ? sf->siteName : "(no frames)";
     }

@@ -38,6 +38,7 @@ struct SiteAllocation {
     // 16-bit copy of an fp32 weight looks like. Sizes alone also match activations by coincidence
     // (b*s*h*2 bytes is an h x h fp32 weight when b*s = 2h); the pairing decides (site_pairs.h).
     bool castShaped = false;
+    EventIndex event = kNoEvent;
 };
 
 // The facts about one run that the axes are inferred from. Sizes are requested bytes, as the trace
@@ -82,6 +83,9 @@ struct RunProfile {
     // which an edited script shifts).
     std::unordered_map<uint64_t, std::vector<SiteAllocation>> sites;
     std::unordered_map<uint64_t, std::string> siteNames; // key -> "model.py:forward", for evidence
+    // key -> the same site without PyTorch's own frames: where a wrapper (torch.utils.checkpoint,
+    // torch.compile) changed the full stacks, sites still pair by the user's code.
+    std::unordered_map<uint64_t, uint64_t> userSiteOf;
 };
 
 RunProfile profileRun(const RunInput& run, const TraceModel& model);

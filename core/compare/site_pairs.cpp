@@ -51,14 +51,21 @@ namespace {
 struct CastCounter {
     CastEvidence& out;
     std::unordered_set<int64_t> sizes;
-    void add(const std::vector<SiteAllocation>& allocations)
+    // Up to `extra` cast-shaped allocations of a site where this run made `extra` more than the
+    // other: autocast's casts are additions at the layers' call sites. The run with fewer
+    // allocations there counts none: its cast-shaped ones have partners of the other run.
+    void add(const std::vector<SiteAllocation>& allocations, size_t extra)
     {
-        for (const SiteAllocation& x : allocations)
-            if (x.castShaped) {
-                ++out.count;
-                out.bytes += x.size;
-                sizes.insert(x.size);
-            }
+        for (const SiteAllocation& x : allocations) {
+            if (extra == 0)
+                break;
+            if (!x.castShaped)
+                continue;
+            --extra;
+            ++out.count;
+            out.bytes += x.size;
+            sizes.insert(x.size);
+        }
         out.distinctSizes = int(sizes.size());
     }
 };
@@ -70,20 +77,11 @@ SitePairing pairSites(const RunProfile& a, const RunProfile& b)
     SitePairing p;
     CastCounter castsA{p.castsA, {}}, castsB{p.castsB, {}};
     std::vector<RatioSample> linear, quadratic, input;
-    for (const auto& [key, inA] : a.sites) {
-        const auto it = b.sites.find(key);
-        if (it == b.sites.end() || it->second.size() != inA.size()) {
-            ++p.unpairedSites;
-            castsA.add(inA);
-            if (it != b.sites.end())
-                castsB.add(it->second);
-            continue;
-        }
-        const std::string* name = &a.siteNames.at(key);
+    auto pair = [&](const std::vector<SiteAllocation>& inA, const std::vector<SiteAllocation>& inB, const std::string* name) {
         bool any = false;
         for (size_t i = 0; i < inA.size(); ++i) {
             const SiteAllocation& x = inA[i];
-            const SiteAllocation& y = it->second[i];
+            const SiteAllocation& y = inB[i];
             // Inputs follow the batch whatever phase they were made in (the what-if laws keep those made
             // around zero_grad fixed).
             if (x.size <= 0 || y.size <= 0 || (x.law == SizeLaw::Fixed && y.law == SizeLaw::Fixed && !x.input && !y.input))
@@ -96,11 +94,52 @@ SitePairing pairSites(const RunProfile& a, const RunProfile& b)
             any = true;
         }
         p.pairedSites += any;
+    };
+    // First by the full Python stacks; what does not pair so, by the user's frames alone, the
+    // allocations of a user site taken in event order across its full-stack sites.
+    std::unordered_map<uint64_t, std::vector<SiteAllocation>> restA, restB;
+    std::unordered_map<uint64_t, const std::string*> restName;
+    auto defer = [](std::unordered_map<uint64_t, std::vector<SiteAllocation>>& rest, const RunProfile& run, uint64_t key) {
+        auto& v = rest[run.userSiteOf.at(key)];
+        const auto& add = run.sites.at(key);
+        v.insert(v.end(), add.begin(), add.end());
+    };
+    for (const auto& [key, inA] : a.sites) {
+        const auto it = b.sites.find(key);
+        if (it != b.sites.end() && it->second.size() == inA.size()) {
+            pair(inA, it->second, &a.siteNames.at(key));
+            continue;
+        }
+        defer(restA, a, key);
+        restName.emplace(a.userSiteOf.at(key), &a.siteNames.at(key));
+        if (it != b.sites.end())
+            defer(restB, b, key);
     }
     for (const auto& [key, inB] : b.sites)
-        if (!a.sites.count(key)) {
+        if (!a.sites.count(key))
+            defer(restB, b, key);
+    auto byEvent = [](std::vector<SiteAllocation>& v) {
+        std::stable_sort(v.begin(), v.end(), [](const SiteAllocation& x, const SiteAllocation& y) { return x.event < y.event; });
+    };
+    for (auto& [key, inA] : restA) {
+        byEvent(inA);
+        const auto it = restB.find(key);
+        const size_t inB = it == restB.end() ? 0 : it->second.size();
+        if (it != restB.end())
+            byEvent(it->second);
+        if (inB == inA.size()) {
+            pair(inA, it->second, restName.at(key));
+            continue;
+        }
+        ++p.unpairedSites;
+        castsA.add(inA, inA.size() > inB ? inA.size() - inB : 0);
+        if (it != restB.end())
+            castsB.add(it->second, inB > inA.size() ? inB - inA.size() : 0);
+    }
+    for (auto& [key, inB] : restB)
+        if (!restA.count(key)) {
             ++p.unpairedSites;
-            castsB.add(inB);
+            castsB.add(inB, inB.size());
         }
     p.linear = clusterRatios(std::move(linear));
     p.quadratic = clusterRatios(std::move(quadratic));
