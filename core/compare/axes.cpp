@@ -201,8 +201,8 @@ void inferWindow(const RunProfile& a, const RunProfile& b, AxisInference& out)
         const auto& longSeq = cut == &a ? pb : pa;
         if (shortSeq.size() <= longSeq.size() && std::equal(shortSeq.begin(), shortSeq.end(), longSeq.begin())) {
             const std::string where = cut->blocks.empty() ? "" : " in its " + blockSequence({cut->blocks.back()});
-            out.caveats.push_back(std::string(cut == &a ? "A" : "B") + " ran out of memory" + where + " (event " +
-                                  std::to_string(cut->oomIndex) + "); the other run's later moments have no partner");
+            out.cutShort = std::string(cut == &a ? "A" : "B") + " ran out of memory" + where + " (event " + std::to_string(cut->oomIndex) +
+                           "), so " + (cut == &a ? "B" : "A") + "'s later moments have no partner";
             return;
         }
     }

@@ -25,6 +25,7 @@ struct AxisInference {
     // Differences that are not an axis but make the pair less than clean (memory allocated before
     // recording, an OOM that cut one run short), and what the traces could not tell.
     std::vector<std::string> caveats;
+    std::string cutShort; // "B ran out of memory in its forward (event 166)": an outcome, not an axis
     std::vector<std::string> notes;
 };
 

@@ -252,6 +252,8 @@ std::string makeVerdict(const Comparison& c)
         else
             v += " The largest pool is " + std::string(poolPhrase(wallA)) + " in A and " + std::string(poolPhrase(wallB)) + " in B.";
     }
+    if (!c.cutShort.empty())
+        v += " " + capitalised(c.cutShort) + ".";
     if (!c.caveats.empty()) {
         v += std::string(axes.size() == 1 && !window ? " Not quite one axis: " : " Also: ");
         for (size_t i = 0; i < c.caveats.size(); ++i)
@@ -334,6 +336,7 @@ Comparison compareRuns(const RunInput& a, const RunInput& b, const CompareOption
     AxisInference inferred = inferAxes(pa, pb, sites);
     c.axes = std::move(inferred.axes);
     c.caveats = std::move(inferred.caveats);
+    c.cutShort = std::move(inferred.cutShort);
     c.notes = std::move(inferred.notes);
     c.oneAxis = c.axes.size() == 1;
     c.verdict = makeVerdict(c);

@@ -54,6 +54,7 @@ struct Comparison {
     bool oneAxis = false;
     std::string verdict;
     std::vector<std::string> caveats; // what makes the pair less than clean, said in the verdict
+    std::string cutShort;             // which run an OOM cut short, said in the verdict
     std::vector<std::string> notes;   // what the traces could not tell
 
     const MomentPair& moment(CompareMoment m) const { return moments[size_t(m)]; }

@@ -110,6 +110,7 @@ nlohmann::json comparisonJson(const Comparison& c)
     j["one_axis"] = c.oneAxis;
     j["verdict"] = c.verdict;
     j["caveats"] = c.caveats;
+    j["cut_short"] = c.cutShort.empty() ? json(nullptr) : json(c.cutShort);
     j["notes"] = c.notes;
     return j;
 }

@@ -134,6 +134,10 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
     p.passes = int(std::count_if(p.blocks.begin(), p.blocks.end(), [](const PhaseBlock& b) { return b.phase == Phase::Forward; }));
     p.endsInOom = !dev.ooms.empty();
     p.oomIndex = p.endsInOom ? dev.ooms.back().index : kNoEvent;
+    if (p.endsInOom) {
+        const int64_t block = blockOf(p.blocks, p.oomIndex);
+        p.oomWhere = block >= 0 ? siteWhere(p.blocks[size_t(block)].phase, p.blocks[size_t(block)].ordinal) : siteWhere(Phase::Unknown, -block - 1);
+    }
     p.initialAllocated = dev.initialAllocated;
 
     const size_t n = std::min({dev.allocations.size(), c.pool.size(), m.allocationCount});
@@ -233,11 +237,11 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
         const int64_t block = blockOf(p.blocks, al.allocEvent);
         const Phase phase = block >= 0 ? p.blocks[size_t(block)].phase : Phase::Unknown;
         const int64_t ordinal = block >= 0 ? p.blocks[size_t(block)].ordinal : -block - 1;
-        const uint64_t where = (uint64_t(phase) << 56) ^ (uint64_t(ordinal) << 40);
-        const uint64_t key = where ^ (sf ? sf->site : 0x5bd1e995ull);
+        const uint64_t where = siteWhere(phase, ordinal);
+        const uint64_t key = where | ((sf ? sf->site : 0x5bd1e995ull) & kSiteHashMask);
         const bool castShaped = phase == Phase::Forward && ordinal == 0 && m.requestedSize[a] > 0 && paramSizes.count(m.requestedSize[a] * 2);
         p.sites[key].push_back(SiteAllocation{al.size, m.law[a], pool == Pool::Input, castShaped, al.allocEvent});
-        p.userSiteOf.emplace(key, where ^ (sf ? sf->userSite : 0x5bd1e995ull));
+        p.userSiteOf.emplace(key, where | ((sf ? sf->userSite : 0x5bd1e995ull) & kSiteHashMask));
         if (!p.siteNames.count(key))
             p.siteNames[key] = sf ? sf->siteName : "(no frames)";
     }

@@ -50,6 +50,7 @@ struct RunProfile {
     int passes = 0;              // forward blocks
     bool endsInOom = false;
     EventIndex oomIndex = kNoEvent;
+    uint64_t oomWhere = ~uint64_t(0); // siteWhere() of the block the OOM cut short
     int64_t initialAllocated = 0;
 
     // Weights and what follows them, as tensors (sorted sizes) and totals.
@@ -89,6 +90,11 @@ struct RunProfile {
 };
 
 RunProfile profileRun(const RunInput& run, const TraceModel& model);
+
+// A site key: the phase block in the top 24 bits (siteWhere), a hash of the frames below.
+constexpr uint64_t kSiteHashMask = (uint64_t(1) << 40) - 1;
+constexpr uint64_t siteWhere(Phase phase, int64_t ordinal) { return (uint64_t(phase) << 56) | ((uint64_t(ordinal) & 0xffff) << 40); }
+constexpr uint64_t siteWhereOf(uint64_t key) { return key & ~kSiteHashMask; }
 
 // "forward, backward, optimizer step"
 std::string blockSequence(const std::vector<PhaseBlock>& blocks);

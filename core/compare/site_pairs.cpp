@@ -79,7 +79,7 @@ SitePairing pairSites(const RunProfile& a, const RunProfile& b)
     std::vector<RatioSample> linear, quadratic, input;
     auto pair = [&](const std::vector<SiteAllocation>& inA, const std::vector<SiteAllocation>& inB, const std::string* name) {
         bool any = false;
-        for (size_t i = 0; i < inA.size(); ++i) {
+        for (size_t i = 0; i < std::min(inA.size(), inB.size()); ++i) {
             const SiteAllocation& x = inA[i];
             const SiteAllocation& y = inB[i];
             // Inputs follow the batch whatever phase they were made in (the what-if laws keep those made
@@ -104,9 +104,11 @@ SitePairing pairSites(const RunProfile& a, const RunProfile& b)
         const auto& add = run.sites.at(key);
         v.insert(v.end(), add.begin(), add.end());
     };
+    // In the block an OOM cut short, the run that ran out made a prefix of what the other made.
+    auto cut = [&](uint64_t key) { return siteWhereOf(key) == a.oomWhere || siteWhereOf(key) == b.oomWhere; };
     for (const auto& [key, inA] : a.sites) {
         const auto it = b.sites.find(key);
-        if (it != b.sites.end() && it->second.size() == inA.size()) {
+        if (it != b.sites.end() && (it->second.size() == inA.size() || cut(key))) {
             pair(inA, it->second, &a.siteNames.at(key));
             continue;
         }
@@ -127,7 +129,7 @@ SitePairing pairSites(const RunProfile& a, const RunProfile& b)
         const size_t inB = it == restB.end() ? 0 : it->second.size();
         if (it != restB.end())
             byEvent(it->second);
-        if (inB == inA.size()) {
+        if (it != restB.end() && (inB == inA.size() || cut(key))) {
             pair(inA, it->second, restName.at(key));
             continue;
         }
