@@ -5,6 +5,8 @@
 // weight and adds no collectives.
 #include "core/compare/axes.h"
 
+#include "core/compare/tensor_relation.h"
+
 #include "core/util/units.h"
 #include "core/whatif/scenario.h"
 
@@ -39,99 +41,6 @@ bool nearRatio(double x, double y, double tolerance)
 
 namespace {
 
-enum class Relation : uint8_t { Empty, Same, Scaled, Fewer, More, Different };
-
-// How B's tensors of one kind relate to A's.
-struct TensorRelation {
-    Relation kind = Relation::Empty;
-    double factor = 1.0; // B over A in bytes
-    size_t countA = 0, countB = 0;
-    int64_t bytesA = 0, bytesB = 0;
-};
-
-int64_t total(const std::vector<int64_t>& v)
-{
-    int64_t t = 0;
-    for (int64_t x : v)
-        t += x;
-    return t;
-}
-
-// Whether every size of `small` appears in `big` (as a multiset, at the allocator's 512-byte granularity).
-bool subMultiset(const std::vector<int64_t>& small, const std::vector<int64_t>& big)
-{
-    size_t j = 0;
-    for (int64_t s : small) {
-        const int64_t key = mirrorKey(s);
-        while (j < big.size() && mirrorKey(big[j]) < key)
-            ++j;
-        if (j == big.size() || mirrorKey(big[j]) != key)
-            return false;
-        ++j;
-    }
-    return true;
-}
-
-TensorRelation relate(const std::vector<int64_t>& a, const std::vector<int64_t>& b)
-{
-    TensorRelation r;
-    r.countA = a.size();
-    r.countB = b.size();
-    r.bytesA = total(a);
-    r.bytesB = total(b);
-    if (a.empty() && b.empty())
-        return r;
-    r.factor = r.bytesA > 0 ? double(r.bytesB) / double(r.bytesA) : 0.0;
-    // Totals within 2 %: the same tensors, give or take what the classifier put elsewhere.
-    if (r.bytesA > 0 && nearRatio(double(r.bytesB), double(r.bytesA))) {
-        r.kind = Relation::Same;
-        return r;
-    }
-    if (a.size() == b.size() && r.bytesA > 0) {
-        // Each tensor scaled alike: ceil(n / N) elements of a sharded tensor, or a narrower element.
-        bool scaled = true;
-        for (size_t i = 0; i < a.size() && scaled; ++i)
-            scaled = std::abs(double(b[i]) - double(a[i]) * r.factor) <= 64.0 + 0.002 * double(a[i]);
-        if (scaled) {
-            r.kind = Relation::Scaled;
-            return r;
-        }
-    }
-    if (b.size() < a.size() && subMultiset(b, a))
-        r.kind = Relation::Fewer;
-    else if (b.size() > a.size() && subMultiset(a, b))
-        r.kind = Relation::More;
-    else
-        r.kind = Relation::Different;
-    return r;
-}
-
-// N when `factor` is 1/N (or N) for a whole N >= 2; 0 otherwise.
-int wholeDivisor(double factor)
-{
-    if (factor <= 0)
-        return 0;
-    const double n = factor < 1 ? 1.0 / factor : factor;
-    const double rounded = std::round(n);
-    return rounded >= 2 && std::abs(n - rounded) <= 0.02 * rounded ? int(rounded) : 0;
-}
-
-// The tensors of `a` not in `b` (as multisets at the allocator's granularity), sorted.
-std::vector<int64_t> without(const std::vector<int64_t>& a, const std::vector<int64_t>& b)
-{
-    std::vector<int64_t> out;
-    size_t j = 0;
-    for (int64_t x : a) {
-        while (j < b.size() && mirrorKey(b[j]) < mirrorKey(x))
-            ++j;
-        if (j < b.size() && mirrorKey(b[j]) == mirrorKey(x))
-            ++j;
-        else
-            out.push_back(x);
-    }
-    return out;
-}
-
 // One or two parameters that differ, each scaled by the token ratio, within a tenth of the
 // parameter bytes: a table sized by the sequence (learned positions), not another model.
 std::optional<std::string> tokenSizedParameters(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std::optional<double> ratio)
@@ -155,10 +64,6 @@ std::optional<std::string> tokenSizedParameters(const std::vector<int64_t>& a, c
            " -> " + formatBytes(onlyB[0]) + "): a table sized by the sequence length, such as learned positions";
 }
 
-std::string tensorsText(size_t count, int64_t bytes)
-{
-    return std::to_string(count) + " tensors, " + formatBytes(bytes);
-}
 
 bool hasPhase(const RunProfile& p, Phase phase)
 {
@@ -228,132 +133,6 @@ void inferWindow(const RunProfile& a, const RunProfile& b, AxisInference& out)
                         "'s recording began: the runs recorded different steps, so they cannot be compared moment for moment";
         out.axes.push_back(std::move(axis));
     }
-}
-
-// --- precision ------------------------------------------------------------------------------
-
-// The share of the linear tensors' paired bytes whose element size changed the way autocast
-// changes it: halved relative to the tokens when autocast is in B, doubled when it is in A. The
-// tokens' own ratio comes from the integer inputs, else from the tensors that kept their size.
-double elementSizeShare(const SitePairing& sites, bool autocastInB)
-{
-    const int64_t total = SitePairing::total(sites.linear);
-    if (total == 0)
-        return 0;
-    double tokens = 0;
-    if (!sites.input.empty()) {
-        tokens = sites.input.front().ratio;
-    } else {
-        for (const RatioCluster& c : sites.linear)
-            if (c.bytes * 20 >= total && (tokens == 0 || (autocastInB ? c.ratio > tokens : c.ratio < tokens)))
-                tokens = c.ratio;
-    }
-    int64_t changed = 0;
-    for (const RatioCluster& c : sites.linear)
-        if (nearRatio(c.ratio, tokens * (autocastInB ? 0.5 : 2.0)))
-            changed += c.bytes;
-    return double(changed) / double(total);
-}
-
-// Frames and the classifier's cast_cache pool say autocast outright. Cast-shaped allocations alone
-// could be activations of a weight's half size by coincidence: they count when paired tensors also
-// changed their element size as autocast changes it.
-bool autocastIn(const RunProfile& p, const CastEvidence& casts, const SitePairing& sites, bool isB)
-{
-    return p.autocastFrameAllocations > 0 || p.castCacheBytes > 0 || (casts.autocast() && elementSizeShare(sites, isB) >= 0.05);
-}
-
-std::string autocastEvidence(const RunProfile& p, const CastEvidence& casts)
-{
-    std::vector<std::string> parts;
-    if (p.autocastFrameAllocations > 0)
-        parts.push_back(std::to_string(p.autocastFrameAllocations) + " allocations under autocast frames");
-    if (casts.autocast())
-        parts.push_back(std::to_string(casts.count) + " allocations in the first forward pass of exactly half a parameter's bytes (" +
-                        formatBytes(casts.bytes) + ", " + std::to_string(casts.distinctSizes) +
-                        " sizes) that the other run does not make: 16-bit copies of fp32 weights");
-    if (p.castCacheBytes > 0)
-        parts.push_back("a cast_cache pool of " + formatBytes(p.castCacheBytes));
-    std::string s;
-    for (const auto& x : parts)
-        s += (s.empty() ? "" : ", ") + x;
-    return s;
-}
-
-// How the paired tensors' sizes split: under a precision change with the tokens fixed, some halve
-// (or double) and the rest, computed in fp32 either way or integer, keep their size.
-std::string elementSizeEvidence(const SitePairing& sites)
-{
-    std::vector<RatioCluster> all = sites.linear;
-    all.insert(all.end(), sites.quadratic.begin(), sites.quadratic.end());
-    all.insert(all.end(), sites.input.begin(), sites.input.end());
-    const int64_t total = SitePairing::total(all);
-    if (total == 0)
-        return {};
-    int64_t half = 0, same = 0, twice = 0;
-    for (const RatioCluster& c : all) {
-        if (nearRatio(c.ratio, 0.5))
-            half += c.bytes;
-        else if (nearRatio(c.ratio, 1.0))
-            same += c.bytes;
-        else if (nearRatio(c.ratio, 2.0))
-            twice += c.bytes;
-    }
-    auto pct = [&](int64_t x) { return std::to_string(int(std::lround(100.0 * double(x) / double(total)))) + "%"; };
-    std::string s = "paired batch-dependent tensors: ";
-    if (half * 200 > total)
-        s += pct(half) + " of their bytes halved, ";
-    if (twice * 200 > total)
-        s += pct(twice) + " doubled, ";
-    s += pct(same) + " kept their size";
-    return s;
-}
-
-PrecisionChange inferPrecision(const RunProfile& a, const RunProfile& b, const TensorRelation& params, const SitePairing& sites)
-{
-    PrecisionChange pc;
-    const bool autoA = autocastIn(a, sites.castsA, sites, false), autoB = autocastIn(b, sites.castsB, sites, true);
-    // Every weight at half (or twice) its bytes, as many weights, and no collective to shard them:
-    // the element size changed (ZeRO-3 over 2 ranks would gather the full weights back).
-    int weights = 0;
-    if (params.kind == Relation::Scaled && (nearRatio(params.factor, 0.5) || nearRatio(params.factor, 2.0))) {
-        const RunProfile& smaller = params.factor < 1 ? b : a;
-        if (smaller.collectiveAllocations == 0 && smaller.transientParameterBytes == 0)
-            weights = params.factor < 1 ? -1 : 1;
-    }
-    if (autoA == autoB && weights == 0)
-        return pc;
-    auto label = [&](bool autocast, bool narrow) {
-        std::string s = narrow ? "16-bit" : "fp32";
-        if (autocast)
-            s = narrow ? "16-bit + autocast" : "autocast (16-bit)";
-        return s;
-    };
-    const bool narrowA = weights > 0, narrowB = weights < 0;
-    CompareAxis axis;
-    axis.name = "precision";
-    axis.a = label(autoA, narrowA);
-    axis.b = label(autoB, narrowB);
-    axis.phrase = "precision " + axis.a + " -> " + axis.b;
-    std::vector<std::string> ev;
-    if (autoA != autoB) {
-        const RunProfile& with = autoB ? b : a;
-        ev.push_back(std::string("autocast appears in ") + (autoB ? "B" : "A") + " only: " + autocastEvidence(with, autoB ? sites.castsB : sites.castsA));
-    }
-    if (weights != 0) {
-        axis.ratio = params.factor;
-        ev.push_back("every parameter tensor is " + std::string(weights < 0 ? "half" : "twice") + " its bytes in A (" +
-                     tensorsText(params.countA, params.bytesA) + " -> " + formatBytes(params.bytesB) +
-                     ") with no collective or gathered weights: the element size changed");
-    }
-    if (auto sizes = elementSizeEvidence(sites); !sizes.empty())
-        ev.push_back(sizes);
-    for (const auto& e : ev)
-        axis.evidence += (axis.evidence.empty() ? "" : "; ") + e;
-    // Lower in B when B gained autocast or narrower weights.
-    pc.direction = (autoB && !autoA) || weights < 0 ? -1 : 1;
-    pc.axis = std::move(axis);
-    return pc;
 }
 
 // --- weights, gradients, optimizer state ---------------------------------------------------
@@ -464,18 +243,17 @@ void inferWeights(const RunProfile& a, const RunProfile& b, const TensorRelation
     if (!stateExplained && stepA && stepB) {
         const bool named = a.optimizer != OptimizerKind::Keep && b.optimizer != OptimizerKind::Keep;
         const bool namesDiffer = named && a.optimizer != b.optimizer;
+        // State per gradient byte: the optimizer's buffers per trainable parameter, whatever the
+        // precision or the trainable fraction (both scale gradients and state alike).
         const double perA = a.gradientBytes > 0 ? double(a.stateBytes) / double(a.gradientBytes) : -1;
         const double perB = b.gradientBytes > 0 ? double(b.stateBytes) / double(b.gradientBytes) : -1;
-        bool stateDiffers = perA >= 0 && perB >= 0 ? std::abs(perA - perB) > 0.1 * std::max({perA, perB, 0.1})
-                                                   : state.kind != Relation::Same && state.kind != Relation::Empty &&
-                                                         !(gradsExplained && nearRatio(state.factor, grads.factor, 0.05));
-        if (gradsExplained && grads.bytesA > 0 && grads.bytesB > 0 && perA >= 0 && perB >= 0)
-            stateDiffers = std::abs(perA - perB) > 0.1 * std::max({perA, perB, 0.1});
-        if (namesDiffer || (stateDiffers && !(named && a.optimizer == b.optimizer && state.kind == Relation::Same))) {
+        const bool stateDiffers = perA >= 0 && perB >= 0 ? std::abs(perA - perB) > 0.1 * std::max({perA, perB, 0.1})
+                                                         : state.kind != Relation::Same && state.kind != Relation::Empty && !precisionExplainsWeights;
+        if (namesDiffer || stateDiffers) {
             CompareAxis axis;
             axis.name = "optimizer";
-            axis.a = optimizerLabel(a);
-            axis.b = optimizerLabel(b);
+            axis.a = namesDiffer ? optimizerLabel(a) : bytesPerGradient(a);
+            axis.b = namesDiffer ? optimizerLabel(b) : bytesPerGradient(b);
             if (state.bytesA > 0)
                 axis.ratio = state.factor;
             axis.phrase = "optimizer " + axis.a + " -> " + axis.b;

@@ -38,6 +38,10 @@ struct PrecisionChange {
     std::optional<CompareAxis> axis;
 };
 
+struct TensorRelation;
+// Defined in axes_precision.cpp: `params` relates B's parameter tensors to A's.
+PrecisionChange inferPrecision(const RunProfile& a, const RunProfile& b, const TensorRelation& params, const SitePairing& sites);
+
 // Defined in axes_tokens.cpp: sequence, micro-batch or tokens from the paired call sites.
 void inferTokenAxes(const SitePairing& sites, int precisionDirection, AxisInference& out);
 

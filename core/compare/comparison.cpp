@@ -144,7 +144,7 @@ std::string axisNoun(const CompareAxis& a)
     if (a.name == "tokens")
         return "the token count";
     if (a.name == "trainable_parameters")
-        return "the trainable parameters";
+        return "the trainable fraction";
     if (a.name == "sharding_or_optimizer")
         return "the optimizer state";
     if (a.name == "checkpointing")
