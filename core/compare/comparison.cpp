@@ -205,9 +205,12 @@ std::string makeVerdict(const Comparison& c)
         const MomentPair& peak = c.moment(CompareMoment::Peak);
         const bool peaksApart = c.at == CompareMoment::Peak && peak.phaseA != peak.phaseB;
         const auto& table = peaksApart ? c.poolPeaks : c.pools;
+        // A run an OOM cut short never reached some pools (the state of a step it did not get to):
+        // those are not what the axis changed.
+        const bool cutA = !c.cutShort.empty() && c.cutShort[0] == 'A', cutB = !c.cutShort.empty() && c.cutShort[0] == 'B';
         std::vector<Pool> moved;
         for (size_t p = 0; p < kAllocationPoolCount; ++p)
-            if (table[p].changed())
+            if (table[p].changed() && !(cutA && table[p].a == 0) && !(cutB && table[p].b == 0))
                 moved.push_back(Pool(p));
         std::stable_sort(moved.begin(), moved.end(), [&](Pool x, Pool y) { return std::abs(table[size_t(x)].delta()) > std::abs(table[size_t(y)].delta()); });
         if (peaksApart)
