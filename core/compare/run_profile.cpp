@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <unordered_set>
 
 namespace poolscope {
@@ -107,15 +108,38 @@ int64_t blockOf(const std::vector<PhaseBlock>& blocks, EventIndex e)
 
 std::string blockSequence(const std::vector<PhaseBlock>& blocks)
 {
-    std::string out;
-    for (const PhaseBlock& b : blocks) {
-        if (b.phase == Phase::ZeroGrad)
-            continue; // zero_grad frees; it is part of a step, not a window of its own
-        if (!out.empty())
-            out += ", ";
-        out += b.phase == Phase::OptimizerStep ? "optimizer step" : std::string(phaseName(b.phase));
+    std::vector<std::string> names;
+    for (const PhaseBlock& b : blocks)
+        if (b.phase != Phase::ZeroGrad) // zero_grad frees; it is part of a step, not a window of its own
+            names.push_back(b.phase == Phase::OptimizerStep ? "optimizer step" : std::string(phaseName(b.phase)));
+    if (names.empty())
+        return "no phases named";
+    auto join = [&](size_t n) {
+        std::string out;
+        for (size_t i = 0; i < n; ++i)
+            out += (i ? ", " : "") + names[i];
+        return out;
+    };
+    // A repeated step said once: "forward, backward, optimizer step (x2)".
+    for (size_t period = 1; period * 2 <= names.size(); ++period) {
+        if (names.size() % period != 0)
+            continue;
+        bool repeats = true;
+        for (size_t i = period; i < names.size() && repeats; ++i)
+            repeats = names[i] == names[i - period];
+        if (repeats)
+            return join(period) + " (x" + std::to_string(names.size() / period) + ")";
     }
-    return out.empty() ? "no phases named" : out;
+    if (names.size() <= 6)
+        return join(names.size());
+    std::map<std::string, int> counts;
+    for (const auto& n : names)
+        ++counts[n];
+    std::string out = std::to_string(names.size()) + " phases:";
+    for (const auto& [n, k] : counts)
+        out += " " + std::to_string(k) + " " + n + ",";
+    out.pop_back();
+    return out + " (from " + names.front() + " to " + names.back() + ")";
 }
 
 RunProfile profileRun(const RunInput& run, const TraceModel& m)
