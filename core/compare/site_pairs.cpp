@@ -33,8 +33,11 @@ std::vector<RatioCluster> clusterRatios(std::vector<RatioSample> samples, double
         c.bytes += w;
         c.count += 1;
         weighted += s.ratio * double(w);
-        if (s.a + s.b > largest) {
-            largest = s.a + s.b;
+        // The example: the largest member whose site a user can find (Python frames) before any other.
+        const bool named = s.site && !s.site->empty() && s.site->front() != '(';
+        const int64_t rank = (s.a + s.b) + (named ? int64_t(1) << 62 : 0);
+        if (rank > largest) {
+            largest = rank;
             c.site = s.site ? *s.site : std::string();
             c.exampleA = s.a;
             c.exampleB = s.b;

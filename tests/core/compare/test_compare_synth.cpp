@@ -4,6 +4,7 @@
 #include "core/classify/classifier.h"
 #include "core/classify/pool_series.h"
 #include "core/compare/comparison.h"
+#include "core/model/trace_builder.h"
 #include "core/synth/synth.h"
 #include "core/util/units.h"
 
@@ -31,6 +32,34 @@ std::shared_ptr<const Run> make(const SynthModel& sm)
     const DeviceTrace& dev = run->trace->devices[0];
     run->classification = classify(*run->trace, dev, RuleSet::load());
     run->series = computePoolSeries(dev, run->classification);
+    return run;
+}
+
+// The same run recorded from its last optimizer step's zero_grad on, as if recording had started
+// late: what came before is pre-existing (the final segments still hold it).
+std::shared_ptr<const Run> recordedLate(const SynthModel& sm)
+{
+    Trace t = synthesize(sm).trace;
+    DeviceTrace& full = t.devices[0];
+    int64_t fromUs = 0;
+    for (const Annotation& a : t.annotations)
+        if (a.start && a.name.rfind("Optimizer.zero_grad", 0) == 0)
+            fromUs = a.timeUs;
+    DeviceTrace late;
+    late.device = full.device;
+    late.segments = full.segments;
+    for (size_t i = 0; i < full.eventCount(); ++i)
+        if (full.events.timeUs[i] >= fromUs)
+            late.events.push(full.events.action[i], full.events.addr[i], full.events.size[i], full.events.stream[i], full.events.timeUs[i],
+                             full.events.stack[i]);
+    finalizeDevice(late, t.warnings);
+    std::erase_if(t.annotations, [&](const Annotation& a) { return a.timeUs < fromUs; });
+    t.devices[0] = std::move(late);
+    auto run = std::make_shared<Run>();
+    run->trace = std::make_shared<Trace>(std::move(t));
+    run->trace->path = "late.pickle";
+    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::load());
+    run->series = computePoolSeries(run->trace->devices[0], run->classification);
     return run;
 }
 
@@ -81,6 +110,7 @@ private slots:
     void oneKnob();
     void twoKnobs_data();
     void twoKnobs();
+    void aLaterStepIsAnotherWindow();
     void momentsArePaired();
     void comparingAtAMissingMomentFails();
     void oomCutsOneRunShort();
@@ -227,6 +257,22 @@ void TestCompareSynth::twoKnobs()
     QVERIFY(QString::fromStdString(c.verdict).contains("a postmortem from this pair would be false; rerun changing one."));
     if (const CompareAxis* tokens = findAxis(c, "tokens"))
         QVERIFY(tokens->ratio && std::abs(*tokens->ratio - 2) < 0.02);
+}
+
+void TestCompareSynth::aLaterStepIsAnotherWindow()
+{
+    // One step recorded from its start (the optimizer state is created in the trace) against the
+    // second step of a two-step run (the state existed before recording): the same phases, other steps.
+    SynthModel first = base();
+    first.steps = 1;
+    SynthModel second = base();
+    const auto late = recordedLate(second);
+    QVERIFY(late->trace->devices[0].initialAllocated > m_base->trace->devices[0].initialAllocated);
+    const Comparison c = compareRuns(make(first)->input(), late->input());
+    QVERIFY2(c.axes.size() == 1 && c.axes.front().name == "recorded_window", qPrintable(axisNames(c)));
+    QCOMPARE(c.axes.front().a, std::string("the first optimizer step"));
+    QCOMPARE(c.axes.front().b, std::string("a later optimizer step"));
+    QVERIFY2(QString::fromStdString(c.verdict).contains("cannot be compared moment for moment"), c.verdict.c_str());
 }
 
 void TestCompareSynth::momentsArePaired()

@@ -65,6 +65,11 @@ void TestComparisonChart::alignmentPinsPairedMoments()
     const EventIndex f = c.moment(CompareMoment::ForwardEnd).a, bw = c.moment(CompareMoment::BackwardEnd).a;
     const double mid = align.position((f + bw) / 2);
     QVERIFY(mid > align.position(f) && mid < align.position(bw));
+    // B's slope between the anchors: one event of A before B's backward end is one step of it away.
+    const double fB = double(c.moment(CompareMoment::ForwardEnd).b), bwB = double(c.moment(CompareMoment::BackwardEnd).b);
+    const double slope = (bwB - fB) / double(bw - f);
+    QVERIFY(slope > 1.05); // B's backward recomputes: it is longer
+    QVERIFY(std::abs(align.position(bw - 1) - (bwB - slope)) < 1e-6);
     double prev = align.position(kNoEvent);
     for (EventIndex e = 0; e <= lastA; ++e) {
         const double x = align.position(e);
