@@ -46,6 +46,7 @@ private slots:
     void castsNeedAnElementSizeChange();
     void ratioText();
     void phaseBlocksMergeAcrossUnknown();
+    void tokenRatiosFitBatchAndSequence();
 };
 
 void TestAxesRules::tensorRelations()
@@ -156,6 +157,61 @@ void TestAxesRules::phaseBlocksMergeAcrossUnknown()
     QCOMPARE(p.steps, 2);
     QCOMPARE(p.passes, 2);
     QCOMPARE(blockSequence(p.blocks), std::string("forward, backward, optimizer step (x2)"));
+}
+
+namespace {
+
+RatioCluster cluster(double ratio, int64_t mib)
+{
+    return RatioCluster{ratio, mib << 20, 10, "model.py:forward", 1 << 20, int64_t(double(1 << 20) * ratio)};
+}
+
+std::string tokenAxes(const SitePairing& sites)
+{
+    AxisInference out;
+    inferTokenAxes(sites, 0, out);
+    std::string s;
+    for (const auto& a : out.axes)
+        s += (s.empty() ? "" : ", ") + a.phrase;
+    return s;
+}
+
+} // namespace
+
+void TestAxesRules::tokenRatiosFitBatchAndSequence()
+{
+    SitePairing seq;
+    // Score gradients the laws took for linear carry more bytes than the linear tensors: the fit
+    // still reads s x2, since x4 is x2 squared.
+    seq.linear = {cluster(4.0, 17000), cluster(2.0, 15000)};
+    seq.quadratic = {cluster(4.0, 30000)};
+    seq.input = {cluster(2.0, 1)};
+    QCOMPARE(tokenAxes(seq), std::string("sequence x2"));
+    // A shorter sequence; a weight-sized buffer the laws took for linear keeps its size.
+    SitePairing shorter;
+    shorter.linear = {cluster(0.5, 1300), cluster(0.25, 180), cluster(1.0, 62)};
+    shorter.quadratic = {cluster(0.25, 320), cluster(0.5, 24)};
+    shorter.input = {cluster(0.5, 1)};
+    QCOMPARE(tokenAxes(shorter), std::string("sequence x0.5"));
+    // The score tensors scaled as the rest: the batch.
+    SitePairing batch;
+    batch.linear = {cluster(2.0, 1000)};
+    batch.quadratic = {cluster(2.0, 500)};
+    QCOMPARE(tokenAxes(batch), std::string("micro-batch x2"));
+    // Both: linear x4, scores x8.
+    SitePairing both;
+    both.linear = {cluster(4.0, 1000)};
+    both.quadratic = {cluster(8.0, 500)};
+    QCOMPARE(tokenAxes(both), std::string("sequence x2, micro-batch x2"));
+    // No score tensors: only the product shows.
+    SitePairing flash;
+    flash.linear = {cluster(2.0, 1000)};
+    QCOMPARE(tokenAxes(flash), std::string("tokens x2 (batch or sequence: the traces cannot tell)"));
+    // Nothing moved.
+    SitePairing same;
+    same.linear = {cluster(1.0, 1000)};
+    same.quadratic = {cluster(1.0, 100)};
+    QCOMPARE(tokenAxes(same), std::string());
 }
 
 QTEST_APPLESS_MAIN(TestAxesRules)

@@ -111,6 +111,7 @@ private slots:
     void twoKnobs_data();
     void twoKnobs();
     void aLaterStepIsAnotherWindow();
+    void scoresTheLawsMissStillTellSequence();
     void momentsArePaired();
     void comparingAtAMissingMomentFails();
     void oomCutsOneRunShort();
@@ -273,6 +274,23 @@ void TestCompareSynth::aLaterStepIsAnotherWindow()
     QCOMPARE(c.axes.front().a, std::string("the first optimizer step"));
     QCOMPARE(c.axes.front().b, std::string("a later optimizer step"));
     QVERIFY2(QString::fromStdString(c.verdict).contains("cannot be compared moment for moment"), c.verdict.c_str());
+}
+
+void TestCompareSynth::scoresTheLawsMissStillTellSequence()
+{
+    // a*s = 16h: the score matrices and their gradients in backward outweigh the linear tensors, and
+    // the what-if laws find the scores from softmax's frames, not the gradients (which have none).
+    SynthModel m = base();
+    m.hidden = 1024;
+    m.heads = 16;
+    m.seq = 1024;
+    m.microBatch = 2;
+    m.steps = 1;
+    SynthModel longer = m;
+    longer.seq *= 2;
+    const Comparison c = compareRuns(make(m)->input(), make(longer)->input());
+    QVERIFY2(c.oneAxis && c.axes.front().name == "sequence", qPrintable(axisNames(c) + " | " + QString::fromStdString(c.verdict)));
+    QCOMPARE(*c.axes.front().ratio, 2.0);
 }
 
 void TestCompareSynth::momentsArePaired()
