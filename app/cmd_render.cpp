@@ -2,10 +2,11 @@
 #include "app/args.h"
 #include "app/commands.h"
 
-#include "core/load.h"
+#include "app/rules_config.h"
+
+#include "core/report/report.h"
 #include "core/timeline/moment.h"
 #include "core/timeline/phase_bands.h"
-#include "core/timeline/prepared_trace.h"
 #include "core/util/atomic_file.h"
 #include "core/util/units.h"
 #include "widgets/main_window.h"
@@ -43,7 +44,7 @@ QSize parseSize(const std::string& text)
 
 // The whole desktop window at the moment, as a user would see it (docs, bug reports). Settings go to a
 // throw-away folder so that neither the user's saved layout shapes the picture nor the picture the layout.
-int renderWindow(std::shared_ptr<const PreparedTrace> doc, const QString& path, size_t device, EventIndex event,
+int renderWindow(std::shared_ptr<const Document> doc, const QString& path, size_t device, EventIndex event,
                  QSize size, const QString& outPath, int64_t capacity)
 {
     QTemporaryDir settings;
@@ -79,6 +80,7 @@ int runRender(const std::vector<std::string>& argv)
         const bool dark = args.flag("--dark");
         const bool indexAxis = args.flag("--index-axis");
         const bool window = args.flag("--window");
+        const std::string rulesFile = args.option("--rules").value_or("");
         auto out = args.option("-o");
         if (!out)
             out = args.option("--output");
@@ -94,24 +96,18 @@ int runRender(const std::vector<std::string>& argv)
         if (capacityOpt && (capacity = parseBytes(*capacityOpt)) <= 0)
             throw UsageError("--capacity expects a size such as 80GiB, got '" + *capacityOpt + "'");
 
-        const auto doc = prepareTrace(load(files[0]));
-        size_t device = doc->defaultDevice();
-        if (deviceOpt) {
-            device = doc->findDevice(Args({"--device", *deviceOpt}).intOption("--device", 0));
-            if (device == std::string::npos)
-                throw std::invalid_argument("device " + *deviceOpt + " is not in this dump");
-        }
-        if (doc->devices.empty())
-            throw std::invalid_argument("the dump holds no device data");
-        const PreparedDevice& pd = doc->devices[device];
-        const DeviceTrace& dev = pd.timeline->device();
-        // Default moment: the OOM when there is one, else the peak.
+        const auto doc = openDocument(files[0], rulesFile, true, /*eagerTimelines=*/true);
+        std::optional<int> wanted;
+        if (deviceOpt)
+            wanted = Args({"--device", *deviceOpt}).intOption("--device", 0);
+        const DeviceDocument& dev = doc->pickDevice(wanted);
+        const size_t device = dev.index();
         std::string error;
-        const auto moment = resolveMoment(dev, at.empty() ? (dev.ooms.empty() ? "peak" : "oom") : at, &error);
+        const auto moment = resolveMoment(dev.device(), at.empty() ? defaultMomentSpec(dev.device()) : at, &error);
         if (!moment)
             throw std::invalid_argument(error);
         if (capacity < 0)
-            capacity = pd.timeline->oomCapacity();
+            capacity = dev.oomCapacity();
 
         // Qt needs a platform even to paint into an image; offscreen needs no display.
         if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
@@ -128,10 +124,10 @@ int runRender(const std::vector<std::string>& argv)
         TimelinePlot plot;
         plot.setPoolPalette(PoolPalette(dark));
         plot.resize(size);
-        plot.setTimeline(pd.timeline, phaseBands(*pd.timeline, pd.classification.get()));
+        plot.setTimeline(dev.timelinePtr(), phaseBands(dev.timeline(), dev.classification()));
         plot.setAxisMode(indexAxis ? AxisMode::EventIndex : AxisMode::WallTime);
         plot.setCapacity(capacity, capacity < 0 ? QString()
-                                   : capacity == pd.timeline->oomCapacity()
+                                   : capacity == dev.oomCapacity()
                                        ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(QString::fromStdString(formatBytes(capacity)))
                                        : QObject::tr("capacity %1").arg(QString::fromStdString(formatBytes(capacity))));
         plot.setCursorEvent(std::max<EventIndex>(0, moment->event));
@@ -146,7 +142,7 @@ int runRender(const std::vector<std::string>& argv)
 
 const CommandRegistrar kRegister({"render",
                                   "render FILE [--device N] [--at peak|oom|end|INDEX] [--size 1600x900] [--capacity 80GiB] "
-                                  "[--index-axis] [--dark] [--window] -o OUT.png|svg|pdf",
+                                  "[--index-axis] [--dark] [--window] [--rules FILE] -o OUT.png|svg|pdf",
                                   "the review image (stacked pools, breakdown, verdict) without a display; --window: a "
                                   "screenshot of the whole desktop window instead", runRender});
 

@@ -1,16 +1,13 @@
 #include "app/args.h"
 #include "app/commands.h"
 
-#include "core/classify/classifier.h"
-#include "core/classify/rules.h"
-#include "core/load.h"
+#include "app/rules_config.h"
+
+#include "core/engine/document.h"
 #include "core/util/units.h"
 #include "core/whatif/whatif.h"
 
 #include <iostream>
-#include <tuple>
-
-#include <nlohmann/json.hpp>
 
 namespace poolscope::app {
 namespace {
@@ -89,26 +86,6 @@ Scenario scenarioFrom(Args& args)
     return s;
 }
 
-const DeviceTrace& pickDevice(const Trace& trace, std::optional<int> wanted)
-{
-    if (trace.devices.empty())
-        throw std::invalid_argument(trace.path + ": the file holds no device traces");
-    if (wanted) {
-        if (const DeviceTrace* d = trace.findDevice(*wanted))
-            return *d;
-        if (const DeviceTrace* d = trace.findDevice(*wanted, DeviceKind::Cpu))
-            return *d;
-        throw std::invalid_argument(trace.path + ": no device " + std::to_string(*wanted));
-    }
-    // The device a user means: one that ran out of memory, else the busiest CUDA device.
-    const DeviceTrace* best = &trace.devices.front();
-    auto score = [](const DeviceTrace& d) { return std::tuple(!d.ooms.empty(), d.kind == DeviceKind::Cuda, d.eventCount()); };
-    for (const auto& d : trace.devices)
-        if (score(d) > score(*best))
-            best = &d;
-    return *best;
-}
-
 int runWhatIfCommand(const std::vector<std::string>& argv)
 {
     return guarded("whatif", [&] {
@@ -117,31 +94,17 @@ int runWhatIfCommand(const std::vector<std::string>& argv)
         if (auto d = args.option("--device"))
             device = Args({"--device", *d}).intOption("--device", 0);
         const bool asJson = args.flag("--json");
+        const std::string rulesFile = args.option("--rules").value_or("");
         const Scenario scenario = scenarioFrom(args);
         const auto files = args.positionals();
         if (files.size() != 1)
             throw UsageError("whatif expects one FILE");
-        const auto trace = load(files[0]);
-        const DeviceTrace& dev = pickDevice(*trace, device);
-        if (dev.eventCount() == 0)
+        const auto doc = openDocument(files[0], rulesFile);
+        const DeviceDocument& dev = doc->pickDevice(device);
+        if (dev.device().eventCount() == 0)
             throw std::invalid_argument(files[0] + ": " + dev.label() + " has no trace events to replay (segments only)");
-        Classification c;
-        std::string rulesProblem;
-        try {
-            c = classify(*trace, dev, RuleSet::load());
-        } catch (const LoadError& e) {
-            rulesProblem = std::string("pools are unclassified: ") + e.what();
-        }
-        WhatIfResult r = poolscope::runWhatIf(*trace, dev, c, scenario);
-        if (!rulesProblem.empty())
-            r.notes.insert(r.notes.begin(), rulesProblem);
-        if (asJson) {
-            nlohmann::json j = whatIfJson(r);
-            j["file"] = trace->path;
-            std::cout << j.dump(2) << "\n";
-        } else {
-            std::cout << trace->path << "\n" << renderWhatIfText(r);
-        }
+        const WhatIfResult r = runWhatIf(doc->trace(), dev.device(), *dev.traceModel(), scenario);
+        std::cout << (asJson ? whatIfJsonText(r, doc->path()) : doc->path() + "\n" + renderWhatIfText(r));
         return 0;
     });
 }
@@ -150,7 +113,7 @@ const CommandRegistrar kRegister(
     {"whatif",
      "whatif FILE [--device N] [--batch-scale X] [--activation-scale X] [--seq-scale X] [--checkpoint [full|selective|sqrt]] "
      "[--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor|adam8bit] [--zero 1|2|3 | --fsdp full|grad-op|hybrid] "
-     "[--ranks N] [--offload-optimizer] [--capacity 80GiB] [--json]",
+     "[--ranks N] [--offload-optimizer] [--capacity 80GiB] [--rules FILE] [--json]",
      "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer or sharding", runWhatIfCommand});
 
 } // namespace

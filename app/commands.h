@@ -21,7 +21,7 @@ struct CommandRegistrar {
     explicit CommandRegistrar(const Command& command) { registerCommand(command); }
 };
 
-// The GUI entry point (gui_main.cpp): opens `file` when not empty.
-int runGui(int argc, char** argv, const std::string& file);
+// The GUI entry point (gui_main.cpp): `poolscope [FILE] [--rules FILE]`.
+int runGui(int argc, char** argv);
 
 } // namespace poolscope::app

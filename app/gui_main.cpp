@@ -1,22 +1,47 @@
-// `poolscope [FILE]`: the desktop window.
+// `poolscope [FILE] [--rules FILE]`: the desktop window.
+#include "app/args.h"
 #include "app/commands.h"
+#include "app/rules_config.h"
 
+#include "core/util/load_error.h"
 #include "widgets/main_window.h"
 
 #include <QApplication>
 #include <QIcon>
+#include <QMessageBox>
 
 #include <cstdlib>
 #include <iostream>
 
 namespace poolscope::app {
 
-int runGui(int argc, char** argv, const std::string& file)
+int runGui(int argc, char** argv)
 {
+    std::string file, rulesFile;
+    try {
+        Args args(std::vector<std::string>(argv + 1, argv + argc));
+        rulesFile = args.option("--rules").value_or("");
+        const auto files = args.positionals();
+        if (files.size() > 1)
+            throw UsageError("the window opens one FILE");
+        if (!files.empty())
+            file = files.front();
+    } catch (const UsageError& e) {
+        std::cerr << "poolscope: " << e.what() << " (see poolscope --help)\n";
+        return 2;
+    }
     // Without a display Qt would abort with a platform-plugin message; say what to do instead.
     if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM")) {
         std::cerr << "poolscope: no display to open a window on (DISPLAY/WAYLAND_DISPLAY unset); "
                      "use `poolscope render FILE -o OUT.png` or `poolscope report FILE` without one\n";
+        return 2;
+    }
+    // The same rules as every command; a bad rules file is named before any window appears.
+    std::shared_ptr<const RuleSet> rules;
+    try {
+        rules = loadRules(rulesFile);
+    } catch (const LoadError& e) {
+        std::cerr << "poolscope: " << e.what() << "\n";
         return 2;
     }
     QApplication app(argc, argv);
@@ -25,6 +50,7 @@ int runGui(int argc, char** argv, const std::string& file)
     QCoreApplication::setApplicationVersion(QStringLiteral(POOLSCOPE_VERSION));
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/poolscope.svg")));
     poolscope::MainWindow window;
+    window.setRules(std::move(rules));
     window.show();
     if (!file.empty())
         window.openFile(QString::fromLocal8Bit(file.c_str()));

@@ -21,7 +21,7 @@ namespace {
 void printHelp()
 {
     std::cout << "PoolScope " POOLSCOPE_VERSION " - which GPU memory pool ran out, from the crash dump itself.\n\n"
-                 "usage:\n  poolscope [FILE]            open the desktop window (on FILE)\n";
+                 "usage:\n  poolscope [FILE] [--rules FILE]\n      open the desktop window (on FILE), classifying with extra rules\n";
     for (const auto& c : poolscope::app::commands())
         std::cout << "  poolscope " << c.usage << "\n      " << c.summary << "\n";
     std::cout << "\nExit codes: 0 success, 2 bad input or usage, 1 internal error.\n";
@@ -45,10 +45,6 @@ int main(int argc, char** argv)
         for (const auto& c : commands())
             if (first == c.name)
                 return c.run(std::vector<std::string>(argv + 2, argv + argc));
-        if (!first.empty() && first[0] == '-') {
-            std::cerr << "poolscope: unknown option " << first << " (see poolscope --help)\n";
-            return 2;
-        }
     }
-    return runGui(argc, argv, argc >= 2 ? argv[1] : "");
+    return runGui(argc, argv);
 }

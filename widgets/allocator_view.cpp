@@ -1,5 +1,7 @@
 #include "widgets/allocator_view.h"
 
+#include "widgets/workspace.h"
+
 #include "core/util/units.h"
 #include "widgets/tensor_model.h"
 
@@ -149,7 +151,7 @@ bool SegmentRowsWidget::event(QEvent* e)
         } else {
             const Allocation& a = m_timeline->device().allocations[b.alloc.value];
             text = tr("%1: %2 at %3\n%4")
-                       .arg(PoolPalette::label(m_timeline->poolOf(b.alloc), m_timeline->pools().classified()),
+                       .arg(PoolPalette::label(m_timeline->poolOf(b.alloc), m_timeline->classified()),
                             qs(formatBytes(b.size)), qs(formatAddress(b.address)),
                             TensorModel::frameText(m_timeline->trace(), a));
         }
@@ -204,6 +206,20 @@ QString AllocatorView::summaryText() const
                     .arg(l.unplacedCount)
                     .arg(qs(formatBytes(l.unplacedBytes)));
     return text;
+}
+
+void AllocatorView::follow(Workspace* workspace)
+{
+    auto refresh = [this, workspace] {
+        const DeviceDocument* dev = workspace->deviceDocument();
+        if (!dev) {
+            clear();
+            return;
+        }
+        showLayout(dev->timelinePtr(), workspace->moment().layout);
+    };
+    connect(workspace, &Workspace::momentChanged, this, refresh);
+    connect(workspace, &Workspace::documentChanged, this, refresh);
 }
 
 void AllocatorView::setMoment(std::shared_ptr<const DeviceTimeline> timeline, EventIndex event)

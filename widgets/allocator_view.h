@@ -44,10 +44,14 @@ private:
 };
 
 // The allocator dock: fragmentation figures over the rows, and the order to list segments in.
+class Workspace;
+
 class AllocatorView : public QWidget {
     Q_OBJECT
 public:
     explicit AllocatorView(QWidget* parent = nullptr);
+    // Shows the workspace's device at its cursor from now on (the layout it computed once per move).
+    void follow(Workspace* workspace);
     void setMoment(std::shared_ptr<const DeviceTimeline> timeline, EventIndex event);
     // The same with a layout the caller already computed (the breakdown needs it too).
     void showLayout(std::shared_ptr<const DeviceTimeline> timeline, SegmentLayout layout);

@@ -4,12 +4,13 @@
 
 #include "core/util/units.h"
 #include "widgets/allocator_view.h"
-#include "widgets/breakdown_model.h"
-#include "widgets/stack_model.h"
-#include "widgets/tensor_model.h"
+#include "widgets/breakdown_panel.h"
+#include "widgets/stack_panel.h"
+#include "widgets/tensor_panel.h"
 #include "widgets/timeline_plot.h"
 #include "widgets/trace_loader.h"
 #include "widgets/whatif_panel.h"
+#include "widgets/workspace.h"
 
 #include <QAction>
 #include <QActionGroup>
@@ -44,18 +45,14 @@
 namespace poolscope {
 
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), m_loader(new TraceLoader(this)), m_plot(new TimelinePlot(this)),
-      m_breakdown(new BreakdownModel(this)), m_tensors(new TensorModel(this)), m_tensorProxy(new TensorFilterProxy(this)),
-      m_stack(new StackModel(this))
+    : QMainWindow(parent), m_workspace(new Workspace(this)), m_loader(new TraceLoader(this)), m_plot(new TimelinePlot(this))
 {
     setObjectName(QStringLiteral("PoolScopeMainWindow"));
     setWindowTitle(tr("PoolScope"));
+    // The shipped rules as compiled in, until the application says which files apply (setRules).
+    m_loader->setRules(std::make_shared<const RuleSet>(RuleSet::builtin()));
     setAcceptDrops(true);
     setCentralWidget(m_plot);
-    m_tensorProxy->setSourceModel(m_tensors);
-    m_panelTimer.setSingleShot(true);
-    m_panelTimer.setInterval(0); // coalesces a burst of cursor moves into one panel update
-    connect(&m_panelTimer, &QTimer::timeout, this, &MainWindow::updatePanels);
 
     buildActions();
     buildDocks();
@@ -100,7 +97,7 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_loader, &TraceLoader::loaded, this, &MainWindow::loaderFinishedOk);
     connect(m_loader, &TraceLoader::failed, this, [this](const QString& message, const QString& path) {
         m_lastError = message;
-        m_status->setText(m_doc ? tr("Could not open %1; still showing %2.").arg(QFileInfo(path).fileName(), QFileInfo(m_path).fileName())
+        m_status->setText(m_workspace->document() ? tr("Could not open %1; still showing %2.").arg(QFileInfo(path).fileName(), QFileInfo(m_workspace->path()).fileName())
                                 : tr("Could not open %1.").arg(QFileInfo(path).fileName()));
         auto* box = new QMessageBox(QMessageBox::Critical, tr("Could not open the dump"), message, QMessageBox::Ok, this);
         box->setAttribute(Qt::WA_DeleteOnClose);
@@ -110,7 +107,22 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_loader, &TraceLoader::cancelled, this, [this](const QString& path) {
         m_status->setText(tr("Cancelled loading %1.").arg(QFileInfo(path).fileName()));
     });
-    connect(m_plot, &TimelinePlot::cursorMoved, this, [this] { schedulePanels(); });
+    // The chart and the workspace share the cursor: a click on the chart moves the workspace's, a
+    // key or a jump moves the chart's line (setting the same value twice is a no-op on both sides).
+    connect(m_plot, &TimelinePlot::cursorMoved, m_workspace, [this](qint64 e) { m_workspace->setEvent(e); });
+    connect(m_workspace, &Workspace::eventChanged, m_plot, [this](qint64 e) { m_plot->setCursorEvent(e); });
+    connect(m_workspace, &Workspace::documentChanged, this, &MainWindow::documentShown);
+    connect(m_workspace, &Workspace::deviceChanged, this, &MainWindow::deviceShown);
+    connect(m_workspace, &Workspace::selectionChanged, this, [this] {
+        const DeviceDocument* dev = m_workspace->deviceDocument();
+        const AllocId id = m_workspace->selected();
+        if (!dev || !id.valid() || id.value >= dev->device().allocations.size()) {
+            m_plot->clearHighlight();
+            return;
+        }
+        const Allocation& a = dev->device().allocations[id.value];
+        m_plot->setHighlight(a.allocEvent, a.freeCompletedEvent);
+    });
 
     restoreSettings();
     updateTitle();
@@ -267,97 +279,15 @@ void MainWindow::buildDocks()
         return d;
     };
 
-    auto* breakdown = new QWidget(this);
-    auto* bl = new QVBoxLayout(breakdown);
-    bl->setContentsMargins(4, 4, 4, 4);
-    m_momentLabel = new QLabel(breakdown);
-    m_momentLabel->setObjectName(QStringLiteral("momentLabel"));
-    m_momentLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_verdictLabel = new QLabel(breakdown);
-    m_verdictLabel->setWordWrap(true);
-    m_verdictLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    QFont bold = m_verdictLabel->font();
-    bold.setBold(true);
-    m_verdictLabel->setFont(bold);
-    m_breakdownView = new QTableView(breakdown);
-    m_breakdownView->setModel(m_breakdown);
-    m_breakdownView->verticalHeader()->hide();
-    m_breakdownView->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
-    m_breakdownView->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
-    m_breakdownView->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
-    m_breakdownView->setSelectionMode(QAbstractItemView::NoSelection);
-    m_breakdownView->setAlternatingRowColors(true);
-    m_breakdownView->verticalHeader()->setDefaultSectionSize(m_breakdownView->fontMetrics().height() + 6);
-    bl->addWidget(m_momentLabel);
-    bl->addWidget(m_verdictLabel);
-    bl->addWidget(m_breakdownView, 1);
-    dock(tr("Breakdown at cursor"), QStringLiteral("breakdownDock"), breakdown, Qt::RightDockWidgetArea);
-
-    auto* tensors = new QWidget(this);
-    auto* tl = new QVBoxLayout(tensors);
-    tl->setContentsMargins(4, 4, 4, 4);
-    auto* filters = new QHBoxLayout;
-    m_poolFilter = new QComboBox(tensors);
-    m_poolFilter->addItem(tr("All pools"), -1);
-    for (size_t p = 0; p < kAllocationPoolCount; ++p)
-        m_poolFilter->addItem(PoolPalette::label(Pool(p)), int(p));
-    m_frameFilter = new QLineEdit(tensors);
-    m_frameFilter->setPlaceholderText(tr("Filter by text in frames (file or function)…"));
-    m_frameFilter->setClearButtonEnabled(true);
-    m_tensorSummary = new QLabel(tensors);
-    filters->addWidget(m_poolFilter);
-    filters->addWidget(m_frameFilter, 1);
-    filters->addWidget(m_tensorSummary);
-    m_tensorView = new QTableView(tensors);
-    m_tensorView->setModel(m_tensorProxy);
-    m_tensorView->setSortingEnabled(true);
-    m_tensorView->sortByColumn(TensorModel::Size, Qt::DescendingOrder);
-    m_tensorView->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_tensorView->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_tensorView->verticalHeader()->hide();
-    m_tensorView->verticalHeader()->setDefaultSectionSize(m_tensorView->fontMetrics().height() + 6);
-    m_tensorView->horizontalHeader()->setStretchLastSection(true);
-    m_tensorView->setAlternatingRowColors(true);
-    // Widths from the widest value each column can hold, not from the rows (a million of them at
-    // most): the top frame, the column that matters, gets the rest.
-    {
-        const QFontMetrics fm = m_tensorView->fontMetrics();
-        const int pad = fm.horizontalAdvance(QStringLiteral("MM"));
-        auto widthFor = [&](const QString& sample) { return fm.horizontalAdvance(sample) + pad; };
-        m_tensorView->setColumnWidth(TensorModel::Size, widthFor(QStringLiteral("1023.99 MiB")));
-        m_tensorView->setColumnWidth(TensorModel::PoolColumn, widthFor(QStringLiteral("optimizer state")));
-        m_tensorView->setColumnWidth(TensorModel::Age, widthFor(QStringLiteral("before recording")));
-        m_tensorView->setColumnWidth(TensorModel::Stream, widthFor(QStringLiteral("default")));
-        m_tensorView->setColumnWidth(TensorModel::Address, widthFor(QStringLiteral("0x7f0000000000")));
-    }
-    tl->addLayout(filters);
-    tl->addWidget(m_tensorView, 1);
-    connect(m_poolFilter, &QComboBox::currentIndexChanged, this, [this] {
-        m_tensorProxy->setPoolFilter(m_poolFilter->currentData().toInt());
-        schedulePanels();
-    });
-    connect(m_frameFilter, &QLineEdit::textChanged, this, [this](const QString& t) {
-        m_tensorProxy->setFrameFilter(t);
-        schedulePanels();
-    });
-    connect(m_tensorView->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &MainWindow::showTensorDetails);
-    QDockWidget* td = dock(tr("Tensors alive at cursor"), QStringLiteral("tensorDock"), tensors, Qt::BottomDockWidgetArea);
-
-    auto* stack = new QWidget(this);
-    auto* sl = new QVBoxLayout(stack);
-    sl->setContentsMargins(4, 4, 4, 4);
-    m_reasonLabel = new QLabel(tr("Select a tensor to see its stack and why it is in its pool."), stack);
-    m_reasonLabel->setWordWrap(true);
-    m_reasonLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_stackView = new QTreeView(stack);
-    m_stackView->setModel(m_stack);
-    m_stackView->setUniformRowHeights(true);
-    m_stackView->header()->setStretchLastSection(true);
-    sl->addWidget(m_reasonLabel);
-    sl->addWidget(m_stackView, 1);
-    dock(tr("Stack and reason"), QStringLiteral("stackDock"), stack, Qt::RightDockWidgetArea);
+    m_breakdown = new BreakdownPanel(m_workspace, this);
+    dock(tr("Breakdown at cursor"), QStringLiteral("breakdownDock"), m_breakdown, Qt::RightDockWidgetArea);
+    m_tensors = new TensorPanel(m_workspace, this);
+    QDockWidget* td = dock(tr("Tensors alive at cursor"), QStringLiteral("tensorDock"), m_tensors, Qt::BottomDockWidgetArea);
+    m_stack = new StackPanel(m_workspace, this);
+    dock(tr("Stack and reason"), QStringLiteral("stackDock"), m_stack, Qt::RightDockWidgetArea);
 
     m_allocator = new AllocatorView(this);
+    m_allocator->follow(m_workspace);
     QDockWidget* ad = dock(tr("Allocator segments"), QStringLiteral("allocatorDock"), m_allocator, Qt::BottomDockWidgetArea);
     tabifyDockWidget(td, ad);
     // What-if beside the tensors: the question comes after seeing what was alive at the OOM.
@@ -494,7 +424,8 @@ void MainWindow::applySystemPalette()
                                 : m_paletteMode == QLatin1String("light") ? PoolPalette(false)
                                                                           : PoolPalette::fromSystem();
     m_plot->setPoolPalette(palette);
-    m_breakdown->setPoolPalette(palette);
+    if (m_breakdown)
+        m_breakdown->setPoolPalette(palette);
     if (m_allocator)
         m_allocator->setPoolPalette(palette);
 }

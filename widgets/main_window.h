@@ -1,50 +1,56 @@
 #pragma once
-#include "core/timeline/prepared_trace.h"
+#include "core/engine/document.h"
 #include "widgets/review_image.h"
 
 #include <QMainWindow>
 #include <QStringList>
-#include <QTimer>
 
 #include <memory>
 
 class QAction;
 class QComboBox;
 class QLabel;
-class QLineEdit;
 class QMenu;
 class QProgressBar;
 class QPushButton;
 class QTableView;
-class QTreeView;
 
 namespace poolscope {
 
 class AllocatorView;
 class BreakdownModel;
+class BreakdownPanel;
 class StackModel;
+class StackPanel;
 class TensorFilterProxy;
 class TensorModel;
+class TensorPanel;
 class TimelinePlot;
 class TraceLoader;
 class WhatIfPanel;
+class Workspace;
 
 // The window a user opens after a crash: the stacked timeline, the breakdown at the cursor, the
-// tensors alive there with their stacks, and the allocator's segments. Wiring only: numbers come
-// from core (PreparedTrace, DeviceTimeline), loading from TraceLoader.
+// tensors alive there with their stacks, the allocator's segments and the what-if panel. Each panel
+// is a class of its own that follows the Workspace (documents, device, cursor, capacity, selection);
+// the window builds them, its actions and menus, and loads documents (TraceLoader).
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
 
+    // The classifier rules documents are opened with (the application decides them; null:
+    // unclassified, `problem` says why, and the window says so once).
+    void setRules(std::shared_ptr<const RuleSet> rules, const QString& problem = {});
     void openFile(const QString& path); // asynchronous; keeps the current document on failure
     // Shows an already prepared document (the render command and tests use this directly).
-    void setDocument(std::shared_ptr<const PreparedTrace> doc, const QString& path);
-    const PreparedTrace* document() const { return m_doc.get(); }
-    QString documentPath() const { return m_path; }
-    size_t currentDevice() const { return m_device; }
+    void setDocument(std::shared_ptr<const Document> doc, const QString& path);
+    const Document* document() const;
+    QString documentPath() const;
+    size_t currentDevice() const;
     void selectDevice(size_t deviceIndex);
+    Workspace* workspace() const { return m_workspace; }
 
     void jumpToOom();
     void jumpToPeak();
@@ -52,7 +58,7 @@ public:
     EventIndex cursorEvent() const;
     // Capacity line and headroom: bytes < 0 hides it.
     void setCapacity(int64_t bytes, const QString& label);
-    int64_t capacity() const { return m_capacity; }
+    int64_t capacity() const;
 
     ReviewContent reviewContent() const;
     bool exportImage(const QString& path, QSize size, QString* error);
@@ -61,11 +67,11 @@ public:
 
     TraceLoader* loader() const { return m_loader; }
     TimelinePlot* plot() const { return m_plot; }
-    BreakdownModel* breakdownModel() const { return m_breakdown; }
-    TensorModel* tensorModel() const { return m_tensors; }
-    TensorFilterProxy* tensorProxy() const { return m_tensorProxy; }
-    QTableView* tensorView() const { return m_tensorView; }
-    StackModel* stackModel() const { return m_stack; }
+    BreakdownModel* breakdownModel() const;
+    TensorModel* tensorModel() const;
+    TensorFilterProxy* tensorProxy() const;
+    QTableView* tensorView() const;
+    StackModel* stackModel() const;
     AllocatorView* allocatorView() const { return m_allocator; }
     WhatIfPanel* whatIfPanel() const { return m_whatIf; }
     QString reasonText() const;
@@ -95,43 +101,24 @@ private:
     void rebuildCapacityChoices();
     void chooseCapacity(int comboIndex);
     void customCapacity();
-    void updatePanels();
-    void schedulePanels();
-    void showTensorDetails();
     void stepCursor(EventIndex delta);
-    void loaderFinishedOk(std::shared_ptr<const PreparedTrace> doc, const QString& path);
+    void loaderFinishedOk(std::shared_ptr<const Document> doc, const QString& path);
+    void documentShown();
+    void deviceShown();
     void updateTitle();
     void applySystemPalette();
     void exportDialog();
     void copyImage();
     void setPaletteMode(const QString& mode);
-    AllocId selectedAllocation() const;
 
+    Workspace* m_workspace;
     TraceLoader* m_loader;
-    std::shared_ptr<const PreparedTrace> m_doc;
-    QString m_path;
-    size_t m_device = 0;
-    int64_t m_capacity = -1;
-    QString m_capacityLabel;
-    bool m_panelsPending = false;
-    QTimer m_panelTimer;
-
     TimelinePlot* m_plot;
     QComboBox* m_deviceCombo = nullptr;
     QComboBox* m_capacityCombo = nullptr;
-    QLabel* m_momentLabel = nullptr;
-    QLabel* m_verdictLabel = nullptr;
-    BreakdownModel* m_breakdown;
-    QTableView* m_breakdownView = nullptr;
-    TensorModel* m_tensors;
-    TensorFilterProxy* m_tensorProxy;
-    QTableView* m_tensorView = nullptr;
-    QComboBox* m_poolFilter = nullptr;
-    QLineEdit* m_frameFilter = nullptr;
-    QLabel* m_tensorSummary = nullptr;
-    StackModel* m_stack;
-    QTreeView* m_stackView = nullptr;
-    QLabel* m_reasonLabel = nullptr;
+    BreakdownPanel* m_breakdown = nullptr;
+    TensorPanel* m_tensors = nullptr;
+    StackPanel* m_stack = nullptr;
     AllocatorView* m_allocator = nullptr;
     WhatIfPanel* m_whatIf = nullptr;
     QLabel* m_status = nullptr;

@@ -1,19 +1,18 @@
-// MainWindow: the document (open, device, cursor, capacity) and the panels that follow the cursor.
+// MainWindow: opening documents, the device, cursor and capacity controls, and the exports. The
+// panels follow the Workspace on their own.
 #include "widgets/main_window.h"
 
-#include "core/classify/classifier.h"
 #include "core/timeline/moment.h"
 #include "core/timeline/phase_bands.h"
-#include "core/timeline/segment_layout.h"
 #include "core/util/units.h"
 #include "widgets/allocator_view.h"
-#include "widgets/breakdown_model.h"
-#include "widgets/stack_model.h"
-#include "widgets/tensor_model.h"
+#include "widgets/breakdown_panel.h"
+#include "widgets/stack_panel.h"
+#include "widgets/tensor_panel.h"
 #include "widgets/timeline_plot.h"
 #include "widgets/trace_loader.h"
-#include "widgets/verdict_text.h"
 #include "widgets/whatif_panel.h"
+#include "widgets/workspace.h"
 
 #include <QApplication>
 #include <QClipboard>
@@ -39,47 +38,62 @@ const QStringList kDefaultPresets{QStringLiteral("8 GiB"),  QStringLiteral("12 G
 
 } // namespace
 
+void MainWindow::setRules(std::shared_ptr<const RuleSet> rules, const QString& problem) { m_loader->setRules(std::move(rules), problem); }
+
 void MainWindow::openFile(const QString& path)
 {
     m_loader->start(path);
 }
 
-void MainWindow::loaderFinishedOk(std::shared_ptr<const PreparedTrace> doc, const QString& path)
+void MainWindow::loaderFinishedOk(std::shared_ptr<const Document> doc, const QString& path)
 {
     setDocument(std::move(doc), path);
     addRecentFile(path);
 }
 
-void MainWindow::setDocument(std::shared_ptr<const PreparedTrace> doc, const QString& path)
+const Document* MainWindow::document() const { return m_workspace->document(); }
+QString MainWindow::documentPath() const { return m_workspace->path(); }
+size_t MainWindow::currentDevice() const { return m_workspace->device(); }
+int64_t MainWindow::capacity() const { return m_workspace->capacity(); }
+BreakdownModel* MainWindow::breakdownModel() const { return m_breakdown->model(); }
+TensorModel* MainWindow::tensorModel() const { return m_tensors->model(); }
+TensorFilterProxy* MainWindow::tensorProxy() const { return m_tensors->proxy(); }
+QTableView* MainWindow::tensorView() const { return m_tensors->view(); }
+StackModel* MainWindow::stackModel() const { return m_stack->model(); }
+QString MainWindow::reasonText() const { return m_stack->reasonText(); }
+
+void MainWindow::setDocument(std::shared_ptr<const Document> doc, const QString& path)
 {
-    m_doc = std::move(doc);
-    m_path = path;
+    m_workspace->setDocument(std::move(doc), path);
+}
+
+// A new current document: the device list, the status line and its warnings, then its default device.
+void MainWindow::documentShown()
+{
+    const Document* doc = m_workspace->document();
+    const QString path = m_workspace->path();
     m_deviceCombo->clear();
-    if (!m_doc || m_doc->devices.empty()) {
+    m_warnings.clear();
+    if (!doc || doc->deviceCount() == 0) {
         m_plot->setTimeline(nullptr);
-        m_breakdown->clear();
-        m_tensors->clear();
-        m_stack->clear();
         m_allocator->clear();
         m_whatIf->setTrace(nullptr, 0);
-        m_warnings.clear();
         m_warningsButton->hide();
-        m_status->setText(m_doc ? tr("%1 holds no device data.").arg(QFileInfo(path).fileName()) : QString());
+        m_status->setText(doc ? tr("%1 holds no device data.").arg(QFileInfo(path).fileName()) : QString());
         updateTitle();
         emit documentChanged();
         return;
     }
-    for (size_t i = 0; i < m_doc->trace->devices.size(); ++i) {
-        const DeviceTrace& d = m_doc->trace->devices[i];
+    for (size_t i = 0; i < doc->deviceCount(); ++i) {
+        const DeviceTrace& d = doc->device(i).device();
         m_deviceCombo->addItem(tr("%1 (%2 events)").arg(qs(d.label())).arg(d.eventCount()), quint64(i));
     }
-    m_deviceCombo->setEnabled(m_doc->devices.size() > 1);
-    const Trace& t = *m_doc->trace;
+    m_deviceCombo->setEnabled(doc->deviceCount() > 1);
+    const Trace& t = doc->trace();
     QString status = tr("%1 · %2").arg(QFileInfo(path).fileName(), qs(std::string(formatName(t.format))));
     if (!t.formatDetail.empty() && std::string(formatName(t.format)).find(t.formatDetail) == std::string::npos)
         status += QStringLiteral(" (") + qs(t.formatDetail) + QLatin1Char(')');
-    m_warnings.clear();
-    for (const auto& w : m_doc->notes)
+    for (const auto& w : doc->notes())
         m_warnings << qs(w);
     for (const auto& w : t.warnings)
         m_warnings << qs(w);
@@ -88,7 +102,7 @@ void MainWindow::setDocument(std::shared_ptr<const PreparedTrace> doc, const QSt
     m_warningsButton->setText(tr("%n warning(s)", nullptr, int(m_warnings.size())));
     m_warningsButton->setToolTip(m_warnings.join(QLatin1Char('\n')));
     m_warningsButton->setVisible(!m_warnings.isEmpty());
-    selectDevice(m_doc->defaultDevice());
+    deviceShown();
     emit documentChanged();
 }
 
@@ -97,7 +111,7 @@ void MainWindow::showLoadWarnings()
     if (m_warnings.isEmpty())
         return;
     auto* box = new QMessageBox(QMessageBox::Warning, tr("Load warnings"),
-                                tr("%1: what the loader noticed. The numbers shown account for these.").arg(QFileInfo(m_path).fileName()),
+                                tr("%1: what the loader noticed. The numbers shown account for these.").arg(QFileInfo(m_workspace->path()).fileName()),
                                 QMessageBox::Close, this);
     box->setObjectName(QStringLiteral("loadWarningsBox"));
     box->setDetailedText(m_warnings.join(QLatin1Char('\n')));
@@ -108,60 +122,65 @@ void MainWindow::showLoadWarnings()
 
 void MainWindow::selectDevice(size_t deviceIndex)
 {
-    if (!m_doc || deviceIndex >= m_doc->devices.size())
+    if (!m_workspace->document() || deviceIndex >= m_workspace->document()->deviceCount())
         return;
-    m_device = deviceIndex;
-    m_deviceCombo->setCurrentIndex(m_deviceCombo->findData(quint64(deviceIndex)));
-    const PreparedDevice& pd = m_doc->devices[deviceIndex];
-    m_plot->setTimeline(pd.timeline, phaseBands(*pd.timeline, pd.classification.get()));
-    m_timeAxisAct->setEnabled(pd.timeline->hasTime());
+    if (deviceIndex == m_workspace->device() && m_plot->timeline() == &m_workspace->deviceDocument()->timeline())
+        return;
+    m_workspace->setDevice(deviceIndex);
+}
+
+// The workspace's device changed (or a new document brought its default one): chart, what-if panel,
+// capacity choices, and the cursor where the story is (the OOM when there is one, else the peak).
+void MainWindow::deviceShown()
+{
+    const DeviceDocument* dev = m_workspace->deviceDocument();
+    if (!dev)
+        return;
+    const size_t index = m_workspace->device();
+    m_deviceCombo->setCurrentIndex(m_deviceCombo->findData(quint64(index)));
+    m_plot->setTimeline(dev->timelinePtr(), phaseBands(dev->timeline(), dev->classification()));
+    m_timeAxisAct->setEnabled(dev->timeline().hasTime());
     m_plot->setAxisMode(m_timeAxisAct->isChecked() ? AxisMode::WallTime : AxisMode::EventIndex);
-    m_stack->clear();
-    m_whatIf->setTrace(m_doc, deviceIndex);
+    m_whatIf->setTrace(m_workspace->documentPtr(), index);
     rebuildCapacityChoices();
-    // Open where the story is: the OOM when there is one, else the peak.
-    if (!pd.timeline->device().ooms.empty())
+    if (!dev->device().ooms.empty())
         jumpToOom();
     else
         jumpToPeak();
-    m_oomAct->setEnabled(!pd.timeline->device().ooms.empty());
+    m_oomAct->setEnabled(!dev->device().ooms.empty());
     updateTitle();
     flushPanels();
 }
 
 void MainWindow::updateTitle()
 {
-    if (!m_doc) {
+    const DeviceDocument* dev = m_workspace->deviceDocument();
+    if (!dev) {
         setWindowTitle(tr("PoolScope"));
         return;
     }
-    setWindowTitle(tr("%1 — %2 — PoolScope").arg(QFileInfo(m_path).fileName(), qs(m_doc->trace->devices[m_device].label())));
+    setWindowTitle(tr("%1 — %2 — PoolScope").arg(QFileInfo(m_workspace->path()).fileName(), qs(dev->label())));
 }
 
-EventIndex MainWindow::cursorEvent() const { return m_plot->cursorEvent(); }
+EventIndex MainWindow::cursorEvent() const { return m_workspace->event(); }
 
-void MainWindow::setCursorEvent(EventIndex event)
-{
-    m_plot->setCursorEvent(event);
-    schedulePanels();
-}
+void MainWindow::setCursorEvent(EventIndex event) { m_workspace->setEvent(event); }
 
 void MainWindow::stepCursor(EventIndex delta)
 {
-    const EventIndex now = m_plot->cursorEvent();
+    const EventIndex now = m_workspace->event();
     setCursorEvent(delta < 0 && now < -delta ? 0 : now + delta);
 }
 
 void MainWindow::jumpToOom()
 {
-    if (!m_doc)
+    const DeviceDocument* dev = m_workspace->deviceDocument();
+    if (!dev || dev->device().ooms.empty())
         return;
-    const DeviceTrace& d = m_doc->trace->devices[m_device];
-    if (d.ooms.empty())
-        return;
+    const DeviceTrace& d = dev->device();
     // Repeated presses cycle through the OOMs, starting from the last (the fatal one).
     EventIndex target = d.ooms.back().index;
-    const EventIndex now = m_plot->cursorEvent();
+    const EventIndex now = m_workspace->event();
     for (auto it = d.ooms.rbegin(); it != d.ooms.rend(); ++it)
         if (now == it->index && std::next(it) != d.ooms.rend())
             target = std::next(it)->index;
@@ -170,9 +189,10 @@ void MainWindow::jumpToOom()
 
 void MainWindow::jumpToPeak()
 {
-    if (!m_doc)
+    const DeviceDocument* dev = m_workspace->deviceDocument();
+    if (!dev)
         return;
-    if (auto m = resolveMoment(m_doc->trace->devices[m_device], "peak"))
+    if (auto m = resolveMoment(dev->device(), "peak"))
         setCursorEvent(std::max<EventIndex>(0, m->event));
 }
 
@@ -182,8 +202,8 @@ void MainWindow::rebuildCapacityChoices()
     m_capacityCombo->clear();
     m_capacityCombo->addItem(tr("none"), QStringLiteral("none"));
     int select = 0;
-    if (m_doc) {
-        const int64_t fromOom = m_doc->devices[m_device].timeline->oomCapacity();
+    if (const DeviceDocument* dev = m_workspace->deviceDocument()) {
+        const int64_t fromOom = dev->oomCapacity();
         if (fromOom >= 0) {
             m_capacityCombo->addItem(tr("%1 (reserved + free at the OOM)").arg(qs(formatBytes(fromOom))), QStringLiteral("oom"));
             select = 1;
@@ -217,7 +237,7 @@ void MainWindow::chooseCapacity(int index)
     if (key == QLatin1String("none")) {
         setCapacity(-1, {});
     } else if (key == QLatin1String("oom")) {
-        const int64_t c = m_doc ? m_doc->devices[m_device].timeline->oomCapacity() : -1;
+        const int64_t c = m_workspace->deviceDocument() ? m_workspace->deviceDocument()->oomCapacity() : -1;
         setCapacity(c, tr("capacity %1 (reserved + free at the OOM)").arg(qs(formatBytes(c))));
     } else {
         const int64_t c = parseBytes(key.toStdString());
@@ -252,132 +272,21 @@ void MainWindow::customCapacity()
 
 void MainWindow::setCapacity(int64_t bytes, const QString& label)
 {
-    m_capacity = bytes;
-    m_capacityLabel = label;
     m_plot->setCapacity(bytes, label);
-    schedulePanels();
+    m_workspace->setCapacity(bytes, label);
 }
 
-void MainWindow::schedulePanels()
-{
-    m_panelsPending = true;
-    m_panelTimer.start();
-}
+void MainWindow::flushPanels() { m_workspace->flush(); }
 
-void MainWindow::flushPanels()
-{
-    m_panelTimer.stop();
-    updatePanels();
-}
-
-AllocId MainWindow::selectedAllocation() const
-{
-    const QModelIndex current = m_tensorView->selectionModel()->currentIndex();
-    if (!current.isValid())
-        return AllocId{};
-    return AllocId(m_tensorProxy->data(current, TensorModel::kAllocRole).toUInt());
-}
-
-void MainWindow::updatePanels()
-{
-    m_panelsPending = false;
-    if (!m_doc)
-        return;
-    const PreparedDevice& pd = m_doc->devices[m_device];
-    const DeviceTimeline& tl = *pd.timeline;
-    const EventIndex e = m_plot->cursorEvent();
-    SegmentLayout layout = segmentLayoutAt(tl.device(), tl.alive(), e);
-    const Breakdown b = tl.breakdownAt(e, m_capacity);
-    m_breakdown->setBreakdown(b, tl.layers(), tl.pools().classified(), &layout);
-
-    // Event -1 is the state before the first recorded event: the whole dump when nothing was recorded.
-    QString moment = tl.device().eventCount() == 0 ? tr("<b>final state</b> (no events recorded)")
-                     : e < 0                        ? tr("<b>before the first event</b> of %1").arg(tl.device().eventCount())
-                                                    : tr("<b>event %1</b> of %2").arg(e).arg(tl.device().eventCount());
-    if (tl.hasTime() && e >= 0)
-        moment += tr(" · +%1").arg(qs(formatDurationUs(tl.axis(AxisMode::WallTime).position(e))));
-    if (e == tl.device().peakIndex)
-        moment += tr(" · <b>peak</b>");
-    for (const OomEvent& o : tl.device().ooms)
-        if (o.index == e)
-            moment += tr(" · <b style='color:#d50000'>OOM</b>: tried to allocate %1").arg(qs(formatBytes(o.requestedBytes)));
-    m_momentLabel->setText(moment);
-    m_verdictLabel->setText(verdictText());
-
-    const AllocId keep = selectedAllocation();
-    m_tensors->setMoment(pd.timeline, e);
-    m_tensorSummary->setText(tr("%1 of %2 alive (%3)")
-                                 .arg(m_tensorProxy->rowCount())
-                                 .arg(m_tensors->rowCount())
-                                 .arg(qs(formatBytes(m_tensors->totalBytes()))));
-    bool reselected = false;
-    if (keep.valid()) {
-        for (int r = 0; r < m_tensorProxy->rowCount(); ++r) {
-            const QModelIndex i = m_tensorProxy->index(r, 0);
-            if (m_tensorProxy->data(i, TensorModel::kAllocRole).toUInt() == keep.value) {
-                m_tensorView->selectionModel()->setCurrentIndex(i, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
-                reselected = true;
-                break;
-            }
-        }
-    }
-    if (!reselected) {
-        m_stack->clear();
-        m_plot->clearHighlight();
-        m_reasonLabel->setText(tr("Select a tensor to see its stack and why it is in its pool."));
-    }
-    m_allocator->showLayout(pd.timeline, std::move(layout));
-}
-
-QString MainWindow::verdictText() const
-{
-    if (!m_doc)
-        return {};
-    const PreparedDevice& pd = m_doc->devices[m_device];
-    return verdictSentence(*m_doc, pd, m_plot->cursorEvent(), m_capacity);
-}
-
-void MainWindow::showTensorDetails()
-{
-    const AllocId id = selectedAllocation();
-    if (!m_doc || !id.valid()) {
-        m_stack->clear();
-        m_plot->clearHighlight();
-        return;
-    }
-    const PreparedDevice& pd = m_doc->devices[m_device];
-    const Trace& t = *m_doc->trace;
-    const DeviceTrace& d = pd.timeline->device();
-    const Allocation& a = d.allocations[id.value];
-    m_stack->setStack(&t.frames, a.stack);
-    for (int r = 0; r < m_stack->rowCount(); ++r) // C++ frames start collapsed
-        m_stackView->setExpanded(m_stack->index(r, 0), false);
-    m_stackView->resizeColumnToContents(0);
-
-    QString reason;
-    if (pd.classification) {
-        const Explanation x = explain(t, d, *pd.classification, id);
-        reason = tr("<b>%1</b> (confidence %2%) — %3").arg(PoolPalette::label(x.pool), QString::number(x.confidence), qs(x.reason).toHtmlEscaped());
-        reason += tr("<br>rule: <code>%1</code>").arg(qs(x.rule).toHtmlEscaped());
-        for (const auto& line : x.evidence)
-            reason += QStringLiteral("<br>• ") + qs(line).toHtmlEscaped();
-    } else {
-        reason = tr("<b>%1</b> — pools unclassified").arg(PoolPalette::label(pd.timeline->poolOf(id), false));
-    }
-    reason += tr("<br>%1 at %2, stream %3").arg(qs(formatBytes(a.size)), qs(formatAddress(a.address))).arg(a.stream);
-    reason += a.preexisting() ? tr("; allocated before recording began") : tr("; allocated at event %1").arg(a.allocEvent);
-    reason += a.aliveAtEnd() ? tr(", alive at the end") : tr(", freed at event %1").arg(a.freeCompletedEvent);
-    m_reasonLabel->setText(reason);
-    m_plot->setHighlight(a.allocEvent, a.freeCompletedEvent);
-}
-
-QString MainWindow::reasonText() const { return m_reasonLabel->text(); }
+QString MainWindow::verdictText() const { return m_breakdown->verdictText(); }
 
 ReviewContent MainWindow::reviewContent() const
 {
-    if (!m_doc)
+    const Document* doc = m_workspace->document();
+    if (!doc || doc->deviceCount() == 0)
         return {};
-    return reviewContentFor(*m_doc, m_device, m_plot->cursorEvent(), m_capacity, m_path, m_plot->poolPalette().dark());
+    return reviewContentFor(*doc, m_workspace->device(), m_workspace->event(), m_workspace->capacity(), m_workspace->path(),
+                            m_plot->poolPalette().dark());
 }
 
 bool MainWindow::exportImage(const QString& path, QSize size, QString* error)
@@ -388,10 +297,10 @@ bool MainWindow::exportImage(const QString& path, QSize size, QString* error)
 
 void MainWindow::exportDialog()
 {
-    if (!m_doc)
+    if (!m_workspace->document())
         return;
     QSettings s;
-    const QString base = QFileInfo(m_path).completeBaseName() + QStringLiteral("-review.png");
+    const QString base = QFileInfo(m_workspace->path()).completeBaseName() + QStringLiteral("-review.png");
     const QString path = QFileDialog::getSaveFileName(this, tr("Export review image"),
                                                       QFileInfo(s.value(QStringLiteral("exportDir")).toString(), base).filePath(),
                                                       tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
@@ -407,7 +316,7 @@ void MainWindow::exportDialog()
 
 void MainWindow::copyImage()
 {
-    if (!m_doc)
+    if (!m_workspace->document())
         return;
     flushPanels();
     QApplication::clipboard()->setImage(renderReviewImage(*m_plot, reviewContent(), QSize(1600, 900)));

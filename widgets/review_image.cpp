@@ -1,9 +1,10 @@
 #include "widgets/review_image.h"
 
+#include "core/report/report.h"
+#include "core/timeline/moment.h"
 #include "core/timeline/segment_layout.h"
 #include "widgets/breakdown_model.h"
 #include "widgets/timeline_plot.h"
-#include "widgets/verdict_text.h"
 
 #include <QFileInfo>
 #include <QPdfWriter>
@@ -94,27 +95,18 @@ void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c
 
 } // namespace
 
-ReviewContent reviewContentFor(const PreparedTrace& doc, size_t device, EventIndex event, int64_t capacity,
-                               const QString& path, bool dark)
+ReviewContent reviewContentFor(const Document& doc, size_t device, EventIndex event, int64_t capacity, const QString& path, bool dark)
 {
     ReviewContent c;
-    const PreparedDevice& pd = doc.devices[device];
-    const DeviceTimeline& tl = *pd.timeline;
-    const DeviceTrace& d = tl.device();
-    QString moment = QObject::tr("event %1").arg(event);
-    if (d.eventCount() == 0)
-        moment = QObject::tr("the snapshot (the trace holds no events)");
-    else if (!d.ooms.empty() && d.ooms.back().index == event)
-        moment = QObject::tr("the OOM (event %1)").arg(event);
-    else if (d.peakIndex == event)
-        moment = QObject::tr("the peak (event %1)").arg(event);
-    else if (isSnapshotMark(d, event))
-        moment = QObject::tr("the snapshot (event %1)").arg(event);
-    c.title = QObject::tr("%1 — %2 — at %3").arg(QFileInfo(path).fileName(), QString::fromStdString(d.label()), moment);
-    c.subtitle = verdictSentence(doc, pd, event, capacity);
-    const SegmentLayout layout = segmentLayoutAt(d, tl.alive(), event);
+    const DeviceDocument& dev = doc.device(device);
+    const DeviceTimeline& tl = dev.timeline();
+    const DeviceTrace& d = dev.device();
+    c.title = QObject::tr("%1 — %2 — %3")
+                  .arg(QFileInfo(path).fileName(), QString::fromStdString(d.label()), QString::fromStdString(momentTitle(d, event)));
+    c.subtitle = QString::fromStdString(momentSentence(momentReport(dev, event, {}, 0), capacity));
+    const SegmentLayout layout = segmentLayoutAt(d, dev.alive(), event);
     BreakdownModel model;
-    model.setBreakdown(tl.breakdownAt(event, capacity), tl.layers(), tl.pools().classified(), &layout);
+    model.setBreakdown(tl.breakdownAt(event, capacity), tl.layers(), tl.classified(), &layout);
     c.rows = model.rows();
     c.dark = dark;
     return c;

@@ -5,7 +5,7 @@
 #include <QString>
 #include <QStringList>
 
-#include "core/timeline/prepared_trace.h"
+#include "core/engine/document.h"
 
 #include <functional>
 
@@ -38,7 +38,6 @@ bool savePaintedImage(const QString& path, QSize size, const QString& title, con
 // The content for one device at one event: title from the file name, device and moment; the verdict
 // sentence; the breakdown rows (pools, totals, fragmentation, headroom). The GUI and
 // `poolscope render` both call this, so the two images agree.
-ReviewContent reviewContentFor(const PreparedTrace& doc, size_t device, EventIndex event, int64_t capacity,
-                               const QString& path, bool dark);
+ReviewContent reviewContentFor(const Document& doc, size_t device, EventIndex event, int64_t capacity, const QString& path, bool dark);
 
 } // namespace poolscope

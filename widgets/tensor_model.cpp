@@ -121,7 +121,7 @@ QVariant TensorModel::data(const QModelIndex& index, int role) const
     case Size:
         return QString::fromStdString(formatBytes(a.size));
     case PoolColumn:
-        return PoolPalette::label(m_timeline->poolOf(id), m_timeline->pools().classified());
+        return PoolPalette::label(m_timeline->poolOf(id), m_timeline->classified());
     case Age:
         if (a.preexisting())
             return tr("before recording");

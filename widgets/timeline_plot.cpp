@@ -259,7 +259,7 @@ void TimelinePlot::rebuildGraphs()
         return;
     }
     legend->setVisible(true);
-    const bool classified = m_timeline->pools().classified();
+    const bool classified = m_timeline->classified();
     const auto& layers = m_timeline->layers();
     for (size_t k = 0; k < layers.size(); ++k) {
         auto* g = new StackGraph(xAxis, yAxis);

@@ -1,6 +1,5 @@
 #include "widgets/trace_loader.h"
 
-#include "core/load.h"
 
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -38,6 +37,12 @@ QString TraceLoader::stageName(int stage)
     return tr("Loading");
 }
 
+void TraceLoader::setRules(std::shared_ptr<const RuleSet> rules, const QString& problem)
+{
+    m_rules = std::move(rules);
+    m_rulesProblem = problem;
+}
+
 void TraceLoader::start(const QString& path)
 {
     if (m_job.progress)
@@ -46,16 +51,17 @@ void TraceLoader::start(const QString& path)
     auto progress = std::make_shared<Progress>();
     auto* watcher = new QFutureWatcher<Result>(this);
     const std::string file = path.toStdString();
+    DocumentOptions options;
+    options.rules = m_rules;
+    options.rulesProblem = m_rulesProblem.toStdString();
     connect(watcher, &QFutureWatcher<Result>::finished, this, [this, id, watcher] { finished(id, watcher); });
     m_job = Job{id, progress, watcher};
     m_path = path;
-    watcher->setFuture(QtConcurrent::run([file, progress]() -> Result {
+    watcher->setFuture(QtConcurrent::run([file, progress, options]() mutable -> Result {
         Result r;
         try {
-            auto trace = load(file, LoadOptions{}, *progress);
-            if (progress->cancel)
-                throw LoadError(LoadErrorCode::Cancelled, file, -1, "cancelled");
-            r.trace = prepareTrace(std::move(trace), nullptr, &progress->cancel);
+            options.cancel = &progress->cancel;
+            r.trace = Document::open(file, options, *progress);
             r.cancelled = !r.trace;
         } catch (const LoadError& e) {
             r.cancelled = e.code() == LoadErrorCode::Cancelled;

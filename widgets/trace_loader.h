@@ -1,5 +1,5 @@
 #pragma once
-#include "core/timeline/prepared_trace.h"
+#include "core/engine/document.h"
 #include "core/util/progress.h"
 
 #include <QFutureWatcher>
@@ -11,8 +11,8 @@
 
 namespace poolscope {
 
-// Loads and prepares a dump off the GUI thread (QtConcurrent): core::load, then classification and
-// timelines. Progress lives in atomics polled by a timer (no callbacks across threads); a newer
+// Loads and prepares a dump off the GUI thread (QtConcurrent): Document::open (load, classification,
+// timelines) with the rules the application chose. Progress lives in atomics polled by a timer (no callbacks across threads); a newer
 // start() or cancel() makes the running job stale, and a stale job's result is dropped by id.
 class TraceLoader : public QObject {
     Q_OBJECT
@@ -20,6 +20,8 @@ public:
     explicit TraceLoader(QObject* parent = nullptr);
     ~TraceLoader() override;
 
+    // The rules every later start() classifies with (null: unclassified; `problem` says why).
+    void setRules(std::shared_ptr<const RuleSet> rules, const QString& problem = {});
     void start(const QString& path);
     void cancel();
     bool isRunning() const { return m_running; }
@@ -29,14 +31,14 @@ public:
 
 signals:
     void progressChanged(int stage, qint64 bytesDone, qint64 bytesTotal);
-    void loaded(std::shared_ptr<const poolscope::PreparedTrace> trace, const QString& path);
+    void loaded(std::shared_ptr<const poolscope::Document> document, const QString& path);
     void failed(const QString& message, const QString& path);
     void cancelled(const QString& path);
     void runningChanged(bool running);
 
 private:
     struct Result {
-        std::shared_ptr<const PreparedTrace> trace;
+        std::shared_ptr<const Document> trace;
         QString error;
         bool cancelled = false;
     };
@@ -48,6 +50,8 @@ private:
     void poll();
     void finished(quint64 id, QFutureWatcher<Result>* watcher);
 
+    std::shared_ptr<const RuleSet> m_rules;
+    QString m_rulesProblem;
     quint64 m_nextId = 1;
     Job m_job;
     QString m_path;
@@ -57,4 +61,4 @@ private:
 
 } // namespace poolscope
 
-Q_DECLARE_METATYPE(std::shared_ptr<const poolscope::PreparedTrace>)
+Q_DECLARE_METATYPE(std::shared_ptr<const poolscope::Document>)

@@ -192,16 +192,15 @@ void WhatIfPanel::buildUi()
     m_ranks->setEnabled(false);
 }
 
-void WhatIfPanel::setTrace(std::shared_ptr<const PreparedTrace> trace, size_t deviceIndex)
+void WhatIfPanel::setTrace(std::shared_ptr<const Document> trace, size_t deviceIndex)
 {
     cancelJob();
     m_trace = std::move(trace);
     m_device = deviceIndex;
-    m_traceModel.reset();
     m_result.reset();
     m_model->setResult(nullptr);
     m_notes->clear();
-    const bool usable = m_trace && m_device < m_trace->trace->devices.size() && m_trace->trace->devices[m_device].eventCount() > 0;
+    const bool usable = m_trace && m_device < m_trace->deviceCount() && m_trace->device(m_device).device().eventCount() > 0;
     m_runButton->setEnabled(usable);
     m_verdict->setText(!m_trace ? tr("Open a dump to ask what if.")
                        : usable ? tr("Set the knobs and press Predict: the trace is replayed through the allocator.")
@@ -241,7 +240,7 @@ void WhatIfPanel::setScenario(const Scenario& s)
 
 void WhatIfPanel::run()
 {
-    if (!m_trace || m_device >= m_trace->trace->devices.size())
+    if (!m_trace || m_device >= m_trace->deviceCount())
         return;
     const Scenario s = scenario();
     if (const std::string problem = s.validate(); !problem.empty()) {
@@ -257,27 +256,22 @@ void WhatIfPanel::run()
     m_watcher = watcher;
     connect(watcher, &QFutureWatcher<Outcome>::finished, this, [this, id, watcher] { jobFinished(id, watcher); });
     auto trace = m_trace;
-    auto cached = m_traceModel;
     const size_t device = m_device;
-    watcher->setFuture(QtConcurrent::run([trace, cached, device, s, cancel]() -> Outcome {
+    watcher->setFuture(QtConcurrent::run([trace, device, s, cancel]() -> Outcome {
         Outcome o;
         try {
-            const DeviceTrace& dev = trace->trace->devices[device];
-            o.model = cached;
-            if (!o.model) {
-                const auto& c = device < trace->devices.size() ? trace->devices[device].classification : nullptr;
-                o.model = std::make_shared<const TraceModel>(buildTraceModel(*trace->trace, dev, c ? *c : Classification{}));
-            }
+            const DeviceDocument& dev = trace->device(device);
             WhatIfOptions options;
             options.keepSeries = false;
             options.cancel = cancel.get();
-            o.result = std::make_shared<const WhatIfResult>(runWhatIf(*trace->trace, dev, *o.model, s, options));
+            // The document builds the model once per device and keeps it for every later question.
+            o.result = std::make_shared<const WhatIfResult>(runWhatIf(trace->trace(), dev.device(), *dev.traceModel(), s, options));
         } catch (const std::exception& e) {
             o.error = QString::fromStdString(e.what());
         }
         return o;
     }));
-    m_verdict->setText(tr("Replaying %1 events...").arg(m_trace->trace->devices[m_device].eventCount()));
+    m_verdict->setText(tr("Replaying %1 events...").arg(m_trace->device(m_device).device().eventCount()));
     setRunning(true);
 }
 
@@ -297,7 +291,6 @@ void WhatIfPanel::jobFinished(quint64 id, QFutureWatcher<Outcome>* watcher)
     }
     if (!o.result || o.result->cancelled)
         return;
-    m_traceModel = o.model;
     m_result = o.result;
     showResult();
     emit finished();

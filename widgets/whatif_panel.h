@@ -1,5 +1,5 @@
 #pragma once
-#include "core/timeline/prepared_trace.h"
+#include "core/engine/document.h"
 #include "core/whatif/whatif.h"
 
 #include <QAbstractTableModel>
@@ -53,7 +53,7 @@ private:
 // Scenario, a Run button, and the answer: recorded vs predicted peaks, per-pool peaks, whether it
 // fits at the capacity, what the prediction assumed. The replay runs off the GUI thread
 // (QtConcurrent); a newer run or a new trace makes a running one stale: it is cancelled and its
-// result dropped. The trace model (size laws, layers) is built once per device and reused.
+// result dropped. The trace model (size laws, layers) is the document's, built once per device.
 class WhatIfPanel : public QWidget {
     Q_OBJECT
 public:
@@ -62,8 +62,8 @@ public:
 
     // The document and the device (an index into trace->devices and devices) to ask about. A null
     // trace clears the panel. Nothing runs until run() (or the Run button).
-    void setTrace(std::shared_ptr<const PreparedTrace> trace, size_t deviceIndex);
-    std::shared_ptr<const PreparedTrace> trace() const { return m_trace; }
+    void setTrace(std::shared_ptr<const Document> trace, size_t deviceIndex);
+    std::shared_ptr<const Document> trace() const { return m_trace; }
     size_t deviceIndex() const { return m_device; }
 
     // The knobs as a Scenario, and back. A capacity field that does not parse counts as empty.
@@ -85,7 +85,6 @@ signals:
 
 private:
     struct Outcome {
-        std::shared_ptr<const TraceModel> model;
         std::shared_ptr<const WhatIfResult> result;
         QString error;
     };
@@ -95,9 +94,8 @@ private:
     void cancelJob();
     void showResult();
 
-    std::shared_ptr<const PreparedTrace> m_trace;
+    std::shared_ptr<const Document> m_trace;
     size_t m_device = 0;
-    std::shared_ptr<const TraceModel> m_traceModel; // for m_trace / m_device, once built
     std::shared_ptr<const WhatIfResult> m_result;
     quint64 m_jobId = 0;
     std::shared_ptr<std::atomic<bool>> m_cancel;

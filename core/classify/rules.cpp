@@ -490,42 +490,6 @@ void RuleSet::internAll()
         a.regex = internRegex(a.match);
 }
 
-std::string RuleSet::defaultPath()
-{
-    return std::string(POOLSCOPE_RESOURCES_DIR) + "/classifier/rules.json";
-}
-
 RuleSet RuleSet::builtin() { return parse(kBuiltinRulesJson, "<built-in rules.json>"); }
-
-std::string RuleSet::userPath()
-{
-    namespace fs = std::filesystem;
-    std::vector<std::string> candidates;
-    if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
-        candidates.push_back(std::string(xdg) + "/poolscope/rules.json");
-    if (const char* home = std::getenv("HOME"); home && *home)
-        candidates.push_back(std::string(home) + "/.config/poolscope/rules.json");
-    for (const auto& c : candidates) {
-        std::error_code ec;
-        if (fs::is_regular_file(c, ec))
-            return c;
-    }
-    return {};
-}
-
-RuleSet RuleSet::load(const std::string& extraFile)
-{
-    // The source tree's file when it is there (a developer's edit takes effect without a rebuild),
-    // else the copy compiled in.
-    const std::string path = defaultPath();
-    std::error_code ec;
-    RuleSet set;
-    set.merge(std::filesystem::is_regular_file(path, ec) ? fromFile(path) : builtin());
-    if (auto user = userPath(); !user.empty())
-        set.merge(fromFile(user));
-    if (!extraFile.empty())
-        set.merge(fromFile(extraFile));
-    return set;
-}
 
 } // namespace poolscope

@@ -96,15 +96,9 @@ public:
     // "before"/"after" another rule, so that a user rule wins over a generic built-in one.
     void merge(const RuleSet& user);
 
-    // Default rules (POOLSCOPE_RESOURCES_DIR/classifier/rules.json, or the compiled-in copy of it
-    // where that file is not present), then the per-user file ($XDG_CONFIG_HOME/poolscope/rules.json
-    // or ~/.config/poolscope/rules.json) when it exists, then `extraFile` when not empty. Throws
-    // LoadError if any file is bad.
-    static RuleSet load(const std::string& extraFile = {});
-    // The rules.json compiled into the binary at build time.
+    // The rules.json compiled into the binary at build time. Which files extend it (a per-user file,
+    // --rules) is the application's choice, never read here: core reads no configuration on its own.
     static RuleSet builtin();
-    static std::string defaultPath();
-    static std::string userPath(); // empty when no candidate exists
 
     const std::vector<Rule>& rules() const { return m_rules; }
     const std::vector<PhasePattern>& phasePatterns() const { return m_phases; }

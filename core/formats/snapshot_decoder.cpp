@@ -51,6 +51,7 @@ std::string SnapshotDecoder::render(const PyValue& v) const
         return "str '" + std::string(s.substr(0, 40)) + (s.size() > 40 ? "...'" : "'");
     }
     case PyKind::Int: return "int " + std::to_string(v.i);
+    case PyKind::UInt: return "int " + std::to_string(uint64_t(v.i)) + " (beyond int64)";
     default: return std::string(pyKindName(v.kind));
     }
 }
@@ -262,10 +263,24 @@ FrameId SnapshotDecoder::frameOf(const PyValue& dict, const Where& where)
     const uint32_t gen = m_arena.container(dict.ref).generation;
     if (c.id != UINT32_MAX && c.generation == gen)
         return FrameId(c.id);
-    const FrameId id = m_out.trace().frames.internFrame(strField(dict, "filename", where), strField(dict, "name", where),
-                                                       intField(dict, "line", where, 0));
+    const FrameId id = m_out.trace().frames.internFrame(strField(dict, "filename", where), strField(dict, "name", where), frameLine(dict));
     c = Cached{gen, id.value};
     return id;
+}
+
+// No figure depends on a frame's line: a value that is not a line (2^64-1, which is -1 written
+// unsigned; a float; a string) keeps the frame, as line -1 (unknown), and is counted for a warning
+// instead of refusing the whole dump.
+int64_t SnapshotDecoder::frameLine(const PyValue& dict)
+{
+    const PyValue* v = m_arena.get(dict, "line");
+    if (!v || v->kind == PyKind::None)
+        return 0;
+    if ((v->kind == PyKind::Int || v->kind == PyKind::Bool) && v->i >= -1)
+        return v->i;
+    if (m_oddLines++ == 0)
+        m_oddLineExample = render(*v);
+    return -1;
 }
 
 StackId SnapshotDecoder::stackOf(const PyValue& list, const Where& where)
@@ -494,6 +509,9 @@ try {
         throw LoadError(LoadErrorCode::Malformed, m_name, -1, "the top-level dict has no 'segments' key: not a PyTorch allocator snapshot");
     if (!m_pending.empty())
         m_out.trace().warnings.push_back(std::to_string(m_pending.size()) + " lists of trace entries were outside device_traces and ignored");
+    if (m_oddLines > 0)
+        m_out.trace().warnings.push_back(std::to_string(m_oddLines) + " frame(s) had a line that is not a line number (e.g. " + m_oddLineExample +
+                                         "); kept, with the line shown as unknown");
 } catch (const std::length_error& e) { // ValueArena::charge: segments, blocks and strings decoded here count too
     throw LoadError(LoadErrorCode::LimitExceeded, m_name, -1, std::string(e.what()) + " (LoadOptions::memoryBudgetBytes)");
 }

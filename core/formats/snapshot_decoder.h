@@ -96,6 +96,7 @@ private:
     // The same for a list known to hold frame dicts only, given as their container refs.
     StackId internFrameDicts(std::span<const uint32_t> dicts, const Where& where);
     FrameId frameOf(const PyValue& frameDict, const Where& where);
+    int64_t frameLine(const PyValue& frameDict);
     void decodeSegments(const PyValue& list, const std::string& where);
     Segment decodeSegment(const PyValue& seg, const std::string& where);
     void decodeDeviceTraces(const PyValue& list);
@@ -131,6 +132,8 @@ private:
     std::vector<SeqEntry> m_seqs;
     std::vector<uint32_t> m_seqRefs;
     int64_t m_entriesSeen = 0;
+    int64_t m_oddLines = 0;          // frames whose line was not a line number (kept as -1)
+    std::string m_oddLineExample;
     size_t m_expectedEntries = 0;
     bool m_pairWhileParsing = true;
     bool m_workerStarted = false;

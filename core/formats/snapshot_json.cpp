@@ -5,7 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 #include <unordered_map>
 
 namespace poolscope {
@@ -121,6 +124,72 @@ private:
     uint64_t m_items = 0;
 };
 
+int hexValue(uint8_t c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+// The code unit of a \uXXXX escape starting at p (the backslash), or -1.
+int escapeUnit(std::span<const uint8_t> bytes, size_t p)
+{
+    if (p + 6 > bytes.size() || bytes[p] != '\\' || bytes[p + 1] != 'u')
+        return -1;
+    int v = 0;
+    for (size_t k = 2; k < 6; ++k) {
+        const int h = hexValue(bytes[p + k]);
+        if (h < 0)
+            return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+// Python's json.dump writes a string holding a lone surrogate (a file name decoded with
+// surrogateescape, a truncated name) as a lone \udcff escape, which strict JSON parsers refuse. Such
+// a string feeds no figure: each lone surrogate escape becomes \ufffd, of the same length, so every
+// byte offset an error names stays right. Returns the fixed copy, or nothing when there is none.
+// A scan for "\u" followed by d/D is cheap beside the parse; files without surrogates are not copied.
+std::optional<std::vector<uint8_t>> replaceLoneSurrogates(std::span<const uint8_t> bytes, int64_t& replaced)
+{
+    std::optional<std::vector<uint8_t>> fixed;
+    replaced = 0;
+    const uint8_t* base = bytes.data();
+    size_t p = 0;
+    while (p + 6 <= bytes.size()) {
+        const void* hit = std::memchr(base + p, '\\', bytes.size() - p);
+        if (!hit)
+            break;
+        p = size_t(static_cast<const uint8_t*>(hit) - base);
+        if (p + 1 < bytes.size() && bytes[p + 1] == '\\') { // an escaped backslash: not the start of an escape
+            p += 2;
+            continue;
+        }
+        const int unit = escapeUnit(bytes, p);
+        if (unit < 0xd800 || unit > 0xdfff) {
+            p += 1;
+            continue;
+        }
+        const bool high = unit < 0xdc00;
+        const int next = high ? escapeUnit(bytes, p + 6) : -1;
+        if (high && next >= 0xdc00 && next <= 0xdfff) { // a valid pair
+            p += 12;
+            continue;
+        }
+        if (!fixed)
+            fixed.emplace(bytes.begin(), bytes.end());
+        std::memcpy(fixed->data() + p, "\\ufffd", 6);
+        ++replaced;
+        p += 6;
+    }
+    return fixed;
+}
+
 } // namespace
 
 void readSnapshotJson(std::span<const uint8_t> bytes, const std::string& name, Trace& out, const LoadOptions& options,
@@ -133,6 +202,10 @@ void readSnapshotJson(std::span<const uint8_t> bytes, const std::string& name, T
     JsonToArena sax(arena, decoder, options, progress);
     progress.stage = int(LoadStage::Parsing);
     progress.bytesTotal = int64_t(bytes.size());
+    int64_t lone = 0;
+    const auto fixed = replaceLoneSurrogates(bytes, lone);
+    if (fixed)
+        bytes = std::span<const uint8_t>(*fixed);
     bool ok = false;
     try {
         ok = nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &sax);
@@ -150,6 +223,9 @@ void readSnapshotJson(std::span<const uint8_t> bytes, const std::string& name, T
     decoder.decodeRoot(sax.root);
     assembler.finish();
     out.formatDetail = "JSON" + (out.formatDetail.empty() ? "" : ", " + out.formatDetail);
+    if (lone > 0)
+        out.warnings.push_back(std::to_string(lone) + " lone surrogate escape(s) in JSON strings (e.g. a file name Python decoded with "
+                                                      "surrogateescape) were read as U+FFFD");
 }
 
 } // namespace poolscope

@@ -1,4 +1,5 @@
 #pragma once
+#include "core/classify/classifier.h"
 #include "core/classify/pool.h"
 #include "core/classify/pool_series.h"
 #include "core/model/trace.h"
@@ -13,19 +14,6 @@
 #include <vector>
 
 namespace poolscope {
-
-// What a classifier says about one device; empty vectors mean "not classified yet", and then the
-// chart shows allocated bytes as one unclassified layer with the cache above it.
-struct PoolAssignment {
-    std::vector<Pool> allocationPool;          // per AllocId
-    std::vector<std::string> allocationReason; // per AllocId, may be empty
-    // Or, from a classifier, reasons by rule: allocationRule[id] indexes ruleReason. A million copies
-    // of a few dozen texts cost more than the classification that chose them.
-    std::vector<uint16_t> allocationRule;
-    std::vector<std::string> ruleReason;
-    std::string verdict;                       // one sentence, may be empty
-    bool classified() const { return !allocationPool.empty(); }
-};
 
 // The numbers at one moment; everything a breakdown panel, a report or a title needs.
 struct Breakdown {
@@ -52,17 +40,20 @@ struct TimelineParts {
 
 class DeviceTimeline {
 public:
-    // With `series` (the classifier's bytes-exact per-pool series, the numbers `report` prints) the
-    // layers are its columns, moved in; without, they are summed here from the per-allocation pools.
-    // `parts` not given (or not matching the device) are built here.
-    DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, PoolAssignment pools = {},
+    // With a classification, the layers are the columns of its pool series (the bytes-exact numbers
+    // `report` prints), moved in; `series` must be that classification's. Without one, the chart is one
+    // layer of allocated bytes (Pool::Unknown, shown as unclassified) under the cache. `parts` not
+    // given (or not matching the device) are built here.
+    DeviceTimeline(std::shared_ptr<const Trace> trace, size_t deviceIndex, std::shared_ptr<const Classification> classification = nullptr,
                    std::optional<PoolSeries> series = std::nullopt, TimelineParts parts = {});
 
     const Trace& trace() const { return *m_trace; }
     const std::shared_ptr<const Trace>& tracePtr() const { return m_trace; }
     const DeviceTrace& device() const { return m_trace->devices[m_deviceIndex]; }
     size_t deviceIndex() const { return m_deviceIndex; }
-    const PoolAssignment& pools() const { return m_pools; }
+    // Null when the pools are unclassified.
+    const Classification* classification() const { return m_classification.get(); }
+    bool classified() const { return m_classification != nullptr; }
 
     // Layers in stacking order; Pool::Unknown doubles as "allocated, unclassified" when unclassified.
     const std::vector<Pool>& layers() const { return m_layers; }
@@ -84,7 +75,7 @@ public:
 private:
     std::shared_ptr<const Trace> m_trace;
     size_t m_deviceIndex = 0;
-    PoolAssignment m_pools;
+    std::shared_ptr<const Classification> m_classification;
     std::vector<Pool> m_layers;
     StackLod m_lod;
     EventAxis m_indexAxis;

@@ -1,5 +1,6 @@
 #include "core/timeline/moment.h"
 
+#include <cctype>
 #include <charconv>
 
 namespace poolscope {
@@ -40,6 +41,33 @@ std::optional<Moment> resolveMoment(const DeviceTrace& device, std::string_view 
     m.event = index;
     m.label = "event " + std::to_string(index);
     return m;
+}
+
+std::string momentWords(const DeviceTrace& device, EventIndex event)
+{
+    for (const OomEvent& o : device.ooms)
+        if (o.index == event)
+            return "At the OOM";
+    if (device.eventCount() == 0)
+        return "In the snapshot";
+    if (event == device.peakIndex)
+        return "At the peak";
+    if (event >= 0 && size_t(event) < device.eventCount() && device.events.action[size_t(event)] == Action::Snapshot)
+        return "At the snapshot";
+    if (event == lastEvent(device))
+        return "At the end";
+    return "At event #" + std::to_string(event);
+}
+
+std::string momentTitle(const DeviceTrace& device, EventIndex event)
+{
+    if (device.eventCount() == 0)
+        return "in the snapshot (the dump holds no events)";
+    std::string words = momentWords(device, event);
+    words[0] = char(std::tolower(static_cast<unsigned char>(words[0])));
+    if (words.find('#') == std::string::npos)
+        words += event < 0 ? " (initial state)" : " (event " + std::to_string(event) + ")";
+    return words;
 }
 
 } // namespace poolscope

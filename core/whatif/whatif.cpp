@@ -1,5 +1,7 @@
 #include "core/whatif/whatif.h"
 
+#include "core/report/json_text.h"
+
 #include "core/util/units.h"
 
 #include <algorithm>
@@ -182,6 +184,13 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
                              {"reserved_compared", r.reservedCompared}};
     j["replay_us"] = r.replayUs;
     return j;
+}
+
+std::string whatIfJsonText(const WhatIfResult& r, const std::string& file)
+{
+    nlohmann::json j = whatIfJson(r);
+    j["file"] = file;
+    return jsonText(j) + "\n";
 }
 
 } // namespace poolscope

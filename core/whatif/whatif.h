@@ -89,5 +89,7 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
 
 std::string renderWhatIfText(const WhatIfResult& r);
 nlohmann::json whatIfJson(const WhatIfResult& r);
+// `poolscope whatif --json`: whatIfJson with the file named, as text safe for any string in the dump.
+std::string whatIfJsonText(const WhatIfResult& r, const std::string& file);
 
 } // namespace poolscope

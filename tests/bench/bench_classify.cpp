@@ -52,7 +52,7 @@ void bench(const char* label, const Trace& trace, const DeviceTrace& dev, const 
 
 int main(int argc, char** argv)
 {
-    const RuleSet rules = RuleSet::fromFile(RuleSet::defaultPath());
+    const RuleSet rules = RuleSet::builtin();
     std::printf("rules: %zu, phase patterns: %zu, distinct patterns: %zu\n", rules.rules().size(), rules.phasePatterns().size(),
                 rules.regexes().size());
 

@@ -4,7 +4,7 @@
 //   bench_load [--full] [--entries N[,N...]] [--dir DIR] [--no-python]
 //   bench_load --child FILE [--pair-afterwards] [--general-reader]   (one load, as the table's rows run it)
 #include "core/load.h"
-#include "core/timeline/prepared_trace.h"
+#include "core/engine/document.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -63,7 +63,9 @@ int child(const std::string& file, const std::vector<std::string>& flags)
     std::shared_ptr<const poolscope::Trace> trace = poolscope::load(file, options, progress);
     const auto t1 = Clock::now();
     const long loadRss = peakRssKiB();
-    auto prepared = poolscope::prepareTrace(trace);
+    poolscope::DocumentOptions documentOptions; // as the window opens it: classified, timelines built
+    documentOptions.rules = std::make_shared<const poolscope::RuleSet>(poolscope::RuleSet::builtin());
+    auto prepared = poolscope::Document::fromTrace(trace, documentOptions);
     const auto t2 = Clock::now();
     size_t entries = 0;
     for (const auto& d : trace->devices)

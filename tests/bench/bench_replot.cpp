@@ -57,7 +57,7 @@ int main(int argc, char** argv)
     std::printf("  generated %zu events, %zu allocations in %.2f s\n", synth.trace->devices[0].eventCount(),
                 synth.trace->devices[0].allocations.size(), double(t.elapsed()) / 1e3);
     std::shared_ptr<const DeviceTimeline> tl;
-    const double buildMs = timeMs([&] { tl = std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools); });
+    const double buildMs = timeMs([&] { tl = testing::documentOf(synth)->device(0).timelinePtr(); });
     std::printf("  DeviceTimeline (pool layers, LOD pyramid, alive index): %.1f ms, %zu layers\n", buildMs, tl->layers().size());
 
     TimelinePlot plot;

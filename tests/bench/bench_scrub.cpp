@@ -7,7 +7,7 @@
 // Make FILE with tests/bench/make_big_snapshot.py (see README, Performance).
 #include "core/load.h"
 #include "tests/bench/bench_stats.h"
-#include "core/timeline/prepared_trace.h"
+#include "core/engine/document.h"
 #include "widgets/main_window.h"
 #include "widgets/timeline_plot.h"
 
@@ -47,9 +47,11 @@ int main(int argc, char** argv)
 
     QElapsedTimer t;
     t.start();
-    std::shared_ptr<const PreparedTrace> doc;
+    std::shared_ptr<const Document> doc;
     try {
-        doc = prepareTrace(load(file));
+        DocumentOptions options;
+        options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
+        doc = Document::open(file, options);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_scrub: %s\n(make the file with tests/bench/make_big_snapshot.py)\n", e.what());
         return 2;
@@ -114,7 +116,7 @@ int main(int argc, char** argv)
     const Stats zoom = zoomFrames();
     // The same without the phase bands (one rectangle and one label item per band): what they cost.
     const size_t bands = plot->itemCount();
-    plot->setTimeline(doc->devices[doc->defaultDevice()].timeline, {});
+    plot->setTimeline(doc->device(doc->defaultDevice()).timelinePtr(), {});
     const Stats zoomNoBands = zoomFrames();
     std::printf("\nZoom frames in the window (LOD query + full chart replot):\n");
     line("zoom in and out around the peak", zoom, 16.0);

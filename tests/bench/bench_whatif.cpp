@@ -113,7 +113,7 @@ int main(int argc, char** argv)
         const Timing load = best(1, [&] { trace = poolscope::load(path); });
         const DeviceTrace& dev = trace->devices.at(0);
         TraceModel model;
-        const Timing modelTime = best(1, [&] { model = buildTraceModel(*trace, dev, classify(*trace, dev, RuleSet::load())); });
+        const Timing modelTime = best(1, [&] { model = buildTraceModel(*trace, dev, classify(*trace, dev, RuleSet::builtin())); });
         WhatIfResult identity;
         const Timing id = best(repeat, [&] { identity = runWhatIf(*trace, dev, model, Scenario{}); });
         Scenario s;

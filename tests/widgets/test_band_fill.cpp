@@ -43,7 +43,7 @@ private slots:
     void theChartShowsThemBehindTheStack()
     {
         auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 20000, .seed = 5});
-        auto timeline = std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools);
+        auto timeline = testing::documentOf(synth)->device(0).timelinePtr();
         const auto n = EventIndex(timeline->device().eventCount());
         TimelinePlot plot;
         plot.resize(1000, 500);

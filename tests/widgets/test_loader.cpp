@@ -19,7 +19,7 @@ private:
 private slots:
     void initTestCase()
     {
-        qRegisterMetaType<std::shared_ptr<const poolscope::PreparedTrace>>();
+        qRegisterMetaType<std::shared_ptr<const poolscope::Document>>();
         QVERIFY(m_dir.isValid());
         // Big enough that parsing takes a while on this machine (tens of MB of JSON).
         auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 250'000, .seed = 5});
@@ -40,12 +40,23 @@ private slots:
         QCOMPARE(failed.count(), 0);
         QVERIFY(!loader.isRunning());
         QCOMPARE(running.count(), 2);
-        const auto doc = loaded.at(0).at(0).value<std::shared_ptr<const PreparedTrace>>();
+        const auto doc = loaded.at(0).at(0).value<std::shared_ptr<const Document>>();
         QVERIFY(doc);
         QCOMPARE(loaded.at(0).at(1).toString(), path);
-        QCOMPARE(doc->devices.size(), doc->trace->devices.size());
-        QCOMPARE(doc->trace->devices[0].eventCount(), size_t(17));
-        QVERIFY(doc->devices[0].timeline);
+        QCOMPARE(doc->deviceCount(), doc->trace().devices.size());
+        QCOMPARE(doc->trace().devices[0].eventCount(), size_t(17));
+        QVERIFY(doc->device(0).timelinePtr());
+        // No rules given: the loader opens it unclassified, and the document says so.
+        QVERIFY(!doc->device(0).classified());
+        QVERIFY(!doc->notes().empty());
+
+        // With the application's rules it classifies every device.
+        loader.setRules(std::make_shared<const RuleSet>(RuleSet::builtin()));
+        loader.start(path);
+        QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 2, 30000);
+        const auto classified = loaded.at(1).at(0).value<std::shared_ptr<const Document>>();
+        QVERIFY(classified && classified->device(0).classified());
+        QVERIFY(classified->notes().empty());
     }
 
     void reportsFailures()

@@ -85,7 +85,7 @@ private slots:
         w.resize(1400, 900);
         openAndWait(w, m_dump);
         QVERIFY(w.document());
-        const DeviceTrace& d = w.document()->trace->devices[0];
+        const DeviceTrace& d = w.document()->device(0).device();
         QCOMPARE(d.ooms.size(), size_t(1));
         w.setCursorEvent(0);
         w.jumpToOom();
@@ -96,7 +96,7 @@ private slots:
         QCOMPARE(rows.value(QStringLiteral("allocated")), d.allocatedAt(oom));
         QCOMPARE(rows.value(QStringLiteral("reserved")), d.reservedAt(oom));
         QCOMPARE(rows.value(QStringLiteral("reserved − allocated")), d.reservedAt(oom) - d.allocatedAt(oom));
-        const int64_t capacity = w.document()->devices[0].timeline->oomCapacity();
+        const int64_t capacity = w.document()->device(0).oomCapacity();
         QCOMPARE(w.capacity(), capacity);
         QCOMPARE(rows.value(QStringLiteral("headroom to capacity")), d.ooms[0].deviceFree);
         QVERIFY(w.verdictText().startsWith(QStringLiteral("At the OOM")));
@@ -153,7 +153,7 @@ private slots:
     {
         MainWindow w;
         openAndWait(w, QStringLiteral(POOLSCOPE_TEST_DATA "/snapshots/train_p4.pickle"));
-        const PreparedTrace* before = w.document();
+        const Document* before = w.document();
         QSignalSpy failed(w.loader(), &TraceLoader::failed);
         w.openFile(QStringLiteral(POOLSCOPE_TEST_DATA "/snapshots/evil_reduce.pickle"));
         QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 30000);
@@ -181,12 +181,12 @@ private slots:
         box->close();
         auto* combo = w.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
         QVERIFY(combo);
-        const size_t devices = w.document()->devices.size();
+        const size_t devices = w.document()->deviceCount();
         QVERIFY(devices >= 2);
         for (size_t i = 0; i < devices; ++i) {
             w.selectDevice(i);
             QCOMPARE(w.currentDevice(), i);
-            QCOMPARE(w.plot()->timeline(), w.document()->devices[i].timeline.get());
+            QCOMPARE(w.plot()->timeline(), &w.document()->device(i).timeline());
             // The what-if dock asks about the device on screen.
             QCOMPARE(w.whatIfPanel()->trace().get(), w.document());
             QCOMPARE(w.whatIfPanel()->deviceIndex(), i);
@@ -231,13 +231,13 @@ private slots:
         QTest::keyClick(w.plot(), Qt::Key_Home);
         QCOMPARE(w.cursorEvent(), EventIndex(0));
         QTest::keyClick(w.plot(), Qt::Key_End);
-        QCOMPARE(w.cursorEvent(), EventIndex(w.document()->trace->devices[0].eventCount()) - 1);
+        QCOMPARE(w.cursorEvent(), EventIndex(w.document()->device(0).device().eventCount()) - 1);
         QTest::keyClick(w.plot(), Qt::Key_PageUp);
-        QVERIFY(w.cursorEvent() < EventIndex(w.document()->trace->devices[0].eventCount()) - 1);
+        QVERIFY(w.cursorEvent() < EventIndex(w.document()->device(0).device().eventCount()) - 1);
         QTest::keyClick(&w, Qt::Key_P, Qt::ControlModifier | Qt::ShiftModifier);
-        QCOMPARE(w.cursorEvent(), w.document()->trace->devices[0].peakIndex);
+        QCOMPARE(w.cursorEvent(), w.document()->device(0).device().peakIndex);
         QTest::keyClick(&w, Qt::Key_O, Qt::ControlModifier | Qt::ShiftModifier);
-        QCOMPARE(w.cursorEvent(), w.document()->trace->devices[0].ooms[0].index);
+        QCOMPARE(w.cursorEvent(), w.document()->device(0).device().ooms[0].index);
     }
 
     void exportsImages()

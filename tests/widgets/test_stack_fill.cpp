@@ -96,7 +96,7 @@ std::unique_ptr<TimelinePlot> synthPlot(uint64_t seed, QSize size)
     auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 40000, .seed = seed});
     auto plot = std::make_unique<TimelinePlot>();
     plot->resize(size);
-    plot->setTimeline(std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools));
+    plot->setTimeline(testing::documentOf(synth)->device(0).timelinePtr());
     return plot;
 }
 

@@ -17,7 +17,7 @@ private slots:
     void initTestCase()
     {
         auto synth = testing::synthesize(testing::SynthOptions{.targetEvents = 40000, .seed = 17});
-        m_timeline = std::make_shared<DeviceTimeline>(synth.trace, 0, synth.pools);
+        m_timeline = testing::documentOf(synth)->device(0).timelinePtr();
     }
 
     void stacksLayersAndKeepsThePeak()

@@ -2,7 +2,7 @@
 // engine's own answer, a newer run makes an older one stale, a new trace clears everything.
 #include "widgets/whatif_panel.h"
 
-#include "core/whatif/transformer_trace.h"
+#include "core/synth/synth.h"
 
 #include <QAbstractItemModelTester>
 #include <QLineEdit>
@@ -14,14 +14,22 @@ using namespace poolscope;
 
 namespace {
 
-std::shared_ptr<const PreparedTrace> prepared(const poolscope::testing::TransformerTrace& t)
+// A small training step with realistic frames (poolscope synth's generator), as the window holds
+// it: classified by the shipped rules through a Document.
+std::shared_ptr<const Document> prepared()
 {
-    auto p = std::make_shared<PreparedTrace>();
-    p->trace = t.trace;
-    PreparedDevice d;
-    d.classification = std::make_shared<Classification>(t.classification);
-    p->devices.push_back(d);
-    return p;
+    SynthModel m;
+    m.layers = 4;
+    m.hidden = 256;
+    m.heads = 4;
+    m.seq = 128;
+    m.microBatch = 2;
+    m.vocab = 1024;
+    m.steps = 2;
+    auto trace = std::make_shared<Trace>(synthesize(m).trace);
+    DocumentOptions options;
+    options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
+    return Document::fromTrace(std::move(trace), options);
 }
 
 } // namespace
@@ -64,10 +72,10 @@ void TestWhatIfPanel::knobsRoundTrip()
 
 void TestWhatIfPanel::runShowsTheEngineResult()
 {
-    const auto t = poolscope::testing::transformerTrace({});
     WhatIfPanel panel;
     QAbstractItemModelTester tester(panel.resultModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
-    panel.setTrace(prepared(t), 0);
+    const auto doc = prepared();
+    panel.setTrace(doc, 0);
     Scenario s;
     s.seqScale = Ratio{2, 1};
     s.sharding = ShardingKind::Zero2;
@@ -83,7 +91,7 @@ void TestWhatIfPanel::runShowsTheEngineResult()
     QCOMPARE(running.count(), 2);
     const auto r = panel.result();
     QVERIFY(r);
-    const WhatIfResult direct = runWhatIf(*t.trace, t.trace->devices[0], t.classification, s);
+    const WhatIfResult direct = runWhatIf(doc->trace(), doc->device(0).device(), *doc->device(0).classification(), s);
     QCOMPARE(r->peakAllocated, direct.peakAllocated);
     QCOMPARE(r->peakReserved, direct.peakReserved);
     QCOMPARE(r->fits(), direct.fits());
@@ -105,9 +113,8 @@ void TestWhatIfPanel::runShowsTheEngineResult()
 
 void TestWhatIfPanel::newerRunWins()
 {
-    const auto t = poolscope::testing::transformerTrace({});
     WhatIfPanel panel;
-    panel.setTrace(prepared(t), 0);
+    panel.setTrace(prepared(), 0);
     QSignalSpy done(&panel, &WhatIfPanel::finished);
     Scenario first;
     first.batchScale = Ratio{4, 1};
@@ -127,9 +134,8 @@ void TestWhatIfPanel::newerRunWins()
 
 void TestWhatIfPanel::newTraceClears()
 {
-    const auto t = poolscope::testing::transformerTrace({});
     WhatIfPanel panel;
-    panel.setTrace(prepared(t), 0);
+    panel.setTrace(prepared(), 0);
     QSignalSpy done(&panel, &WhatIfPanel::finished);
     panel.run();
     QVERIFY(done.wait(30000));
@@ -141,9 +147,9 @@ void TestWhatIfPanel::newTraceClears()
     panel.run(); // nothing to run on: ignored
     QVERIFY(!panel.isRunning());
     // A running job dropped by a new trace never shows.
-    panel.setTrace(prepared(t), 0);
+    panel.setTrace(prepared(), 0);
     panel.run();
-    panel.setTrace(prepared(t), 0);
+    panel.setTrace(prepared(), 0);
     QTest::qWait(500);
     QVERIFY(!panel.result());
 }
@@ -163,7 +169,7 @@ void TestWhatIfPanel::capacityText()
     auto* button = panel.findChild<QPushButton*>();
     QVERIFY(button);
     QVERIFY(!button->isEnabled());
-    panel.setTrace(prepared(poolscope::testing::transformerTrace({})), 0);
+    panel.setTrace(prepared(), 0);
     QVERIFY(button->isEnabled());
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 const RuleSet& defaultRules()
 {
-    static const RuleSet rules = RuleSet::fromFile(RuleSet::defaultPath());
+    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
     return rules;
 }
 
@@ -293,7 +293,7 @@ private slots:
     // A user rule placed first wins, and the explanation names its file.
     void userRuleOverrides()
     {
-        RuleSet rules = RuleSet::fromFile(RuleSet::defaultPath());
+        RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
         rules.merge(RuleSet::parse(R"({"rules": [{"name": "kv-cache", "pool": "other", "confidence": 88,
             "reason": "the KV cache of my generation loop", "frames_any": [{"file": "model\\.py$", "function": "^forward$"}],
             "lifetime": ["alive_at_end"]}]})",

@@ -22,7 +22,7 @@ const std::string kCorpus = POOLSCOPE_CORPUS_DIR;
 
 const RuleSet& defaultRules()
 {
-    static const RuleSet rules = RuleSet::fromFile(RuleSet::defaultPath());
+    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
     return rules;
 }
 

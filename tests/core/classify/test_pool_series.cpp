@@ -20,7 +20,7 @@ namespace {
 
 const RuleSet& defaultRules()
 {
-    static const RuleSet rules = RuleSet::fromFile(RuleSet::defaultPath());
+    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
     return rules;
 }
 

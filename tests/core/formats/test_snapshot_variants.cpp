@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 using namespace poolscope;
@@ -156,6 +157,30 @@ private slots:
         const auto empty = load(kDir + "empty_trace.pickle");
         QCOMPARE(empty->devices.size(), size_t(1));
         QCOMPARE(empty->devices[0].peakAllocated, int64_t(0));
+    }
+
+    // Python's json.dump writes lone surrogates (surrogateescape-decoded names) as lone \udcxx
+    // escapes: each reads as U+FFFD with a warning; valid pairs and escaped backslashes stay as they are.
+    void loneSurrogatesInJsonAreReplaced()
+    {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("odd.json").toStdString();
+        // As written in the file: \udcff alone, \ud83d alone, a valid pair, and an escaped backslash.
+        const std::string names[] = {"lone\\udcff low", "lone \\ud83d high", "pair \\ud83d\\ude00 ok", "not \\\\udcff an escape"};
+        std::string entries;
+        for (int i = 0; i < 4; ++i)
+            entries += std::string(i ? "," : "") + "{\"action\": \"alloc\", \"addr\": " + std::to_string(4096 * (i + 1)) +
+                       ", \"size\": 512, \"stream\": 0, \"frames\": [{\"filename\": \"a.py\", \"line\": 1, \"name\": \"" + names[i] + "\"}]}";
+        std::ofstream(path) << "{\"segments\": [], \"device_traces\": [[" + entries + "]]}";
+        const auto t = load(path);
+        const DeviceTrace& d = t->devices[0];
+        auto name = [&](size_t e) { return t->frames.frame(t->frames.stack(d.events.stack[e])[0]).name; };
+        QCOMPARE(name(0), std::string("lone\xef\xbf\xbd low"));
+        QCOMPARE(name(1), std::string("lone \xef\xbf\xbd high"));
+        QCOMPARE(name(2), std::string("pair \xf0\x9f\x98\x80 ok"));
+        QCOMPARE(name(3), std::string("not \\udcff an escape"));
+        QVERIFY(std::any_of(t->warnings.begin(), t->warnings.end(),
+                            [](const std::string& w) { return w.rfind("2 lone surrogate escape(s)", 0) == 0; }));
     }
 
     void codeInAPickleIsRefused()

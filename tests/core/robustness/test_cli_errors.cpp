@@ -6,6 +6,8 @@
 
 #include <QtTest>
 
+#include <nlohmann/json.hpp>
+
 using namespace poolscope;
 using namespace poolscope::robust;
 
@@ -181,6 +183,34 @@ private slots:
             }
         }
         qInfo("%d of 32 runs loaded", loaded);
+    }
+
+    // Strings come from the file as bytes: one that is not UTF-8 (a Latin-1 path, a truncated name;
+    // Python pickles a lone surrogate from a surrogate-escaped path as such bytes, and json.dump writes
+    // it as a lone \udcff escape) must survive every output: text, JSON (as U+FFFD) and explain, exit 0.
+    void invalidUtf8SurvivesEveryOutput()
+    {
+        auto snapshotNamed = [](const std::string& file, const std::string& name) {
+            const V frames = V::list({frameV(file, 7, name), frameV("train.py", 3, "step")});
+            return snapshotV({}, {entryV("alloc", 4096, 1 << 20, 1, frames), entryV("alloc", 1 << 22, 1 << 10, 2, frames)});
+        };
+        const Bytes pickle = toPickle(snapshotNamed(std::string("model_\xff\xfe_caf\xe9.py"), std::string("fwd\xc3")));
+        std::string json = nlohmann::json::parse(toJson(snapshotNamed("model_PLACEHOLDER.py", "fwd"))).dump();
+        json.replace(json.find("PLACEHOLDER"), 11, "\\udcff\\udcfe");
+        for (const bool isJson : {false, true}) {
+            const QString path = file(isJson ? "latin1.json" : "latin1.pickle", isJson ? toBytes(json) : pickle);
+            const Run text = runCli({"report", path});
+            QVERIFY2(!text.crashed && text.exitCode == 0, qPrintable(show(text)));
+            const Run j = runCli({"report", path, "--json"});
+            QVERIFY2(!j.crashed && j.exitCode == 0, qPrintable(show(j)));
+            const auto parsed = nlohmann::json::parse(j.out.toStdString(), nullptr, false);
+            QVERIFY2(!parsed.is_discarded(), qPrintable(show(j)));
+            QVERIFY2(j.out.contains(QChar(0xFFFD)), qPrintable(show(j)));
+            const Run x = runCli({"explain", path, "--addr", "4096", "--json"});
+            QVERIFY2(!x.crashed && x.exitCode == 0 && !nlohmann::json::parse(x.out.toStdString(), nullptr, false).is_discarded(), qPrintable(show(x)));
+            const Run info = runCli({"info", path, "--json"});
+            QVERIFY2(!info.crashed && info.exitCode == 0, qPrintable(show(info)));
+        }
     }
 
     void emptyTraceLoads()

@@ -51,8 +51,12 @@ const std::vector<Case>& cases()
         {"frames hold ints", [](V& s) { entry(s, 2).set("frames", V::list({1, 2})); }, C::Malformed, "trace entry #2.frames[0]"},
         {"filename is an int", [](V& s) { entry(s, 2).set("frames", V::list({V::dict({{"filename", 3}, {"line", 1}, {"name", "f"}})})); },
          C::Malformed, "filename: expected a string"},
+        // No figure depends on a frame's line: an odd one keeps the dump, as an unknown line, with a warning.
         {"line is a string", [](V& s) { entry(s, 2).set("frames", V::list({V::dict({{"filename", "a.py"}, {"line", "x"}, {"name", "f"}})})); },
-         C::Malformed, "line: expected an integer"},
+         std::nullopt, "1 frame(s) had a line that is not a line number (e.g. str 'x')"},
+        {"line is 2^64-1 (-1 written unsigned)",
+         [](V& s) { entry(s, 2).set("frames", V::list({V::dict({{"filename", "a.py"}, {"line", V::uint(~uint64_t(0))}, {"name", "f"}})})); },
+         std::nullopt, "(e.g. int 18446744073709551615 (beyond int64))"},
         {"entry is a string", [](V& s) { entry(s, 3) = V("oops"); }, C::Malformed, "trace entry #3"},
         {"entry lacks action", [](V& s) { entry(s, 3) = V::dict({{"addr", 1}}); }, C::Malformed, "trace entry #3"},
         {"first entry is a list", [](V& s) { entry(s, 0) = V::list(); }, C::Malformed, "device_traces[0][0]"},

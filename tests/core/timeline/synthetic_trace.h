@@ -1,11 +1,13 @@
 #pragma once
 // A small, self-consistent training-step trace generator for timeline tests and the replot
 // benchmark: a first-fit allocator over 2 MiB / 20 MiB / rounded segments, so addresses, blocks and
-// segment events agree with each other the way a real dump's do. Each allocation carries the pool
-// the generator meant, standing in for a classifier in tests. Synthetic: not a model of PyTorch.
+// segment events agree with each other the way a real dump's do. Its stacks carry the frames real
+// dumps carry for each pool (nn.Module._apply, forward, AccumulateGrad, _init_group), so the real
+// classifier names them: tests view it through a Document like any dump, and `truth` keeps the pool
+// the generator meant, to check that against. Synthetic: not a model of PyTorch.
+#include "core/engine/document.h"
 #include "core/model/trace.h"
 #include "core/model/trace_builder.h"
-#include "core/timeline/device_timeline.h"
 
 #include <algorithm>
 #include <map>
@@ -29,8 +31,16 @@ struct SynthOptions {
 
 struct SynthResult {
     std::shared_ptr<Trace> trace;
-    PoolAssignment pools; // per allocation of device 0
+    std::vector<Pool> truth; // per allocation of device 0: the pool the generator meant
 };
+
+// The trace classified by the shipped rules, every timeline built: what the window would hold.
+inline std::shared_ptr<const Document> documentOf(const SynthResult& r)
+{
+    DocumentOptions options;
+    options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
+    return Document::fromTrace(r.trace, options);
+}
 
 class SynthAllocator {
 public:
@@ -56,11 +66,14 @@ public:
         m_poolAtEvent[EventIndex(m_d.events.count() - 1)] = pool;
         return addr;
     }
-    void free(uint64_t addr)
+    // Free events carry the stack of the code that frees (`where`; the allocation's own by default),
+    // as real ones do: an activation is released from backward's frames, not from forward's.
+    void free(uint64_t addr, StackId where = StackId{})
     {
         auto it = m_live.find(addr);
-        push(Action::FreeRequested, addr, it->second.size, it->second.stack);
-        push(Action::FreeCompleted, addr, it->second.size, it->second.stack);
+        const StackId stack = where.valid() ? where : it->second.stack;
+        push(Action::FreeRequested, addr, it->second.size, stack);
+        push(Action::FreeCompleted, addr, it->second.size, stack);
         giveBack(addr, it->second.rounded);
         m_live.erase(it);
     }
@@ -160,17 +173,21 @@ inline SynthResult synthesize(const SynthOptions& o)
     trace->devices.emplace_back();
     DeviceTrace& d = trace->devices.back();
     SynthAllocator a(d, *trace, o);
-    auto stack = [&](const char* file, const char* fn, int line) {
-        std::vector<FrameId> frames{trace->frames.internFrame("??", "at::native::empty_cuda", 0),
-                                    trace->frames.internFrame(file, fn, line),
-                                    trace->frames.internFrame("train.py", "main", 42)};
+    auto stack = [&](std::initializer_list<std::pair<const char*, const char*>> inner) {
+        std::vector<FrameId> frames{trace->frames.internFrame("??", "at::native::empty_cuda", 0)};
+        int line = 10;
+        for (const auto& [file, fn] : inner)
+            frames.push_back(trace->frames.internFrame(file, fn, line += 10));
+        frames.push_back(trace->frames.internFrame("train.py", "main", 42));
         return trace->frames.internStack(frames);
     };
-    const StackId paramStack = stack("model.py", "__init__", 10);
-    const StackId actStack = stack("model.py", "forward", 20);
-    const StackId tmpStack = stack("torch/nn/functional.py", "softmax", 1800);
-    const StackId gradStack = stack("torch/autograd/graph.py", "backward", 744);
-    const StackId optStack = stack("torch/optim/adamw.py", "_init_group", 120);
+    const StackId paramStack = stack({{"torch/nn/modules/module.py", "_apply"}, {"torch/nn/modules/module.py", "to"}});
+    const StackId actStack = stack({{"model.py", "forward"}, {"torch/nn/modules/module.py", "_call_impl"}});
+    const StackId tmpStack = stack({{"torch/nn/functional.py", "softmax"}, {"model.py", "forward"}});
+    const StackId gradStack = stack({{"??", "torch::autograd::AccumulateGrad::apply"}, {"torch/autograd/graph.py", "_engine_run_backward"}});
+    const StackId bwdTmpStack = stack({{"??", "torch::autograd::generated::SoftmaxBackward0::apply"}, {"torch/autograd/graph.py", "_engine_run_backward"}});
+    const StackId optStack = stack({{"torch/optim/adamw.py", "_init_group"}, {"torch/optim/adamw.py", "step"}});
+    const StackId optTmpStack = stack({{"torch/optim/adamw.py", "_multi_tensor_adamw"}, {"torch/optim/adamw.py", "step"}});
     std::mt19937_64 rng(o.seed);
     auto jitter = [&](int64_t bytes) { return bytes / 2 + int64_t(rng() % uint64_t(std::max<int64_t>(1, bytes))); };
 
@@ -195,8 +212,8 @@ inline SynthResult synthesize(const SynthOptions& o)
         while (!acts.empty()) {
             if (grads.size() < params.size())
                 grads.push_back(a.alloc(jitter(o.paramBytes), Pool::Gradient, gradStack));
-            const uint64_t t = a.alloc(jitter(o.activationBytes / 8), Pool::Temporary, tmpStack);
-            a.free(acts.back());
+            const uint64_t t = a.alloc(jitter(o.activationBytes / 8), Pool::Temporary, bwdTmpStack);
+            a.free(acts.back(), bwdTmpStack);
             acts.pop_back();
             a.free(t);
         }
@@ -207,7 +224,7 @@ inline SynthResult synthesize(const SynthOptions& o)
                 states.push_back(a.alloc(jitter(o.paramBytes), Pool::OptimizerState, optStack));
         firstStep = false;
         for (size_t p = 0; p < params.size(); ++p)
-            a.free(a.alloc(jitter(o.paramBytes / 4), Pool::Temporary, tmpStack));
+            a.free(a.alloc(jitter(o.paramBytes / 4), Pool::Temporary, optTmpStack));
         annotate("Optimizer.step#AdamW.step", false);
         for (uint64_t g : grads)
             a.free(g);
@@ -222,14 +239,11 @@ inline SynthResult synthesize(const SynthOptions& o)
     trace->warnings = warnings;
 
     SynthResult r;
-    r.pools.allocationPool.resize(d.allocations.size(), Pool::Unknown);
+    r.truth.resize(d.allocations.size(), Pool::Unknown);
     for (size_t i = 0; i < d.allocations.size(); ++i) {
-        const auto& al = d.allocations[i];
-        auto it = a.poolAtEvent().find(al.allocEvent);
-        r.pools.allocationPool[i] = it == a.poolAtEvent().end() ? Pool::Unknown : it->second;
-        r.pools.allocationReason.push_back("synthetic: " + std::string(poolName(r.pools.allocationPool[i])));
+        auto it = a.poolAtEvent().find(d.allocations[i].allocEvent);
+        r.truth[i] = it == a.poolAtEvent().end() ? Pool::Unknown : it->second;
     }
-    r.pools.verdict = "Synthetic trace: the generator decides the pools.";
     r.trace = std::move(trace);
     return r;
 }

@@ -2,7 +2,6 @@
 // against plain scans over the allocations of a synthetic but self-consistent trace.
 #include "core/classify/classifier.h"
 #include "core/timeline/device_timeline.h"
-#include "core/timeline/prepared_trace.h"
 #include "core/timeline/moment.h"
 #include "core/timeline/segment_layout.h"
 #include "synthetic_trace.h"
@@ -36,8 +35,14 @@ private slots:
     void classifiedPoolsMatchAliveSums()
     {
         auto r = synthesize(SynthOptions{.targetEvents = 4000, .seed = 3});
-        const DeviceTimeline tl(r.trace, 0, r.pools);
+        const auto doc = poolscope::testing::documentOf(r);
+        const DeviceTimeline& tl = doc->device(0).timeline();
+        const Classification& c = *doc->device(0).classification();
         const auto& d = tl.device();
+        // The real rules name the generator's pools: its frames are the ones real dumps carry.
+        for (size_t a = 0; a < d.allocations.size(); ++a)
+            QVERIFY2(c.pool[a] == r.truth[a], (std::to_string(a) + ": " + std::string(poolName(c.pool[a])) + " by " + c.rules[c.rule[a]].name +
+                                               ", meant " + std::string(poolName(r.truth[a]))).c_str());
         QVERIFY(tl.layers().size() >= 5);
         QCOMPARE(tl.layers().back(), Pool::CachedFree);
         std::mt19937_64 rng(5);
@@ -45,35 +50,39 @@ private slots:
             const EventIndex i = q == 0 ? kNoEvent : EventIndex(rng() % d.eventCount());
             std::array<int64_t, kPoolCount> want{};
             for (size_t a = 0; a < d.allocations.size(); ++a)
-                if (d.allocations[a].aliveAfter(i))
-                    want[size_t(r.pools.allocationPool[a])] += d.allocations[a].size;
+                if (const Allocation& al = d.allocations[a]; al.aliveAfter(i)) // a block alive at the end brings its slack
+                    want[size_t(c.pool[a])] += al.size + (al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0);
             const Breakdown b = tl.breakdownAt(i, -1);
             int64_t sum = 0;
             for (Pool p : {Pool::Parameter, Pool::Gradient, Pool::OptimizerState, Pool::Activation, Pool::Temporary}) {
                 QCOMPARE(b.pool[size_t(p)], want[size_t(p)]);
                 sum += b.pool[size_t(p)];
             }
-            QCOMPARE(sum + b.pool[size_t(Pool::Unknown)], d.allocatedAt(i));
+            // The allocator's rounding of blocks alive at the end has no owner before their births:
+            // it sits in `other` (see PoolSeries), so every allocation pool together is allocated.
+            QCOMPARE(sum + b.pool[size_t(Pool::Unknown)] + b.pool[size_t(Pool::Other)], d.allocatedAt(i));
         }
-        QCOMPARE(tl.reasonOf(AllocId(0)).rfind("synthetic: ", 0), size_t(0));
+        QCOMPARE(tl.reasonOf(AllocId(0)), c.rules[c.rule[0]].reason);
     }
 
     // With the classifier's series the layers are that series, pool for pool, at every event.
     void layersFromPoolSeries()
     {
         auto r = synthesize(SynthOptions{.targetEvents = 3000, .seed = 4});
-        const auto doc = prepareTrace(r.trace);
-        QCOMPARE(doc->devices.size(), size_t(1));
-        const auto& pd = doc->devices[0];
-        QVERIFY2(pd.classification, doc->notes.empty() ? "no classification" : doc->notes[0].c_str());
-        const PoolSeries series = computePoolSeries(pd.timeline->device(), *pd.classification);
-        QVERIFY(pd.timeline->pools().classified());
-        QCOMPARE(pd.timeline->layers().back(), Pool::CachedFree);
-        for (EventIndex i = -1; i < EventIndex(pd.timeline->device().eventCount()); i += 7) {
-            const Breakdown b = pd.timeline->breakdownAt(i, -1);
-            for (size_t p = 0; p < kPoolCount; ++p)
+        const auto doc = poolscope::testing::documentOf(r);
+        QCOMPARE(doc->deviceCount(), size_t(1));
+        const DeviceDocument& dev = doc->device(0);
+        QVERIFY2(dev.classification(), doc->notes().empty() ? "no classification" : doc->notes()[0].c_str());
+        const PoolSeries series = computePoolSeries(dev.device(), *dev.classification());
+        QVERIFY(dev.timeline().classified());
+        QCOMPARE(dev.timeline().layers().back(), Pool::CachedFree);
+        for (EventIndex i = -1; i < EventIndex(dev.device().eventCount()); i += 7) {
+            const Breakdown b = dev.timeline().breakdownAt(i, -1);
+            for (size_t p = 0; p < kPoolCount; ++p) {
                 QCOMPARE(b.pool[p], series.bytes(Pool(p), i));
-            QCOMPARE(b.allocated, pd.timeline->device().allocatedAt(i));
+                QCOMPARE(dev.poolsAt(i)[p], series.bytes(Pool(p), i));
+            }
+            QCOMPARE(b.allocated, dev.device().allocatedAt(i));
         }
     }
 
@@ -112,7 +121,7 @@ private slots:
     void segmentLayoutAgreesWithSeries()
     {
         auto r = synthesize(SynthOptions{.targetEvents = 3000, .seed = 9});
-        const DeviceTimeline tl(r.trace, 0, r.pools);
+        const DeviceTimeline tl(r.trace, 0);
         const auto& d = tl.device();
         std::mt19937_64 rng(11);
         for (int q = 0; q < 60; ++q) {

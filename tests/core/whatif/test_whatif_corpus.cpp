@@ -27,7 +27,7 @@ Loaded loadCorpus(const char* name)
     Loaded l;
     l.trace = load(corpusFile(name).toStdString());
     l.dev = &l.trace->devices.at(0);
-    l.model = buildTraceModel(*l.trace, *l.dev, classify(*l.trace, *l.dev, RuleSet::load()));
+    l.model = buildTraceModel(*l.trace, *l.dev, classify(*l.trace, *l.dev, RuleSet::builtin()));
     return l;
 }
 

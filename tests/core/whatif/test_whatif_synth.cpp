@@ -24,7 +24,7 @@ Run make(const SynthModel& sm)
     Run out;
     out.trace = std::make_shared<Trace>(std::move(r.trace));
     const DeviceTrace& dev = out.trace->devices[0];
-    out.model = buildTraceModel(*out.trace, dev, classify(*out.trace, dev, RuleSet::load()));
+    out.model = buildTraceModel(*out.trace, dev, classify(*out.trace, dev, RuleSet::builtin()));
     out.peak = dev.peakAllocated;
     return out;
 }

@@ -1,0 +1,157 @@
+#include "core/report/report.h"
+
+#include "core/timeline/moment.h"
+#include "core/util/units.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace poolscope {
+namespace {
+
+std::string frameText(const Trace& trace, const Allocation& a)
+{
+    if (!trace.opName(a).empty())
+        return trace.opName(a);
+    const FrameId f = trace.frames.userFrame(a.stack);
+    if (!f)
+        return {};
+    const Frame& fr = trace.frames.frame(f);
+    if (fr.isPython())
+        return fr.filename + ":" + std::to_string(fr.line) + " " + fr.name;
+    return fr.name;
+}
+
+std::vector<LiveAllocation> largestAlive(const DeviceDocument& doc, EventIndex at, std::vector<AllocId> alive, int top)
+{
+    const DeviceTrace& dev = doc.device();
+    const size_t k = std::min<size_t>(alive.size(), size_t(std::max(top, 0)));
+    // Largest first; address breaks ties so the order is stable across runs.
+    std::partial_sort(alive.begin(), alive.begin() + ptrdiff_t(k), alive.end(), [&](AllocId x, AllocId y) {
+        const auto& a = dev.allocations[x.value];
+        const auto& b = dev.allocations[y.value];
+        return a.size != b.size ? a.size > b.size : a.address < b.address;
+    });
+    const int64_t nowUs = at >= 0 ? dev.events.timeUs[size_t(at)] : kNoTime;
+    std::vector<LiveAllocation> rows;
+    for (size_t i = 0; i < k; ++i) {
+        const Allocation& a = dev.allocations[alive[i].value];
+        LiveAllocation row;
+        row.id = alive[i];
+        row.size = a.size;
+        row.address = a.address;
+        row.stream = a.stream;
+        row.allocIndex = a.allocEvent;
+        row.preexisting = a.preexisting();
+        row.frame = frameText(doc.trace(), a);
+        if (const Classification* c = doc.classification())
+            row.pool = c->pool[alive[i].value];
+        if (!a.preexisting())
+            row.ageEvents = at - a.allocEvent;
+        if (nowUs != kNoTime && a.allocTimeUs != kNoTime)
+            row.ageUs = nowUs - a.allocTimeUs;
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+} // namespace
+
+std::string defaultMomentSpec(const DeviceTrace& device) { return device.ooms.empty() ? "peak" : "oom"; }
+
+MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::string& spec, int top)
+{
+    const DeviceTrace& dev = doc.device();
+    MomentReport m;
+    m.at = spec;
+    m.label = at < 0 ? "initial state" : "event " + std::to_string(at);
+    if (!spec.empty())
+        if (auto resolved = resolveMoment(dev, spec); resolved && resolved->event == at)
+            m.label = resolved->label;
+    m.words = momentWords(dev, at);
+    m.index = at;
+    m.timeUs = at >= 0 ? dev.events.timeUs[size_t(at)] : kNoTime;
+    m.allocated = dev.allocatedAt(at);
+    m.reserved = dev.reservedAt(at);
+    m.reservedKnown = dev.reservedKnown();
+    m.cachedFree = m.reservedKnown ? m.reserved - m.allocated : 0;
+    for (const OomEvent& o : dev.ooms)
+        if (o.index == at)
+            m.oom = o;
+    std::vector<AllocId> alive = doc.alive().aliveAfter(at);
+    m.classified = doc.classified();
+    if (const Classification* c = doc.classification()) {
+        m.pools = doc.poolsAt(at);
+        m.confidence = aliveConfidence(*c, dev.allocations, alive);
+        m.verdict = makeVerdict(m.words, m.pools, &m.confidence);
+    }
+    m.top = largestAlive(doc, at, std::move(alive), top);
+    return m;
+}
+
+std::string momentSentence(const MomentReport& m, int64_t capacity)
+{
+    std::string text;
+    if (m.classified)
+        text = m.verdict.sentence;
+    else if (m.reservedKnown)
+        text = m.words + ": " + formatBytes(m.allocated) + " allocated of " + formatBytes(m.reserved) + " reserved (pools unclassified).";
+    else
+        text = m.words + ": " + formatBytes(m.allocated) + " allocated (pools unclassified).";
+    if (m.oom) {
+        text += " The failed request asked for " + formatBytes(m.oom->requestedBytes);
+        text += m.oom->deviceFree >= 0 ? " with " + formatBytes(m.oom->deviceFree) + " free on the device." : std::string(".");
+    } else if (capacity >= 0) {
+        text += " Headroom to capacity: " + formatBytes(capacity - m.reserved) + ".";
+    }
+    return text;
+}
+
+DeviceReport deviceReport(const DeviceDocument& doc, const ReportOptions& options)
+{
+    const DeviceTrace& dev = doc.device();
+    DeviceReport d;
+    d.device = dev.device;
+    d.label = dev.label();
+    d.kind = dev.kind;
+    d.entries = dev.eventCount();
+    d.allocations = dev.allocations.size();
+    d.segments = dev.segments.size();
+    d.hasTime = dev.hasTime;
+    d.initialAllocated = dev.initialAllocated;
+    d.peakAllocated = dev.peakAllocated;
+    d.peakIndex = dev.peakIndex;
+    d.endReserved = dev.endReserved;
+    d.orphanFreeBytes = dev.orphanFreeBytes;
+    for (Action a : dev.events.action)
+        ++d.actions[std::string(actionName(a))];
+    d.ooms = dev.ooms;
+    d.classified = doc.classified();
+    d.poolPeaks = doc.poolPeaks();
+
+    const std::string spec = options.at.empty() ? defaultMomentSpec(dev) : options.at;
+    std::string error;
+    const auto moment = resolveMoment(dev, spec, &error);
+    if (!moment)
+        throw std::invalid_argument(dev.label() + ": " + error);
+    d.moment = momentReport(doc, moment->event, spec, options.top);
+    return d;
+}
+
+Report buildReport(const Document& doc, const ReportOptions& options)
+{
+    Report r;
+    const Trace& trace = doc.trace();
+    r.file = trace.path;
+    r.format = std::string(formatName(trace.format));
+    r.formatDetail = trace.formatDetail;
+    r.warnings = trace.warnings;
+    if (options.device)
+        r.devices.push_back(deviceReport(doc.pickDevice(options.device), options));
+    else
+        for (size_t i = 0; i < doc.deviceCount(); ++i)
+            r.devices.push_back(deviceReport(doc.device(i), options));
+    return r;
+}
+
+} // namespace poolscope

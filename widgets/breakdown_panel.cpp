@@ -1,0 +1,81 @@
+#include "widgets/breakdown_panel.h"
+
+#include "core/util/units.h"
+#include "widgets/breakdown_model.h"
+#include "widgets/workspace.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QTableView>
+#include <QVBoxLayout>
+
+namespace poolscope {
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+} // namespace
+
+BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
+    : QWidget(parent), m_workspace(workspace), m_model(new BreakdownModel(this)), m_momentLabel(new QLabel(this)),
+      m_verdictLabel(new QLabel(this)), m_view(new QTableView(this))
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    m_momentLabel->setObjectName(QStringLiteral("momentLabel"));
+    m_momentLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_verdictLabel->setObjectName(QStringLiteral("verdictLabel"));
+    m_verdictLabel->setWordWrap(true);
+    m_verdictLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    QFont bold = m_verdictLabel->font();
+    bold.setBold(true);
+    m_verdictLabel->setFont(bold);
+    m_view->setModel(m_model);
+    m_view->verticalHeader()->hide();
+    m_view->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    m_view->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+    m_view->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+    m_view->setSelectionMode(QAbstractItemView::NoSelection);
+    m_view->setAlternatingRowColors(true);
+    m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 6);
+    layout->addWidget(m_momentLabel);
+    layout->addWidget(m_verdictLabel);
+    layout->addWidget(m_view, 1);
+    connect(m_workspace, &Workspace::momentChanged, this, &BreakdownPanel::refresh);
+    connect(m_workspace, &Workspace::documentChanged, this, &BreakdownPanel::refresh);
+}
+
+void BreakdownPanel::setPoolPalette(const PoolPalette& palette) { m_model->setPoolPalette(palette); }
+
+QString BreakdownPanel::verdictText() const { return m_verdictLabel->text(); }
+
+void BreakdownPanel::refresh()
+{
+    const DeviceDocument* dev = m_workspace->deviceDocument();
+    if (!dev) {
+        m_model->clear();
+        m_momentLabel->clear();
+        m_verdictLabel->clear();
+        return;
+    }
+    const CursorMoment& m = m_workspace->moment();
+    const DeviceTimeline& tl = dev->timeline();
+    const DeviceTrace& d = dev->device();
+    m_model->setBreakdown(m.breakdown, tl.layers(), tl.classified(), &m.layout);
+
+    // Event -1 is the state before the first recorded event: the whole dump when nothing was recorded.
+    const EventIndex e = m.event;
+    QString moment = d.eventCount() == 0 ? tr("<b>final state</b> (no events recorded)")
+                     : e < 0             ? tr("<b>before the first event</b> of %1").arg(d.eventCount())
+                                         : tr("<b>event %1</b> of %2").arg(e).arg(d.eventCount());
+    if (tl.hasTime() && e >= 0)
+        moment += tr(" · +%1").arg(qs(formatDurationUs(tl.axis(AxisMode::WallTime).position(e))));
+    if (e == d.peakIndex)
+        moment += tr(" · <b>peak</b>");
+    if (m.report.oom)
+        moment += tr(" · <b style='color:#d50000'>OOM</b>: tried to allocate %1").arg(qs(formatBytes(m.report.oom->requestedBytes)));
+    m_momentLabel->setText(moment);
+    m_verdictLabel->setText(qs(m.sentence));
+}
+
+} // namespace poolscope

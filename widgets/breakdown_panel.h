@@ -1,0 +1,35 @@
+#pragma once
+#include "widgets/pool_palette.h"
+
+#include <QWidget>
+
+class QLabel;
+class QTableView;
+
+namespace poolscope {
+
+class BreakdownModel;
+class Workspace;
+
+// "Breakdown at cursor": the moment (event, time, peak, OOM), the verdict sentence and the table of
+// pools and totals. Follows the workspace's cursor.
+class BreakdownPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit BreakdownPanel(Workspace* workspace, QWidget* parent = nullptr);
+
+    BreakdownModel* model() const { return m_model; }
+    QString verdictText() const;
+    void setPoolPalette(const PoolPalette& palette);
+
+private:
+    void refresh();
+
+    Workspace* m_workspace;
+    BreakdownModel* m_model;
+    QLabel* m_momentLabel;
+    QLabel* m_verdictLabel;
+    QTableView* m_view;
+};
+
+} // namespace poolscope

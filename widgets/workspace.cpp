@@ -1,0 +1,102 @@
+#include "widgets/workspace.h"
+
+#include <algorithm>
+
+namespace poolscope {
+
+Workspace::Workspace(QObject* parent) : QObject(parent)
+{
+    m_timer.setSingleShot(true);
+    m_timer.setInterval(0); // coalesces a burst of moves into one refresh of every panel
+    connect(&m_timer, &QTimer::timeout, this, &Workspace::flush);
+}
+
+void Workspace::setDocument(std::shared_ptr<const Document> doc, const QString& path)
+{
+    m_doc = std::move(doc);
+    m_path = path;
+    m_device = m_doc && m_doc->deviceCount() > 0 ? m_doc->defaultDevice() : 0;
+    m_event = kNoEvent;
+    m_selected = AllocId{};
+    m_momentValid = false;
+    emit documentChanged();
+    schedule();
+}
+
+void Workspace::setComparison(std::shared_ptr<const Document> doc, const QString& path)
+{
+    m_comparison = std::move(doc);
+    m_comparisonPath = path;
+    emit comparisonChanged();
+}
+
+void Workspace::setDevice(size_t deviceIndex)
+{
+    if (!m_doc || deviceIndex >= m_doc->deviceCount())
+        return;
+    m_device = deviceIndex;
+    m_event = kNoEvent;
+    m_selected = AllocId{};
+    m_momentValid = false;
+    emit deviceChanged();
+    schedule();
+}
+
+void Workspace::setEvent(EventIndex event)
+{
+    const DeviceDocument* dev = deviceDocument();
+    if (!dev)
+        return;
+    const auto n = EventIndex(dev->device().eventCount());
+    event = n == 0 ? kNoEvent : std::clamp<EventIndex>(event, 0, n - 1);
+    if (event == m_event && m_momentValid)
+        return;
+    m_event = event;
+    m_momentValid = false;
+    emit eventChanged(event);
+    schedule();
+}
+
+void Workspace::setCapacity(int64_t bytes, const QString& label)
+{
+    m_capacity = bytes;
+    m_capacityLabel = label;
+    m_momentValid = false;
+    schedule();
+}
+
+void Workspace::select(AllocId id)
+{
+    if (id == m_selected)
+        return;
+    m_selected = id;
+    emit selectionChanged();
+}
+
+void Workspace::schedule() { m_timer.start(); }
+
+const CursorMoment& Workspace::moment()
+{
+    if (m_momentValid)
+        return m_moment;
+    m_moment = CursorMoment{};
+    m_moment.event = m_event;
+    if (const DeviceDocument* dev = deviceDocument()) {
+        // The report's own moment (no table of live tensors: the tensor panel lists them all).
+        m_moment.report = momentReport(*dev, m_event, {}, 0);
+        m_moment.breakdown = dev->timeline().breakdownAt(m_event, m_capacity);
+        m_moment.layout = segmentLayoutAt(dev->device(), dev->alive(), m_event);
+        m_moment.sentence = momentSentence(m_moment.report, m_capacity);
+    }
+    m_momentValid = true;
+    return m_moment;
+}
+
+void Workspace::flush()
+{
+    m_timer.stop();
+    moment();
+    emit momentChanged();
+}
+
+} // namespace poolscope
