@@ -1,41 +1,17 @@
-// `poolscope compare A B`: which axis changed between two runs (core/compare). Thin: load, pick the
-// devices, classify, build the pool series, compare, print.
+// `poolscope compare A B`: which axis changed between two runs (core/compare). Thin: open both
+// documents, pick the devices, compare, print.
 #include "app/args.h"
 #include "app/commands.h"
+#include "app/rules_config.h"
 
-#include "core/classify/classifier.h"
-#include "core/classify/pool_series.h"
-#include "core/classify/rules.h"
 #include "core/compare/comparison.h"
-#include "core/load.h"
+#include "core/engine/document.h"
 
 #include <iostream>
 #include <stdexcept>
-#include <tuple>
 
 namespace poolscope::app {
 namespace {
-
-// The named device, else the one a viewer opens first: one with an OOM, else the most events (CUDA first).
-const DeviceTrace& pickDevice(const Trace& trace, const std::optional<int>& device, const std::string& file)
-{
-    if (trace.devices.empty())
-        throw std::invalid_argument(file + ": the dump holds no device data");
-    if (device) {
-        if (const DeviceTrace* d = trace.findDevice(*device))
-            return *d;
-        std::string have;
-        for (const auto& d : trace.devices)
-            have += (have.empty() ? "" : ", ") + std::to_string(d.device);
-        throw std::invalid_argument(file + ": device " + std::to_string(*device) + " is not in this dump (devices: " + have + ")");
-    }
-    auto score = [](const DeviceTrace& d) { return std::tuple(!d.ooms.empty(), d.kind == DeviceKind::Cuda, d.eventCount(), d.segments.size()); };
-    const DeviceTrace* best = &trace.devices.front();
-    for (const auto& d : trace.devices)
-        if (score(d) > score(*best))
-            best = &d;
-    return *best;
-}
 
 int runCompare(const std::vector<std::string>& argv)
 {
@@ -58,16 +34,26 @@ int runCompare(const std::vector<std::string>& argv)
         if (files.size() != 2)
             throw UsageError("compare expects two files, A and B");
 
-        const RuleSet rules = RuleSet::load(rulesFile);
-        const auto traceA = load(files[0]);
-        const auto traceB = load(files[1]);
-        const DeviceTrace& devA = pickDevice(*traceA, deviceA, files[0]);
-        const DeviceTrace& devB = pickDevice(*traceB, deviceB, files[1]);
-        const Classification ca = classify(*traceA, devA, rules);
-        const Classification cb = classify(*traceB, devB, rules);
-        const PoolSeries sa = computePoolSeries(devA, ca);
-        const PoolSeries sb = computePoolSeries(devB, cb);
-        const Comparison c = compareRuns({*traceA, devA, ca, sa}, {*traceB, devB, cb, sb}, CompareOptions{*moment});
+        const auto docA = openDocument(files[0], rulesFile);
+        const auto docB = openDocument(files[1], rulesFile);
+        auto side = [](const Document& doc, std::optional<int> device, const std::string& file) -> const DeviceDocument& {
+            try {
+                const DeviceDocument& d = doc.pickDevice(device);
+                if (!d.classified())
+                    throw std::invalid_argument("its pools are unclassified (" + (doc.notes().empty() ? std::string("no rules") : doc.notes().front()) + ")");
+                return d;
+            } catch (const std::invalid_argument& e) {
+                const std::string why = e.what();
+                throw std::invalid_argument(why.rfind(file, 0) == 0 ? why : file + ": " + why);
+            }
+        };
+        const DeviceDocument& a = side(*docA, deviceA, files[0]);
+        const DeviceDocument& b = side(*docB, deviceB, files[1]);
+        // The documents keep their series for the timelines; the comparison reads one of its own.
+        const PoolSeries sa = computePoolSeries(a.device(), *a.classification());
+        const PoolSeries sb = computePoolSeries(b.device(), *b.classification());
+        const Comparison c = compareRuns({a.trace(), a.device(), *a.classification(), sa, a.traceModel().get()},
+                                         {b.trace(), b.device(), *b.classification(), sb, b.traceModel().get()}, CompareOptions{*moment});
         std::cout << (asJson ? comparisonJson(c).dump(2) + "\n" : comparisonText(c));
         return 0;
     });

@@ -267,4 +267,13 @@ bool saveComparisonImage(const QString& path, ComparePlot& plot, const CompareCo
                             [&](QCPPainter& painter) { paintComparison(painter, plot, content, size); }, error);
 }
 
+bool saveComparisonImage(const QString& path, const Comparison& comparison, const ComparisonChart& chart, QSize size, bool dark,
+                         QString* error)
+{
+    ComparePlot plot;
+    plot.resize(size);
+    plot.setChart(chart, PoolPalette(dark));
+    return saveComparisonImage(path, plot, compareContentFor(comparison, dark), size, error);
+}
+
 } // namespace poolscope

@@ -58,5 +58,9 @@ private:
 QImage renderComparisonImage(ComparePlot& plot, const CompareContent& content, QSize size);
 // PNG, SVG or PDF by the file's extension; false and a message on failure.
 bool saveComparisonImage(const QString& path, ComparePlot& plot, const CompareContent& content, QSize size, QString* error);
+// The same from the comparison alone (what `render A --compare B` and an export need): the plot is
+// made, sized and drawn here with the light or dark palette.
+bool saveComparisonImage(const QString& path, const Comparison& comparison, const ComparisonChart& chart, QSize size, bool dark,
+                         QString* error);
 
 } // namespace poolscope

@@ -287,10 +287,13 @@ bool PoolChange::changed() const
 
 Comparison compareRuns(const RunInput& a, const RunInput& b, const CompareOptions& options)
 {
-    const TraceModel modelA = buildTraceModel(a.trace, a.device, a.classification);
-    const TraceModel modelB = buildTraceModel(b.trace, b.device, b.classification);
-    const RunProfile pa = profileRun(a, modelA);
-    const RunProfile pb = profileRun(b, modelB);
+    std::optional<TraceModel> ownA, ownB;
+    if (!a.model)
+        ownA = buildTraceModel(a.trace, a.device, a.classification);
+    if (!b.model)
+        ownB = buildTraceModel(b.trace, b.device, b.classification);
+    const RunProfile pa = profileRun(a, a.model ? *a.model : *ownA);
+    const RunProfile pb = profileRun(b, b.model ? *b.model : *ownB);
 
     Comparison c;
     c.runA = pa.label;

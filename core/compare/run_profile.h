@@ -13,12 +13,14 @@
 namespace poolscope {
 
 // One run as a comparison reads it: the loaded trace, the device compared, and what the classifier
-// made of it. Nothing else: the comparison derives the rest itself.
+// made of it. Nothing else: the comparison derives the rest itself, but takes the what-if engine's
+// model of the device where its caller has one built already (a Document keeps one).
 struct RunInput {
     const Trace& trace;
     const DeviceTrace& device;
     const Classification& classification;
     const PoolSeries& series;
+    const TraceModel* model = nullptr;
 };
 
 // A maximal stretch of one training phase: the classifier's phase runs of that phase merged across

@@ -37,7 +37,7 @@ std::unique_ptr<Run> make(int64_t seq)
     auto run = std::make_unique<Run>();
     run->trace = std::make_shared<Trace>(synthesize(m).trace);
     run->trace->path = seq == 256 ? "a.pickle" : "b.pickle";
-    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::load());
+    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::builtin());
     run->series = computePoolSeries(run->trace->devices[0], run->classification);
     return run;
 }
@@ -141,6 +141,10 @@ private slots:
         const QByteArray text = svg.readAll();
         QVERIFY(text.contains("<path")); // vectors, not a picture of the chart
         QString error;
+        QVERIFY(saveComparisonImage(dir.filePath(QStringLiteral("dark.png")), m_comparison, m_chart, QSize(1200, 800), true, &error));
+        QImage dark(dir.filePath(QStringLiteral("dark.png")));
+        QCOMPARE(dark.size(), QSize(1200, 800));
+        QVERIFY(qGray(dark.pixel(5, 5)) < 64); // the dark palette's background
         QVERIFY(!saveComparisonImage(dir.filePath(QStringLiteral("compare.bmp")), plot, content, QSize(800, 600), &error));
         QVERIFY(error.contains(QStringLiteral("expected png, svg or pdf")));
     }

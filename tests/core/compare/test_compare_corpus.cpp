@@ -24,7 +24,7 @@ Run open(const QString& name)
 {
     Run r;
     r.trace = load((kCorpus + "/" + name + ".pickle").toStdString());
-    r.classification = classify(*r.trace, r.trace->devices[0], RuleSet::load());
+    r.classification = classify(*r.trace, r.trace->devices[0], RuleSet::builtin());
     r.series = computePoolSeries(r.trace->devices[0], r.classification);
     return r;
 }

@@ -30,7 +30,7 @@ std::shared_ptr<const Run> make(const SynthModel& sm)
     run->trace = std::make_shared<Trace>(synthesize(sm).trace);
     run->trace->path = "synth.pickle";
     const DeviceTrace& dev = run->trace->devices[0];
-    run->classification = classify(*run->trace, dev, RuleSet::load());
+    run->classification = classify(*run->trace, dev, RuleSet::builtin());
     run->series = computePoolSeries(dev, run->classification);
     return run;
 }
@@ -58,7 +58,7 @@ std::shared_ptr<const Run> recordedLate(const SynthModel& sm)
     auto run = std::make_shared<Run>();
     run->trace = std::make_shared<Trace>(std::move(t));
     run->trace->path = "late.pickle";
-    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::load());
+    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::builtin());
     run->series = computePoolSeries(run->trace->devices[0], run->classification);
     return run;
 }

@@ -32,7 +32,7 @@ std::unique_ptr<Run> make(int64_t seq, bool checkpointing = false)
     m.checkpointing = checkpointing;
     auto run = std::make_unique<Run>();
     run->trace = std::make_shared<Trace>(synthesize(m).trace);
-    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::load());
+    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::builtin());
     run->series = computePoolSeries(run->trace->devices[0], run->classification);
     return run;
 }
