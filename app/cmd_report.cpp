@@ -2,6 +2,7 @@
 #include "app/commands.h"
 #include "app/rules_config.h"
 
+#include "core/report/gate.h"
 #include "core/report/report.h"
 
 #include <iostream>
@@ -21,18 +22,43 @@ int runReport(const std::vector<std::string>& argv)
         const bool asJson = args.flag("--json");
         const std::string rulesFile = args.option("--rules").value_or("");
         const bool classify = !args.flag("--no-pools");
+        std::vector<MemoryLimit> limits;
+        std::string why;
+        if (auto v = args.option("--fail-over")) {
+            const auto l = parseMemoryLimit(*v, false, &why);
+            if (!l)
+                throw UsageError("--fail-over " + why);
+            limits.push_back(*l);
+        }
+        while (auto v = args.option("--fail-pool")) { // may be given more than once
+            const auto l = parseMemoryLimit(*v, true, &why);
+            if (!l)
+                throw UsageError("--fail-pool " + why);
+            if (!classify)
+                throw UsageError("--fail-pool needs the pools: drop --no-pools");
+            limits.push_back(*l);
+        }
         const auto files = args.positionals();
         if (files.size() != 1)
             throw UsageError("report expects one FILE");
         const Report report = buildReport(*openDocument(files[0], rulesFile, classify), options);
         std::cout << (asJson ? reportJsonText(report) : reportText(report));
-        return 0;
+        const auto over = checkLimits(report, limits);
+        if (over.empty())
+            return 0;
+        std::cout.flush();
+        std::string line = "poolscope report: " + files[0] + ": over the limit: " + over.front();
+        for (size_t k = 1; k < over.size(); ++k)
+            line += "; " + over[k];
+        std::cerr << line << "\n";
+        return kGateExitCode;
     });
 }
 
-const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--rules FILE] [--no-pools] [--json]",
+const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--rules FILE] [--no-pools] [--json] "
+                                  "[--fail-over SIZE] [--fail-pool POOL>SIZE]...",
                                   "per-device totals, peak and OOM, pools and the verdict at the moment (default: the OOM, else "
-                                  "the peak), the largest live tensors",
+                                  "the peak), the largest live tensors; --fail-over/--fail-pool: exit 3 when a peak is over a limit (CI)",
                                   runReport});
 
 } // namespace

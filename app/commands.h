@@ -6,7 +6,8 @@ namespace poolscope::app {
 
 // Each subcommand lives in its own cmd_<name>.cpp and registers itself with a static
 // CommandRegistrar, so adding one touches no other file.
-// Exit codes: 0 success, 2 bad input or usage (one clear line on stderr), 1 internal error.
+// Exit codes: 0 success, 2 bad input or usage (one clear line on stderr), 3 a memory gate failed
+// (report --fail-over/--fail-pool, compare --fail-if-grows; one line on stderr), 1 internal error.
 struct Command {
     const char* name;
     const char* usage;   // e.g. "report FILE [--device N] ..."

@@ -48,6 +48,8 @@ int runGui(int argc, char** argv)
     QCoreApplication::setOrganizationName(QStringLiteral("PoolScope"));
     QCoreApplication::setApplicationName(QStringLiteral("PoolScope"));
     QCoreApplication::setApplicationVersion(QStringLiteral(POOLSCOPE_VERSION));
+    // Ties the window to the installed poolscope.desktop (its icon in a Wayland dock, its name).
+    QGuiApplication::setDesktopFileName(QStringLiteral("poolscope"));
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/poolscope.svg")));
     poolscope::MainWindow window;
     window.setRules(std::move(rules));

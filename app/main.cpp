@@ -1,6 +1,8 @@
 // poolscope: the GUI when run without a subcommand (optionally with a file), CLI subcommands otherwise.
 #include "app/commands.h"
 
+#include "core/util/resource_dir.h"
+
 #include <cstring>
 #include <iostream>
 
@@ -24,7 +26,9 @@ void printHelp()
                  "usage:\n  poolscope [FILE] [--rules FILE]\n      open the desktop window (on FILE), classifying with extra rules\n";
     for (const auto& c : poolscope::app::commands())
         std::cout << "  poolscope " << c.usage << "\n      " << c.summary << "\n";
-    std::cout << "\nExit codes: 0 success, 2 bad input or usage, 1 internal error.\n";
+    std::cout << "\nExit codes: 0 success, 2 bad input or usage, 3 a memory limit was exceeded (report --fail-over/--fail-pool, "
+                 "compare --fail-if-grows), 1 internal error.\n"
+                 "To record a dump in a training job: " << poolscope::captureHelperPath() << " (README.md beside it).\n";
 }
 
 } // namespace

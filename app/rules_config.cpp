@@ -1,5 +1,7 @@
 #include "app/rules_config.h"
 
+#include "core/util/resource_dir.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -24,7 +26,7 @@ std::string userRulesPath()
 
 std::shared_ptr<const RuleSet> loadRules(const std::string& extraFile)
 {
-    const std::string shipped = std::string(POOLSCOPE_RESOURCES_DIR) + "/classifier/rules.json";
+    const std::string shipped = resourcesDir() + "/classifier/rules.json";
     std::error_code ec;
     auto set = std::make_shared<RuleSet>();
     set->merge(std::filesystem::is_regular_file(shipped, ec) ? RuleSet::fromFile(shipped) : RuleSet::builtin());
@@ -37,7 +39,10 @@ std::shared_ptr<const RuleSet> loadRules(const std::string& extraFile)
 
 } // namespace poolscope::app
 
+#include "app/terminal_progress.h"
 #include "core/engine/document.h"
+
+#include <filesystem>
 
 namespace poolscope::app {
 
@@ -47,7 +52,8 @@ std::shared_ptr<const Document> openDocument(const std::string& file, const std:
     if (classify)
         options.rules = loadRules(rulesFile); // before the dump: a bad rules file fails fast
     options.eagerTimelines = eagerTimelines;
-    return Document::open(file, options);
+    TerminalProgress line("loading " + std::filesystem::path(file).filename().string());
+    return Document::open(file, options, line.progress());
 }
 
 } // namespace poolscope::app

@@ -7,8 +7,9 @@
 namespace poolscope::app {
 
 // The classifier rules every face of the application uses, decided here and nowhere else: the
-// shipped rules.json (the source tree's when it is there, so a developer's edit takes effect without
-// a rebuild; else the copy compiled in), extended by the per-user file ($XDG_CONFIG_HOME/poolscope/
+// shipped rules.json (resourcesDir(): the installed share/poolscope beside the binary, or the source
+// tree's from a build tree, so a developer's edit takes effect without a rebuild; else the copy
+// compiled in), extended by the per-user file ($XDG_CONFIG_HOME/poolscope/
 // rules.json, else ~/.config/poolscope/rules.json) when it exists, then by `extraFile` (--rules).
 // Throws LoadError naming the file, the rule and the field when any of them is bad.
 std::shared_ptr<const RuleSet> loadRules(const std::string& extraFile = {});

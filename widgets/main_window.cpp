@@ -5,6 +5,7 @@
 #include "core/util/units.h"
 #include "widgets/allocator_view.h"
 #include "widgets/breakdown_panel.h"
+#include "widgets/ranks_panel.h"
 #include "widgets/stack_panel.h"
 #include "widgets/tensor_panel.h"
 #include "widgets/timeline_plot.h"
@@ -49,14 +50,15 @@ MainWindow::MainWindow(QWidget* parent)
 {
     setObjectName(QStringLiteral("PoolScopeMainWindow"));
     setWindowTitle(tr("PoolScope"));
-    // The shipped rules as compiled in, until the application says which files apply (setRules).
-    m_loader->setRules(std::make_shared<const RuleSet>(RuleSet::builtin()));
+
     setAcceptDrops(true);
     setCentralWidget(m_plot);
 
     buildActions();
     buildDocks();
     buildMenus();
+    // The shipped rules as compiled in, until the application says which files apply.
+    setRules(std::make_shared<const RuleSet>(RuleSet::builtin()));
 
     m_status = new QLabel(tr("Open a PyTorch memory snapshot (File ▸ Open, or drop it here)."), this);
     m_progress = new QProgressBar(this);
@@ -149,6 +151,16 @@ void MainWindow::buildActions()
         if (!file.isEmpty())
             openFile(file);
     });
+    m_ranksAct = make(tr("Open &ranks…"), QKeySequence(tr("Ctrl+Shift+R")),
+                      tr("Put the dumps (or the report --json files) of every rank of a job side by side"));
+    connect(m_ranksAct, &QAction::triggered, this, [this] {
+        QSettings s;
+        const QStringList files = QFileDialog::getOpenFileNames(
+            this, tr("Open the dumps or reports of every rank"), s.value(QStringLiteral("lastDir")).toString(),
+            tr("Dumps and reports (*.pickle *.pkl *.json *.gz *.zst *.html);;All files (*)"));
+        if (!files.isEmpty())
+            openRanks(files);
+    });
     m_exportAct = make(tr("&Export image…"), QKeySequence(tr("Ctrl+E")), tr("Save the chart, legend and breakdown as PNG, SVG or PDF"));
     connect(m_exportAct, &QAction::triggered, this, &MainWindow::exportDialog);
     m_copyAct = make(tr("&Copy image"), QKeySequence(tr("Ctrl+Shift+C")), tr("Copy the review image to the clipboard"));
@@ -196,6 +208,7 @@ void MainWindow::buildMenus()
     QMenu* file = menuBar()->addMenu(tr("&File"));
     file->addAction(m_openAct);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
+    file->addAction(m_ranksAct);
     file->addSeparator();
     file->addAction(m_exportAct);
     file->addAction(m_copyAct);
@@ -300,6 +313,10 @@ void MainWindow::buildDocks()
     whatIfScroll->setFrameShape(QFrame::NoFrame);
     QDockWidget* wd = dock(tr("What if…"), QStringLiteral("whatIfDock"), whatIfScroll, Qt::BottomDockWidgetArea);
     tabifyDockWidget(td, wd);
+    m_ranks = new RanksPanel(this);
+    QDockWidget* rd = dock(tr("Ranks"), QStringLiteral("ranksDock"), m_ranks, Qt::BottomDockWidgetArea);
+    tabifyDockWidget(td, rd);
+    connect(m_ranks, &RanksPanel::openRequested, this, &MainWindow::openFileAt);
     td->raise();
 }
 
@@ -426,6 +443,8 @@ void MainWindow::applySystemPalette()
     m_plot->setPoolPalette(palette);
     if (m_breakdown)
         m_breakdown->setPoolPalette(palette);
+    if (m_ranks)
+        m_ranks->setPoolPalette(palette);
     if (m_allocator)
         m_allocator->setPoolPalette(palette);
 }

@@ -6,6 +6,7 @@
 #include <QStringList>
 
 #include <memory>
+#include <optional>
 
 class QAction;
 class QComboBox;
@@ -20,6 +21,7 @@ namespace poolscope {
 class AllocatorView;
 class BreakdownModel;
 class BreakdownPanel;
+class RanksPanel;
 class StackModel;
 class StackPanel;
 class TensorFilterProxy;
@@ -44,6 +46,10 @@ public:
     // unclassified, `problem` says why, and the window says so once).
     void setRules(std::shared_ptr<const RuleSet> rules, const QString& problem = {});
     void openFile(const QString& path); // asynchronous; keeps the current document on failure
+    // The same, then shows device number `device` (a rank picked in the Ranks dock).
+    void openFileAt(const QString& path, int device);
+    // Many dumps (or per-rank reports) side by side in the Ranks dock.
+    void openRanks(const QStringList& paths);
     // Shows an already prepared document (the render command and tests use this directly).
     void setDocument(std::shared_ptr<const Document> doc, const QString& path);
     const Document* document() const;
@@ -74,6 +80,7 @@ public:
     StackModel* stackModel() const;
     AllocatorView* allocatorView() const { return m_allocator; }
     WhatIfPanel* whatIfPanel() const { return m_whatIf; }
+    RanksPanel* ranksPanel() const { return m_ranks; }
     QString reasonText() const;
     QString lastError() const { return m_lastError; }
     // What the loader and preparation noted about the open document (also behind the status-bar button).
@@ -121,6 +128,8 @@ private:
     StackPanel* m_stack = nullptr;
     AllocatorView* m_allocator = nullptr;
     WhatIfPanel* m_whatIf = nullptr;
+    RanksPanel* m_ranks = nullptr;
+    std::optional<int> m_pendingDevice; // openFileAt: the device to show once the file is open
     QLabel* m_status = nullptr;
     QProgressBar* m_progress = nullptr;
     QPushButton* m_cancel = nullptr;
@@ -134,6 +143,7 @@ private:
     bool m_defaultLayoutApplied = false; // first-run dock sizes were set (once, at the first show)
 
     QAction* m_openAct = nullptr;
+    QAction* m_ranksAct = nullptr;
     QAction* m_exportAct = nullptr;
     QAction* m_copyAct = nullptr;
     QAction* m_quitAct = nullptr;

@@ -7,6 +7,7 @@
 #include "core/util/units.h"
 #include "widgets/allocator_view.h"
 #include "widgets/breakdown_panel.h"
+#include "widgets/ranks_panel.h"
 #include "widgets/stack_panel.h"
 #include "widgets/tensor_panel.h"
 #include "widgets/timeline_plot.h"
@@ -17,6 +18,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QInputDialog>
@@ -38,11 +40,31 @@ const QStringList kDefaultPresets{QStringLiteral("8 GiB"),  QStringLiteral("12 G
 
 } // namespace
 
-void MainWindow::setRules(std::shared_ptr<const RuleSet> rules, const QString& problem) { m_loader->setRules(std::move(rules), problem); }
+void MainWindow::setRules(std::shared_ptr<const RuleSet> rules, const QString& problem)
+{
+    m_ranks->setRules(rules);
+    m_loader->setRules(std::move(rules), problem);
+}
 
 void MainWindow::openFile(const QString& path)
 {
+    m_pendingDevice.reset();
     m_loader->start(path);
+}
+
+void MainWindow::openFileAt(const QString& path, int device)
+{
+    m_loader->start(path);
+    m_pendingDevice = device;
+}
+
+void MainWindow::openRanks(const QStringList& paths)
+{
+    if (auto* dock = findChild<QDockWidget*>(QStringLiteral("ranksDock"))) {
+        dock->show();
+        dock->raise();
+    }
+    m_ranks->start(paths);
 }
 
 void MainWindow::loaderFinishedOk(std::shared_ptr<const Document> doc, const QString& path)
@@ -102,6 +124,15 @@ void MainWindow::documentShown()
     m_warningsButton->setText(tr("%n warning(s)", nullptr, int(m_warnings.size())));
     m_warningsButton->setToolTip(m_warnings.join(QLatin1Char('\n')));
     m_warningsButton->setVisible(!m_warnings.isEmpty());
+    if (m_pendingDevice) { // opened from the Ranks dock: that rank's device
+        const size_t index = doc->findDevice(*m_pendingDevice);
+        m_pendingDevice.reset();
+        if (index != std::string::npos && index != m_workspace->device()) {
+            m_workspace->setDevice(index); // shows it (deviceShown)
+            emit documentChanged();
+            return;
+        }
+    }
     deviceShown();
     emit documentChanged();
 }

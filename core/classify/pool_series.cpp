@@ -11,9 +11,10 @@ namespace {
 
 // When the remainder is negative (a dump whose final segments lack blocks the trace left alive),
 // bytes are taken back from the least specific pools first.
-constexpr std::array<Pool, kAllocationPoolCount> kGiveBackOrder = {Pool::Other,      Pool::Unknown,  Pool::Temporary,
-                                                                   Pool::Activation, Pool::Input,    Pool::Gradient,
-                                                                   Pool::OptimizerState, Pool::Parameter};
+constexpr std::array<Pool, kAllocationPoolCount> kGiveBackOrder = {
+    Pool::Other,    Pool::Unknown,        Pool::Temporary, Pool::Workspace, Pool::Activation, Pool::Input,
+    Pool::KvCache,  Pool::Gradient,       Pool::OptimizerState, Pool::CastCache, Pool::Parameter};
+static_assert(kGiveBackOrder.back() == Pool::Parameter, "every allocation pool, once");
 
 // Moves `delta` into the pools so that they stay non-negative; returns nothing, the sum changes by delta.
 template <typename Get>
@@ -60,6 +61,28 @@ int64_t PoolSeries::remainder(EventIndex i) const
     if (i < 0)
         return m_initialRemainder;
     return m_remainder.empty() ? 0 : m_remainder[size_t(i)];
+}
+
+PoolBytes poolsAtEvent(const DeviceTrace& dev, const Classification& c, EventIndex i)
+{
+    // What computePoolSeries's running sum holds after event i: every allocation alive then with its
+    // birth bytes (a freed one's alloc and free cancel), the remainder against allocated[i] absorbed
+    // by the same target, and the cache on top.
+    const Pool target = dev.segments.empty() ? c.untrackedPool : Pool::Other;
+    PoolBytes b{};
+    for (size_t a = 0; a < dev.allocations.size(); ++a) {
+        const Allocation& al = dev.allocations[a];
+        if (!al.preexisting() && al.allocEvent > i)
+            continue; // not yet born (allocations are sorted by allocEvent, but a hand-made trace may not be)
+        if (al.freeCompletedEvent != kNoEvent && al.freeCompletedEvent <= i)
+            continue;
+        b[size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown)] +=
+            al.size + (al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0);
+    }
+    const int64_t allocated = dev.allocatedAt(i);
+    absorb(allocated - allocatedBytes(b), target, [&](Pool p) -> int64_t& { return b[size_t(p)]; });
+    b[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.reservedAt(i) - allocated);
+    return b;
 }
 
 namespace {

@@ -79,7 +79,12 @@ private:
 
 PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, const PoolSeriesOptions& options = {});
 
-// Sum of the eight allocation pools (everything but cached_free).
+// The series' bytes after one event, without the series: one pass over the allocations, the same
+// numbers computePoolSeries(dev, c).at(i) gives. For commands that ask about one moment (ranks).
+// Allocations must be sorted by allocEvent (pre-existing first), as DeviceTrace keeps them.
+PoolBytes poolsAtEvent(const DeviceTrace& dev, const Classification& c, EventIndex i);
+
+// Sum of the allocation pools (everything but cached_free).
 int64_t allocatedBytes(const PoolBytes& b);
 
 } // namespace poolscope

@@ -11,12 +11,18 @@ namespace poolscope {
 
 DeviceDocument::DeviceDocument(std::shared_ptr<const Trace> trace, size_t index) : m_trace(std::move(trace)), m_index(index) {}
 
-void DeviceDocument::prepare(const RuleSet* rules, bool eagerTimeline)
+void DeviceDocument::prepare(const RuleSet* rules, bool eagerTimeline, bool poolSeries)
 {
     const DeviceTrace& dev = device();
     if (!rules) {
-        if (eagerTimeline)
+        if (eagerTimeline) {
             m_timeline = std::make_shared<DeviceTimeline>(m_trace, m_index);
+            m_eager = true;
+        }
+        return;
+    }
+    if (!poolSeries && !eagerTimeline) { // one moment at a time: the classification is all there is to keep
+        m_classification = std::make_shared<const Classification>(classify(*m_trace, dev, *rules));
         return;
     }
     // The alive-set index and the time axis read only the trace, not the pools: built on a second
@@ -58,10 +64,12 @@ void DeviceDocument::prepare(const RuleSet* rules, bool eagerTimeline)
     for (size_t p = 0; p < kPoolCount; ++p)
         m_peaks.index[p] = series.peakIndex(Pool(p));
     m_classification = std::move(c);
-    if (eagerTimeline)
+    if (eagerTimeline) {
         m_timeline = std::make_shared<DeviceTimeline>(m_trace, m_index, m_classification, std::move(series), std::move(parts));
-    else
+        m_eager = true;
+    } else {
         m_series.emplace(std::move(series));
+    }
 }
 
 std::shared_ptr<const DeviceTimeline> DeviceDocument::timelinePtr() const
@@ -71,6 +79,8 @@ std::shared_ptr<const DeviceTimeline> DeviceDocument::timelinePtr() const
             return; // built eagerly
         if (m_series) // a copy: poolsAt keeps reading the series this document holds
             m_timeline = std::make_shared<DeviceTimeline>(m_trace, m_index, m_classification, PoolSeries(*m_series));
+        else if (m_classification) // opened without series
+            m_timeline = std::make_shared<DeviceTimeline>(m_trace, m_index, m_classification, computePoolSeries(device(), *m_classification));
         else
             m_timeline = std::make_shared<DeviceTimeline>(m_trace, m_index);
     });
@@ -79,7 +89,9 @@ std::shared_ptr<const DeviceTimeline> DeviceDocument::timelinePtr() const
 
 const AliveIndex& DeviceDocument::alive() const
 {
-    if (m_timeline) // eager: the timeline holds the index; a lazy one is never built just for this
+    // An eager timeline (set before the document was shared, never changed) holds the index; a lazy
+    // one is never built just for this, nor read here while another thread may be building it.
+    if (m_eager)
         return m_timeline->alive();
     std::call_once(m_aliveOnce, [this] { m_alive.emplace(device().allocations); });
     return *m_alive;
@@ -99,8 +111,10 @@ PoolBytes DeviceDocument::poolsAt(EventIndex i) const
     const DeviceTrace& d = device();
     if (m_series)
         return m_series->at(i);
-    if (m_timeline)
+    if (m_eager && m_classification)
         return m_timeline->breakdownAt(i, -1).pool;
+    if (m_classification)
+        return poolsAtEvent(d, *m_classification, i);
     // Unclassified and never drawn: everything allocated is unknown.
     PoolBytes b{};
     b[size_t(Pool::Unknown)] = d.allocatedAt(i);
@@ -142,7 +156,7 @@ std::shared_ptr<const Document> Document::fromTrace(std::shared_ptr<const Trace>
         if (options.cancel && options.cancel->load())
             return nullptr;
         auto dev = std::make_unique<DeviceDocument>(doc->m_trace, i);
-        dev->prepare(options.rules.get(), options.eagerTimelines);
+        dev->prepare(options.rules.get(), options.eagerTimelines, options.poolSeries);
         doc->m_devices.push_back(std::move(dev));
     }
     return doc;

@@ -24,6 +24,10 @@ struct DocumentOptions {
     // axis on a second thread while the classifier runs: what a window needs for its first chart.
     // Off, they are built on first use: `report`, `explain` or `ranks` never draw.
     bool eagerTimelines = true;
+    // The per-pool series over every event (and each pool's peak). Off, poolsAt() scans the
+    // allocations for the one moment asked (poolsAtEvent): for commands that ask about a moment or two
+    // of many dumps (ranks). A timeline asked for later builds the series then.
+    bool poolSeries = true;
     const std::atomic<bool>* cancel = nullptr; // polled between devices; open() returns null when set
 };
 
@@ -57,6 +61,7 @@ public:
     // Bytes per pool after event i (i < 0: before the first event). Unclassified: all allocated bytes
     // count as unknown; cached_free is reserved - allocated wherever reserved is known.
     PoolBytes poolsAt(EventIndex i) const;
+    // Zero when the document was opened without pool series (DocumentOptions::poolSeries).
     const PoolPeaks& poolPeaks() const { return m_peaks; }
 
     const DeviceTimeline& timeline() const { return *timelinePtr(); }
@@ -70,7 +75,7 @@ public:
 
 private:
     friend class Document;
-    void prepare(const RuleSet* rules, bool eagerTimeline);
+    void prepare(const RuleSet* rules, bool eagerTimeline, bool poolSeries);
 
     std::shared_ptr<const Trace> m_trace;
     size_t m_index = 0;
@@ -78,6 +83,7 @@ private:
     PoolPeaks m_peaks;
     // Until a timeline takes them, the series' columns live here (commands that never draw).
     std::optional<PoolSeries> m_series;
+    bool m_eager = false; // m_timeline was built by prepare(), before anyone else could see this document
     mutable std::once_flag m_timelineOnce, m_aliveOnce, m_modelOnce;
     mutable std::shared_ptr<const DeviceTimeline> m_timeline;
     mutable std::optional<AliveIndex> m_alive; // only when there is no timeline to ask

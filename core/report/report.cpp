@@ -128,6 +128,9 @@ DeviceReport deviceReport(const DeviceDocument& doc, const ReportOptions& option
     d.ooms = dev.ooms;
     d.classified = doc.classified();
     d.poolPeaks = doc.poolPeaks();
+    if (d.classified)
+        d.poolsAtPeak = doc.poolsAt(dev.peakIndex);
+    d.reservedAtPeak = dev.reservedAt(dev.peakIndex);
 
     const std::string spec = options.at.empty() ? defaultMomentSpec(dev) : options.at;
     std::string error;

@@ -62,7 +62,9 @@ struct DeviceReport {
     std::map<std::string, int64_t> actions; // entries per action name
     std::vector<OomEvent> ooms;
     bool classified = false;
-    PoolPeaks poolPeaks; // when classified
+    PoolPeaks poolPeaks;  // when classified
+    PoolBytes poolsAtPeak{}; // when classified: every pool after the peak event (what `ranks` compares)
+    int64_t reservedAtPeak = 0;
     MomentReport moment;
 };
 

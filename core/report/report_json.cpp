@@ -75,11 +75,15 @@ json deviceJson(const DeviceReport& d)
     for (const OomEvent& o : d.ooms)
         ooms.push_back({{"index", o.index}, {"requested", o.requestedBytes}, {"device_free", o.deviceFree}, {"time_us", orNull(o.timeUs, kNoTime)}});
     j["ooms"] = ooms;
+    j["reserved_at_peak"] = d.reservedAtPeak;
     if (d.classified) {
-        json peaks = json::object();
-        for (size_t p = 0; p < kPoolCount; ++p)
+        json peaks = json::object(), atPeak = json::object();
+        for (size_t p = 0; p < kPoolCount; ++p) {
             peaks[std::string(kPoolNames[p])] = {{"bytes", d.poolPeaks.bytes[p]}, {"index", d.poolPeaks.index[p]}};
+            atPeak[std::string(kPoolNames[p])] = d.poolsAtPeak[p];
+        }
         j["pool_peaks"] = peaks;
+        j["pools_at_peak"] = atPeak;
     }
     j["moment"] = momentJson(d.moment);
     return j;

@@ -230,6 +230,24 @@ private slots:
         }
     }
 
+    // One moment without the series (what `ranks` asks): the series' own numbers, pool for pool, at
+    // every kind of moment, with and without segments (whose remainder goes to other pools).
+    void oneMomentWithoutTheSeries_data() { exactOnRandomTraces_data(); }
+    void oneMomentWithoutTheSeries()
+    {
+        QFETCH(int, seed);
+        QFETCH(bool, segments);
+        const RandomTrace r = randomTrace(3000, uint64_t(seed), segments);
+        const DeviceTrace& d = r.trace.devices[0];
+        const PoolSeries s = computePoolSeries(d, r.c);
+        for (EventIndex i = -1; i < EventIndex(d.eventCount()); i += (i < 20 ? 1 : 37)) {
+            const PoolBytes one = poolsAtEvent(d, r.c, i);
+            for (size_t p = 0; p < kPoolCount; ++p)
+                QVERIFY2(one[p] == s.bytes(Pool(p), i), qPrintable(QStringLiteral("event %1 pool %2: %3 vs %4")
+                                                                        .arg(i).arg(QString::fromUtf8(poolName(Pool(p)).data())).arg(one[p]).arg(s.bytes(Pool(p), i))));
+        }
+    }
+
     // Slack of a block alive at the end follows its allocation from birth; before that it sits in
     // `other`, and the end state is block-exact.
     void slackRemainder()
