@@ -68,6 +68,18 @@ int runSynth(const std::vector<std::string>& argv)
         m.zeroStage = int(positive(args, "--zero", m.zeroStage));
         m.targetEntries = positive(args, "--entries", 0);
         m.checkpointing = args.flag("--checkpointing");
+        if (auto t = args.option("--trainable")) {
+            try {
+                size_t used = 0;
+                m.trainable = std::stod(*t, &used);
+                if (used != t->size())
+                    throw std::invalid_argument("");
+            } catch (const std::exception&) {
+                throw UsageError("--trainable expects a fraction in (0, 1], got '" + *t + "'");
+            }
+            if (!(m.trainable > 0 && m.trainable <= 1))
+                throw UsageError("--trainable expects a fraction in (0, 1], got '" + *t + "'");
+        }
         if (auto d = args.option("--dtype")) {
             auto dt = parseSynthDtype(*d);
             if (!dt)
@@ -163,7 +175,7 @@ const CommandRegistrar kRegister(
     {"synth",
      "synth -o OUT.pickle|OUT.json|OUT.pickle.zst [--layers N] [--hidden H] [--heads A] [--seq S] [--batch B] [--vocab V] "
      "[--dtype fp32|bf16|mixed] [--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor] [--steps K] [--entries N] "
-     "[--checkpointing] [--ranks N] [--zero 0-3] [--capacity 24GiB] [--expandable-segments] [--max-split-size SIZE] "
+     "[--checkpointing] [--trainable F] [--ranks N] [--zero 0-3] [--capacity 24GiB] [--expandable-segments] [--max-split-size SIZE] "
      "[--protocol 2-5] [--truth POOLS.json] | --scenario vllm|megatron|dp-oom|no-history|no-history-bare [--scale K]",
      "write a synthetic training trace (simulated allocator, realistic frames), optionally ending in an OOM", runSynth});
 

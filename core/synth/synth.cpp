@@ -63,6 +63,7 @@ void validate(const SynthModel& m)
     require(m.steps >= 1, "steps must be at least 1");
     require(m.dataParallel >= 1 && m.zeroStage >= 0 && m.zeroStage <= 3, "ranks must be >= 1 and the ZeRO stage 0..3");
     require(!m.capacity || *m.capacity > 0, "capacity must be positive");
+    require(m.trainable > 0 && m.trainable <= 1, "the trainable fraction must be in (0, 1]");
     require(m.targetEntries >= 0 && m.targetEntries <= (int64_t(1) << 31), "entries out of range");
     // Sizes stay far below int64 limits: a layer's attention scores must fit comfortably.
     const double scores = double(m.microBatch) * double(m.heads) * double(m.seq) * double(m.seq);
@@ -73,6 +74,11 @@ void validate(const SynthModel& m)
 int64_t shard(int64_t numel, int ranks) { return (numel + ranks - 1) / ranks; }
 
 } // namespace
+
+int frozenLayers(const SynthModel& m)
+{
+    return int(double(m.layers) * (1.0 - m.trainable) + 0.5);
+}
 
 SynthSizes synthSizes(const SynthModel& m)
 {
@@ -88,20 +94,27 @@ SynthSizes synthSizes(const SynthModel& m)
     // two sbh masks, softmax output and dropout output (a s^2 b each) and their mask.
     z.activationBytesPerLayer = ea * 16 * sbh + 2 * sbh + ea * 2 * scores + scores;
     std::vector<std::pair<int64_t, int64_t>> shapes; // rows, cols (cols 0: vector)
+    std::vector<bool> frozen;
     shapes.push_back({m.vocab, h});
     shapes.push_back({m.seq, h});
+    frozen.assign(2, false);
     for (int l = 0; l < m.layers; ++l) {
         const std::pair<int64_t, int64_t> layer[] = {{h, 0}, {h, 0}, {3 * h, h}, {3 * h, 0}, {h, h}, {h, 0},
                                                      {h, 0}, {h, 0}, {4 * h, h}, {4 * h, 0}, {h, 4 * h}, {h, 0}};
         shapes.insert(shapes.end(), std::begin(layer), std::end(layer));
+        frozen.resize(shapes.size(), l < frozenLayers(m));
     }
     shapes.push_back({h, 0});
     shapes.push_back({h, 0});
+    frozen.resize(shapes.size(), false);
     const int nd = m.dataParallel;
-    for (const auto& [rows, cols] : shapes) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        const auto [rows, cols] = shapes[i];
         const int64_t numel = cols ? rows * cols : rows;
         z.parameterElements += numel;
         z.parameterBytes += (m.zeroStage >= 3 ? shard(numel, nd) : numel) * ep;
+        if (frozen[i])
+            continue;
         z.gradientBytes += (m.zeroStage >= 2 ? shard(numel, nd) : numel) * ep;
         const int64_t stateNumel = m.zeroStage >= 1 ? shard(numel, nd) : numel;
         switch (m.optimizer) {
@@ -271,8 +284,10 @@ void Generator::allocateParameters()
         std::vector<size_t> ids;
         const std::pair<int64_t, int64_t> shapes[] = {{h, 0}, {h, 0}, {3 * h, h}, {3 * h, 0}, {h, h}, {h, 0},
                                                       {h, 0}, {h, 0}, {4 * h, h}, {4 * h, 0}, {h, 4 * h}, {h, 0}};
-        for (const auto& [r, c] : shapes)
+        for (const auto& [r, c] : shapes) {
             ids.push_back(add(r, c));
+            m_params.back().frozen = l < frozenLayers(m_model);
+        }
         m_layerParams.push_back(std::move(ids));
     }
     m_headParams.push_back(add(h, 0));
