@@ -5,6 +5,9 @@
 #include "app/rules_config.h"
 
 #include "core/compare/comparison.h"
+#include "core/compare/growth_gate.h"
+#include "core/report/gate.h"
+#include "core/report/json_text.h"
 #include "core/engine/document.h"
 
 #include <iostream>
@@ -24,10 +27,18 @@ int runCompare(const std::vector<std::string>& argv)
             deviceA = Args({"--device-a", *d}).intOption("--device-a", 0);
         if (auto d = args.option("--device-b"))
             deviceB = Args({"--device-b", *d}).intOption("--device-b", 0);
-        const std::string at = args.option("--at").value_or("peak");
-        const auto moment = parseCompareMoment(at);
-        if (!moment)
-            throw UsageError("--at expects peak, oom, end, forward_end, backward_end or step_end, got '" + at + "'");
+        const std::optional<std::string> atOption = args.option("--at");
+        std::optional<CompareMoment> moment;
+        if (atOption && !(moment = parseCompareMoment(*atOption)))
+            throw UsageError("--at expects peak, oom, end, forward_end, backward_end or step_end, got '" + *atOption + "'");
+        std::vector<GrowthLimit> limits;
+        while (auto v = args.option("--fail-if-grows")) { // may be given more than once
+            std::string why;
+            const auto l = parseGrowthLimit(*v, &why);
+            if (!l)
+                throw UsageError("--fail-if-grows " + why);
+            limits.push_back(*l);
+        }
         const std::string rulesFile = args.option("--rules").value_or("");
         const bool asJson = args.flag("--json");
         const auto files = args.positionals();
@@ -49,21 +60,30 @@ int runCompare(const std::vector<std::string>& argv)
         };
         const DeviceDocument& a = side(*docA, deviceA, files[0]);
         const DeviceDocument& b = side(*docB, deviceB, files[1]);
-        // The documents keep their series for the timelines; the comparison reads one of its own.
-        const PoolSeries sa = computePoolSeries(a.device(), *a.classification());
-        const PoolSeries sb = computePoolSeries(b.device(), *b.classification());
-        const Comparison c = compareRuns({a.trace(), a.device(), *a.classification(), sa, a.traceModel().get()},
-                                         {b.trace(), b.device(), *b.classification(), sb, b.traceModel().get()}, CompareOptions{*moment});
-        std::cout << (asJson ? comparisonJson(c).dump(2) + "\n" : comparisonText(c));
-        return 0;
+        // The default moment pairs like with like: the OOMs when both runs ran out, else the peaks.
+        if (!moment)
+            moment = !a.device().ooms.empty() && !b.device().ooms.empty() ? CompareMoment::Oom : CompareMoment::Peak;
+        const Comparison c = compareRuns({a.trace(), a.device(), *a.classification(), *a.series(), a.traceModel().get()},
+                                         {b.trace(), b.device(), *b.classification(), *b.series(), b.traceModel().get()}, CompareOptions{*moment});
+        std::cout << (asJson ? jsonText(comparisonJson(c)) + "\n" : comparisonText(c));
+        const auto over = checkGrowth(c, a.device().peakAllocated, b.device().peakAllocated, limits);
+        if (over.empty())
+            return 0;
+        std::cout.flush();
+        std::string line = "poolscope compare: " + files[1] + " grew beyond " + files[0] + ": " + over.front();
+        for (size_t k = 1; k < over.size(); ++k)
+            line += "; " + over[k];
+        std::cerr << line << ". " << c.verdict << "\n";
+        return kGateExitCode;
     });
 }
 
 const CommandRegistrar kRegister({"compare",
                                   "compare A B [--device N | --device-a N --device-b M] [--at peak|oom|end|forward_end|backward_end|step_end] "
-                                  "[--rules FILE] [--json]",
+                                  "[--rules FILE] [--json] [--fail-if-grows [POOL:]PCT]...",
                                   "two runs side by side: pools at paired moments, which axis changed (sequence, micro-batch, precision, "
-                                  "optimizer, checkpointing, sharding, ...) with its evidence, and whether the pair is a one-axis experiment",
+                                  "optimizer, checkpointing, sharding, ...) with its evidence, and whether the pair is a one-axis experiment; "
+                                  "--fail-if-grows: exit 3 when B's peak (or a pool's) grew past A's by more (CI)",
                                   runCompare});
 
 } // namespace
