@@ -4,6 +4,7 @@
 #include "core/formats/pickle_writer.h"
 #include "core/formats/zstd_output.h"
 #include "core/synth/synth.h"
+#include "core/synth/synth_stacks.h"
 #include "core/synth/synth_truth.h"
 #include "core/util/atomic_file.h"
 #include "core/util/units.h"
@@ -84,6 +85,18 @@ int runSynth(const std::vector<std::string>& argv)
                 throw UsageError("--mlp expects gelu or swiglu");
             m.mlp = *k;
         }
+        if (auto t = args.option("--trainable")) {
+            try {
+                size_t used = 0;
+                m.trainable = std::stod(*t, &used);
+                if (used != t->size())
+                    throw std::invalid_argument("");
+            } catch (const std::exception&) {
+                throw UsageError("--trainable expects a fraction in (0, 1], got '" + *t + "'");
+            }
+            if (!(m.trainable > 0 && m.trainable <= 1))
+                throw UsageError("--trainable expects a fraction in (0, 1], got '" + *t + "'");
+        }
         if (auto d = args.option("--dtype")) {
             auto dt = parseSynthDtype(*d);
             if (!dt)
@@ -106,16 +119,27 @@ int runSynth(const std::vector<std::string>& argv)
         const int protocol = int(positive(args, "--protocol", 4));
         if (protocol < 2 || protocol > 5)
             throw UsageError("--protocol expects 2, 3, 4 or 5");
+        // --scenario: a short dump in the shape a real stack leaves (issue 15 fixtures), not the
+        // training model above.
+        std::optional<StackScenario> scenario;
+        if (const auto name = args.option("--scenario")) {
+            scenario = parseStackScenario(*name);
+            if (!scenario)
+                throw UsageError("--scenario expects vllm, megatron, dp-oom, no-history or no-history-bare");
+        }
+        const int scale = int(positive(args, "--scale", 1));
         const auto out = args.option("-o");
         const auto truthPath = args.option("--truth");
         const auto lawsPath = args.option("--truth-laws");
         if (!args.positionals().empty())
             throw UsageError("synth takes options only");
+        if (scenario && lawsPath)
+            throw UsageError("--truth-laws describes the training model, not a --scenario dump");
         if (!out)
             throw UsageError("synth needs -o OUT.pickle|OUT.json|OUT.pickle.zst");
 
         const auto t0 = std::chrono::steady_clock::now();
-        const SynthResult r = synthesize(m);
+        const SynthResult r = scenario ? synthesizeScenario(*scenario, scale) : synthesize(m);
         const auto t1 = std::chrono::steady_clock::now();
 
         // Written beside the target and renamed into place: an interrupted run leaves no half file.
@@ -180,9 +204,10 @@ const CommandRegistrar kRegister(
     {"synth",
      "synth -o OUT.pickle|OUT.json|OUT.pickle.zst [--layers N] [--hidden H] [--heads A] [--seq S] [--batch B] [--vocab V] "
      "[--dtype fp32|bf16|mixed|autocast] [--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor] [--steps K] [--entries N] "
-     "[--checkpointing] [--ranks N] [--zero 0-3] [--capacity 24GiB] [--expandable-segments] [--max-split-size SIZE] "
+     "[--checkpointing] [--trainable F] [--ranks N] [--zero 0-3] [--capacity 24GiB] [--expandable-segments] [--max-split-size SIZE] "
      "[--protocol 2-5] [--truth POOLS.json] [--truth-laws LAWS.json] [--attention softmax|inline|manual|recompute] "
-     "[--mlp gelu|swiglu] [--ffn F] [--positions P] [--accumulate K] [--norms-only]",
+     "[--mlp gelu|swiglu] [--ffn F] [--positions P] [--accumulate K] [--norms-only] "
+     "| --scenario vllm|megatron|dp-oom|no-history|no-history-bare [--scale K]",
      "write a synthetic training trace (simulated allocator, realistic frames), optionally ending in an OOM", runSynth});
 
 } // namespace

@@ -97,7 +97,14 @@ void SegmentRowsWidget::paintEvent(QPaintEvent* event)
         const LayoutSegment& s = m_layout.segments[m_order[size_t(r)]];
         const int y = r * kRowHeight;
         p.setPen(m_palette.foreground());
-        const QString label = QStringLiteral("%1  %2  free %3").arg(qs(formatAddress(s.address)), qs(formatBytes(s.size)), qs(formatBytes(s.freeBytes)));
+        QString label = QStringLiteral("%1  %2  free %3").arg(qs(formatAddress(s.address)), qs(formatBytes(s.size)), qs(formatBytes(s.freeBytes)));
+        // A private pool's segment (CUDA graph, MemPool) serves that pool only: its free bytes are
+        // no one else's. Marked in the label and by a band behind the row.
+        const PrivatePoolId pool{s.poolId[0], s.poolId[1]};
+        if (!pool.isDefault()) {
+            p.fillRect(QRect(0, y, width(), kRowHeight), QColor(0x88, 0x66, 0xcc, 40));
+            label += pool.madeByGraph() ? tr("  · graph pool") : tr("  · private pool");
+        }
         p.drawText(QRect(4, y, kLabelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, label);
         const QRectF bar(barLeft, y + 2, barWidth, kRowHeight - 4);
         p.fillRect(bar, m_palette.background());

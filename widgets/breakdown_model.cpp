@@ -42,7 +42,7 @@ void BreakdownModel::clear()
 }
 
 void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& layers, bool classified,
-                                  const SegmentLayout* layout)
+                                  const SegmentLayout* layout, const MomentEvidence* evidence)
 {
     std::vector<Row> rows;
     // Shares are of reserved: the pools and the cache add up to 100%. Without a reserved figure
@@ -53,8 +53,19 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
         if (p == Pool::CachedFree && !b.reservedKnown)
             continue; // no reserved figure, so no cache to speak of
         const int64_t bytes = b.pool[size_t(p)];
-        rows.push_back(Row{PoolPalette::label(p, classified), bytes, percent(bytes, whole), int(p), {}});
+        QString why;
+        if (evidence && p != Pool::CachedFree && size_t(p) < kAllocationPoolCount && evidence->confidence[size_t(p)] >= 0)
+            why = tr("classified with %1% confidence, from %2")
+                      .arg(evidence->confidence[size_t(p)])
+                      .arg(QString::fromStdString(evidenceText(evidence->mainEvidence(p))));
+        rows.push_back(Row{PoolPalette::label(p, classified), bytes, percent(bytes, whole), int(p), why});
     }
+    // Memory in private pools serves those pools only (a CUDA graph's replays, a MemPool's users):
+    // named apart, as part of what is allocated.
+    if (evidence)
+        for (const auto& [id, bytes] : evidence->privatePools)
+            rows.push_back(Row{tr("in %1").arg(QString::fromStdString(id.label())), bytes, percent(bytes, whole), -1,
+                               tr("allocated bytes whose segment belongs to this private pool (already counted in the pools above)")});
     rows.push_back(Row{tr("allocated"), b.allocated, percent(b.allocated, whole), -1,
                        tr("bytes handed to tensors (counted from alloc until free_completed)")});
     if (b.reservedKnown) {

@@ -1,4 +1,5 @@
 #pragma once
+#include "core/report/verdict.h"
 #include "core/timeline/device_timeline.h"
 #include "core/timeline/segment_layout.h"
 #include "widgets/pool_palette.h"
@@ -22,8 +23,10 @@ public:
     explicit BreakdownModel(QObject* parent = nullptr);
 
     // `layout` (may be null) adds the fragmentation rows: largest free block and 1 - largest / free.
+    // `evidence` (may be null) adds what each pool's bytes are known from (tooltips: confidence and
+    // evidence kind) and a row per private pool (CUDA graph, MemPool) holding bytes.
     void setBreakdown(const Breakdown& breakdown, const std::vector<Pool>& layers, bool classified,
-                      const SegmentLayout* layout = nullptr);
+                      const SegmentLayout* layout = nullptr, const MomentEvidence* evidence = nullptr);
     void clear();
     void setPoolPalette(const PoolPalette& palette);
     const Breakdown& breakdown() const { return m_breakdown; }

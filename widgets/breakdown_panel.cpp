@@ -61,7 +61,7 @@ void BreakdownPanel::refresh()
     const CursorMoment& m = m_workspace->moment();
     const DeviceTimeline& tl = dev->timeline();
     const DeviceTrace& d = dev->device();
-    m_model->setBreakdown(m.breakdown, tl.layers(), tl.classified(), &m.layout);
+    m_model->setBreakdown(m.breakdown, tl.layers(), tl.classified(), &m.layout, m.report.classified ? &m.report.evidence : nullptr);
 
     // Event -1 is the state before the first recorded event: the whole dump when nothing was recorded.
     const EventIndex e = m.event;
@@ -76,6 +76,8 @@ void BreakdownPanel::refresh()
         moment += tr(" · <b style='color:#d50000'>OOM</b>: tried to allocate %1").arg(qs(formatBytes(m.report.oom->requestedBytes)));
     m_momentLabel->setText(moment);
     m_verdictLabel->setText(qs(m.sentence));
+    // Without history the caveat leads the sentence; the label says so in colour too.
+    m_verdictLabel->setStyleSheet(m.report.classified && !m.report.evidence.history ? QStringLiteral("color: #a05a00;") : QString());
 }
 
 } // namespace poolscope

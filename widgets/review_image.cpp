@@ -103,10 +103,11 @@ ReviewContent reviewContentFor(const Document& doc, size_t device, EventIndex ev
     const DeviceTrace& d = dev.device();
     c.title = QObject::tr("%1 — %2 — %3")
                   .arg(QFileInfo(path).fileName(), QString::fromStdString(d.label()), QString::fromStdString(momentTitle(d, event)));
-    c.subtitle = QString::fromStdString(momentSentence(momentReport(dev, event, {}, 0), capacity));
+    const MomentReport moment = momentReport(dev, event, {}, 0);
+    c.subtitle = QString::fromStdString(momentSentence(moment, capacity));
     const SegmentLayout layout = segmentLayoutAt(d, dev.alive(), event);
     BreakdownModel model;
-    model.setBreakdown(tl.breakdownAt(event, capacity), tl.layers(), tl.classified(), &layout);
+    model.setBreakdown(tl.breakdownAt(event, capacity), tl.layers(), tl.classified(), &layout, moment.classified ? &moment.evidence : nullptr);
     c.rows = model.rows();
     c.dark = dark;
     return c;
@@ -126,7 +127,8 @@ QImage renderReviewImage(TimelinePlot& plot, const ReviewContent& content, QSize
     return image;
 }
 
-bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewContent& content, QSize size, QString* error)
+bool savePaintedImage(const QString& path, QSize size, const QString& title, const QString& description,
+                      const std::function<void(QCPPainter&)>& paint, QString* error)
 {
     const QString ext = QFileInfo(path).suffix().toLower();
     auto fail = [&](const QString& why) {
@@ -142,25 +144,32 @@ bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewConten
     if (!file.open(QIODevice::WriteOnly))
         return fail(QObject::tr("could not write %1: %2").arg(path, file.errorString()));
     if (ext == QLatin1String("png")) {
-        if (!renderReviewImage(plot, content, size).save(&file, "PNG"))
+        QImage image(size, QImage::Format_ARGB32_Premultiplied);
+        image.fill(Qt::white);
+        QCPPainter painter(&image);
+        painter.setRenderHint(QPainter::Antialiasing);
+        painter.setRenderHint(QPainter::TextAntialiasing);
+        paint(painter);
+        painter.end();
+        if (!image.save(&file, "PNG"))
             return fail(QObject::tr("could not write %1").arg(path));
     } else if (ext == QLatin1String("svg")) {
         QSvgGenerator svg;
         svg.setOutputDevice(&file);
         svg.setSize(size);
         svg.setViewBox(QRect(QPoint(0, 0), size));
-        svg.setTitle(content.title);
-        svg.setDescription(content.subtitle);
+        svg.setTitle(title);
+        svg.setDescription(description);
         QCPPainter painter;
         if (!painter.begin(&svg))
             return fail(QObject::tr("could not write %1").arg(path));
         painter.setMode(QCPPainter::pmVectorized);
         painter.setMode(QCPPainter::pmNoCaching);
-        paintReview(painter, plot, content, size);
+        paint(painter);
         painter.end();
     } else {
         QPdfWriter pdf(&file);
-        pdf.setTitle(content.title);
+        pdf.setTitle(title);
         pdf.setCreator(QStringLiteral("PoolScope"));
         pdf.setResolution(96);
         pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
@@ -172,12 +181,18 @@ bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewConten
         painter.setMode(QCPPainter::pmNoCaching);
         const double sx = double(painter.viewport().width()) / double(size.width());
         painter.scale(sx, sx);
-        paintReview(painter, plot, content, size);
+        paint(painter);
         painter.end();
     }
     if (!file.commit())
         return fail(QObject::tr("could not write %1: %2").arg(path, file.errorString()));
     return true;
+}
+
+bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewContent& content, QSize size, QString* error)
+{
+    return savePaintedImage(path, size, content.title, content.subtitle,
+                            [&](QCPPainter& painter) { paintReview(painter, plot, content, size); }, error);
 }
 
 } // namespace poolscope

@@ -7,6 +7,10 @@
 
 #include "core/engine/document.h"
 
+#include <functional>
+
+class QCPPainter;
+
 namespace poolscope {
 
 class TimelinePlot;
@@ -26,6 +30,10 @@ QImage renderReviewImage(TimelinePlot& plot, const ReviewContent& content, QSize
 // Writes PNG, SVG or PDF by the file's extension. False and a message on failure.
 bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewContent& content, QSize size, QString* error);
 QStringList reviewImageFormats(); // "png", "svg", "pdf"
+// Writes PNG, SVG or PDF (by the file's extension) of what `paint` draws on a canvas of `size`
+// logical pixels; vector formats stay vectors. The review image and the comparison image use it.
+bool savePaintedImage(const QString& path, QSize size, const QString& title, const QString& description,
+                      const std::function<void(QCPPainter&)>& paint, QString* error);
 
 // The content for one device at one event: title from the file name, device and moment; the verdict
 // sentence; the breakdown rows (pools, totals, fragmentation, headroom). The GUI and

@@ -99,6 +99,10 @@ QVariant TensorModel::data(const QModelIndex& index, int role) const
             return qint64(a.size);
         case PoolColumn:
             return QString::fromLatin1(poolName(m_timeline->poolOf(id)).data());
+        case Evidence:
+            if (const Classification* c = m_timeline->classification())
+                return int(c->confidence[id.value]);
+            return 0;
         case Age: // pre-existing allocations are the oldest
             if (a.preexisting())
                 return std::numeric_limits<qint64>::max();
@@ -115,6 +119,9 @@ QVariant TensorModel::data(const QModelIndex& index, int role) const
     }
     if (role == Qt::ToolTipRole && index.column() == TopFrame)
         return frameText(m_timeline->trace(), a);
+    if (role == Qt::ToolTipRole && index.column() == Evidence)
+        if (const Classification* c = m_timeline->classification())
+            return tr("rule %1: %2").arg(QString::fromStdString(c->rules[c->rule[id.value]].name), QString::fromStdString(c->rules[c->rule[id.value]].reason));
     if (role != Qt::DisplayRole)
         return {};
     switch (index.column()) {
@@ -122,6 +129,10 @@ QVariant TensorModel::data(const QModelIndex& index, int role) const
         return QString::fromStdString(formatBytes(a.size));
     case PoolColumn:
         return PoolPalette::label(m_timeline->poolOf(id), m_timeline->classified());
+    case Evidence: // what the pool is known from, and how sure: "frames + lifetime · 95%"
+        if (const Classification* c = m_timeline->classification())
+            return tr("%1 · %2%").arg(QString::fromStdString(evidenceText(c->evidenceOf(id.value)))).arg(int(c->confidence[id.value]));
+        return QString();
     case Age:
         if (a.preexisting())
             return tr("before recording");
@@ -146,6 +157,8 @@ QVariant TensorModel::headerData(int section, Qt::Orientation orientation, int r
         return tr("size");
     case PoolColumn:
         return tr("pool");
+    case Evidence:
+        return tr("known from");
     case Age:
         return tr("age");
     case Stream:

@@ -14,7 +14,7 @@ namespace poolscope {
 class TensorModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Size, PoolColumn, Age, Stream, Address, TopFrame, ColumnCount };
+    enum Column { Size, PoolColumn, Evidence, Age, Stream, Address, TopFrame, ColumnCount };
     static constexpr int kSortRole = Qt::UserRole + 1;  // numbers as numbers
     static constexpr int kAllocRole = Qt::UserRole + 2; // AllocId value (uint)
 

@@ -48,6 +48,7 @@ TensorPanel::TensorPanel(Workspace* workspace, QWidget* parent)
         auto widthFor = [&](const QString& sample) { return fm.horizontalAdvance(sample) + pad; };
         m_view->setColumnWidth(TensorModel::Size, widthFor(QStringLiteral("1023.99 MiB")));
         m_view->setColumnWidth(TensorModel::PoolColumn, widthFor(QStringLiteral("optimizer state")));
+        m_view->setColumnWidth(TensorModel::Evidence, widthFor(QStringLiteral("frames + lifetime · 95%")));
         m_view->setColumnWidth(TensorModel::Age, widthFor(QStringLiteral("before recording")));
         m_view->setColumnWidth(TensorModel::Stream, widthFor(QStringLiteral("default")));
         m_view->setColumnWidth(TensorModel::Address, widthFor(QStringLiteral("0x7f0000000000")));

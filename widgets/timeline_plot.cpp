@@ -22,6 +22,8 @@ QColor bandColor(Phase p, bool dark)
         return QColor(0xcc, 0x79, 0xa7, a + 12);
     case Phase::ZeroGrad:
         return QColor(0x99, 0x99, 0x99, a);
+    case Phase::Teardown: // after an OOM: a darker grey than zero_grad
+        return QColor(0x55, 0x55, 0x55, a);
     case Phase::Unknown:
         break;
     }

@@ -1,5 +1,6 @@
 #include "core/classify/classifier.h"
 
+#include "core/classify/builtin_evidence.h"
 #include "core/classify/frame_matcher.h"
 
 #include <algorithm>
@@ -20,15 +21,16 @@ struct CompiledRule {
     bool hasFreeFrameConditions = false;
 };
 
-// One per allocation (millions): fields ordered widest first, 32 bytes instead of 40 with padding.
+// One per allocation (millions): fields ordered widest first, 32 bytes with no padding.
 struct Features {
-    int64_t mirrorSize = 0;
-    // Rules (bit k: rule k, when there are at most 64) whose phase, free-phase and lifetime conditions
-    // hold: decide() tries only these. Most rules fail on those three, and scanning all of them for
-    // each of a million allocations was most of the classifier's time.
-    uint64_t candidates = ~uint64_t(0);
+    int64_t mirrorSize = 0; // mirrorKey of its size (the block's requested size when pre-existing)
+    int64_t size = 0;       // the same size, unrounded: the half-parameter mirror doubles it
     StackId stack;     // where it was allocated; invalid when unknown
     StackId freeStack; // where the program let go of it; invalid when never freed or unknown
+    // The rules whose phase, free-phase and lifetime conditions hold, as an index into the
+    // engine's candidate sets: decide() tries only these. Most rules fail on those three, and
+    // scanning all of them for each of a million allocations was most of the classifier's time.
+    uint16_t candidateSet = 0;
     uint16_t lifetime = 0;
     Phase birth = Phase::Unknown;
     Phase free = Phase::Unknown;
@@ -58,16 +60,27 @@ public:
             c.hasFrameConditions = !c.any.empty() || !c.all.empty() || !c.none.empty();
             c.hasFreeFrameConditions = !c.freeAny.empty() || !c.freeNone.empty();
             c.index = m_compiled.size();
-            if (r.mirrors != SizeMirror::None && c.index < 64)
-                m_mirrorMask |= uint64_t(1) << c.index;
             m_compiled.push_back(std::move(c));
         }
-        // One byte per (stack, rule), twice; past a bound (millions of distinct stacks) answers are
-        // computed each time instead, so memory stays bounded whatever the dump holds.
-        const size_t cells = trace.frames.stackCount() * m_compiled.size();
-        if (cells <= kMaxCachedCells) {
-            m_frameOk.assign(cells, 0);
-            m_freeFrameOk.assign(cells, 0);
+        // Candidate sets are bitsets over the rules, m_words 64-bit words each; set 0 holds every
+        // rule (the fallback when more combinations occur than an index can name).
+        m_words = std::max<size_t>(1, (m_compiled.size() + 63) / 64);
+        m_mirrorMask.assign(m_words, 0);
+        for (size_t k = 0; k < m_compiled.size(); ++k)
+            if (m_compiled[k].rule->mirrors != SizeMirror::None)
+                m_mirrorMask[k >> 6] |= uint64_t(1) << (k & 63);
+        m_candidateSets.assign(m_words, 0);
+        for (size_t k = 0; k < m_compiled.size(); ++k)
+            m_candidateSets[k >> 6] |= uint64_t(1) << (k & 63);
+        // Per stack, one bit per rule, twice (its allocations' stacks, its frees' stacks), computed
+        // the first time a stack is asked about; past a bound (millions of distinct stacks) answers
+        // are computed each time instead, so memory stays bounded whatever the dump holds.
+        const size_t words = trace.frames.stackCount() * m_words;
+        if (words <= kMaxCachedCells / 8) {
+            m_frameMasks.assign(words, 0);
+            m_freeFrameMasks.assign(words, 0);
+            m_frameMaskDone.assign(trace.frames.stackCount(), 0);
+            m_freeFrameMaskDone.assign(trace.frames.stackCount(), 0);
         }
     }
 
@@ -77,10 +90,11 @@ public:
         c.device = m_dev.device;
         c.kind = m_dev.kind;
         for (const auto& r : m_rules.rules())
-            c.rules.push_back(RuleInfo{r.name, r.reason, r.origin, r.pool});
+            c.rules.push_back(RuleInfo{r.name, r.reason, r.origin, r.pool, ruleEvidence(r)});
         c.noRule = uint16_t(c.rules.size());
         c.rules.push_back(RuleInfo{std::string(kNoRuleName), "no rule matched: no frame, phase or lifetime evidence names a pool",
-                                   "built-in", Pool::Unknown});
+                                   "built-in", Pool::Unknown, 0});
+        c.history = hasHistory(m_dev);
         c.phases = computePhases(m_trace, m_dev, m_rules, m_matcher);
         computeFeatures(c);
 
@@ -107,9 +121,22 @@ public:
         }
         countSizes(c);
         sizeLedger(c);
+        classify_detail::splitMegatronBuffers(m_trace, m_dev, c);
+        classify_detail::pendingFreeBlocks(m_dev, c);
         countSizes(c);
         judgeUntracked(c);
+        classify_detail::assignPrivatePools(m_dev, c);
         return c;
+    }
+
+    // Alloc or free entries: a trace that is one snapshot entry (an OOM observer's dump) or none
+    // (segments only) shows where memory is, not how it came and went.
+    static bool hasHistory(const DeviceTrace& dev)
+    {
+        for (Action a : dev.events.action)
+            if (a == Action::Alloc || a == Action::FreeRequested || a == Action::FreeCompleted)
+                return true;
+        return false;
     }
 
 private:
@@ -128,6 +155,12 @@ private:
             for (const auto& b : seg.blocks)
                 if (b.state != BlockState::Inactive && b.requestedSize > 0)
                     requested.emplace(b.address, b.requestedSize);
+        // Whether the dump recorded anyone's birth: history, or a stack on some block. Only then does
+        // a block with neither predate recording (Lifetime::Unrecorded).
+        bool recordedAny = c.history;
+        for (size_t i = 0; i < allocs.size() && !recordedAny; ++i)
+            recordedAny = allocs[i].stack.valid() && !m_trace.frames.stack(allocs[i].stack).empty();
+        const uint16_t deviceBits = c.history ? 0 : bit(Lifetime::NoHistory);
         for (size_t i = 0; i < allocs.size(); ++i) {
             const Allocation& a = allocs[i];
             Features& f = m_features[i];
@@ -175,21 +208,25 @@ private:
                 if (f.birth == Phase::Backward)
                     lt |= bit(Lifetime::SurvivesBackward);
             }
-            f.lifetime = lt;
             int64_t size = a.size;
             if (a.preexisting())
                 if (auto it = requested.find(a.address); it != requested.end())
                     size = it->second;
             f.mirrorSize = mirrorKey(size);
+            f.size = size;
             f.emptyStack = (!f.stack.valid() || m_trace.frames.stack(f.stack).empty()) && m_trace.opName(a).empty();
-            f.candidates = candidateRules(f);
+            lt |= deviceBits;
+            if (a.preexisting() && recordedAny && (!a.stack.valid() || m_trace.frames.stack(a.stack).empty()) && m_trace.opName(a).empty())
+                lt |= bit(Lifetime::Unrecorded);
+            f.lifetime = lt;
+            f.candidateSet = candidateSet(f);
             c.birthPhase[i] = f.birth;
             c.freePhase[i] = f.free;
             c.lifetime[i] = lt;
         }
     }
 
-    // The conditions that depend on (birth phase, free phase, lifetime) only: see Features::candidates.
+    // The conditions that depend on (birth phase, free phase, lifetime) only: see Features::candidateSet.
     static bool phasesAndLifetimeMatch(const Rule& r, Phase birth, bool freed, Phase free, uint16_t lifetime)
     {
         if (r.phaseMask && !(r.phaseMask & (1u << unsigned(birth))))
@@ -202,22 +239,28 @@ private:
         return (lifetime & r.lifetimeAll) == r.lifetimeAll && !(lifetime & r.lifetimeNone);
     }
 
-    // Features::candidates, remembered per (birth, free phase, lifetime): a few dozen combinations
+    // Features::candidateSet, remembered per (birth, free phase, lifetime): a few dozen combinations
     // occur, so a small direct-mapped cache answers almost every allocation.
-    uint64_t candidateRules(const Features& f)
+    uint16_t candidateSet(const Features& f)
     {
-        if (m_compiled.size() > 64)
-            return ~uint64_t(0);
         const uint32_t key = uint32_t(f.birth) | uint32_t(f.freed ? unsigned(f.free) : unsigned(kPhaseCount)) << 3 | uint32_t(f.lifetime) << 6;
         auto& slot = m_candidateCache[(key * 2654435761u) >> (32 - kCandidateCacheBits)];
         if (slot.first == key + 1)
             return slot.second;
-        uint64_t mask = 0;
-        for (size_t k = 0; k < m_compiled.size(); ++k)
-            if (phasesAndLifetimeMatch(*m_compiled[k].rule, f.birth, f.freed, f.free, f.lifetime))
-                mask |= uint64_t(1) << k;
-        slot = {key + 1, mask};
-        return mask;
+        uint16_t index = 0;
+        if (auto known = m_candidateIndex.find(key); known != m_candidateIndex.end()) {
+            index = known->second;
+        } else if (m_candidateSets.size() / m_words < 0xFFFF) {
+            index = uint16_t(m_candidateSets.size() / m_words);
+            m_candidateSets.resize(m_candidateSets.size() + m_words, 0);
+            uint64_t* mask = &m_candidateSets[size_t(index) * m_words];
+            for (size_t k = 0; k < m_compiled.size(); ++k)
+                if (phasesAndLifetimeMatch(*m_compiled[k].rule, f.birth, f.freed, f.free, f.lifetime))
+                    mask[k >> 6] |= uint64_t(1) << (k & 63);
+            m_candidateIndex.emplace(key, index);
+        }
+        slot = {key + 1, index};
+        return index;
     }
 
     bool matches(const CompiledRule& cr, const Allocation& a, const Features& f, const Classification& c, bool withSizes)
@@ -248,80 +291,103 @@ private:
             return false;
         if (r.mirrors == SizeMirror::Gradient && !c.gradientSizes.count(f.mirrorSize))
             return false;
+        if (r.mirrors == SizeMirror::HalfParameter && !c.parameterSizes.count(mirrorKey(2 * f.size)))
+            return false;
         return true;
     }
 
-    // Frame conditions depend on the stack alone: answered once per (stack, rule). Thousands of
-    // allocations share a few hundred stacks.
-    bool framesOk(const CompiledRule& cr, const Allocation& a, StackId stack)
+    // Frame conditions depend on the stack alone: answered once per stack for every rule at once
+    // (bit k: rule k's frame conditions hold, or it has none). Thousands of allocations share a few
+    // hundred stacks, and decide() drops every rule whose frames fail with one AND per word.
+    const uint64_t* frameMask(const Allocation& a, StackId stack)
+    {
+        if (!stack.valid() || stack.value >= m_frameMaskDone.size())
+            return nullptr;
+        uint64_t* mask = &m_frameMasks[size_t(stack.value) * m_words];
+        if (!m_frameMaskDone[stack.value]) {
+            for (const CompiledRule& cr : m_compiled)
+                if (!cr.hasFrameConditions || evaluateFrames(cr, a, stack))
+                    mask[cr.index >> 6] |= uint64_t(1) << (cr.index & 63);
+            m_frameMaskDone[stack.value] = 1;
+        }
+        return mask;
+    }
+
+    bool evaluateFrames(const CompiledRule& cr, const Allocation& a, StackId stack)
     {
         const Rule& r = *cr.rule;
-        auto evaluate = [&] {
-            auto has = [&](int p) {
-                if (stack.valid())
-                    return r.innermost > 0 ? m_matcher.stackMatchesInnermost(stack, p, r.innermost)
-                                           : m_matcher.stackMatches(stack, p);
-                return m_matcher.opMatches(m_trace.opName(a), p);
-            };
-            if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), has))
-                return false;
-            if (!cr.all.empty() && !std::all_of(cr.all.begin(), cr.all.end(), has))
-                return false;
-            return cr.none.empty() || !std::any_of(cr.none.begin(), cr.none.end(), has);
+        auto has = [&](int p) {
+            if (stack.valid())
+                return r.innermost > 0 ? m_matcher.stackMatchesInnermost(stack, p, r.innermost) : m_matcher.stackMatches(stack, p);
+            return m_matcher.opMatches(m_trace.opName(a), p);
         };
-        if (!stack.valid() || size_t(stack.value) * m_compiled.size() >= m_frameOk.size())
-            return evaluate();
-        uint8_t& cached = m_frameOk[size_t(stack.value) * m_compiled.size() + cr.index];
-        if (cached == 0)
-            cached = evaluate() ? 2 : 1;
-        return cached == 2;
+        auto hasPositive = [&](int p) {
+            if (r.innermostPython > 0 && stack.valid())
+                return m_matcher.stackMatchesInnermostPython(stack, p, r.innermostPython);
+            return has(p);
+        };
+        if (!cr.any.empty() && std::none_of(cr.any.begin(), cr.any.end(), hasPositive))
+            return false;
+        if (!cr.all.empty() && !std::all_of(cr.all.begin(), cr.all.end(), hasPositive))
+            return false;
+        return cr.none.empty() || !std::any_of(cr.none.begin(), cr.none.end(), has);
+    }
+
+    bool framesOk(const CompiledRule& cr, const Allocation& a, StackId stack)
+    {
+        if (const uint64_t* mask = frameMask(a, stack))
+            return (mask[cr.index >> 6] >> (cr.index & 63)) & 1u;
+        return evaluateFrames(cr, a, stack);
+    }
+
+    bool evaluateFreeFrames(const CompiledRule& cr, StackId stack)
+    {
+        auto has = [&](int p) { return m_matcher.stackMatches(stack, p); };
+        if (!cr.freeAny.empty() && std::none_of(cr.freeAny.begin(), cr.freeAny.end(), has))
+            return false;
+        return cr.freeNone.empty() || !std::any_of(cr.freeNone.begin(), cr.freeNone.end(), has);
     }
 
     bool freeFramesOk(const CompiledRule& cr, StackId stack)
     {
-        auto evaluate = [&] {
-            auto has = [&](int p) { return m_matcher.stackMatches(stack, p); };
-            if (!cr.freeAny.empty() && std::none_of(cr.freeAny.begin(), cr.freeAny.end(), has))
-                return false;
-            return cr.freeNone.empty() || !std::any_of(cr.freeNone.begin(), cr.freeNone.end(), has);
-        };
-        if (!stack.valid() || size_t(stack.value) * m_compiled.size() >= m_freeFrameOk.size())
-            return evaluate();
-        uint8_t& cached = m_freeFrameOk[size_t(stack.value) * m_compiled.size() + cr.index];
-        if (cached == 0)
-            cached = evaluate() ? 2 : 1;
-        return cached == 2;
+        if (!stack.valid() || stack.value >= m_freeFrameMaskDone.size())
+            return evaluateFreeFrames(cr, stack);
+        uint64_t* mask = &m_freeFrameMasks[size_t(stack.value) * m_words];
+        if (!m_freeFrameMaskDone[stack.value]) {
+            for (const CompiledRule& k : m_compiled)
+                if (!k.hasFreeFrameConditions || evaluateFreeFrames(k, stack))
+                    mask[k.index >> 6] |= uint64_t(1) << (k.index & 63);
+            m_freeFrameMaskDone[stack.value] = 1;
+        }
+        return (mask[cr.index >> 6] >> (cr.index & 63)) & 1u;
     }
 
     void decide(Classification& c, size_t i, bool withSizes, size_t fromRule = 0)
     {
         const Allocation& a = m_dev.allocations[i];
         const Features& f = m_features[i];
-        if (m_compiled.size() <= 64) {
-            uint64_t candidates = fromRule >= 64 ? 0 : f.candidates & (~uint64_t(0) << fromRule);
+        const uint64_t* set = &m_candidateSets[size_t(f.candidateSet) * m_words];
+        const uint64_t* frames = frameMask(a, f.stack);
+        for (size_t w = fromRule >> 6; w < m_words; ++w) {
+            uint64_t candidates = set[w];
+            if (frames)
+                candidates &= frames[w];
+            if (w == (fromRule >> 6))
+                candidates &= ~uint64_t(0) << (fromRule & 63);
             if (!withSizes) // size-mirroring rules wait for pass 2: masked here, not skipped one by one
-                candidates &= ~m_mirrorMask;
+                candidates &= ~m_mirrorMask[w];
             for (; candidates; candidates &= candidates - 1) {
-                const size_t k = size_t(__builtin_ctzll(candidates));
+                const size_t k = w * 64 + size_t(__builtin_ctzll(candidates));
                 const CompiledRule& cr = m_compiled[k];
+                // Set 0 (the fallback) holds every rule: its phase conditions are checked here.
+                if (f.candidateSet == 0 && !phasesAndLifetimeMatch(*cr.rule, f.birth, f.freed, f.free, f.lifetime))
+                    continue;
                 if (matchesBeyondPhases(cr, a, f, c)) {
                     c.pool[i] = cr.rule->pool;
                     c.confidence[i] = cr.rule->confidence;
                     c.rule[i] = uint16_t(k);
                     return;
                 }
-            }
-            c.pool[i] = Pool::Unknown;
-            c.confidence[i] = 0;
-            c.rule[i] = c.noRule;
-            return;
-        }
-        for (size_t k = fromRule; k < m_compiled.size(); ++k) {
-            if (matches(m_compiled[k], a, f, c, withSizes)) {
-                c.pool[i] = m_compiled[k].rule->pool;
-                c.confidence[i] = m_compiled[k].rule->confidence;
-                c.rule[i] = uint16_t(k);
-                return;
             }
         }
         c.pool[i] = Pool::Unknown;
@@ -403,7 +469,7 @@ private:
                                    "allocated before recording and alive throughout, one of " + std::to_string(bestK) +
                                        " same-size blocks per gradient of that size: 1 parameter + " + std::to_string(bestK - 1) +
                                        " optimizer-state buffers created before recording began",
-                                   "built-in", Pool::OptimizerState});
+                                   "built-in", Pool::OptimizerState, uint8_t(kEvidenceSize | kEvidenceLifetime)});
         for (auto& [size, ids] : candidates) {
             auto g = perStep.find(size);
             if (g == perStep.end() || g->second == 0)
@@ -441,6 +507,7 @@ private:
         Features f;
         f.lifetime = bit(Lifetime::Preexisting) | bit(Lifetime::AliveWholeTrace) | bit(Lifetime::AliveAtEnd);
         f.mirrorSize = mirrorKey(c.untrackedBytes);
+        f.size = c.untrackedBytes;
         for (size_t k = 0; k < m_compiled.size(); ++k)
             if (matches(m_compiled[k], pseudo, f, c, true)) {
                 c.untrackedPool = m_compiled[k].rule->pool;
@@ -479,10 +546,14 @@ private:
     std::vector<CompiledRule> m_compiled;
     std::vector<Features> m_features;
     static constexpr unsigned kCandidateCacheBits = 10;
-    std::array<std::pair<uint32_t, uint64_t>, size_t(1) << kCandidateCacheBits> m_candidateCache{}; // key + 1 (0: empty) -> mask
-    uint64_t m_mirrorMask = 0;          // bit k: rule k mirrors sizes (with at most 64 rules)
-    std::vector<uint8_t> m_frameOk;     // stack x rule: 0 unknown, 1 no, 2 yes
-    std::vector<uint8_t> m_freeFrameOk; // the same for the stack that freed it
+    std::array<std::pair<uint32_t, uint16_t>, size_t(1) << kCandidateCacheBits> m_candidateCache{}; // key + 1 (0: empty) -> set
+    std::unordered_map<uint32_t, uint16_t> m_candidateIndex; // every key seen -> its set
+    size_t m_words = 1;                    // 64-bit words per rule bitset
+    std::vector<uint64_t> m_candidateSets; // candidate sets, m_words each; set 0: every rule
+    std::vector<uint64_t> m_mirrorMask;    // bit k: rule k mirrors sizes
+    std::vector<uint64_t> m_frameMasks;     // stack x m_words: see frameMask()
+    std::vector<uint64_t> m_freeFrameMasks; // the same for the stack that freed it
+    std::vector<uint8_t> m_frameMaskDone, m_freeFrameMaskDone;
 };
 
 } // namespace

@@ -11,12 +11,37 @@
 
 namespace poolscope {
 
+// The kinds of evidence a decision rests on (bits), so every face can say what a pool's bytes are
+// known from: a frame of the allocation's own stack (or of its free), its phase and lifetime in the
+// recorded history, or its size alone. None of them: nothing in the dump spoke.
+enum EvidenceKind : uint8_t {
+    kEvidenceFrames = 1,
+    kEvidenceLifetime = 2,
+    kEvidenceSize = 4,
+};
+constexpr uint8_t kEvidenceKinds = 3;
+std::string evidenceText(uint8_t evidence); // "frames + lifetime", "sizes only", "no evidence"
+
 // What decided a pool: a rule of the rule set, or one of the classifier's own fallbacks.
 struct RuleInfo {
     std::string name;
     std::string reason;
     std::string origin; // rules file, or "built-in"
     Pool pool = Pool::Unknown;
+    uint8_t evidence = 0; // EvidenceKind bits its conditions rest on
+};
+uint8_t ruleEvidence(const Rule& r);
+
+// A memory pool of the caching allocator other than the default one (Segment::poolId != (0, 0)):
+// (N, 0) is a pool a CUDA graph made for itself when captured without one; (0, N) is a pool the
+// program made (torch.cuda.graph_pool_handle() shared by graphs, or torch.cuda.MemPool()). Its
+// memory serves that pool only: what is free in it is not free for anyone else.
+struct PrivatePoolId {
+    int64_t first = 0, second = 0;
+    bool operator==(const PrivatePoolId&) const = default;
+    bool isDefault() const { return first == 0 && second == 0; }
+    bool madeByGraph() const { return first != 0 && second == 0; }
+    std::string label() const; // "CUDA-graph private pool (3,0)", "private pool (0,1) (graph_pool_handle or MemPool)"
 };
 
 // One DeviceTrace's allocations, each with a pool, a confidence and the rule that decided it.
@@ -47,7 +72,19 @@ struct Classification {
     // parameter, gradient and optimizer-state pools: the size-mirroring evidence.
     std::unordered_map<int64_t, uint32_t> parameterSizes, gradientSizes, stateSizes;
 
+    // Whether the device's dump holds allocation history (alloc/free entries). Without it pools come
+    // from frames and sizes only, and absence ("no activations are alive") cannot be concluded.
+    bool history = true;
+
+    // Private pools (see PrivatePoolId): privatePools[0] is the default pool; privatePool[i] indexes
+    // it for allocation i, from the final segment holding its address. Empty when every segment is
+    // in the default pool. An allocation whose address no final segment holds counts as default.
+    std::vector<PrivatePoolId> privatePools{PrivatePoolId{}};
+    std::vector<uint16_t> privatePool;
+    uint16_t privatePoolOf(size_t allocation) const { return allocation < privatePool.size() ? privatePool[allocation] : 0; }
+
     size_t size() const { return pool.size(); }
+    uint8_t evidenceOf(size_t allocation) const { return rules[rule[allocation]].evidence; }
 };
 
 constexpr std::string_view kNoRuleName = "no-rule-matched";

@@ -84,6 +84,9 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     x.rule = rule.name;
     x.reason = rule.reason;
     auto& ev = x.evidence;
+    if (!c.history)
+        ev.push_back("the dump holds no allocation history (segments only, or one snapshot entry): when it was made and freed is "
+                     "unknown, so only its frames and its size can speak");
     if (a.preexisting()) {
         ev.push_back(a.freeCompletedEvent == kNoEvent && a.freeRequestedEvent == kNoEvent
                          ? "allocated before recording began (found among the final segments' active blocks)"
@@ -115,6 +118,9 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     ev.push_back("size " + bytesText(a.size) + " (" + std::to_string(a.size) + " B); allocations of this size: " +
                  std::to_string(count(c.parameterSizes)) + " parameter, " + std::to_string(count(c.gradientSizes)) +
                  " gradient, " + std::to_string(count(c.stateSizes)) + " optimizer_state");
+    if (auto twice = c.parameterSizes.find(mirrorKey(2 * a.size)); twice != c.parameterSizes.end())
+        ev.push_back(std::to_string(twice->second) + " parameter(s) of twice this size (" + bytesText(2 * a.size) +
+                     "): a 16-bit copy of an fp32 weight has this size");
     if (a.stack.valid()) {
         const EventIndex firstFree = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
         const bool stackIsFree = a.preexisting() && firstFree != kNoEvent && dev.events.stack[size_t(firstFree)] == a.stack;
@@ -128,7 +134,11 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     } else {
         ev.push_back("no stack recorded");
     }
-    ev.push_back("decided by rule '" + rule.name + "' from " + rule.origin + ": " + rule.reason);
+    if (const uint16_t pp = c.privatePoolOf(i); pp != 0 && pp < c.privatePools.size())
+        ev.push_back("lives in a " + c.privatePools[pp].label() + ": memory that only that pool's owner reuses");
+    if (a.pendingFreeAtEnd)
+        ev.push_back("its block is active_pending_free in the final segments: freed, but a stream that used it had not finished");
+    ev.push_back("decided by rule '" + rule.name + "' from " + rule.origin + " on " + evidenceText(rule.evidence) + ": " + rule.reason);
     return x;
 }
 

@@ -54,9 +54,12 @@ FrameMatcher::FrameMatcher(const RuleSet& rules, const FrameTable& frames) : m_f
     };
     const size_t nFrames = frames.frameCount();
     m_frameBits.assign(nFrames * m_words, 0);
+    m_pythonFrame.assign(nFrames, 0);
     for (size_t f = 0; f < nFrames; ++f) {
         const Frame& fr = frames.frame(FrameId(uint32_t(f)));
         const std::string file = normalizedPath(fr.filename);
+        m_pythonFrame[f] = (file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0) ||
+                           (!file.empty() && file.front() == '<' && file != "<op>");
         auto& fh = hits(fileHits, file);
         auto& nh = hits(functionHits, fr.name);
         uint64_t* bits = &m_frameBits[f * m_words];
@@ -127,6 +130,22 @@ bool FrameMatcher::stackMatchesInnermost(StackId stack, int pattern, int innermo
     return false;
 }
 
+bool FrameMatcher::stackMatchesInnermostPython(StackId stack, int pattern, int innermost) const
+{
+    if (!stack.valid() || pattern < 0 || stack.value >= m_stackDone.size())
+        return false;
+    int seen = 0;
+    for (FrameId f : m_frameTable.stack(stack)) {
+        if (!m_pythonFrame[f.value])
+            continue;
+        if (test(frameBits(f), pattern))
+            return true;
+        if (++seen >= innermost)
+            break;
+    }
+    return false;
+}
+
 bool FrameMatcher::opMatches(const std::string& opName, int pattern)
 {
     if (opName.empty() || pattern < 0)
@@ -155,9 +174,12 @@ Phase FrameMatcher::stackPhase(StackId stack, FrameId* decisive)
     if (m_stackPhase[stack.value] == 0xFF) {
         // The innermost marker decides (Lightning and LBFGS run forward and backward inside
         // optimizer.step's closure), except that a forward below a backward marker is
-        // torch.utils.checkpoint recomputing activations: that is backward.
+        // torch.utils.checkpoint recomputing activations: that is backward; and a teardown marker
+        // (deleteNode, a traceback's deallocation) with no backward marker outside it is teardown,
+        // whatever autograd node released its saved tensors below it.
         Phase found = Phase::Unknown;
-        FrameId where;
+        FrameId where, teardownAt;
+        bool decided = false, backwardOutsideTeardown = false;
         for (FrameId f : m_frameTable.stack(stack)) {
             const uint64_t* fb = frameBits(f);
             Phase here = Phase::Unknown;
@@ -169,16 +191,28 @@ Phase FrameMatcher::stackPhase(StackId stack, FrameId* decisive)
             }
             if (here == Phase::Unknown)
                 continue;
+            if (here == Phase::Teardown) {
+                if (!teardownAt.valid())
+                    teardownAt = f;
+                continue;
+            }
+            if (teardownAt.valid() && here == Phase::Backward)
+                backwardOutsideTeardown = true;
+            if (decided)
+                continue;
             if (found == Phase::Unknown) {
                 found = here;
                 where = f;
-                if (found != Phase::Forward)
-                    break;
+                decided = found != Phase::Forward;
             } else if (here == Phase::Backward) {
                 found = here;
                 where = f;
-                break;
+                decided = true;
             }
+        }
+        if (teardownAt.valid() && !backwardOutsideTeardown) {
+            found = Phase::Teardown;
+            where = teardownAt;
         }
         m_stackPhase[stack.value] = uint8_t(found);
         m_stackPhaseFrame[stack.value] = where;

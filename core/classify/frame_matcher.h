@@ -23,12 +23,17 @@ public:
 
     bool stackMatches(StackId stack, int pattern);
     bool stackMatchesInnermost(StackId stack, int pattern, int innermost) const;
+    // The same over the N innermost Python frames (a .py file or a <...> pseudo-file; CPython's own C
+    // frames that carry a line number do not count).
+    bool stackMatchesInnermostPython(StackId stack, int pattern, int innermost) const;
     bool frameMatches(FrameId frame, int pattern) const { return test(frameBits(frame), pattern); }
     // A Kineto allocation has no stack but the operator around it; it is matched as a function name.
     bool opMatches(const std::string& opName, int pattern);
 
     // The phase named by the innermost frame that matches a phase pattern (Unknown when none), and
-    // that frame. Cached per stack.
+    // that frame; except that a teardown marker with no backward marker outside it wins (saved
+    // tensors released by deleteNode under a traceback's deallocation are not a backward pass).
+    // Cached per stack.
     Phase stackPhase(StackId stack, FrameId* decisive = nullptr);
     Phase opPhase(const std::string& opName);
 
@@ -46,6 +51,7 @@ private:
     std::vector<Pair> m_patterns;
     size_t m_words = 1;
     std::vector<uint64_t> m_frameBits; // frameCount x m_words
+    std::vector<uint8_t> m_pythonFrame; // per frame: a Python source frame
     std::vector<uint64_t> m_stackBits; // stackCount x m_words, filled lazily
     std::vector<uint8_t> m_stackDone;
     std::vector<uint8_t> m_stackPhase; // 0xFF: not computed

@@ -7,10 +7,12 @@
 namespace poolscope {
 
 // The phase of a training step an event belongs to. Unknown: no frame, annotation or neighbour said.
-enum class Phase : uint8_t { Unknown, Forward, Backward, OptimizerStep, ZeroGrad };
-constexpr size_t kPhaseCount = 5;
+// Teardown: the step ended abnormally and its objects are being released (exception unwinding after
+// an OOM: traceback and frame deallocation, the autograd graph deleted without a backward).
+enum class Phase : uint8_t { Unknown, Forward, Backward, OptimizerStep, ZeroGrad, Teardown };
+constexpr size_t kPhaseCount = 6;
 constexpr std::array<std::string_view, kPhaseCount> kPhaseNames = {"unknown", "forward", "backward", "optimizer_step",
-                                                                   "zero_grad"};
+                                                                   "zero_grad", "teardown"};
 
 constexpr std::string_view phaseName(Phase p) { return kPhaseNames[size_t(p)]; }
 inline std::optional<Phase> parsePhase(std::string_view name)

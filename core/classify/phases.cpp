@@ -9,7 +9,7 @@ namespace poolscope {
 namespace {
 
 // Nested windows: the more specific phase wins (an Optimizer.step inside a user "train" scope).
-constexpr std::array<int, kPhaseCount> kWindowRank = {0, 1, 2, 4, 3}; // by Phase
+constexpr std::array<int, kPhaseCount> kWindowRank = {0, 1, 2, 4, 3, 5}; // by Phase
 
 struct Segment {
     int64_t startUs;
@@ -109,24 +109,64 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     const auto segs = windowSegments(tl.windows);
 
     tl.decisiveFrame.assign(trace.frames.stackCount(), FrameId{});
+    // Per stack: does it hold a Python frame? An event whose Python frames name no phase runs in the
+    // caller's code (a training loop, an inference driver), outside the pass that named the phase.
+    std::vector<uint8_t> hasPython(trace.frames.stackCount(), 2); // 2: not known yet
+    auto pythonStack = [&](StackId st) {
+        uint8_t& v = hasPython[st.value];
+        if (v == 2) {
+            v = 0;
+            for (FrameId f : trace.frames.stack(st)) {
+                const std::string& file = trace.frames.frame(f).filename;
+                if ((file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0) || (!file.empty() && file.front() == '<' && file != "<op>")) {
+                    v = 1;
+                    break;
+                }
+            }
+        }
+        return v == 1;
+    };
+    std::vector<uint8_t> boundary(n, 0);
     Phase previous = Phase::Unknown;
+    bool previousInCaller = false; // the previous event ran in the caller's code (see above)
+    bool afterOom = false;
     EventIndex firstKnown = kNoEvent;
     for (size_t i = 0; i < n; ++i) {
         Phase ph = Phase::Unknown;
         PhaseSource src = PhaseSource::None;
-        if (ev.stack[i].valid() && ev.stack[i].value < tl.decisiveFrame.size()) {
+        const bool validStack = ev.stack[i].valid() && ev.stack[i].value < tl.decisiveFrame.size();
+        if (validStack) {
             ph = matcher.stackPhase(ev.stack[i], &tl.decisiveFrame[ev.stack[i].value]);
         } else if (const AllocId id = dev.eventAlloc[i]; id.valid() && dev.allocations[id.value].op != 0) {
             ph = matcher.opPhase(trace.opName(dev.allocations[id.value]));
         }
+        bool inCaller = false;
         if (ph != Phase::Unknown) {
             src = PhaseSource::Frames;
             tl.anyFrameEvidence = true;
+            afterOom = false;
         } else if (!segs.empty() && ev.timeUs[i] != kNoTime && (ph = windowPhaseAt(segs, ev.timeUs[i])) != Phase::Unknown) {
             src = PhaseSource::Annotation;
+        } else if (afterOom) {
+            // An OOM ended the step: until frames name a phase again, what follows is the exception
+            // unwinding and the program's recovery, not the pass that failed.
+            ph = Phase::Teardown;
+            src = PhaseSource::Inherited;
         } else if (previous != Phase::Unknown) {
             ph = previous;
             src = PhaseSource::Inherited;
+            inCaller = validStack && pythonStack(ev.stack[i]);
+        }
+        if (ev.action[i] == Action::Oom)
+            afterOom = true;
+        // A step's pass ends where the caller's code takes over, and a new one begins where frames
+        // or an annotation name a phase again: runs split there even when the phase stays the same,
+        // so that "freed in the same pass" means one call of the model, not a whole inference loop.
+        // Events with no Python frame (the autograd engine's thread) neither end nor begin a pass.
+        if (src != PhaseSource::Inherited || inCaller) {
+            if (inCaller != previousInCaller)
+                boundary[i] = 1;
+            previousInCaller = inCaller;
         }
         if (ph != Phase::Unknown && firstKnown == kNoEvent)
             firstKnown = EventIndex(i);
@@ -139,7 +179,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     (void)firstKnown;
 
     for (size_t i = 0; i < n; ++i) {
-        if (tl.runs.empty() || tl.runs.back().phase != tl.phase[i])
+        if (tl.runs.empty() || tl.runs.back().phase != tl.phase[i] || boundary[i])
             tl.runs.push_back(PhaseTimeline::Run{tl.phase[i], EventIndex(i), EventIndex(i)});
         tl.runs.back().last = EventIndex(i);
         tl.run[i] = uint32_t(tl.runs.size() - 1);

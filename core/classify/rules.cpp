@@ -20,7 +20,7 @@ using nlohmann::json;
 
 constexpr std::array<std::string_view, kLifetimeCount> kLifetimeNames = {
     "preexisting", "recorded",         "alive_at_end",      "freed", "alive_whole_trace", "same_phase",
-    "later_phase", "survives_step", "survives_backward", "quick", "own_phase"};
+    "later_phase", "survives_step", "survives_backward", "quick", "own_phase", "no_history", "unrecorded"};
 
 // Errors name the list, the entry's index and name, and the field, so a user can find the typo.
 class Context {
@@ -127,7 +127,7 @@ uint8_t parsePhaseMask(const Context& ctx, const json& obj, const char* field, b
         }
         auto ph = parsePhase(name);
         if (!ph)
-            ctx.fail(field, "unknown phase '" + name + "' (expected forward, backward, optimizer_step, zero_grad, unknown" +
+            ctx.fail(field, "unknown phase '" + name + "' (expected forward, backward, optimizer_step, zero_grad, teardown, unknown" +
                                 (allowNever ? ", never" : "") + ")");
         mask |= uint8_t(1u << unsigned(*ph));
     }
@@ -187,7 +187,7 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
         ctx.fail("name", "must not be empty");
     ctx.setName(r.name);
     checkKeys(ctx, j, {"name", "pool", "reason", "confidence", "frames_any", "frames_all", "frames_none", "free_frames_any",
-                       "free_frames_none", "innermost",
+                       "free_frames_none", "innermost", "innermost_python",
                        "stack", "phase", "free_phase", "lifetime", "not_lifetime", "size", "before", "after",
                        "disabled", "comment"});
     if (auto it = j.find("disabled"); it != j.end()) {
@@ -201,7 +201,8 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
     auto p = parsePool(pool);
     if (!p || *p == Pool::CachedFree)
         ctx.fail("pool", "unknown pool '" + pool +
-                             "' (expected parameter, gradient, optimizer_state, activation, temporary, input, other, unknown)");
+                             "' (expected parameter, cast_cache, gradient, optimizer_state, kv_cache, activation, temporary, "
+                             "workspace, input, other, unknown)");
     r.pool = *p;
     r.reason = getString(ctx, j, "reason", true);
     if (r.reason.empty())
@@ -220,6 +221,13 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
         if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 4096)
             ctx.fail("innermost", "expected an integer from 1 to 4096");
         r.innermost = int(it->get<int64_t>());
+    }
+    if (auto it = j.find("innermost_python"); it != j.end()) {
+        if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 4096)
+            ctx.fail("innermost_python", "expected an integer from 1 to 4096");
+        if (r.innermost > 0)
+            ctx.fail("innermost_python", "give \"innermost\" or \"innermost_python\", not both");
+        r.innermostPython = int(it->get<int64_t>());
     }
     if (auto s = getString(ctx, j, "stack", false); !s.empty()) {
         if (s == "empty")
@@ -250,8 +258,10 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
                 r.mirrors = SizeMirror::Parameter;
             else if (*m == "gradient")
                 r.mirrors = SizeMirror::Gradient;
+            else if (*m == "half_parameter")
+                r.mirrors = SizeMirror::HalfParameter;
             else
-                ctx.fail("size.mirrors", "expected \"parameter\" or \"gradient\"");
+                ctx.fail("size.mirrors", "expected \"parameter\", \"gradient\" or \"half_parameter\"");
         }
     }
     out.before = getString(ctx, j, "before", false);
@@ -327,7 +337,7 @@ RuleSet RuleSet::parse(std::string_view jsonText, const std::string& origin)
             }
             auto ph = parsePhase(getString(ctx, j, "phase", true));
             if (!ph || *ph == Phase::Unknown)
-                ctx.fail("phase", "expected forward, backward, optimizer_step or zero_grad");
+                ctx.fail("phase", "expected forward, backward, optimizer_step, zero_grad or teardown");
             p.phase = *ph;
             json pat = json::object();
             if (j.contains("file"))

@@ -24,8 +24,14 @@ enum class Lifetime : uint16_t {
     SurvivesBackward = 1 << 8, // born in backward and kept after that backward
     Quick = 1 << 9,            // freed within a few events of its birth
     OwnPhase = 1 << 10,        // its own stack (or an annotation) named its birth phase, not a neighbour
+    // The device's dump holds no allocation history (segments only, or one snapshot entry): every
+    // lifetime fact above is vacuous for it, and only frames and sizes can speak.
+    NoHistory = 1 << 11,
+    // Nothing recorded its birth (no alloc event, no stack) while the dump recorded others': it
+    // predates recording. Not set where nothing at all was recorded (a segments-only dump).
+    Unrecorded = 1 << 12,
 };
-constexpr size_t kLifetimeCount = 11;
+constexpr size_t kLifetimeCount = 13;
 std::string_view lifetimeName(Lifetime l);
 constexpr uint16_t bit(Lifetime l) { return uint16_t(l); }
 
@@ -39,7 +45,9 @@ struct FramePattern {
     bool operator==(const FramePattern& o) const { return file == o.file && function == o.function; }
 };
 
-enum class SizeMirror : uint8_t { None, Parameter, Gradient };
+// Parameter / Gradient: an allocation of that pool has the same size (rounded to 512 B).
+// HalfParameter: a parameter has twice this size (an fp32 weight cast to 16 bits).
+enum class SizeMirror : uint8_t { None, Parameter, Gradient, HalfParameter };
 enum class StackCondition : uint8_t { Any, Empty, Present };
 
 // One ordered rule: the first rule whose every condition holds decides an allocation's pool.
@@ -54,6 +62,8 @@ struct Rule {
     std::vector<FramePattern> freeFramesAny;  // the stack that freed it: some frame matches one of these
     std::vector<FramePattern> freeFramesNone; // ... no frame matches any of these (true when never freed)
     int innermost = 0;                    // > 0: frame conditions look at the N innermost frames only
+    int innermostPython = 0;              // > 0: framesAny/framesAll look at the N innermost Python frames only
+                                          // (framesNone still at the whole stack)
     StackCondition stack = StackCondition::Any;
     uint8_t phaseMask = 0;     // birth phase in this set (bit per Phase); 0: any
     uint8_t freePhaseMask = 0; // free phase in this set; bit kPhaseCount = never freed; 0: any

@@ -106,6 +106,16 @@ std::shared_ptr<const TraceModel> DeviceDocument::traceModel() const
     return m_model;
 }
 
+const PoolSeries* DeviceDocument::series() const
+{
+    if (m_series)
+        return &*m_series;
+    if (!m_classification)
+        return nullptr;
+    std::call_once(m_seriesOnce, [this] { m_lateSeries.emplace(computePoolSeries(device(), *m_classification)); });
+    return &*m_lateSeries;
+}
+
 PoolBytes DeviceDocument::poolsAt(EventIndex i) const
 {
     const DeviceTrace& d = device();

@@ -63,6 +63,9 @@ public:
     PoolBytes poolsAt(EventIndex i) const;
     // Zero when the document was opened without pool series (DocumentOptions::poolSeries).
     const PoolPeaks& poolPeaks() const { return m_peaks; }
+    // The pool series itself: the document's own when it kept one (no eager timeline took its
+    // columns), else built now, once, and kept (the comparison reads whole series).
+    const PoolSeries* series() const;
 
     const DeviceTimeline& timeline() const { return *timelinePtr(); }
     std::shared_ptr<const DeviceTimeline> timelinePtr() const;
@@ -84,7 +87,8 @@ private:
     // Until a timeline takes them, the series' columns live here (commands that never draw).
     std::optional<PoolSeries> m_series;
     bool m_eager = false; // m_timeline was built by prepare(), before anyone else could see this document
-    mutable std::once_flag m_timelineOnce, m_aliveOnce, m_modelOnce;
+    mutable std::once_flag m_timelineOnce, m_aliveOnce, m_modelOnce, m_seriesOnce;
+    mutable std::optional<PoolSeries> m_lateSeries; // series() when m_series was not kept
     mutable std::shared_ptr<const DeviceTimeline> m_timeline;
     mutable std::optional<AliveIndex> m_alive; // only when there is no timeline to ask
     mutable std::shared_ptr<const TraceModel> m_model;

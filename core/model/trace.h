@@ -65,6 +65,9 @@ struct Allocation {
     int64_t allocTimeUs = kNoTime;
     int64_t freeTimeUs = kNoTime;
     ProfilerCategory category = ProfilerCategory::None;
+    // A pre-existing block the final segments list as active_pending_free: the program freed it but a
+    // stream that used it has not finished, so the allocator can neither reuse it nor call it free.
+    bool pendingFreeAtEnd = false;
     uint32_t op = 0; // Kineto: its enclosing operator, an index into Trace::opNames (0: none; snapshots)
 
     bool preexisting() const { return allocEvent == kNoEvent; }

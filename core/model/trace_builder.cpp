@@ -226,12 +226,23 @@ void finalizeDevice(DeviceTrace& dev, EventPairing&& pairing, std::vector<std::s
         dev.endReserved += seg.totalSize;
         checkBytes(dev, dev.endReserved, "the segments' total size");
         for (const auto& b : seg.blocks) {
-            if (b.state != BlockState::ActiveAllocated)
+            if (b.state == BlockState::Inactive)
                 continue;
+            const bool pending = b.state == BlockState::ActivePendingFree;
+            if (pending) {
+                // Freed by the program, not yet by the allocator (a stream that used it has not
+                // finished): still active, as the trace counts a block from alloc to free_completed.
+                // Its allocation is open when the trace saw the free_requested; otherwise the free
+                // predates recording and the block stands for itself.
+                if (auto it = open.find(b.address); it != open.end()) {
+                    activeBlockBytes += b.size;
+                    continue;
+                }
+            }
             checkBytes(dev, b.size, "a block's size");
             activeBlockBytes += b.size;
             checkBytes(dev, activeBlockBytes, "the active blocks' total size");
-            if (auto it = open.find(b.address); it != open.end() && !(it->second & kFreed)) {
+            if (auto it = open.find(b.address); !pending && it != open.end() && !(it->second & kFreed)) {
                 auto& a = allocs[it->second];
                 a.blockSize = b.size;
                 if (!a.stack.valid())
@@ -244,6 +255,7 @@ void finalizeDevice(DeviceTrace& dev, EventPairing&& pairing, std::vector<std::s
             a.blockSize = b.size;
             a.stream = seg.stream;
             a.stack = b.stack;
+            a.pendingFreeAtEnd = pending;
             allocs.push_back(std::move(a));
         }
     }

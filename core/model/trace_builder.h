@@ -15,8 +15,11 @@ namespace poolscope {
 //
 // Definitions (they match ../shared/corpus/expected.json):
 // - allocations are paired alloc -> free_requested -> free_completed by address;
-// - initialAllocated = bytes of active_allocated blocks in the final segments minus the net bytes the
-//   trace allocated (alloc sizes minus free_completed sizes of allocations seen in the trace);
+// - initialAllocated = bytes of active blocks in the final segments (active_allocated, and
+//   active_pending_free: freed by the program, still held for a stream's use) minus the net bytes the
+//   trace allocated (alloc sizes minus free_completed sizes of allocations seen in the trace); a
+//   pending block the trace did not see freed becomes a pre-existing allocation marked
+//   pendingFreeAtEnd (the corpus has none; expected.json counts active_allocated blocks);
 // - allocated(i) = initialAllocated + running (alloc - free_completed) up to and including event i;
 // - reserved(i) from segment_alloc/free/map/unmap, anchored so the end equals the final segments.
 // Oddities (frees of unknown addresses, double allocs) are counted into `warnings`, never fatal.

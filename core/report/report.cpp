@@ -82,8 +82,9 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
     m.classified = doc.classified();
     if (const Classification* c = doc.classification()) {
         m.pools = doc.poolsAt(at);
-        m.confidence = aliveConfidence(*c, dev.allocations, alive);
-        m.verdict = makeVerdict(m.words, m.pools, &m.confidence);
+        m.evidence = momentEvidence(*c, dev.allocations, alive);
+        m.confidence = m.evidence.confidence;
+        m.verdict = makeVerdict(m.words, m.pools, m.evidence);
     }
     m.top = largestAlive(doc, at, std::move(alive), top);
     return m;

@@ -45,6 +45,7 @@ struct MomentReport {
     bool classified = false;
     PoolBytes pools{};         // when classified
     PoolConfidence confidence{}; // when classified; -1 where a pool holds nothing
+    MomentEvidence evidence;   // when classified: history, evidence per pool, private pools (issue 15)
     Verdict verdict;           // when classified
     std::optional<OomEvent> oom; // the OOM at this very event, if any
     std::vector<LiveAllocation> top;

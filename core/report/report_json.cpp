@@ -34,6 +34,17 @@ json momentJson(const MomentReport& m)
         }
         j["pools"] = pools;
         j["confidence"] = sure;
+        // Issue 15: what the dump could show (history; per pool, the evidence behind most of its
+        // bytes; memory in private pools).
+        json basis = json::object(), privatePools = json::array();
+        for (size_t p = 0; p < kAllocationPoolCount; ++p)
+            if (m.confidence[p] >= 0)
+                basis[std::string(kPoolNames[p])] = evidenceText(m.evidence.mainEvidence(Pool(p)));
+        for (const auto& [id, bytes] : m.evidence.privatePools)
+            privatePools.push_back({{"pool_id", {id.first, id.second}}, {"label", id.label()}, {"bytes", bytes}});
+        j["history"] = m.evidence.history;
+        j["evidence"] = basis;
+        j["private_pools"] = privatePools;
         j["verdict"] = m.verdict.sentence;
     }
     json top = json::array();

@@ -33,7 +33,7 @@ void momentText(std::string& out, const MomentReport& m)
         // Shares of reserved (pools and cache make 100%), as the window shows them; of allocated
         // where the source records no reserved bytes.
         const char* ofWhat = m.reservedKnown ? "of reserved" : "of allocated";
-        out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad(ofWhat, 14, true) + pad("confidence", 12, true) + "\n";
+        out += "\n  " + pad("pool", 18) + pad("bytes", 12, true) + pad(ofWhat, 14, true) + pad("confidence", 12, true) + "  evidence\n";
         const double total = double(std::max<int64_t>(1, m.reservedKnown ? std::max(m.reserved, m.allocated) : m.allocated));
         for (size_t p = 0; p < kPoolCount; ++p) {
             const int64_t bytes = m.pools[p];
@@ -42,7 +42,9 @@ void momentText(std::string& out, const MomentReport& m)
             char share[16];
             std::snprintf(share, sizeof share, "%.1f%%", 100.0 * double(bytes) / total);
             const std::string conf = p < kAllocationPoolCount && m.confidence[p] >= 0 ? std::to_string(m.confidence[p]) + "%" : "";
-            out += "  " + pad(std::string(kPoolNames[p]), 18) + pad(formatBytes(bytes), 12, true) + pad(share, 14, true) + pad(conf, 12, true) + "\n";
+            const std::string why = conf.empty() ? "" : "  " + evidenceText(m.evidence.mainEvidence(Pool(p)));
+            out += "  " + pad(std::string(kPoolNames[p]), 18) + pad(formatBytes(bytes), 12, true) + pad(share, 14, true) + pad(conf, 12, true) +
+                   why + "\n";
         }
     }
     if (m.top.empty())

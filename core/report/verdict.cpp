@@ -105,9 +105,63 @@ PoolConfidence aliveConfidence(const Classification& c, const std::vector<Alloca
     return out;
 }
 
-Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const PoolConfidence* confidence)
+uint8_t MomentEvidence::mainEvidence(Pool p) const
+{
+    const auto& row = bytesByEvidence[size_t(p)];
+    size_t best = 0;
+    for (size_t e = 1; e < row.size(); ++e)
+        if (row[e] > row[best])
+            best = e;
+    return uint8_t(best);
+}
+
+MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocation>& allocations, std::span<const AllocId> alive)
+{
+    MomentEvidence m;
+    m.history = c.history;
+    m.confidence = aliveConfidence(c, allocations, alive);
+    int64_t temporary = 0, temporaryScaled = 0;
+    std::vector<int64_t> perPool(c.privatePools.size(), 0);
+    for (AllocId id : alive) {
+        if (!id.valid() || id.value >= c.size() || id.value >= allocations.size())
+            continue;
+        const size_t i = id.value;
+        const int64_t b = std::max<int64_t>(allocations[i].size, 0);
+        const Pool p = c.pool[i];
+        m.bytesByEvidence[size_t(p)][c.evidenceOf(i) & ((1u << kEvidenceKinds) - 1)] += b;
+        if (const uint16_t pp = c.privatePoolOf(i); pp != 0 && pp < perPool.size())
+            perPool[pp] += b;
+        const Phase birth = i < c.birthPhase.size() ? c.birthPhase[i] : Phase::Unknown;
+        if (p == Pool::Temporary) {
+            temporary += b;
+            if (birth != Phase::OptimizerStep && birth != Phase::ZeroGrad)
+                temporaryScaled += b;
+        }
+    }
+    if (temporary > 0)
+        m.temporaryBatchShare = double(temporaryScaled) / double(temporary);
+    for (size_t k = 1; k < perPool.size(); ++k)
+        if (perPool[k] > 0)
+            m.privatePools.emplace_back(c.privatePools[k], perPool[k]);
+    std::stable_sort(m.privatePools.begin(), m.privatePools.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    return m;
+}
+
+namespace {
+
+Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const PoolConfidence* confidence, const MomentEvidence* ev)
 {
     Verdict v;
+    if (ev && !ev->history) {
+        v.history = false;
+        v.caveat = std::string(kNoHistoryCaveat);
+    }
+    auto finish = [&] {
+        v.sentence = v.caveat.empty() ? v.breakdown : v.caveat + " " + v.breakdown;
+        if (!v.advice.empty())
+            v.sentence += " " + v.advice;
+        return v;
+    };
     const int64_t allocated = allocatedBytes(pools);
     const int64_t cached = pools[size_t(Pool::CachedFree)];
     std::vector<Pool> order;
@@ -118,9 +172,9 @@ Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const PoolC
 
     v.breakdown = std::string(moment) + ":";
     if (order.empty() && cached <= 0) {
+        v.caveat.clear(); // nothing to infer
         v.breakdown += " nothing is allocated.";
-        v.sentence = v.breakdown;
-        return v;
+        return finish();
     }
     v.dominant = order.empty() ? Pool::CachedFree : order.front();
     if (cached > 0 && (order.empty() || cached > pools[size_t(order.front())]))
@@ -138,23 +192,66 @@ Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const PoolC
     }
     if (cached > 0 && (v.dominant == Pool::CachedFree || cached * 10 >= allocated))
         v.breakdown += std::string(first ? " " : "; ") + "cached_free " + gib(cached) + " reserved but not allocated";
+    if (ev)
+        for (const auto& [id, bytes] : ev->privatePools)
+            if (bytes >= kListedMinimum)
+                v.breakdown += "; " + gib(bytes) + " in " + id.label();
     v.breakdown += ".";
 
     if (confidence && v.dominant != Pool::CachedFree)
         v.confidence = (*confidence)[size_t(v.dominant)];
-    if (v.confidence >= 0 && v.confidence < kSureConfidence)
-        v.advice = "The wall is probably " + std::string(poolPhrase(v.dominant)) + " (classified with " + std::to_string(v.confidence) +
-                   "% confidence; poolscope explain shows the evidence): " + std::string(poolAdvice(v.dominant));
-    else
-        v.advice = "The wall is " + std::string(poolPhrase(v.dominant)) + ": " + std::string(poolAdvice(v.dominant));
-    // What a smaller micro-batch could give back at most: the memory that scales with it.
-    const int64_t perBatch = pools[size_t(Pool::Activation)] + pools[size_t(Pool::Input)];
-    if (v.dominant != Pool::Activation && v.dominant != Pool::Input)
-        v.advice += perBatch > 0 ? "; cutting the micro-batch frees at most " + (perBatch < kListedMinimum ? std::string("0.01 GiB") : gib(perBatch))
-                                 : std::string("; cutting the micro-batch frees nothing here (no activations or inputs are alive)");
+    const std::string phrase(poolPhrase(v.dominant));
+    const std::string advice(poolAdvice(v.dominant));
+    bool nothingSays = v.dominant == Pool::Unknown;
+    if (ev && v.dominant != Pool::CachedFree) {
+        v.evidence = ev->mainEvidence(v.dominant);
+        nothingSays = nothingSays || v.evidence == 0;
+    }
+    if (nothingSays && ev && !ev->history) {
+        v.advice = "The dump cannot name the wall: " + gib(pools[size_t(v.dominant)]) +
+                   " have neither history nor a stack; record torch.cuda.memory._record_memory_history() before the OOM to name them";
+    } else if (nothingSays) {
+        v.advice = "The wall is " + phrase + " (no frame, phase or lifetime names it): " + std::string(poolAdvice(Pool::Unknown));
+    } else if (ev && v.evidence == kEvidenceSize) {
+        v.advice = "Sizes alone suggest the wall is " + phrase + " (a suggestion, not evidence" +
+                   (v.confidence >= 0 ? ": " + std::to_string(v.confidence) + "% confidence" : std::string()) + "): " + advice;
+    } else if (v.confidence >= 0 && v.confidence < kSureConfidence) {
+        v.advice = "The wall is probably " + phrase + " (classified with " + std::to_string(v.confidence) +
+                   "% confidence; poolscope explain shows the evidence): " + advice;
+    } else {
+        v.advice = "The wall is " + phrase + ": " + advice;
+    }
+    // What a smaller micro-batch could give back at most: the memory that scales with it. Absence is
+    // concluded only from evidence: with history and nothing unclassified.
+    const double share = ev ? ev->temporaryBatchShare : 1.0;
+    const int64_t perBatch = pools[size_t(Pool::Activation)] + pools[size_t(Pool::Input)] +
+                             int64_t(std::llround(share * double(pools[size_t(Pool::Temporary)])));
+    if (v.dominant != Pool::Activation && v.dominant != Pool::Input) {
+        const int64_t unknown = pools[size_t(Pool::Unknown)];
+        if (perBatch > 0)
+            v.advice += "; cutting the micro-batch frees at most " + (perBatch < kListedMinimum ? std::string("0.01 GiB") : gib(perBatch)) +
+                        (ev && !ev->history ? std::string(" of what the frames name") : std::string());
+        else if (ev && !ev->history)
+            v.advice += "; without history it cannot show what cutting the micro-batch would free";
+        else if (unknown * 100 >= std::max<int64_t>(allocated, 1))
+            v.advice += "; cutting the micro-batch frees nothing that is classified (" + gib(unknown) + " are not)";
+        else
+            v.advice += "; cutting the micro-batch frees nothing here (no activations, inputs or batch-sized temporaries are alive)";
+    }
     v.advice += ".";
-    v.sentence = v.breakdown + " " + v.advice;
-    return v;
+    return finish();
+}
+
+} // namespace
+
+Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const PoolConfidence* confidence)
+{
+    return buildVerdict(moment, pools, confidence, nullptr);
+}
+
+Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const MomentEvidence& evidence)
+{
+    return buildVerdict(moment, pools, &evidence.confidence, &evidence);
 }
 
 } // namespace poolscope

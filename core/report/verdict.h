@@ -16,10 +16,13 @@ namespace poolscope {
 //  optimizer; cutting the micro-batch frees at most 0.05 GiB."
 struct Verdict {
     Pool dominant = Pool::Unknown; // CachedFree when reserved-but-free memory outweighs every pool
+    std::string caveat;            // what the dump cannot show, said first: "No allocation history: ..."; may be empty
     std::string breakdown;         // "At the OOM: optimizer_state 25.38 GiB (49%), ..."
     std::string advice;            // "The wall is optimizer state: ..."
-    std::string sentence;          // breakdown + " " + advice
+    std::string sentence;          // caveat + " " + breakdown + " " + advice (no caveat: breakdown + " " + advice)
     int confidence = -1;           // the classifier's confidence in the dominant pool's bytes; -1: not given
+    bool history = true;           // the dump holds allocation history
+    uint8_t evidence = 0;          // EvidenceKind bits behind most of the wall's bytes; 0 when not given or none
 };
 
 // How sure the classifier is of the bytes alive at one moment, per pool: the byte-weighted mean of the
@@ -28,15 +31,43 @@ struct Verdict {
 using PoolConfidence = std::array<int, kPoolCount>;
 PoolConfidence aliveConfidence(const Classification& c, const std::vector<Allocation>& allocations, std::span<const AllocId> alive);
 
-// Below this the verdict says "probably" and how sure it is: a dump without allocation history (only
-// the final segments) is classified from stacks and sizes alone, at 65% for pre-existing memory.
+// Below this the verdict says "probably" and how sure it is.
 constexpr int kSureConfidence = 70;
+
+// What the dump could show about the bytes alive at one moment: the verdict's evidence. Every face
+// (report text and JSON, the window's breakdown, the review image) reads the same figures.
+struct MomentEvidence {
+    bool history = true;       // Classification::history
+    PoolConfidence confidence; // as aliveConfidence
+    // Per pool, bytes by the EvidenceKind bits of the rule that decided them (index 0: no evidence).
+    std::array<std::array<int64_t, 1u << kEvidenceKinds>, kPoolCount> bytesByEvidence{};
+    // Allocated bytes alive in each private pool, largest first (the default pool not listed).
+    std::vector<std::pair<PrivatePoolId, int64_t>> privatePools;
+    // The share of the temporary pool's bytes that scale with the micro-batch: temporaries born in a
+    // forward or backward pass (or in no known phase), not the optimizer step's or zero_grad's scratch.
+    // With activations and inputs they bound what cutting the micro-batch frees (weight casts,
+    // workspaces and the KV cache, an engine's budget, do not count).
+    double temporaryBatchShare = 1.0;
+
+    MomentEvidence() { confidence.fill(-1); }
+    // The evidence bits behind most of the pool's bytes (0: none, or nothing alive).
+    uint8_t mainEvidence(Pool p) const;
+    int64_t bytesWith(Pool p, uint8_t evidence) const { return bytesByEvidence[size_t(p)][evidence]; }
+};
+MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocation>& allocations, std::span<const AllocId> alive);
+
+// What a dump without allocation history says first.
+constexpr std::string_view kNoHistoryCaveat = "No allocation history: pools are inferred from sizes and frames only.";
 
 // `moment` names the moment: "At the OOM", "At the peak", "At event #1234".
 // Percentages are of allocated bytes; cached_free is named when it is the wall or at least a tenth
 // of what is allocated. Empty pools and pools under 0.005 GiB are left out of the list. With
 // `confidence`, a wall the classifier is less than kSureConfidence sure of is named as probable.
 Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const PoolConfidence* confidence = nullptr);
+// The same, honest about what the dump could show: without history it says so first and never
+// concludes absence ("no activations are alive") from missing evidence; a wall that sizes alone
+// suggest, or that nothing names, is said to be that; CUDA-graph and MemPool memory is named.
+Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const MomentEvidence& evidence);
 
 // What to do when `pool` is the wall, as one clause ("shard it (ZeRO/FSDP), ...").
 std::string_view poolAdvice(Pool pool);

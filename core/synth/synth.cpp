@@ -87,6 +87,7 @@ void validate(const SynthModel& m)
     require(m.steps >= 1, "steps must be at least 1");
     require(m.dataParallel >= 1 && m.zeroStage >= 0 && m.zeroStage <= 3, "ranks must be >= 1 and the ZeRO stage 0..3");
     require(!m.capacity || *m.capacity > 0, "capacity must be positive");
+    require(m.trainable > 0 && m.trainable <= 1, "the trainable fraction must be in (0, 1]");
     require(m.targetEntries >= 0 && m.targetEntries <= (int64_t(1) << 31), "entries out of range");
     require(m.accumulate >= 1 && m.accumulate <= 64 && m.ffn >= 0, "accumulate must be 1..64 and ffn non-negative");
     const bool variant = m.attention != SynthAttention::Softmax || m.mlp != SynthMlp::Gelu || m.ffn > 0 ||
@@ -116,6 +117,11 @@ std::vector<std::pair<int64_t, int64_t>> layerShapes(const SynthModel& m)
 
 } // namespace
 
+int frozenLayers(const SynthModel& m)
+{
+    return int(double(m.layers) * (1.0 - m.trainable) + 0.5);
+}
+
 SynthSizes synthSizes(const SynthModel& m)
 {
     validate(m);
@@ -130,19 +136,26 @@ SynthSizes synthSizes(const SynthModel& m)
     // two sbh masks, softmax output and dropout output (a s^2 b each) and their mask.
     z.activationBytesPerLayer = ea * 16 * sbh + 2 * sbh + ea * 2 * scores + scores;
     std::vector<std::pair<int64_t, int64_t>> shapes; // rows, cols (cols 0: vector)
+    std::vector<bool> frozen;
     shapes.push_back({m.vocab, h});
     shapes.push_back({m.positions > 0 ? m.positions : m.seq, h});
+    frozen.assign(2, false);
     for (int l = 0; l < m.layers; ++l) {
         const auto layer = layerShapes(m);
         shapes.insert(shapes.end(), layer.begin(), layer.end());
+        frozen.resize(shapes.size(), l < frozenLayers(m));
     }
     shapes.push_back({h, 0});
     shapes.push_back({h, 0});
+    frozen.resize(shapes.size(), false);
     const int nd = m.dataParallel;
-    for (const auto& [rows, cols] : shapes) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        const auto [rows, cols] = shapes[i];
         const int64_t numel = cols ? rows * cols : rows;
         z.parameterElements += numel;
         z.parameterBytes += (m.zeroStage >= 3 ? shard(numel, nd) : numel) * ep;
+        if (frozen[i] || (m.normsOnly && cols > 0))
+            continue;
         z.gradientBytes += (m.zeroStage >= 2 ? shard(numel, nd) : numel) * ep;
         const int64_t stateNumel = m.zeroStage >= 1 ? shard(numel, nd) : numel;
         switch (m.optimizer) {
@@ -280,7 +293,7 @@ void Generator::releaseAll(std::vector<Tensor>& ts, StackId stack)
 
 void Generator::temp(int64_t bytes, SynthOp op, SynthSite site)
 {
-    Tensor t = alloc(bytes, m_stacks.alloc(op, site), Pool::Temporary);
+    Tensor t = alloc(bytes, m_stacks.alloc(op, site), op == SynthOp::CublasWorkspace ? Pool::Workspace : Pool::Temporary);
     release(t, m_stacks.free(site));
 }
 
@@ -301,6 +314,7 @@ void Generator::allocateParameters()
         p.rows = rows;
         p.cols = cols;
         p.numel = cols ? rows * cols : rows;
+        p.frozen = m_model.normsOnly && cols > 0; // only the norms' weights train
         const int64_t local = m_model.zeroStage >= 3 ? shard(p.numel, nd) : p.numel;
         p.addr = alloc(local * m_ep, StackId{}, Pool::Parameter).addr;
         m_params.push_back(std::move(p));
@@ -310,8 +324,10 @@ void Generator::allocateParameters()
     m_headParams.push_back(add(m_model.positions > 0 ? m_model.positions : m_model.seq, h));
     for (int l = 0; l < m_model.layers; ++l) {
         std::vector<size_t> ids;
-        for (const auto& [r, c] : layerShapes(m_model))
+        for (const auto& [r, c] : layerShapes(m_model)) {
             ids.push_back(add(r, c));
+            m_params.back().frozen = m_params.back().frozen || l < frozenLayers(m_model);
+        }
         m_layerParams.push_back(std::move(ids));
     }
     m_headParams.push_back(add(h, 0));

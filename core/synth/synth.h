@@ -46,6 +46,8 @@ struct SynthModel {
     SynthOptimizer optimizer = SynthOptimizer::AdamW;
     int steps = 2;
     bool checkpointing = false; // full recompute: one layer input kept per layer
+    double trainable = 1.0;     // fraction of the transformer layers that train; the lowest layers are frozen
+                                // (requires_grad off: no gradients, no optimizer state)
     int dataParallel = 1;       // ranks (Nd); the trace is rank 0's
     int zeroStage = 0;          // 0..3: ZeRO sharding of optimizer state / gradients / parameters
     std::optional<int64_t> capacity; // device bytes: the run stops at the first OOM
@@ -64,6 +66,8 @@ struct SynthSizes {
     int64_t activationElementSize = 2;
 };
 SynthSizes synthSizes(const SynthModel& model);
+// Layers frozen by SynthModel::trainable: the first frozenLayers(m) of them.
+int frozenLayers(const SynthModel& model);
 
 struct SynthResult {
     Trace trace; // one CUDA device, finalized (allocations paired, series built)

@@ -18,6 +18,7 @@ struct Param {
     uint64_t addr = 0;
     uint64_t grad = 0;
     std::vector<uint64_t> state;
+    bool frozen = false; // requires_grad off: no gradient, no state
 };
 
 struct Tensor {

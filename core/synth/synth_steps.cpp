@@ -127,10 +127,10 @@ void Generator::layerForward(int layer, bool recompute)
 
 void Generator::gradient(Param& p, SynthOp op)
 {
+    if (p.frozen)
+        return; // autograd computes no gradient for a frozen weight
     const StackId freeEngine = m_stacks.free(SynthSite::BackwardEngine);
     const int64_t bytes = p.numel * m_ep;
-    if (m_model.normsOnly && p.cols > 0)
-        return; // a frozen weight: no gradient
     if (p.grad != 0) {
         // Already has a gradient this step (tied embedding): the node's output is added in place.
         Tensor t = alloc(bytes, m_stacks.backwardAlloc(op), Pool::Temporary);
@@ -284,25 +284,24 @@ Tensor Generator::layerBackward(int layer, Tensor dout)
 
 void Generator::optimizerStep(bool first)
 {
+    // The optimizer holds the trainable parameters only.
+    std::vector<Param*> trained;
+    for (auto& p : m_params)
+        if (!p.frozen)
+            trained.push_back(&p);
     const int nd = m_model.dataParallel;
     auto stateNumel = [&](const Param& p) { return m_model.zeroStage >= 1 ? shardOf(p.numel, nd) : p.numel; };
     auto state = [&](int64_t numel, SynthOp op, SynthSite site) {
         return alloc(numel * m_ep, m_stacks.alloc(op, site), Pool::OptimizerState).addr;
     };
     const StackId updateFree = m_stacks.free(SynthSite::OptimizerUpdate);
-    // Frozen weights (normsOnly) have no gradient: the optimizer makes no state for them.
-    std::vector<Param*> trained;
-    for (auto& p : m_params)
-        if (!(m_model.normsOnly && p.cols > 0))
-            trained.push_back(&p);
     switch (m_model.optimizer) {
     case SynthOptimizer::AdamW:
     case SynthOptimizer::Adam: {
         if (first) {
-            for (Param* q : trained) {
-                Param& p = *q;
-                p.state.push_back(state(stateNumel(p), SynthOp::ZerosLike, SynthSite::OptimizerInit)); // exp_avg
-                p.state.push_back(state(stateNumel(p), SynthOp::ZerosLike, SynthSite::OptimizerInit)); // exp_avg_sq
+            for (Param* p : trained) {
+                p->state.push_back(state(stateNumel(*p), SynthOp::ZerosLike, SynthSite::OptimizerInit)); // exp_avg
+                p->state.push_back(state(stateNumel(*p), SynthOp::ZerosLike, SynthSite::OptimizerInit)); // exp_avg_sq
             }
         }
         // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one temporary per parameter, all alive at once.
@@ -320,25 +319,23 @@ void Generator::optimizerStep(bool first)
                 p->state.push_back(state(stateNumel(*p), SynthOp::Clone, SynthSite::OptimizerUpdate)); // momentum_buffer
         break;
     case SynthOptimizer::Lion:
-        for (Param* q : trained) {
-            Param& p = *q;
+        for (Param* p : trained) {
             if (first)
-                p.state.push_back(state(stateNumel(p), SynthOp::ZerosLike, SynthSite::OptimizerInit));
-            temp(stateNumel(p) * m_ep, SynthOp::ForeachMul, SynthSite::OptimizerUpdate); // the signed update
+                p->state.push_back(state(stateNumel(*p), SynthOp::ZerosLike, SynthSite::OptimizerInit));
+            temp(stateNumel(*p) * m_ep, SynthOp::ForeachMul, SynthSite::OptimizerUpdate); // the signed update
         }
         break;
     case SynthOptimizer::Adafactor:
-        for (Param* q : trained) {
-            Param& p = *q;
+        for (Param* p : trained) {
             if (first) {
-                if (p.cols > 0) {
-                    p.state.push_back(state(p.rows, SynthOp::ZerosLike, SynthSite::OptimizerInit)); // row_var
-                    p.state.push_back(state(p.cols, SynthOp::ZerosLike, SynthSite::OptimizerInit)); // col_var
+                if (p->cols > 0) {
+                    p->state.push_back(state(p->rows, SynthOp::ZerosLike, SynthSite::OptimizerInit)); // row_var
+                    p->state.push_back(state(p->cols, SynthOp::ZerosLike, SynthSite::OptimizerInit)); // col_var
                 } else {
-                    p.state.push_back(state(p.numel, SynthOp::ZerosLike, SynthSite::OptimizerInit)); // variance
+                    p->state.push_back(state(p->numel, SynthOp::ZerosLike, SynthSite::OptimizerInit)); // variance
                 }
             }
-            temp(p.numel * m_ep, SynthOp::ForeachMul, SynthSite::OptimizerUpdate); // the reconstructed variance
+            temp(p->numel * m_ep, SynthOp::ForeachMul, SynthSite::OptimizerUpdate); // the reconstructed variance
         }
         break;
     }

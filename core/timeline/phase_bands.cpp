@@ -32,6 +32,8 @@ std::string phaseLabel(Phase p)
         return "optimizer step";
     case Phase::ZeroGrad:
         return "zero_grad";
+    case Phase::Teardown:
+        return "teardown";
     case Phase::Unknown:
         break;
     }

@@ -11,6 +11,7 @@ struct SegInfo {
     int64_t stream;
     bool isLarge;
     bool fromFinal;
+    int64_t poolId[2] = {0, 0};
 };
 using SegMap = std::map<uint64_t, SegInfo>; // start address -> segment
 
@@ -39,7 +40,7 @@ SegmentLayout segmentLayoutAt(const DeviceTrace& dev, const AliveIndex& alive, E
 {
     SegMap segs;
     for (const auto& s : dev.segments)
-        segs[s.address] = SegInfo{s.totalSize, s.stream, s.isLarge, true};
+        segs[s.address] = SegInfo{s.totalSize, s.stream, s.isLarge, true, {s.poolId[0], s.poolId[1]}};
 
     // Undo, newest first, every segment event after the moment.
     const auto& ev = dev.events;
@@ -101,6 +102,8 @@ SegmentLayout segmentLayoutAt(const DeviceTrace& dev, const AliveIndex& alive, E
         seg.stream = info.stream;
         seg.isLarge = info.isLarge;
         seg.fromFinalSegments = info.fromFinal;
+        seg.poolId[0] = info.poolId[0];
+        seg.poolId[1] = info.poolId[1];
         const uint64_t end = start + uint64_t(info.size);
         uint64_t cursor = start;
         auto addFree = [&](uint64_t from, uint64_t to) {

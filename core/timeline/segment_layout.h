@@ -23,6 +23,7 @@ struct LayoutSegment {
     int64_t stream = 0;
     bool isLarge = true;
     bool fromFinalSegments = true; // false: restored from a later segment_free (stream/type unknown)
+    int64_t poolId[2] = {0, 0};    // the allocator pool it serves; (0, 0): the default pool (see PrivatePoolId)
     std::vector<LayoutBlock> blocks; // ascending address, covering [address, address + size)
     int64_t allocatedBytes = 0;
     int64_t freeBytes = 0;

@@ -40,7 +40,7 @@ bool isWeightPool(Pool p)
 
 Phase birthPhase(const Classification& c, size_t a) { return a < c.birthPhase.size() ? c.birthPhase[a] : Phase::Unknown; }
 
-const StackFacts kNoFacts{};
+const StackOpFacts kNoFacts{};
 
 // Model dimensions: parameter element counts (fp32 or 16-bit) and their quotients (a weight of
 // h x 4h over a norm of h gives 4h). Activations are tokens x these (times small factors).
@@ -90,7 +90,7 @@ bool explainedByDimension(int64_t width, const std::unordered_set<int64_t>& dims
     return false;
 }
 
-std::string siteName(const Trace& trace, const Allocation& al, const StackFacts& f)
+std::string siteName(const Trace& trace, const Allocation& al, const StackOpFacts& f)
 {
     if (f.userFrame) {
         const Frame& fr = trace.frames.frame(f.userFrame);
@@ -107,7 +107,7 @@ std::string siteName(const Trace& trace, const Allocation& al, const StackFacts&
 
 class LawDecider {
 public:
-    LawDecider(const Trace& trace, const DeviceTrace& dev, const Classification& c, const std::vector<StackFacts>& facts, TraceModel& m)
+    LawDecider(const Trace& trace, const DeviceTrace& dev, const Classification& c, const std::vector<StackOpFacts>& facts, TraceModel& m)
         : m_trace(trace), m_dev(dev), m_c(c), m_facts(facts), m_m(m)
     {
     }
@@ -117,7 +117,7 @@ public:
     void findMatrices();
 
 private:
-    const StackFacts& facts(size_t a) const
+    const StackOpFacts& facts(size_t a) const
     {
         const StackId st = m_dev.allocations[a].stack;
         return st.valid() && st.value < m_facts.size() ? m_facts[st.value] : kNoFacts;
@@ -148,7 +148,7 @@ private:
     const Trace& m_trace;
     const DeviceTrace& m_dev;
     const Classification& m_c;
-    const std::vector<StackFacts>& m_facts;
+    const std::vector<StackOpFacts>& m_facts;
     TraceModel& m_m;
     std::vector<uint8_t> m_undecided; // law still to be decided by the token laws
     std::vector<size_t> m_castsUnsure; // casts of a weight's bytes that outnumber such weights
@@ -204,15 +204,15 @@ void LawDecider::decideFixed()
 
     for (size_t a = 0; a < n; ++a) {
         const Allocation& al = m_dev.allocations[a];
-        const StackFacts& f = facts(a);
+        const StackOpFacts& f = facts(a);
         const Pool p = m_m.pool[a];
         const Phase birth = birthPhase(m_c, a);
         m_m.precision[a] = f.precision;
-        m_m.autocastSeen |= f.has(StackFacts::Autocast);
+        m_m.autocastSeen |= f.has(StackOpFacts::Autocast);
         // Bool masks: a comparison's output, or dropout's mask (the smaller of the pair it makes).
-        if (!f.has(StackFacts::Backward) && f.has(StackFacts::MaskOp))
+        if (!f.has(StackOpFacts::Backward) && f.has(StackOpFacts::MaskOp))
             m_m.mask[a] = 1;
-        if (!f.has(StackFacts::Backward) && f.has(StackFacts::Dropout) && a + 1 < n &&
+        if (!f.has(StackOpFacts::Backward) && f.has(StackOpFacts::Dropout) && a + 1 < n &&
             m_dev.allocations[a + 1].stack == al.stack && size(a + 1) >= 2 * size(a))
             m_m.mask[a] = 1;
         if ((p == Pool::Temporary || p == Pool::Other || p == Pool::Unknown) && birth == Phase::OptimizerStep)
@@ -224,7 +224,7 @@ void LawDecider::decideFixed()
         }
         // The step's and zero_grad's own buffers follow the weights; the next batch, moved to the
         // device while zero_grad's phase still holds, does not.
-        if (birth == Phase::OptimizerStep || f.has(StackFacts::Optimizer) ||
+        if (birth == Phase::OptimizerStep || f.has(StackOpFacts::Optimizer) ||
             (birth == Phase::ZeroGrad && p != Pool::Input && p != Pool::Activation)) {
             set(a, SizeLaw::Fixed, LawEvidence::Phase);
             continue;
@@ -243,8 +243,8 @@ void LawDecider::decideFixed()
         }
         // Made from a weight: a gradient stored by AccumulateGrad, an embedding table's gradient,
         // a dequantised weight, an autocast cast of a weight (once per weight per forward).
-        if (f.has(StackFacts::AccumulateGrad) || (f.has(StackFacts::Embedding) && f.has(StackFacts::Backward) && mirrors(size(a)) > 0) ||
-            (f.has(StackFacts::Dequantize) && (mirrors(size(a)) || mirrors(size(a) / 2) || mirrors(size(a) / 4) || mirrors(size(a) / 8)))) {
+        if (f.has(StackOpFacts::AccumulateGrad) || (f.has(StackOpFacts::Embedding) && f.has(StackOpFacts::Backward) && mirrors(size(a)) > 0) ||
+            (f.has(StackOpFacts::Dequantize) && (mirrors(size(a)) || mirrors(size(a) / 2) || mirrors(size(a) / 4) || mirrors(size(a) / 8)))) {
             set(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
             continue;
         }
@@ -269,7 +269,7 @@ void LawDecider::decideFixed()
     // gradient, perhaps with its input's gradient beside it).
     std::unordered_set<size_t> gradIndex;
     for (size_t a = 0; a < n; ++a)
-        if (!m_dev.allocations[a].preexisting() && facts(a).has(StackFacts::AccumulateGrad))
+        if (!m_dev.allocations[a].preexisting() && facts(a).has(StackOpFacts::AccumulateGrad))
             gradIndex.insert(a); // a stolen gradient carries its node's frames: only a clone has a source
     for (size_t gi : gradIndex) {
         const EventIndex g = m_dev.allocations[gi].allocEvent;
@@ -277,7 +277,7 @@ void LawDecider::decideFixed()
         size_t best = SIZE_MAX;
         for (size_t a = gi >= kCloneSourceDistance ? gi - kCloneSourceDistance : 0; a < gi; ++a) {
             const Allocation& al = m_dev.allocations[a];
-            if (!open(a) || al.preexisting() || al.freeCompletedEvent == kNoEvent || !facts(a).has(StackFacts::Backward))
+            if (!open(a) || al.preexisting() || al.freeCompletedEvent == kNoEvent || !facts(a).has(StackOpFacts::Backward))
                 continue;
             if (size(a) != bytes && size(a) * 2 != bytes) // the same bytes, or 16-bit cast into an fp32 .grad
                 continue;
@@ -406,8 +406,8 @@ void LawDecider::findSeq()
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
         if (!open(a))
             continue;
-        const StackFacts& f = facts(a);
-        if (!f.has(StackFacts::MaskOp) || f.has(StackFacts::Backward))
+        const StackOpFacts& f = facts(a);
+        if (!f.has(StackOpFacts::MaskOp) || f.has(StackOpFacts::Backward))
             continue;
         for (int64_t e : {1, 2, 4, 8}) {
             if (size(a) % e != 0)
@@ -436,11 +436,11 @@ void LawDecider::findSeq()
     // Embedding outputs in forward: the largest is the tokens', one b times smaller broadcasts over the batch.
     int64_t tokenEmbedding = 0;
     for (size_t a = 0; a < m_m.allocationCount; ++a)
-        if (open(a) && facts(a).has(StackFacts::Embedding) && !facts(a).has(StackFacts::Backward) &&
+        if (open(a) && facts(a).has(StackOpFacts::Embedding) && !facts(a).has(StackOpFacts::Backward) &&
             birthPhase(m_c, a) != Phase::Backward)
             tokenEmbedding = std::max(tokenEmbedding, size(a));
     for (size_t a = 0; a < m_m.allocationCount && tokenEmbedding > 0; ++a) {
-        if (!open(a) || !facts(a).has(StackFacts::Embedding) || facts(a).has(StackFacts::Backward) ||
+        if (!open(a) || !facts(a).has(StackOpFacts::Embedding) || facts(a).has(StackOpFacts::Backward) ||
             birthPhase(m_c, a) == Phase::Backward)
             continue;
         const int64_t s = size(a);
@@ -464,10 +464,10 @@ void LawDecider::findScoreWidth()
 {
     const int64_t T = m_m.dims.tokens;
     std::map<int64_t, int64_t> anchorBytes; // width (T known) or size -> bytes
-    auto anchorOp = [&](const StackFacts& f) {
-        if (f.has(StackFacts::LogSoftmax))
+    auto anchorOp = [&](const StackOpFacts& f) {
+        if (f.has(StackOpFacts::LogSoftmax))
             return false;
-        if (f.has(StackFacts::SoftmaxOp))
+        if (f.has(StackOpFacts::SoftmaxOp))
             return true;
         // The causal mask is applied to the scores and nothing else (masked_fill, where), in forward
         // or by their autograd nodes.
@@ -478,21 +478,21 @@ void LawDecider::findScoreWidth()
     // Without softmax or the mask, the scores are the width the most score operators make (q @ k.T,
     // exp, the scale...), not the context (attn @ v) that only a product makes.
     std::map<int64_t, std::set<std::string>> opsAt;
-    auto pythonSite = [&](const StackFacts& f) {
-        return f.userFrame && f.has(StackFacts::Python) && m_trace.frames.frame(f.userFrame).isPython() &&
+    auto pythonSite = [&](const StackOpFacts& f) {
+        return f.userFrame && f.has(StackOpFacts::Python) && m_trace.frames.frame(f.userFrame).isPython() &&
                m_trace.frames.frame(f.userFrame).filename.ends_with(".py");
     };
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
         if (!open(a))
             continue;
-        const StackFacts& f = facts(a);
+        const StackOpFacts& f = facts(a);
         if (!anchorOp(f))
             continue;
         if (T > 0 && (size(a) % T != 0 || size(a) / T <= 8))
             continue; // per-row statistics of the softmax (max, sum): tokens x heads
         const int64_t w = T > 0 ? size(a) / T : size(a);
         anchorBytes[w] += size(a);
-        if (!f.has(StackFacts::Backward)) {
+        if (!f.has(StackOpFacts::Backward)) {
             forwardBytes[w] += size(a);
             if (f.precision == OpPrecision::Fp32)
                 softmaxBytes[w] += size(a);
@@ -504,8 +504,8 @@ void LawDecider::findScoreWidth()
     const int64_t s = m_m.dims.seq;
     if (anchorBytes.empty() && T > 0 && s > 0)
         for (size_t a = 0; a < m_m.allocationCount; ++a) {
-            const StackFacts& f = facts(a);
-            if (!open(a) || !f.has(StackFacts::ScoreOp) || f.has(StackFacts::LinearOp) || f.has(StackFacts::Backward) ||
+            const StackOpFacts& f = facts(a);
+            if (!open(a) || !f.has(StackOpFacts::ScoreOp) || f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Backward) ||
                 size(a) % (T * s) != 0)
                 continue;
             const int64_t headsTimesE = size(a) / (T * s);
@@ -589,19 +589,19 @@ bool LawDecider::inScoreFamily(size_t a) const
             return false;
         if (m_scoresUnexplained && !explainedByDimension(w, m_dims))
             return true;
-        const StackFacts& f = facts(a);
-        const bool mask = !f.has(StackFacts::Backward) && (f.has(StackFacts::MaskOp) || f.has(StackFacts::Dropout));
+        const StackOpFacts& f = facts(a);
+        const bool mask = !f.has(StackOpFacts::Backward) && (f.has(StackOpFacts::MaskOp) || f.has(StackOpFacts::Dropout));
         if (m_anchorElement > 0) {
             // Known element size: a matmul makes them in 16 bits, an fp32 operator in 32, the rest
             // either; one byte only for a mask.
             const int64_t elements = anchor / m_anchorElement;
-            if (f.precision == OpPrecision::Lower && !f.has(StackFacts::Backward))
+            if (f.precision == OpPrecision::Lower && !f.has(StackOpFacts::Backward))
                 return w == 2 * elements;
-            if (f.precision == OpPrecision::Fp32 && !f.has(StackFacts::Backward))
+            if (f.precision == OpPrecision::Fp32 && !f.has(StackOpFacts::Backward))
                 return w == 4 * elements;
             return w == 2 * elements || w == 4 * elements || (w == elements && mask);
         }
-        return !f.has(StackFacts::Backward) && (f.precision == OpPrecision::Cast || mask);
+        return !f.has(StackOpFacts::Backward) && (f.precision == OpPrecision::Cast || mask);
     }
     return m_scoreSizes.count(bytes) > 0;
 }
@@ -616,16 +616,16 @@ bool LawDecider::tokensExplained(int64_t bytes) const
 // or an operator on a line next to a softmax of the same function (q @ k.T, the scale, the mask).
 bool LawDecider::scoreEvidence(size_t a) const
 {
-    const StackFacts& f = facts(a);
-    if (f.has(StackFacts::LinearOp) || f.has(StackFacts::Embedding) || f.has(StackFacts::LogSoftmax))
+    const StackOpFacts& f = facts(a);
+    if (f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Embedding) || f.has(StackOpFacts::LogSoftmax))
         return false;
-    if (f.has(StackFacts::SoftmaxOp) || f.has(StackFacts::ScoreBackward) || f.has(StackFacts::AttentionCode))
+    if (f.has(StackOpFacts::SoftmaxOp) || f.has(StackOpFacts::ScoreBackward) || f.has(StackOpFacts::AttentionCode))
         return true;
     // A line beside softmax speaks for the anchor's own element size only: a mask or a cast there
     // as likely belongs to the projection next to it.
     // (Under autocast the scores run in both 16 and 32 bits, beside softmax as anywhere.)
     const int64_t T = m_m.dims.tokens;
-    if (!f.userFrame || !f.has(StackFacts::Python) || T == 0)
+    if (!f.userFrame || !f.has(StackOpFacts::Python) || T == 0)
         return false;
     if (size(a) != m_m.dims.scoreWidth * T &&
         (m_anchorElement == 0 || (size(a) != 2 * T * m_m.dims.scoreWidth / m_anchorElement &&
@@ -638,7 +638,7 @@ bool LawDecider::scoreEvidence(size_t a) const
 // in backward in the same file (a custom autograd function's backward beside its forward).
 bool LawDecider::nearAnchorLine(size_t a) const
 {
-    const StackFacts& f = facts(a);
+    const StackOpFacts& f = facts(a);
     if (!f.userFrame)
         return false;
     const Frame& here = m_trace.frames.frame(f.userFrame);
@@ -648,7 +648,7 @@ bool LawDecider::nearAnchorLine(size_t a) const
         const Frame& there = m_trace.frames.frame(frame);
         if (there.filename == here.filename && there.name == here.name && std::abs(there.line - here.line) <= 6)
             return true;
-        if (f.has(StackFacts::Backward) && there.filename == here.filename && std::abs(there.line - here.line) <= 40)
+        if (f.has(StackOpFacts::Backward) && there.filename == here.filename && std::abs(there.line - here.line) <= 40)
             return true;
     }
     return false;
@@ -658,8 +658,8 @@ bool LawDecider::nearAnchorLine(size_t a) const
 // (an MLP's projections of the same bytes) makes no scores.
 bool LawDecider::outsideAttention(size_t a) const
 {
-    const StackFacts& f = facts(a);
-    if (m_softmaxLines.empty() || !f.has(StackFacts::Python) || f.has(StackFacts::AttentionCode) || !f.userFrame)
+    const StackOpFacts& f = facts(a);
+    if (m_softmaxLines.empty() || !f.has(StackOpFacts::Python) || f.has(StackOpFacts::AttentionCode) || !f.userFrame)
         return false;
     return !nearAnchorLine(a);
 }
@@ -667,8 +667,8 @@ bool LawDecider::outsideAttention(size_t a) const
 // A causal mask: made by a comparison or a triangle, or converted on a line beside one.
 bool LawDecider::maskLine(size_t a) const
 {
-    const StackFacts& f = facts(a);
-    if (f.has(StackFacts::MaskOp))
+    const StackOpFacts& f = facts(a);
+    if (f.has(StackOpFacts::MaskOp))
         return true;
     if (!f.userFrame || (f.precision != OpPrecision::Cast && f.precision != OpPrecision::Promote))
         return false;
@@ -716,9 +716,9 @@ void LawDecider::mirrorVotes(std::vector<size_t>& pending)
 {
     std::map<std::pair<std::string, int64_t>, std::pair<int, SizeLaw>> votes;
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
-        const StackFacts& f = facts(a);
+        const StackOpFacts& f = facts(a);
         const LawEvidence why = m_m.lawEvidence[a];
-        if (open(a) || f.has(StackFacts::Backward) || f.opKey.empty() || (why != LawEvidence::Dimensions && why != LawEvidence::Frames))
+        if (open(a) || f.has(StackOpFacts::Backward) || f.opKey.empty() || (why != LawEvidence::Dimensions && why != LawEvidence::Frames))
             continue;
         auto& v = votes[{f.opKey, size(a)}];
         if (v.first == 0)
@@ -728,8 +728,8 @@ void LawDecider::mirrorVotes(std::vector<size_t>& pending)
     }
     std::vector<size_t> still;
     for (size_t a : pending) {
-        const StackFacts& f = facts(a);
-        auto it = f.has(StackFacts::Backward) && !f.opKey.empty() ? votes.find({f.opKey, size(a)}) : votes.end();
+        const StackOpFacts& f = facts(a);
+        auto it = f.has(StackOpFacts::Backward) && !f.opKey.empty() ? votes.find({f.opKey, size(a)}) : votes.end();
         if (it != votes.end() && it->second.first == 1)
             set(a, it->second.second, LawEvidence::CallSite);
         else
@@ -816,9 +816,9 @@ void LawDecider::decideTokens()
         if (!open(a))
             continue;
         const int64_t bytes = size(a);
-        const StackFacts& f = facts(a);
+        const StackOpFacts& f = facts(a);
         // A causal mask: s*s elements, from a comparison or a triangle (or on such a line).
-        if (s > 0 && !f.has(StackFacts::Backward)) {
+        if (s > 0 && !f.has(StackOpFacts::Backward)) {
             bool square = false;
             for (int64_t e : {1, 2, 4, 8})
                 square |= bytes == e * s * s;
@@ -826,7 +826,7 @@ void LawDecider::decideTokens()
                 set(a, SizeLaw::SeqSquared, LawEvidence::Dimensions);
                 continue;
             }
-            if (f.has(StackFacts::Arange) && (bytes == 8 * s || bytes == 4 * s)) {
+            if (f.has(StackOpFacts::Arange) && (bytes == 8 * s || bytes == 4 * s)) {
                 set(a, SizeLaw::Seq, LawEvidence::Dimensions);
                 continue;
             }
@@ -840,7 +840,7 @@ void LawDecider::decideTokens()
             if (scoreEvidence(a)) {
                 set(a, SizeLaw::Quadratic, LawEvidence::Frames);
                 ++scoreTensors;
-            } else if (f.has(StackFacts::LinearOp) || f.has(StackFacts::Embedding) || f.has(StackFacts::LogSoftmax) ||
+            } else if (f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Embedding) || f.has(StackOpFacts::LogSoftmax) ||
                        outsideAttention(a)) {
                 set(a, SizeLaw::Linear, LawEvidence::Frames);
             } else {
@@ -918,7 +918,7 @@ void LawDecider::findMatrices()
         if (m_m.pool[a] == Pool::Gradient && !m_dev.allocations[a].preexisting()) {
             auto& [emb, all] = gradsBySize[size(a)];
             ++all;
-            emb += facts(a).has(StackFacts::Embedding) ? 1 : 0;
+            emb += facts(a).has(StackOpFacts::Embedding) ? 1 : 0;
         }
     const int L = m_m.layersPerPass;
     for (auto& [bytes, count] : m_paramCount) {
@@ -972,7 +972,7 @@ std::string_view lawEvidenceName(LawEvidence e)
     return "?";
 }
 
-void decideSizeLaws(const Trace& trace, const DeviceTrace& dev, const Classification& c, const std::vector<StackFacts>& facts,
+void decideSizeLaws(const Trace& trace, const DeviceTrace& dev, const Classification& c, const std::vector<StackOpFacts>& facts,
                     TraceModel& m, const std::function<void()>& findLayers)
 {
     LawDecider d(trace, dev, c, facts, m);

@@ -139,9 +139,9 @@ std::string normalisedOp(std::string_view name, bool node)
     return out;
 }
 
-StackFacts factsOf(const FrameTable& frames, StackId id)
+StackOpFacts factsOf(const FrameTable& frames, StackId id)
 {
-    StackFacts f;
+    StackOpFacts f;
     std::string_view firstOp, semanticOp;
     for (FrameId fid : frames.stack(id)) {
         const Frame& fr = frames.frame(fid);
@@ -150,20 +150,20 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
             // The interpreter's own C files carry line numbers too (Objects/methodobject.c:537).
             if (!isPythonSource(fr.filename))
                 continue;
-            f.flags |= StackFacts::Python;
+            f.flags |= StackOpFacts::Python;
             if (!f.userFrame && !fr.filename.empty() && !isLibraryFile(fr.filename))
                 f.userFrame = fid;
             if (namesAttention(name) || (!isLibraryFile(fr.filename) && namesAttention(fr.filename)))
-                f.flags |= StackFacts::AttentionCode;
+                f.flags |= StackOpFacts::AttentionCode;
             const std::string l = lower(name);
             if (l == "softmax" || l == "_softmax" || l == "run_softmax")
-                f.flags |= StackFacts::SoftmaxOp;
+                f.flags |= StackOpFacts::SoftmaxOp;
             if (l == "log_softmax" || l == "cross_entropy" || l == "nll_loss")
-                f.flags |= StackFacts::LogSoftmax;
+                f.flags |= StackOpFacts::LogSoftmax;
             if (contains(fr.filename, "/torch/optim/") || contains(fr.filename, "optimizer"))
-                f.flags |= StackFacts::Optimizer;
+                f.flags |= StackOpFacts::Optimizer;
             if (contains(l, "dequant") || contains(fr.filename, "bitsandbytes"))
-                f.flags |= StackFacts::Dequantize;
+                f.flags |= StackOpFacts::Dequantize;
             if (semanticOp.empty()) {
                 // Python-only stacks (stacks='python'): torch's own functions name the operator.
                 if (contains(fr.filename, "/torch/") && (l == "einsum" || l == "linear" || l == "matmul" || l == "softmax" ||
@@ -173,18 +173,18 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
             continue;
         }
         if (contains(name, "at::autocast::")) {
-            f.flags |= StackFacts::Autocast;
+            f.flags |= StackOpFacts::Autocast;
             if (contains(name, "cached_cast"))
-                f.flags |= StackFacts::CachedCast;
+                f.flags |= StackOpFacts::CachedCast;
             const size_t p = name.find("CastPolicy)");
             if (p != std::string_view::npos && p + 11 < name.size() && std::isdigit((unsigned char)name[p + 11]) &&
                 f.autocastPolicy < 0)
                 f.autocastPolicy = name[p + 11] - '0';
         }
         if (contains(name, "AccumulateGrad"))
-            f.flags |= StackFacts::AccumulateGrad | StackFacts::Backward;
+            f.flags |= StackOpFacts::AccumulateGrad | StackOpFacts::Backward;
         if (contains(name, "torch::autograd::Engine::") || contains(name, "torch::autograd::generated::"))
-            f.flags |= StackFacts::Backward;
+            f.flags |= StackOpFacts::Backward;
         if (const size_t g = name.find("autograd::generated::"); g != std::string_view::npos) {
             std::string_view node = name.substr(g + 21);
             if (node.starts_with("details::"))
@@ -193,12 +193,12 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
             if (f.opKey.empty())
                 f.opKey = normalisedOp(node.substr(0, node.find("_apply")), true);
             if (isScoreNode(node))
-                f.flags |= StackFacts::ScoreBackward;
+                f.flags |= StackOpFacts::ScoreBackward;
             if (node.starts_with("Softmax") || node.starts_with("_Softmax"))
-                f.flags |= StackFacts::SoftmaxOp;
+                f.flags |= StackOpFacts::SoftmaxOp;
         }
         if (contains(name, "bitsandbytes") || contains(name, "dequantize"))
-            f.flags |= StackFacts::Dequantize;
+            f.flags |= StackOpFacts::Dequantize;
         const std::string_view op = atenOpName(name);
         if (op.empty())
             continue;
@@ -207,29 +207,29 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
         if (semanticOp.empty() && !isAllocatingHelper(op))
             semanticOp = op;
         if (opIs(op, "_softmax") || opIs(op, "softmax") || opIs(op, "_masked_softmax"))
-            f.flags |= StackFacts::SoftmaxOp;
+            f.flags |= StackOpFacts::SoftmaxOp;
         if (opIs(op, "_log_softmax") || opIs(op, "log_softmax") || opIs(op, "cross_entropy_loss") || opIs(op, "nll_loss_forward"))
-            f.flags |= StackFacts::LogSoftmax;
+            f.flags |= StackOpFacts::LogSoftmax;
         if (opIs(op, "embedding") || opIs(op, "index_select") || opIs(op, "embedding_dense_backward"))
-            f.flags |= StackFacts::Embedding;
+            f.flags |= StackOpFacts::Embedding;
         if (opIs(op, "linear") || opIs(op, "addmm") || opIs(op, "mm"))
-            f.flags |= StackFacts::LinearOp;
+            f.flags |= StackOpFacts::LinearOp;
         if (opIs(op, "arange") || opIs(op, "range"))
-            f.flags |= StackFacts::Arange;
+            f.flags |= StackOpFacts::Arange;
         if (opIs(op, "native_dropout") || opIs(op, "dropout") || opIs(op, "bernoulli") || opIs(op, "fused_dropout"))
-            f.flags |= StackFacts::Dropout;
+            f.flags |= StackOpFacts::Dropout;
     }
     if (!semanticOp.empty() && f.opKey.empty())
         f.opKey = normalisedOp(semanticOp, false);
     if (!semanticOp.empty()) {
         if (f.precision != OpPrecision::Cast)
             f.precision = precisionOf(semanticOp);
-        if (isScoreOp(semanticOp) && !f.has(StackFacts::LinearOp))
-            f.flags |= StackFacts::ScoreOp;
+        if (isScoreOp(semanticOp) && !f.has(StackOpFacts::LinearOp))
+            f.flags |= StackOpFacts::ScoreOp;
         if (isMaskOp(semanticOp))
-            f.flags |= StackFacts::MaskOp;
+            f.flags |= StackOpFacts::MaskOp;
         if (opIs(semanticOp, "embedding") || opIs(semanticOp, "index_select"))
-            f.flags |= StackFacts::Embedding;
+            f.flags |= StackOpFacts::Embedding;
     } else if (!firstOp.empty()) {
         f.precision = precisionOf(firstOp);
     }
@@ -258,9 +258,9 @@ std::string_view atenOpName(std::string_view name)
     return rest.substr(0, end);
 }
 
-std::vector<StackFacts> stackFacts(const FrameTable& frames)
+std::vector<StackOpFacts> stackFacts(const FrameTable& frames)
 {
-    std::vector<StackFacts> out(frames.stackCount());
+    std::vector<StackOpFacts> out(frames.stackCount());
     for (size_t s = 0; s < out.size(); ++s)
         out[s] = factsOf(frames, StackId(uint32_t(s)));
     return out;

@@ -21,7 +21,7 @@ enum class OpPrecision : uint8_t {
     Cast,     // a dtype conversion (_to_copy): autocast's casts of weights and inputs
 };
 
-struct StackFacts {
+struct StackOpFacts {
     enum Flag : uint32_t {
         AttentionCode = 1u << 0,  // a Python frame of attention code (attention, attn, sdpa, flash, softmax)
         SoftmaxOp = 1u << 1,      // softmax itself (C++ _softmax/softmax, or a Python softmax function), not log_softmax
@@ -52,7 +52,7 @@ struct StackFacts {
 };
 
 // Facts for every stack of `frames`, indexed by StackId::value.
-std::vector<StackFacts> stackFacts(const FrameTable& frames);
+std::vector<StackOpFacts> stackFacts(const FrameTable& frames);
 
 // "at::_ops::bmm::call(...)" -> "bmm"; empty when the frame names no ATen operator.
 std::string_view atenOpName(std::string_view frameName);

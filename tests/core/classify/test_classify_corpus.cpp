@@ -146,10 +146,12 @@ private slots:
         QVERIFY(v.sentence.rfind("At the peak: optimizer_state 25.", 0) == 0);
     }
 
-    // Forward only: what the pass adds is activations; a longer context adds more.
+    // Forward only, mixed precision: what the pass adds is activations plus autocast's 16-bit copies
+    // of the fp32 weights. A longer context adds activations; the cast cache follows the weights, so
+    // it is the same in both files and half the size of the weights the casts mirror.
     void forwardOnlyActivationsDominate()
     {
-        double growth[2] = {0, 0};
+        double growth[2] = {0, 0}, casts[2] = {0, 0};
         int k = 0;
         for (const char* file : {"k_ctx128_forward_mixed.pickle", "k_ctx256_forward_mixed.pickle"}) {
             const Classified r = run(file);
@@ -157,15 +159,21 @@ private slots:
             const PoolBytes peak = r.series.at(r.dev->peakIndex);
             const int64_t grown = allocatedBytes(peak) - allocatedBytes(start);
             const int64_t act = peak[size_t(Pool::Activation)] - start[size_t(Pool::Activation)];
-            const double share = ratio(act, grown);
-            qInfo("%s: allocated grew by %s, activations by %s (%.1f%%)", file, formatBytes(grown).c_str(), formatBytes(act).c_str(),
-                  100 * share);
+            const int64_t cast = peak[size_t(Pool::CastCache)] - start[size_t(Pool::CastCache)];
+            const double share = ratio(act + cast, grown);
+            qInfo("%s: allocated grew by %s, activations by %s, the cast cache by %s (%.1f%%)", file, formatBytes(grown).c_str(),
+                  formatBytes(act).c_str(), formatBytes(cast).c_str(), 100 * share);
             QVERIFY2(share >= 0.8, qPrintable(QString::number(share)));
+            QVERIFY(cast > 0);
+            // At most half the fp32 parameters (the embedding is looked up, not cast).
+            QVERIFY(cast <= peak[size_t(Pool::Parameter)] / 2);
             QCOMPARE(peak[size_t(Pool::OptimizerState)], int64_t(0));
             QCOMPARE(peak[size_t(Pool::Gradient)], int64_t(0));
-            growth[k++] = double(act);
+            growth[k] = double(act);
+            casts[k++] = double(cast);
         }
         QVERIFY(growth[1] > growth[0] * 1.2);
+        QCOMPARE(casts[0], casts[1]);
     }
 
     // A fine-tuning run without time_us (PyTorch 2.1): phases come from frames alone.

@@ -146,6 +146,13 @@ private slots:
         QTest::newRow("duplicate")
             << QString::fromStdString(rulesDoc(R"({"name": "d", "pool": "temporary", "reason": "r"},{"name": "d", "pool": "input", "reason": "r"})"))
             << "rule 1 'd': field 'name': duplicate";
+        QTest::newRow("innermost and innermost_python")
+            << QString::fromStdString(rulesDoc(
+                   R"({"name": "ip", "pool": "parameter", "reason": "r", "innermost": 3, "innermost_python": 1, "frames_any": [{"function": "x"}]})"))
+            << "rule 0 'ip': field 'innermost_python': give";
+        QTest::newRow("innermost_python range")
+            << QString::fromStdString(rulesDoc(R"({"name": "ip", "pool": "parameter", "reason": "r", "innermost_python": 0})"))
+            << "rule 0 'ip': field 'innermost_python': expected an integer from 1";
         QTest::newRow("phase pattern")
             << "{\"phases\": [{\"name\": \"pp\", \"phase\": \"sideways\", \"function\": \"x\"}]}" << "phase pattern 0 'pp': field 'phase'";
         QTest::newRow("annotation regex")
@@ -160,6 +167,25 @@ private slots:
         QVERIFY2(err.find(expected.toStdString()) != std::string::npos, err.c_str());
         QVERIFY2(err.rfind("user.json", 0) == 0, err.c_str()); // the file comes first, one line
         QVERIFY(err.find('\n') == std::string::npos);
+    }
+
+    // The fields issue 15 added parse into the rule: the new pools, the innermost Python frames, the
+    // half-parameter mirror, the no-history lifetimes and the teardown phase.
+    void issue15FieldsParse()
+    {
+        const RuleSet set = RuleSet::parse(rulesDoc(R"({"name": "a", "pool": "cast_cache", "reason": "r", "innermost_python": 2,
+            "frames_any": [{"function": "x"}], "size": {"mirrors": "half_parameter"}, "lifetime": ["no_history", "unrecorded"],
+            "free_phase": ["teardown"]},
+            {"name": "b", "pool": "kv_cache", "reason": "r"}, {"name": "c", "pool": "workspace", "reason": "r"})"),
+                                           "user.json");
+        const Rule& r = set.rules().at(0);
+        QCOMPARE(r.pool, Pool::CastCache);
+        QCOMPARE(r.innermostPython, 2);
+        QCOMPARE(r.mirrors, SizeMirror::HalfParameter);
+        QCOMPARE(r.lifetimeAll, uint16_t(bit(Lifetime::NoHistory) | bit(Lifetime::Unrecorded)));
+        QCOMPARE(r.freePhaseMask, uint8_t(1u << unsigned(Phase::Teardown)));
+        QCOMPARE(set.rules().at(1).pool, Pool::KvCache);
+        QCOMPARE(set.rules().at(2).pool, Pool::Workspace);
     }
 
     void userRulesOverrideByName()

@@ -204,7 +204,7 @@ inline void TrainingTraceBuilder::forward(std::vector<uint64_t>& saved, std::vec
             return python(py, {m_opMm, mm});
         }();
         if (m_o.workspace && !m_workspace)
-            m_workspace = alloc(int64_t(32) << 20, Pool::Temporary,
+            m_workspace = alloc(int64_t(32) << 20, Pool::Workspace,
                                 python({m_forward, m_callImpl}, {frame("??", "at::cuda::getCurrentCUDABlasHandle()"), m_opMm}));
         const int64_t act = m_o.activationBytes + int64_t(l % 3) * (int64_t(1) << 20);
         const uint64_t tmp = alloc(act / 2, Pool::Temporary, fwd);

@@ -93,6 +93,27 @@ private slots:
         }
     }
 
+    // compare BASELINE NEW --fail-if-grows: 3 with one line (what grew, by how much, the limit, and
+    // the compare verdict) when the new run's peak (or a pool's) grew past the limit.
+    void compareFailsIfGrows()
+    {
+        const QString longer = m_dir.filePath(QStringLiteral("longer.pickle"));
+        const CliResult s = runPoolscope({"synth", "-o", longer, "--layers", "4", "--hidden", "512", "--heads", "8", "--seq", "512", "--steps", "2"});
+        QVERIFY2(s.exitCode == 0, s.err.constData());
+        const CliResult grew = runPoolscope({"compare", m_dump, longer, "--fail-if-grows", "5%"});
+        QCOMPARE(grew.exitCode, 3);
+        QCOMPARE(grew.err.count('\n'), 1);
+        QVERIFY2(grew.err.contains("peak allocated grew") && grew.err.contains("limit 5.0%") && grew.err.contains("sequence x2"), grew.err.constData());
+        QVERIFY(grew.out.contains("axes")); // the comparison itself, for the log
+        const CliResult pool = runPoolscope({"compare", m_dump, longer, "--fail-if-grows", "optimizer_state:1%", "--fail-if-grows", "activation:1%"});
+        QCOMPARE(pool.exitCode, 3);
+        QVERIFY2(pool.err.contains("activation peak grew") && !pool.err.contains("optimizer_state peak grew"), pool.err.constData());
+        QCOMPARE(runPoolscope({"compare", m_dump, longer, "--fail-if-grows", "1000%"}).exitCode, 0);
+        QCOMPARE(runPoolscope({"compare", m_dump, m_dump, "--fail-if-grows", "0%"}).exitCode, 0);
+        const CliResult bad = runPoolscope({"compare", m_dump, longer, "--fail-if-grows", "moments:5%"});
+        QVERIFY2(bad.exitCode == 2 && bad.err.count('\n') == 1, bad.err.constData());
+    }
+
     void seriesRowsAndThinning()
     {
         const CliResult full = runPoolscope({"series", m_dump, "--csv"});

@@ -71,6 +71,7 @@ private slots:
     void optimizerStateMatchesOptimizer_data();
     void optimizerStateMatchesOptimizer();
     void zeroShardsState();
+    void frozenLayersHaveNoGradients();
     void truthLinesUpWithAllocations();
     void annotationsAndTimes();
     void replayReproducesItsOwnSegments();
@@ -194,6 +195,25 @@ void TestSynth::zeroShardsState()
         QCOMPARE(r.sizes.gradientBytes < full.gradientBytes, stage >= 2);
         QCOMPARE(r.sizes.parameterBytes < full.parameterBytes, stage >= 3);
     }
+}
+
+void TestSynth::frozenLayersHaveNoGradients()
+{
+    SynthModel m = tiny();
+    m.dtype = SynthDtype::Fp32;
+    m.trainable = 1.0 / 3; // two of three layers frozen
+    QCOMPARE(frozenLayers(m), 2);
+    const SynthResult r = synthesize(m);
+    const SynthSizes full = synthSizes([] { SynthModel t = tiny(); t.dtype = SynthDtype::Fp32; return t; }());
+    QCOMPARE(r.sizes.parameterBytes, full.parameterBytes);
+    QCOMPARE(aliveBytes(r, Pool::Gradient), r.sizes.gradientBytes);
+    QCOMPARE(aliveBytes(r, Pool::OptimizerState), r.sizes.optimizerStateBytes);
+    // A layer's weights: 12h^2 + 13h elements of 4 bytes; two layers train no more.
+    const int64_t layer = (12 * m.hidden * m.hidden + 13 * m.hidden) * 4;
+    QCOMPARE(full.gradientBytes - r.sizes.gradientBytes, 2 * layer);
+    QCOMPARE(full.optimizerStateBytes - r.sizes.optimizerStateBytes, 2 * 2 * layer);
+    m.trainable = 0;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synthesize(m));
 }
 
 void TestSynth::truthLinesUpWithAllocations()

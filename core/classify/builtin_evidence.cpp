@@ -1,0 +1,161 @@
+#include "core/classify/builtin_evidence.h"
+
+#include <algorithm>
+#include <map>
+
+namespace poolscope {
+
+std::string evidenceText(uint8_t evidence)
+{
+    if (evidence == 0)
+        return "no evidence";
+    if (evidence == kEvidenceSize)
+        return "sizes only";
+    std::string s;
+    auto add = [&](const char* what) { s += (s.empty() ? "" : " + ") + std::string(what); };
+    if (evidence & kEvidenceFrames)
+        add("frames");
+    if (evidence & kEvidenceLifetime)
+        add("lifetime");
+    if (evidence & kEvidenceSize)
+        add("sizes");
+    return s;
+}
+
+uint8_t ruleEvidence(const Rule& r)
+{
+    uint8_t e = 0;
+    if (!r.framesAny.empty() || !r.framesAll.empty() || !r.freeFramesAny.empty())
+        e |= kEvidenceFrames;
+    // Lifetime facts a dump without history cannot give are not evidence: a rule that asks for
+    // no_history speaks of its frames or sizes only.
+    const uint16_t observed = uint16_t(r.lifetimeAll & ~(bit(Lifetime::NoHistory) | bit(Lifetime::Unrecorded)));
+    if (r.phaseMask || r.freePhaseMask || observed)
+        e |= kEvidenceLifetime;
+    if (r.lifetimeAll & bit(Lifetime::Unrecorded))
+        e |= kEvidenceLifetime; // "predates recording" is a fact about time, weak as it is
+    if (r.mirrors != SizeMirror::None || r.minBytes > 0 || r.maxBytes != std::numeric_limits<int64_t>::max())
+        e |= kEvidenceSize;
+    return e;
+}
+
+std::string PrivatePoolId::label() const
+{
+    const std::string id = "(" + std::to_string(first) + "," + std::to_string(second) + ")";
+    if (isDefault())
+        return "default pool";
+    if (madeByGraph())
+        return "CUDA-graph private pool " + id;
+    return "private pool " + id + " (torch.cuda.graph_pool_handle or torch.cuda.MemPool)";
+}
+
+namespace classify_detail {
+
+void assignPrivatePools(const DeviceTrace& dev, Classification& c)
+{
+    struct Range {
+        uint64_t begin, end;
+        uint16_t pool;
+    };
+    std::vector<Range> ranges;
+    for (const Segment& s : dev.segments) {
+        const PrivatePoolId id{s.poolId[0], s.poolId[1]};
+        if (id.isDefault() || s.totalSize <= 0)
+            continue;
+        auto it = std::find(c.privatePools.begin(), c.privatePools.end(), id);
+        if (it == c.privatePools.end()) {
+            if (c.privatePools.size() >= 0xFFFF)
+                continue;
+            c.privatePools.push_back(id);
+            it = c.privatePools.end() - 1;
+        }
+        ranges.push_back(Range{s.address, s.address + uint64_t(s.totalSize), uint16_t(it - c.privatePools.begin())});
+    }
+    if (ranges.empty())
+        return;
+    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    c.privatePool.assign(dev.allocations.size(), 0);
+    for (size_t i = 0; i < dev.allocations.size(); ++i) {
+        const uint64_t addr = dev.allocations[i].address;
+        auto it = std::upper_bound(ranges.begin(), ranges.end(), addr, [](uint64_t a, const Range& r) { return a < r.begin; });
+        if (it == ranges.begin())
+            continue;
+        --it;
+        if (addr < it->end)
+            c.privatePool[i] = it->pool;
+    }
+}
+
+namespace {
+
+bool endsWith(const std::string& s, std::string_view suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The line of the innermost frame in Megatron's buffer constructor, or -1.
+int64_t bufferConstructorLine(const Trace& trace, StackId stack)
+{
+    if (!stack.valid())
+        return -1;
+    for (FrameId f : trace.frames.stack(stack)) {
+        const Frame& fr = trace.frames.frame(f);
+        if (fr.name == "__init__" && endsWith(fr.filename, "param_and_grad_buffer.py"))
+            return fr.line;
+    }
+    return -1;
+}
+
+} // namespace
+
+void splitMegatronBuffers(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    uint16_t gradRule = uint16_t(c.rules.size());
+    for (size_t k = 0; k < c.rules.size(); ++k)
+        if (c.rules[k].name == "megatron-grad-buffer")
+            gradRule = uint16_t(k);
+    if (gradRule == c.rules.size())
+        return;
+    std::map<int64_t, std::vector<uint32_t>> byLine;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.rule[i] == gradRule)
+            if (const int64_t line = bufferConstructorLine(trace, dev.allocations[i].stack); line > 0)
+                byLine[line].push_back(uint32_t(i));
+    if (byLine.size() < 2)
+        return; // one buffer per constructor: grad_data alone (no distributed optimizer)
+    const uint16_t paramRule = uint16_t(c.rules.size());
+    c.rules.push_back(RuleInfo{"megatron-param-buffer",
+                               "Megatron _ParamAndGradBuffer.__init__ allocates param_data (the model's parameters moved into one flat "
+                               "buffer, with the distributed optimizer) before grad_data; this allocation is at the earlier of its two "
+                               "lines (" +
+                                   std::to_string(byLine.begin()->first) + " and " + std::to_string(std::next(byLine.begin())->first) +
+                                   "): the parameter buffer",
+                               "built-in", Pool::Parameter, kEvidenceFrames});
+    for (uint32_t i : byLine.begin()->second) {
+        c.pool[i] = Pool::Parameter;
+        c.rule[i] = paramRule;
+    }
+}
+
+void pendingFreeBlocks(const DeviceTrace& dev, Classification& c)
+{
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (!dev.allocations[i].pendingFreeAtEnd)
+            continue;
+        if (rule == 0) {
+            rule = uint16_t(c.rules.size());
+            c.rules.push_back(RuleInfo{"pending-free-block",
+                                       "the final segments list this block as active_pending_free: the program freed it before "
+                                       "recording ended, but a stream that used it had not finished, so the allocator can neither "
+                                       "reuse it nor count it as cached-free",
+                                       "built-in", Pool::Other, kEvidenceLifetime});
+        }
+        c.pool[i] = Pool::Other;
+        c.rule[i] = rule;
+        c.confidence[i] = 95;
+    }
+}
+
+} // namespace classify_detail
+} // namespace poolscope

@@ -1,0 +1,571 @@
+#include "core/synth/synth_stacks.h"
+
+#include "core/allocator/address_space.h"
+#include "core/allocator/caching_allocator.h"
+#include "core/model/trace_builder.h"
+
+#include <stdexcept>
+#include <unordered_map>
+
+// The frames below follow the allocation sites of each stack's own source (vLLM cache_engine.py,
+// model_runner.py, linear.py; Megatron param_and_grad_buffer.py, distrib_optimizer.py; torch
+// parallel/replicate.py, parallel_apply.py; torch_geometric nn/data_parallel.py), innermost first.
+
+namespace poolscope {
+namespace {
+
+const std::string kSite = "/usr/local/lib/python3.10/dist-packages/";
+const std::string kTorch = kSite + "torch/";
+
+struct Spec {
+    std::string file;
+    std::string name;
+    int64_t line = 0;
+};
+using Frames = std::vector<Spec>;
+
+Frames operator+(Frames a, const Frames& b)
+{
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+const Frames kModuleCall = {{kTorch + "nn/modules/module.py", "_call_impl", 1527}, {kTorch + "nn/modules/module.py", "_wrapped_call_impl", 1518}};
+
+const Frames kCppAlloc = {{"??", "torch::unwind::unwind()", 0},
+                          {"??", "torch::CapturedTraceback::gather(bool, bool, bool)", 0},
+                          {"CUDACachingAllocator.cpp", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)", 0},
+                          {"??", "at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)", 0}};
+const Frames kCppFree = {{"??", "torch::unwind::unwind()", 0},
+                         {"??", "torch::CapturedTraceback::gather(bool, bool, bool)", 0},
+                         {"CUDACachingAllocator.cpp", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::free(c10::cuda::CUDACachingAllocator::Native::(anonymous namespace)::Block*)", 0},
+                         {"??", "c10::StorageImpl::~StorageImpl()", 0},
+                         {"??", "c10::TensorImpl::~TensorImpl()", 0}};
+
+// Records one device's history through the allocator model: a default pool and, for CUDA-graph
+// capture, a private pool with its own segments (pool id (1, 0)) in the same address space.
+class Recorder {
+public:
+    Recorder() : m_main(AllocatorConfig{}), m_graph(AllocatorConfig{})
+    {
+        m_main.setAddressSource(&m_addresses);
+        m_graph.setAddressSource(&m_addresses);
+    }
+
+    void record(bool on) { m_recording = on; }
+    void keepStacks(bool on) { m_keepStacks = on; }
+    void graphPool(bool on) { m_inGraph = on; }
+
+    StackId stack(const Frames& frames)
+    {
+        std::vector<FrameId> ids;
+        for (const Spec& s : frames)
+            ids.push_back(m_result.trace.frames.internFrame(s.file, s.name, s.line));
+        return m_result.trace.frames.internStack(ids);
+    }
+
+    uint64_t alloc(int64_t bytes, const Frames& where, Pool pool)
+    {
+        CachingAllocatorSim& sim = m_inGraph ? m_graph : m_main;
+        const StackId st = stack(where);
+        const AllocResult r = sim.malloc(bytes, 0);
+        if (!r.ok)
+            throw std::logic_error("synth scenario: the allocator model refused " + std::to_string(bytes) + " bytes");
+        drain(sim, st);
+        m_live[r.addr] = Live{bytes, m_keepStacks ? st : StackId{}, m_inGraph};
+        if (m_recording) {
+            push(Action::Alloc, r.addr, bytes, st);
+            m_eventPool.back() = pool;
+        } else {
+            m_preexisting[r.addr] = pool;
+        }
+        return r.addr;
+    }
+
+    void free(uint64_t addr, const Frames& where)
+    {
+        auto it = m_live.find(addr);
+        if (it == m_live.end())
+            return;
+        const StackId st = stack(where);
+        if (m_recording) {
+            push(Action::FreeRequested, addr, it->second.requested, st);
+            push(Action::FreeCompleted, addr, it->second.requested, st);
+        }
+        (it->second.graph ? m_graph : m_main).free(addr);
+        drain(it->second.graph ? m_graph : m_main, st);
+        m_live.erase(it);
+    }
+
+    // What the OOM observer sees: the request that failed and the device's free bytes.
+    void oom(int64_t bytes, const Frames& where) { push(Action::Oom, uint64_t(1) << 20, bytes, stack(where)); }
+    void snapshotEntry() { push(Action::Snapshot, 0, 0, StackId{}); }
+
+    SynthResult finish()
+    {
+        DeviceTrace& dev = m_dev;
+        auto addSegments = [&](const CachingAllocatorSim& sim, int64_t poolFirst) {
+            for (const SimSegmentInfo& s : sim.segments()) {
+                Segment seg;
+                seg.address = s.addr;
+                seg.stream = s.stream;
+                seg.isLarge = !s.small;
+                seg.poolId[0] = poolFirst;
+                for (const SimBlockInfo& b : s.blocks) {
+                    Block blk;
+                    blk.address = b.addr;
+                    blk.size = b.size;
+                    blk.requestedSize = b.allocated ? b.requested : 0;
+                    blk.state = b.allocated ? BlockState::ActiveAllocated : BlockState::Inactive;
+                    if (auto it = m_live.find(b.addr); it != m_live.end() && b.allocated)
+                        blk.stack = it->second.stack;
+                    seg.totalSize += b.size;
+                    if (b.allocated) {
+                        seg.allocatedSize += b.size;
+                        seg.activeSize += b.size;
+                        seg.requestedSize += b.requested;
+                    }
+                    seg.blocks.push_back(blk);
+                }
+                dev.segments.push_back(std::move(seg));
+            }
+        };
+        addSegments(m_main, 0);
+        addSegments(m_graph, 1);
+        Trace& t = m_result.trace;
+        t.format = SourceFormat::SnapshotPickle;
+        t.formatDetail = "synthetic (poolscope synth --scenario)";
+        finalizeDevice(dev, t.warnings);
+        for (const Allocation& a : dev.allocations) {
+            Pool p = Pool::Unknown;
+            if (a.allocEvent >= 0) {
+                p = m_eventPool[size_t(a.allocEvent)];
+            } else if (auto it = m_preexisting.find(a.address); it != m_preexisting.end()) {
+                p = it->second;
+            }
+            m_result.truth.push_back(p);
+        }
+        m_result.stepsRun = 1;
+        m_result.peakReserved = m_main.stats().peakReserved + m_graph.stats().peakReserved;
+        t.devices.push_back(std::move(dev));
+        return std::move(m_result);
+    }
+
+    bool recording() const { return m_recording; }
+
+private:
+    struct Live {
+        int64_t requested = 0;
+        StackId stack;
+        bool graph = false;
+    };
+
+    void push(Action a, uint64_t addr, int64_t size, StackId st)
+    {
+        m_time += 7;
+        m_dev.events.push(a, addr, size, 0, m_time, st);
+        m_eventPool.push_back(Pool::Unknown);
+        if (a == Action::Oom) {
+            m_result.oom = true;
+            m_result.oomIndex = EventIndex(m_dev.events.count() - 1);
+        }
+    }
+
+    void drain(CachingAllocatorSim& sim, StackId st)
+    {
+        for (const SimEvent& e : sim.events()) {
+            if (!m_recording)
+                break;
+            if (e.kind == SimEventKind::SegmentAlloc)
+                push(Action::SegmentAlloc, e.addr, e.size, st);
+            else if (e.kind == SimEventKind::SegmentFree)
+                push(Action::SegmentFree, e.addr, e.size, st);
+        }
+        sim.clearEvents();
+    }
+
+    VirtualAddressSpace m_addresses;
+    CachingAllocatorSim m_main, m_graph;
+    SynthResult m_result;
+    DeviceTrace m_dev;
+    std::vector<Pool> m_eventPool;
+    std::unordered_map<uint64_t, Pool> m_preexisting;
+    std::unordered_map<uint64_t, Live> m_live;
+    bool m_recording = true, m_keepStacks = true, m_inGraph = false;
+    int64_t m_time = 1748730219000000;
+};
+
+constexpr int kLayers = 4;
+
+// --- vLLM ----------------------------------------------------------------------------------------
+
+SynthResult vllm(int scale)
+{
+    Recorder r;
+    const int64_t h = 512 * scale;
+    const std::string v = kSite + "vllm/";
+    const Frames engine = {{v + "engine/llm_engine.py", "__init__", 311}, {v + "entrypoints/llm.py", "__init__", 177}, {"/srv/serve.py", "<module>", 12}};
+    const Frames loadModel = Frames{{v + "model_executor/model_loader/loader.py", "load_model", 402},
+                                    {v + "worker/model_runner.py", "load_model", 1012},
+                                    {v + "worker/worker.py", "load_model", 183},
+                                    {v + "executor/gpu_executor.py", "_init_executor", 41}} +
+                             engine;
+    // Weights: each layer's linear layers create their parameters (torch.empty in create_weights)
+    // inside the model's constructors; the loader then reads each checkpoint tensor into a
+    // temporary and copies it into place.
+    std::vector<uint64_t> weights;
+    for (int l = 0; l < kLayers; ++l)
+        for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{3 * h, h}, {h, h}, {8 * h, h}, {h, 4 * h}}) {
+            const Frames where = Frames{{v + "model_executor/layers/linear.py", "create_weights", 188},
+                                        {v + "model_executor/layers/linear.py", "__init__", 301},
+                                        {v + "model_executor/models/llama.py", "__init__", 152},
+                                        {v + "model_executor/models/llama.py", "__init__", 262},
+                                        {v + "model_executor/model_loader/loader.py", "_initialize_model", 171}} +
+                                 loadModel;
+            weights.push_back(r.alloc(rows * cols * 2, where, Pool::Parameter));
+            const Frames read = Frames{{kSite + "safetensors/torch.py", "load_file", 313},
+                                       {v + "model_executor/model_loader/weight_utils.py", "safetensors_weights_iterator", 420},
+                                       {v + "model_executor/models/llama.py", "load_weights", 540}} +
+                                loadModel;
+            const uint64_t tmp = r.alloc(rows * cols * 2, read, Pool::Temporary);
+            r.free(tmp, read);
+        }
+    // The profiling forward that sizes the KV cache: activations made and dropped.
+    const Frames profile = Frames{{v + "worker/model_runner.py", "execute_model", 1543},
+                                  {v + "worker/model_runner.py", "profile_run", 1251},
+                                  {v + "worker/worker.py", "determine_num_available_blocks", 209},
+                                  {v + "executor/gpu_executor.py", "determine_num_available_blocks", 70},
+                                  {v + "engine/llm_engine.py", "_initialize_kv_caches", 402}} +
+                           engine;
+    const Frames layerForward = Frames{{v + "model_executor/models/llama.py", "forward", 230}} + kModuleCall +
+                                Frames{{v + "model_executor/models/llama.py", "forward", 338}} + kModuleCall;
+    const Frames cublas = Frames{{"??", "at::cuda::getCurrentCUDABlasHandle()", 0}, {"??", "at::cuda::blas::gemm<c10::BFloat16>(char, char, long, long, long, ...)", 0}} +
+                          Frames{{v + "model_executor/layers/linear.py", "apply", 135}} + layerForward;
+    r.alloc(8519680, kCppAlloc + cublas + profile, Pool::Workspace);
+    for (int l = 0; l < kLayers; ++l) {
+        const uint64_t act = r.alloc(2048 * 8 * h * 2, layerForward + profile, Pool::Temporary);
+        r.free(act, layerForward + profile);
+    }
+    // The paged KV cache, one tensor per layer, from what gpu_memory_utilization leaves.
+    const Frames cache = Frames{{v + "worker/cache_engine.py", "_allocate_kv_cache", 96},
+                                {v + "worker/cache_engine.py", "__init__", 62},
+                                {v + "worker/worker.py", "_init_cache_engine", 252},
+                                {v + "worker/worker.py", "initialize_cache", 236},
+                                {v + "executor/gpu_executor.py", "initialize_cache", 90},
+                                {v + "engine/llm_engine.py", "_initialize_kv_caches", 418}} +
+                         engine;
+    for (int l = 0; l < kLayers; ++l)
+        r.alloc(2 * 512 * 16 * h * 2, cache, Pool::KvCache);
+    // Persistent input buffers of the model runner.
+    const Frames runner = Frames{{v + "v1/worker/gpu_model_runner.py", "_make_buffer", 312},
+                                 {v + "v1/worker/gpu_model_runner.py", "__init__", 247},
+                                 {v + "v1/worker/gpu_worker.py", "init_device", 161}} +
+                          engine;
+    r.alloc(8192 * 4, runner, Pool::Input);
+    r.alloc(8192 * 8, runner, Pool::Input);
+    r.alloc(256 * 1024 * 4, Frames{{v + "v1/worker/block_table.py", "__init__", 33}, {v + "v1/worker/gpu_input_batch.py", "__init__", 84}} + runner,
+            Pool::Input);
+    // CUDA graphs, captured per batch size into their private pool: the captured forward's
+    // intermediates stay in the pool, its output buffer stays allocated.
+    const Frames capture = layerForward + Frames{{v + "worker/model_runner.py", "capture", 1731},
+                                                 {v + "worker/model_runner.py", "capture_model", 1412},
+                                                 {v + "worker/worker.py", "_warm_up_model", 291},
+                                                 {v + "worker/worker.py", "initialize_cache", 240},
+                                                 {v + "executor/gpu_executor.py", "initialize_cache", 90},
+                                                 {v + "engine/llm_engine.py", "_initialize_kv_caches", 418}} +
+                          engine;
+    r.graphPool(true);
+    for (int64_t bs : {8, 4, 2, 1}) {
+        const uint64_t mid = r.alloc(bs * 64 * h * 2, capture, Pool::Other);
+        r.alloc(bs * 1024 * h * 2, capture, Pool::Other); // the graph's static output
+        r.free(mid, capture);
+    }
+    r.graphPool(false);
+    // Decode steps run eagerly for a large batch: activations dropped per layer; the logits kept by
+    // the engine until the next step has sampled from them.
+    const Frames step = Frames{{v + "worker/model_runner.py", "execute_model", 1602},
+                               {v + "worker/worker_base.py", "execute_model", 303},
+                               {v + "executor/gpu_executor.py", "execute_model", 130},
+                               {v + "engine/llm_engine.py", "step", 1321},
+                               {v + "entrypoints/llm.py", "_run_engine", 911},
+                               {v + "entrypoints/llm.py", "generate", 402},
+                               {"/srv/serve.py", "<module>", 14}};
+    const Frames caller = {{v + "engine/llm_engine.py", "step", 1330},
+                           {v + "entrypoints/llm.py", "_run_engine", 911},
+                           {v + "entrypoints/llm.py", "generate", 402},
+                           {"/srv/serve.py", "<module>", 14}};
+    uint64_t logits = 0;
+    for (int s = 0; s < 3; ++s) {
+        for (int l = 0; l < kLayers; ++l) {
+            const uint64_t act = r.alloc(256 * 8 * h * 2, layerForward + step, Pool::Temporary);
+            r.free(act, layerForward + step);
+        }
+        const uint64_t next = r.alloc(256 * 32000 * 4,
+                                      Frames{{v + "model_executor/layers/logits_processor.py", "_get_logits", 98}} + kModuleCall + step,
+                                      Pool::Activation);
+        if (logits)
+            r.free(logits, caller);
+        logits = next;
+    }
+    return r.finish();
+}
+
+// --- Megatron ------------------------------------------------------------------------------------
+
+SynthResult megatron(int scale)
+{
+    Recorder r;
+    const int64_t h = 512 * scale;
+    const std::string m = "/workspace/Megatron-LM/megatron/";
+    const Frames pretrain = {{m + "training/training.py", "pretrain", 211}, {"/workspace/Megatron-LM/pretrain_gpt.py", "<module>", 301}};
+    const Frames setup = Frames{{m + "training/training.py", "setup_model_and_optimizer", 512}} + pretrain;
+    const Frames getModel = Frames{{m + "training/training.py", "get_model", 402}} + setup;
+    // Tensor-parallel layers allocate their bf16 weights on the device in their constructors.
+    std::vector<std::pair<uint64_t, int64_t>> params;
+    int64_t numel = 0;
+    for (int l = 0; l < kLayers; ++l)
+        for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{3 * h, h}, {h, h}, {4 * h, h}, {h, 4 * h}}) {
+            const Frames where = Frames{{m + "core/tensor_parallel/layers.py", "__init__", 734},
+                                        {m + "core/transformer/attention.py", "__init__", 92},
+                                        {m + "core/transformer/transformer_layer.py", "__init__", 118},
+                                        {m + "core/transformer/transformer_block.py", "_build_layers", 288},
+                                        {m + "core/models/gpt/gpt_model.py", "__init__", 101},
+                                        {"/workspace/Megatron-LM/pretrain_gpt.py", "model_provider", 88}} +
+                                 getModel;
+            params.push_back({r.alloc(rows * cols * 2, where, Pool::Parameter), rows * cols});
+            numel += rows * cols;
+        }
+    // Megatron's DistributedDataParallel: one contiguous bf16 param_data (the weights move in, the
+    // originals are freed) and one fp32 grad_data whose views are every parameter's main_grad.
+    const Frames wrap = Frames{{m + "core/distributed/distributed_data_parallel.py", "_allocate_buffers_for_parameters", 181},
+                               {m + "core/distributed/distributed_data_parallel.py", "__init__", 252}} +
+                        getModel;
+    r.alloc(numel * 2, Frames{{m + "core/distributed/param_and_grad_buffer.py", "__init__", 621}} + wrap, Pool::Parameter);
+    for (const auto& [addr, n] : params)
+        r.free(addr, Frames{{m + "core/distributed/param_and_grad_buffer.py", "__init__", 690}} + wrap);
+    r.alloc(numel * 4, Frames{{m + "core/distributed/param_and_grad_buffer.py", "__init__", 628}} + wrap, Pool::Gradient);
+    // The distributed optimizer's fp32 main parameters (one rank: whole shards).
+    const Frames mainParams = Frames{{m + "core/optimizer/distrib_optimizer.py", "_build_model_and_main_param_groups", 371},
+                                     {m + "core/optimizer/distrib_optimizer.py", "__init__", 522},
+                                     {m + "core/optimizer/__init__.py", "_get_megatron_optimizer_based_on_param_groups", 301},
+                                     {m + "core/optimizer/__init__.py", "get_megatron_optimizer", 452}} +
+                              setup;
+    std::vector<std::pair<uint64_t, int64_t>> main;
+    for (const auto& [addr, n] : params)
+        main.push_back({r.alloc(n * 4, mainParams, Pool::OptimizerState), n});
+    // One step: forward keeps activations for backward; the loss is computed in the caller.
+    const Frames trainStep = {{m + "core/pipeline_parallel/schedules.py", "forward_backward_no_pipelining", 452},
+                              {m + "training/training.py", "train_step", 703},
+                              {m + "training/training.py", "train", 1204},
+                              {m + "training/training.py", "pretrain", 280},
+                              {"/workspace/Megatron-LM/pretrain_gpt.py", "<module>", 301}};
+    const Frames forward = Frames{{m + "core/transformer/mlp.py", "forward", 121}} + kModuleCall +
+                           Frames{{m + "core/transformer/transformer_layer.py", "forward", 301}} + kModuleCall +
+                           Frames{{m + "core/models/gpt/gpt_model.py", "forward", 240}} + kModuleCall +
+                           Frames{{"/workspace/Megatron-LM/pretrain_gpt.py", "forward_step", 151},
+                                  {m + "core/pipeline_parallel/schedules.py", "forward_step", 272}} +
+                           trainStep;
+    const int64_t tokens = 4 * 1024;
+    std::vector<uint64_t> saved;
+    for (int l = 0; l < kLayers; ++l) {
+        for (int k = 0; k < 4; ++k)
+            saved.push_back(r.alloc(tokens * h * 2, forward, Pool::Activation));
+        const uint64_t scratch = r.alloc(tokens * 4 * h * 2, forward, Pool::Temporary);
+        r.free(scratch, forward);
+    }
+    const Frames loss = Frames{{"/workspace/Megatron-LM/pretrain_gpt.py", "loss_func", 121},
+                               {m + "core/pipeline_parallel/schedules.py", "forward_step", 291}} +
+                        trainStep;
+    saved.push_back(r.alloc(tokens * 4, loss, Pool::Activation));
+    // Backward: the Python call, then the engine's thread (no Python frames with stacks='python'):
+    // each weight's gradient is added into main_grad and dropped, activations are released.
+    const Frames backwardCall = Frames{{kTorch + "autograd/graph.py", "_engine_run_backward", 768},
+                                       {kTorch + "autograd/__init__.py", "backward", 267},
+                                       {m + "core/pipeline_parallel/schedules.py", "backward_step", 351}} +
+                                trainStep;
+    const uint64_t seed = r.alloc(4, backwardCall, Pool::Temporary);
+    r.free(seed, backwardCall);
+    for (size_t k = saved.size(); k-- > 0;) {
+        const uint64_t g = r.alloc(tokens * h * 2, {}, Pool::Temporary);
+        r.free(saved[k], {});
+        r.free(g, {});
+    }
+    for (const auto& [addr, n] : params) {
+        const uint64_t g = r.alloc(n * 2, {}, Pool::Temporary);
+        r.free(g, {});
+    }
+    // The optimizer step: Adam's moments for every main parameter, made lazily; foreach scratch.
+    const Frames stepCall = Frames{{kTorch + "optim/optimizer.py", "wrapper", 484},
+                                   {m + "core/optimizer/optimizer.py", "step", 461},
+                                   {m + "training/training.py", "train_step", 722}} +
+                            Frames(trainStep.begin() + 2, trainStep.end());
+    for (const auto& [addr, n] : main) {
+        r.alloc(n * 4, Frames{{kTorch + "optim/adam.py", "_init_group", 151}, {kTorch + "optim/adam.py", "step", 223}} + stepCall,
+                Pool::OptimizerState);
+        r.alloc(n * 4, Frames{{kTorch + "optim/adam.py", "_init_group", 155}, {kTorch + "optim/adam.py", "step", 223}} + stepCall,
+                Pool::OptimizerState);
+    }
+    const Frames foreach = Frames{{kTorch + "optim/adam.py", "_multi_tensor_adam", 612}, {kTorch + "optim/adam.py", "step", 247}} + stepCall;
+    const uint64_t s1 = r.alloc(numel * 4, foreach, Pool::Temporary);
+    r.free(s1, foreach);
+    return r.finish();
+}
+
+// --- DataParallel, out of memory -----------------------------------------------------------------
+
+SynthResult dataParallelOom(int scale)
+{
+    Recorder r;
+    const int64_t h = 512 * scale;
+    const std::string pyg = kSite + "torch_geometric/";
+    const Frames train = {{"/home/user/gnn/train.py", "train", 41}, {"/home/user/gnn/train.py", "<module>", 88}};
+    // The model's weights on device 0 predate recording.
+    std::vector<uint64_t> weights;
+    r.record(false);
+    for (int l = 0; l < kLayers; ++l)
+        weights.push_back(r.alloc(h * h * 4, {}, Pool::Parameter));
+    r.record(true);
+    const Frames dpForward = Frames{{pyg + "nn/data_parallel.py", "forward", 74}} + kModuleCall + train;
+    // torch_geometric's DataParallel.scatter builds each device's Batch and moves it there.
+    const Frames scatter = kCppAlloc +
+                           Frames{{"??", "at::_ops::_to_copy::call(...)", 0},
+                                  {"python_variable_methods.cpp", "torch::autograd::THPVariable_to(_object*, _object*, _object*)", 0},
+                                  {pyg + "data/data.py", "<lambda>", 361},
+                                  {pyg + "data/storage.py", "apply", 201},
+                                  {pyg + "data/data.py", "to", 362},
+                                  {pyg + "nn/data_parallel.py", "scatter", 96}} +
+                           dpForward;
+    std::vector<uint64_t> inputs;
+    for (int k = 0; k < 3; ++k)
+        inputs.push_back(r.alloc(int64_t(20000) * h * 4, scatter, Pool::Input));
+    // replicate: the module's parameters broadcast to every device, this one included.
+    const Frames replicate = kCppAlloc + Frames{{"??", "torch::cuda::broadcast_coalesced(...)", 0},
+                                                {kTorch + "nn/parallel/comm.py", "broadcast_coalesced", 67},
+                                                {kTorch + "nn/parallel/_functions.py", "forward", 23},
+                                                {kTorch + "autograd/function.py", "apply", 553},
+                                                {kTorch + "nn/parallel/replicate.py", "_broadcast_coalesced_reshape", 70},
+                                                {kTorch + "nn/parallel/replicate.py", "replicate", 110},
+                                                {kTorch + "nn/parallel/data_parallel.py", "replicate", 190}} +
+                             dpForward;
+    std::vector<uint64_t> replicas;
+    for (int l = 0; l < kLayers; ++l)
+        replicas.push_back(r.alloc(h * h * 4, replicate, Pool::Parameter));
+    // The replica's forward in parallel_apply's worker thread: activations kept for backward, then
+    // an op that makes a large buffer and fails on the next request.
+    const Frames worker = {{kTorch + "nn/parallel/parallel_apply.py", "_worker", 83},
+                           {"/usr/lib/python3.10/threading.py", "run", 953},
+                           {"/usr/lib/python3.10/threading.py", "_bootstrap_inner", 1016},
+                           {"/usr/lib/python3.10/threading.py", "_bootstrap", 973}};
+    const Frames layer = kCppAlloc + Frames{{"??", "at::_ops::addmm::call(...)", 0},
+                                            {"python_nn_functions.cpp", "torch::autograd::THPVariable_linear(_object*, _object*, _object*)", 0},
+                                            {kTorch + "nn/modules/linear.py", "forward", 114}} +
+                         kModuleCall + Frames{{"/home/user/gnn/model.py", "forward", 57}} + kModuleCall + worker;
+    std::vector<uint64_t> saved;
+    for (int l = 0; l < kLayers; ++l) {
+        saved.push_back(r.alloc(int64_t(20000) * h * 4, layer, Pool::Activation));
+        const uint64_t scratch = r.alloc(int64_t(20000) * h * 4, layer, Pool::Temporary);
+        r.free(scratch, layer);
+    }
+    const uint64_t held = r.alloc(int64_t(20000) * 4 * h * 4, layer, Pool::Temporary); // a local of the failing forward
+    r.oom(int64_t(20000) * 16 * h * 4, layer);
+    // Teardown: parallel_apply's worker catches the exception; freeing its traceback drops the
+    // frames' locals (tb_dealloc) and, with the outputs, the autograd graph (deleteNode releases
+    // the saved tensors). The training loop's except block then drops the batch and the replicas.
+    const Frames tracebackFree = kCppFree + Frames{{"python_variable.cpp", "THPVariable_subclass_dealloc(_object*)", 0},
+                                                   {"??", "_Py_Dealloc", 0},
+                                                   {"??", "frame_dealloc", 0},
+                                                   {"??", "tb_dealloc", 0},
+                                                   {kTorch + "nn/parallel/parallel_apply.py", "_worker", 86}} +
+                                 Frames(worker.begin() + 1, worker.end());
+    const Frames graphFree = kCppFree + Frames{{"??", "torch::autograd::SavedVariable::reset_data()", 0},
+                                               {"??", "torch::autograd::generated::AddmmBackward0::release_variables()", 0},
+                                               {"??", "torch::autograd::deleteNode(torch::autograd::Node*)", 0},
+                                               {"python_variable.cpp", "THPVariable_subclass_dealloc(_object*)", 0},
+                                               {"??", "tb_dealloc", 0},
+                                               {kTorch + "nn/parallel/parallel_apply.py", "_worker", 86}} +
+                             Frames(worker.begin() + 1, worker.end());
+    r.free(held, tracebackFree);
+    for (uint64_t a : saved)
+        r.free(a, graphFree);
+    const Frames except = kCppFree + Frames{{"python_variable.cpp", "THPVariable_subclass_dealloc(_object*)", 0},
+                                            {"/home/user/gnn/train.py", "train", 47},
+                                            {"/home/user/gnn/train.py", "<module>", 88}};
+    for (uint64_t a : inputs)
+        r.free(a, except);
+    for (uint64_t a : replicas)
+        r.free(a, except);
+    return r.finish();
+}
+
+// --- No history ----------------------------------------------------------------------------------
+
+SynthResult noHistory(int scale, bool stacks)
+{
+    Recorder r;
+    r.record(false);
+    const int64_t h = 512 * scale;
+    const std::string d = kSite + "diffusers/";
+    // Blocks older than recording: no stack, as history recording started after them.
+    r.keepStacks(false);
+    for (int l = 0; l < kLayers; ++l)
+        r.alloc(h * h * 2 * 9, {}, Pool::Parameter);
+    r.alloc(8519680, {}, Pool::Workspace);
+    // What recording saw: weights moved to the device, and the forward's activations.
+    r.keepStacks(stacks);
+    const Frames toDevice = {{kTorch + "nn/modules/module.py", "convert", 1150},
+                             {kTorch + "nn/modules/module.py", "_apply", 802},
+                             {kTorch + "nn/modules/module.py", "_apply", 802},
+                             {kTorch + "nn/modules/module.py", "to", 1160},
+                             {"/home/user/edit/main.py", "main", 31},
+                             {"/home/user/edit/main.py", "<module>", 90}};
+    for (int l = 0; l < kLayers; ++l)
+        r.alloc(h * h * 2, toDevice, Pool::Parameter);
+    const Frames forward = Frames{{d + "models/attention_processor.py", "__call__", 1262}, {d + "models/attention_processor.py", "forward", 522}} +
+                           kModuleCall + Frames{{"/home/user/edit/main.py", "main", 44}, {"/home/user/edit/main.py", "<module>", 90}};
+    for (int k = 0; k < 2 * kLayers; ++k)
+        r.alloc(32 * 32 * h * 2, forward, Pool::Activation);
+    if (stacks) {
+        r.record(true);
+        r.snapshotEntry(); // what an OOM observer's dump of an old PyTorch holds
+    }
+    return r.finish();
+}
+
+} // namespace
+
+std::optional<StackScenario> parseStackScenario(std::string_view name)
+{
+    for (StackScenario s : {StackScenario::Vllm, StackScenario::Megatron, StackScenario::DataParallelOom, StackScenario::NoHistory,
+                            StackScenario::NoHistoryBare})
+        if (stackScenarioName(s) == name)
+            return s;
+    return std::nullopt;
+}
+
+std::string_view stackScenarioName(StackScenario s)
+{
+    switch (s) {
+    case StackScenario::Vllm: return "vllm";
+    case StackScenario::Megatron: return "megatron";
+    case StackScenario::DataParallelOom: return "dp-oom";
+    case StackScenario::NoHistory: return "no-history";
+    case StackScenario::NoHistoryBare: return "no-history-bare";
+    }
+    return "";
+}
+
+SynthResult synthesizeScenario(StackScenario scenario, int scale)
+{
+    if (scale < 1 || scale > 64)
+        throw std::invalid_argument("scale must be between 1 and 64");
+    switch (scenario) {
+    case StackScenario::Vllm: return vllm(scale);
+    case StackScenario::Megatron: return megatron(scale);
+    case StackScenario::DataParallelOom: return dataParallelOom(scale);
+    case StackScenario::NoHistory: return noHistory(scale, true);
+    case StackScenario::NoHistoryBare: return noHistory(scale, false);
+    }
+    throw std::invalid_argument("unknown scenario");
+}
+
+} // namespace poolscope

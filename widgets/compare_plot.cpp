@@ -1,0 +1,144 @@
+#include "widgets/compare_plot.h"
+
+#include "core/util/units.h"
+
+#include <algorithm>
+
+namespace poolscope {
+namespace {
+
+QVector<double> scaled(const std::vector<int64_t>& v, double unit)
+{
+    QVector<double> out;
+    out.reserve(qsizetype(v.size()) + 1);
+    for (int64_t x : v)
+        out.push_back(double(x) / unit);
+    if (!v.empty())
+        out.push_back(out.back()); // the last column's step reaches its right edge
+    return out;
+}
+
+QVector<double> keys(const std::vector<double>& x, double width)
+{
+    QVector<double> out(x.begin(), x.end());
+    if (!x.empty())
+        out.push_back(x.back() + width);
+    return out;
+}
+
+} // namespace
+
+ComparePlot::ComparePlot(QWidget* parent) : QCustomPlot(parent), m_palette(PoolPalette::fromSystem())
+{
+    setPlottingHints(QCP::phCacheLabels);
+    // The legend under the chart, as in the timeline: it never hides data.
+    axisRect()->insetLayout()->take(legend);
+    auto* legendRow = new QCPLayoutGrid;
+    plotLayout()->addElement(1, 0, legendRow);
+    plotLayout()->setRowStretchFactor(1, 0.001);
+    legendRow->addElement(0, 0, legend);
+    legendRow->addElement(0, 1, new QCPLayoutElement(this));
+    legendRow->setColumnStretchFactor(0, 0.001);
+    legend->setFillOrder(QCPLegend::foColumnsFirst);
+    legend->setWrap(6);
+    legend->setIconSize(22, 12);
+    legend->setVisible(true);
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    legend->setFont(small);
+    xAxis->setLabel(tr("event of B (A placed so that the ends of forward, backward and step line up)"));
+    applyPalette();
+}
+
+void ComparePlot::applyPalette()
+{
+    const QColor fg = m_palette.foreground();
+    setBackground(m_palette.background());
+    for (QCPAxis* a : {xAxis, yAxis}) {
+        a->setBasePen(QPen(fg));
+        a->setTickPen(QPen(fg));
+        a->setSubTickPen(QPen(fg));
+        a->setTickLabelColor(fg);
+        a->setLabelColor(fg);
+        a->grid()->setPen(QPen(m_palette.grid(), 1, Qt::DotLine));
+    }
+    legend->setBrush(m_palette.background());
+    legend->setBorderPen(QPen(m_palette.grid()));
+    legend->setTextColor(fg);
+}
+
+void ComparePlot::setChart(const ComparisonChart& chart, const PoolPalette& palette)
+{
+    m_palette = palette;
+    applyPalette();
+    clearGraphs();
+    clearItems();
+    const int64_t highest = std::max(chart.a.highest, chart.b.highest);
+    m_unit = highest >= kGiB / 2 ? double(kGiB) : double(kMiB);
+    yAxis->setLabel(m_unit == double(kGiB) ? tr("memory (GiB)") : tr("memory (MiB)"));
+    const double width = chart.b.x.size() > 1 ? chart.b.x[1] - chart.b.x[0] : 1.0;
+
+    // B: filled layers, each down to the one below.
+    QCPGraph* below = nullptr;
+    for (size_t l = 0; l < chart.layers.size() && !chart.b.x.empty(); ++l) {
+        QCPGraph* g = addGraph();
+        g->setLineStyle(QCPGraph::lsStepLeft);
+        g->setData(keys(chart.b.x, width), scaled(chart.b.top[l], m_unit), true);
+        QColor fill = palette.color(chart.layers[l]);
+        fill.setAlpha(palette.dark() ? 150 : 120);
+        g->setBrush(fill);
+        g->setPen(Qt::NoPen);
+        g->setChannelFillGraph(below);
+        g->setName(PoolPalette::label(chart.layers[l]));
+        below = g;
+    }
+    // A: the same layers' tops as outlines, darker than their fill so they read over it.
+    for (size_t l = 0; l < chart.layers.size() && !chart.a.x.empty(); ++l) {
+        QCPGraph* g = addGraph();
+        g->setLineStyle(QCPGraph::lsStepLeft);
+        g->setData(keys(chart.a.x, width), scaled(chart.a.top[l], m_unit), true);
+        const QColor c = palette.dark() ? palette.color(chart.layers[l]).lighter(135) : palette.color(chart.layers[l]).darker(150);
+        g->setPen(QPen(c, 1.6));
+        g->removeFromLegend();
+    }
+    // Legend entries saying which run is which.
+    if (!chart.a.x.empty()) {
+        QCPGraph* key = addGraph();
+        key->setPen(QPen(palette.foreground(), 1.6));
+        key->setName(tr("A: outlines"));
+    }
+    QCPGraph* keyB = addGraph();
+    QColor bFill = palette.foreground();
+    bFill.setAlpha(70);
+    keyB->setBrush(bFill);
+    keyB->setPen(Qt::NoPen);
+    keyB->setName(tr("B: filled"));
+
+    const double top = double(highest) / m_unit * 1.12;
+    // Phase ends dotted and labelled at the top; the compared moment and OOMs solid, labelled below them.
+    int stagger = 0;
+    for (const auto& m : chart.marks) {
+        using Kind = ComparisonChart::MarkKind;
+        const QColor c = m.kind == Kind::Oom ? palette.oom() : palette.foreground();
+        auto* line = new QCPItemStraightLine(this);
+        line->point1->setCoords(m.x, 0);
+        line->point2->setCoords(m.x, 1);
+        line->setPen(m.kind == Kind::PhaseEnd ? QPen(c, 1, Qt::DotLine) : QPen(m.kind == Kind::Oom ? c : palette.cursor(), 1.4));
+        auto* text = new QCPItemText(this);
+        const double y = m.kind == Kind::PhaseEnd ? top : top * (0.93 - 0.05 * (stagger++ % 3));
+        text->position->setCoords(m.x, y);
+        text->setPositionAlignment((m.kind == Kind::PhaseEnd ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+        text->setText(m.kind == Kind::PhaseEnd ? QString::fromStdString(m.label) + QStringLiteral(" ") : QStringLiteral(" ") + QString::fromStdString(m.label));
+        text->setColor(c);
+        QColor bg = palette.background();
+        bg.setAlpha(200);
+        if (m.kind != Kind::PhaseEnd)
+            text->setBrush(bg);
+        text->setFont(legend->font());
+    }
+    xAxis->setRange(chart.xMin, chart.xMax);
+    yAxis->setRange(0, std::max(top, 1e-9));
+    replot();
+}
+
+} // namespace poolscope

@@ -1,0 +1,279 @@
+#include "widgets/compare_view.h"
+
+#include "core/util/units.h"
+#include "widgets/compare_plot.h"
+#include "widgets/review_image.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace poolscope {
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+QString bytes(int64_t b) { return qs(formatBytes(b)); }
+
+QString delta(int64_t d)
+{
+    if (d == 0)
+        return QStringLiteral("0");
+    return (d < 0 ? QStringLiteral("−") : QStringLiteral("+")) + bytes(d < 0 ? -d : d);
+}
+
+QString ratio(const PoolChange& pc)
+{
+    if (auto r = pc.ratio()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "×%.2f", *r);
+        return QString::fromUtf8(buf);
+    }
+    return pc.b > 0 ? QObject::tr("new") : QStringLiteral("–");
+}
+
+// The verdict's ASCII for the screen: "x2" as "×2", "->" as an arrow.
+QString typeset(QString s)
+{
+    static const QRegularExpression times(QStringLiteral("\\bx(\\d)"));
+    s.replace(times, QStringLiteral("×\\1"));
+    s.replace(QStringLiteral(" -> "), QStringLiteral(" → "));
+    return s;
+}
+
+} // namespace
+
+CompareContent compareContentFor(const Comparison& c, bool dark)
+{
+    CompareContent content;
+    content.dark = dark;
+    content.title = QObject::tr("A: %1   B: %2   at %3").arg(qs(c.runA), qs(c.runB), qs(std::string(compareMomentLabel(c.at))));
+    content.verdict = typeset(qs(c.verdict));
+    for (const CompareAxis& a : c.axes) {
+        content.axes << typeset(qs(a.phrase));
+        content.evidence << typeset(qs(a.evidence));
+    }
+    if (c.axes.empty())
+        content.axes << QObject::tr("no axis changed");
+    for (size_t p = 0; p < kPoolCount; ++p) {
+        const PoolChange& pc = c.pools[p];
+        if (pc.a == 0 && pc.b == 0)
+            continue;
+        content.rows << QStringList{PoolPalette::label(Pool(p)), bytes(pc.a), bytes(pc.b), delta(pc.delta()), ratio(pc)};
+        content.changed << pc.changed();
+    }
+    content.tableNote = QObject::tr("bold: moved by more than 10% and 64 MiB");
+    const MomentPair& m = c.moment(c.at);
+    auto phase = [](Phase p) { return qs(std::string(phaseName(p))).replace(QLatin1Char('_'), QLatin1Char(' ')); };
+    if (m.phaseA != m.phaseB)
+        content.tableNote += QObject::tr("; A's moment is in its %1, B's in its %2").arg(phase(m.phaseA), phase(m.phaseB));
+    return content;
+}
+
+CompareView::CompareView(QWidget* parent) : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    m_title = new QLabel(this);
+    QFont bold = m_title->font();
+    bold.setBold(true);
+    m_title->setFont(bold);
+    m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_verdict = new QLabel(this);
+    m_verdict->setWordWrap(true);
+    m_verdict->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_title);
+    layout->addWidget(m_verdict);
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    m_plot = new ComparePlot(split);
+    m_plot->setMinimumHeight(240);
+    auto* bottom = new QSplitter(Qt::Horizontal, split);
+    auto* tableBox = new QWidget(bottom);
+    auto* tableLayout = new QVBoxLayout(tableBox);
+    tableLayout->setContentsMargins(0, 0, 0, 0);
+    m_table = new QTableWidget(tableBox);
+    m_table->setFocusPolicy(Qt::NoFocus);
+    m_tableNote = new QLabel(tableBox);
+    m_tableNote->setWordWrap(true);
+    tableLayout->addWidget(m_table, 1);
+    tableLayout->addWidget(m_tableNote);
+    m_table->setColumnCount(5);
+    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_table->verticalHeader()->setVisible(false);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    auto* scroll = new QScrollArea(bottom);
+    m_axes = new QLabel(scroll);
+    m_axes->setWordWrap(true);
+    m_axes->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    m_axes->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_axes->setMargin(6);
+    scroll->setWidget(m_axes);
+    scroll->setWidgetResizable(true);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    layout->addWidget(split, 1);
+}
+
+void CompareView::setComparison(const Comparison& comparison, const ComparisonChart& chart, const PoolPalette& palette)
+{
+    m_content = compareContentFor(comparison, palette.dark());
+    m_title->setText(m_content.title);
+    m_verdict->setText(m_content.verdict);
+    m_plot->setChart(chart, palette);
+    m_table->clear();
+    m_table->setHorizontalHeaderLabels(m_content.header);
+    m_table->setRowCount(int(m_content.rows.size()));
+    m_tableNote->setText(m_content.tableNote);
+    for (int r = 0; r < int(m_content.rows.size()); ++r)
+        for (int col = 0; col < 5; ++col) {
+            auto* item = new QTableWidgetItem(m_content.rows[r].value(col));
+            item->setTextAlignment(col == 0 ? Qt::AlignLeft | Qt::AlignVCenter : Qt::AlignRight | Qt::AlignVCenter);
+            if (m_content.changed.value(r)) {
+                QFont f = item->font();
+                f.setBold(true);
+                item->setFont(f);
+                item->setToolTip(tr("moved by more than 10% and 64 MiB"));
+            }
+            m_table->setItem(r, col, item);
+        }
+    QString axes;
+    for (int i = 0; i < m_content.axes.size(); ++i)
+        axes += QStringLiteral("<p><b>%1</b><br>%2</p>").arg(m_content.axes[i].toHtmlEscaped(), m_content.evidence.value(i).toHtmlEscaped());
+    m_axes->setText(axes);
+}
+
+namespace {
+
+void paintComparison(QCPPainter& painter, ComparePlot& plot, const CompareContent& c, QSize size)
+{
+    const QColor bg = c.dark ? QColor(0x1e, 0x1f, 0x22) : QColor(Qt::white);
+    const QColor fg = c.dark ? QColor(0xe6, 0xe6, 0xe6) : QColor(0x20, 0x20, 0x20);
+    const QColor rule = c.dark ? QColor(0x3a, 0x3c, 0x40) : QColor(0xd0, 0xd0, 0xd0);
+    painter.fillRect(QRect(QPoint(0, 0), size), bg);
+    const int margin = std::max(12, size.width() / 80);
+    const double scale = std::clamp(size.height() / 900.0, 0.6, 2.5);
+    QFont titleFont = plot.font();
+    titleFont.setPixelSize(int(20 * scale));
+    titleFont.setBold(true);
+    QFont textFont = plot.font();
+    textFont.setPixelSize(int(14 * scale));
+    QFont smallFont = textFont;
+    smallFont.setPixelSize(int(12 * scale));
+    const int innerW = size.width() - 2 * margin;
+
+    painter.setPen(fg);
+    painter.setFont(titleFont);
+    const int titleH = QFontMetrics(titleFont).height();
+    painter.drawText(QRect(margin, margin, innerW, titleH), Qt::AlignLeft | Qt::AlignVCenter,
+                     QFontMetrics(titleFont).elidedText(c.title, Qt::ElideMiddle, innerW));
+    int y = margin + titleH + 4;
+    painter.setFont(textFont);
+    QRect used;
+    painter.drawText(QRect(margin, y, innerW, QFontMetrics(textFont).height() * 4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, c.verdict, &used);
+    y += used.height() + 8;
+
+    // The axes at the bottom: each phrase in bold and its evidence on up to two lines.
+    const QFontMetrics sm(smallFont);
+    int axesH = 0;
+    for (int i = 0; i < c.axes.size(); ++i)
+        axesH += sm.height() * (c.evidence.value(i).isEmpty() ? 1 : 3) + 4;
+    const int axesTop = size.height() - margin - axesH;
+
+    // Table on the right of the chart, sized to its widest cells.
+    QFont smallBold = smallFont;
+    smallBold.setBold(true);
+    const QFontMetrics smb(smallBold);
+    QList<int> widths;
+    for (int col = 0; col < c.header.size(); ++col) {
+        int w = smb.horizontalAdvance(c.header[col]);
+        for (int r = 0; r < c.rows.size(); ++r)
+            w = std::max(w, (c.changed.value(r) ? smb : sm).horizontalAdvance(c.rows[r].value(col)));
+        widths << w;
+    }
+    const int gap = sm.horizontalAdvance(QStringLiteral("   "));
+    int tableW = 0;
+    for (int w : widths)
+        tableW += w + gap;
+    const int chartW = innerW - tableW - margin;
+    const int chartH = std::max(150, axesTop - y - 8);
+    painter.save();
+    painter.translate(margin, y);
+    plot.toPainter(&painter, std::max(200, chartW), chartH);
+    painter.restore();
+
+    const int rowH = sm.height() + int(5 * scale);
+    int ty = y + 4, x0 = size.width() - margin - tableW;
+    auto drawRow = [&](const QStringList& r, bool strong) {
+        QFont f = smallFont;
+        f.setBold(strong);
+        painter.setFont(f);
+        painter.setPen(fg);
+        int x = x0;
+        for (int col = 0; col < widths.size(); ++col) {
+            painter.drawText(QRect(x, ty, widths[col], rowH), (col == 0 ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter, r.value(col));
+            x += widths[col] + gap;
+        }
+        ty += rowH;
+        painter.setPen(QPen(rule, 1));
+        painter.drawLine(QLineF(x0, ty, x0 + tableW - gap, ty));
+    };
+    drawRow(c.header, true);
+    for (int i = 0; i < c.rows.size(); ++i)
+        drawRow(c.rows[i], c.changed.value(i));
+    painter.setFont(smallFont);
+    painter.setPen(fg);
+    painter.drawText(QRect(x0, ty + 4, tableW - gap, rowH * 3), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, c.tableNote);
+
+    int ay = axesTop;
+    for (int i = 0; i < c.axes.size(); ++i) {
+        QFont f = smallFont;
+        f.setBold(true);
+        painter.setFont(f);
+        painter.drawText(QRect(margin, ay, innerW, sm.height()), Qt::AlignLeft | Qt::AlignVCenter, c.axes[i]);
+        ay += sm.height();
+        if (!c.evidence.value(i).isEmpty()) {
+            painter.setFont(smallFont);
+            const QString ev = sm.elidedText(c.evidence[i], Qt::ElideRight, innerW * 2 - sm.horizontalAdvance(QStringLiteral("…")));
+            painter.drawText(QRect(margin, ay, innerW, sm.height() * 2), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, ev);
+            ay += sm.height() * 2;
+        }
+        ay += 4;
+    }
+}
+
+} // namespace
+
+QImage renderComparisonImage(ComparePlot& plot, const CompareContent& content, QSize size)
+{
+    QImage image(size, QImage::Format_ARGB32_Premultiplied);
+    image.fill(Qt::white);
+    QCPPainter painter(&image);
+    painter.setRenderHint(QPainter::Antialiasing);
+    painter.setRenderHint(QPainter::TextAntialiasing);
+    paintComparison(painter, plot, content, size);
+    painter.end();
+    return image;
+}
+
+bool saveComparisonImage(const QString& path, ComparePlot& plot, const CompareContent& content, QSize size, QString* error)
+{
+    return savePaintedImage(path, size, content.title, content.verdict,
+                            [&](QCPPainter& painter) { paintComparison(painter, plot, content, size); }, error);
+}
+
+bool saveComparisonImage(const QString& path, const Comparison& comparison, const ComparisonChart& chart, QSize size, bool dark,
+                         QString* error)
+{
+    ComparePlot plot;
+    plot.resize(size);
+    plot.setChart(chart, PoolPalette(dark));
+    return saveComparisonImage(path, plot, compareContentFor(comparison, dark), size, error);
+}
+
+} // namespace poolscope
