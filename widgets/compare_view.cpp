@@ -117,6 +117,10 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent)
     scroll->setWidgetResizable(true);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    // Sizes as proportions (a splitter scales them to what it gets): the chart is the point, and the
+    // axes' evidence reads as prose beside the table, not as a column of broken words.
+    split->setSizes({640, 360});
+    bottom->setSizes({560, 640});
     layout->addWidget(split, 1);
 }
 

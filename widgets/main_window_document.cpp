@@ -43,6 +43,7 @@ const QStringList kDefaultPresets{QStringLiteral("8 GiB"),  QStringLiteral("12 G
 void MainWindow::setRules(std::shared_ptr<const RuleSet> rules, const QString& problem)
 {
     m_ranks->setRules(rules);
+    m_compareLoader->setRules(rules, problem);
     m_loader->setRules(std::move(rules), problem);
 }
 
@@ -56,6 +57,13 @@ void MainWindow::openFileAt(const QString& path, int device)
 {
     m_loader->start(path);
     m_pendingDevice = device;
+}
+
+void MainWindow::compareWith(const QString& path)
+{
+    if (!m_workspace->document())
+        return;
+    m_compareLoader->start(path);
 }
 
 void MainWindow::openRanks(const QStringList& paths)
@@ -179,6 +187,7 @@ void MainWindow::deviceShown()
     else
         jumpToPeak();
     m_oomAct->setEnabled(!dev->device().ooms.empty());
+    m_compareAct->setEnabled(true);
     updateTitle();
     flushPanels();
 }
