@@ -1,13 +1,11 @@
 #include "widgets/compare_window.h"
 
 #include "widgets/compare_view.h"
+#include "widgets/export_dialog.h"
 
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
-#include <QMessageBox>
 #include <QPushButton>
-#include <QSettings>
 #include <QHBoxLayout>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -91,19 +89,11 @@ void CompareWindow::exportDialog()
 {
     if (!m_result)
         return;
-    QSettings s;
-    const QString base = QFileInfo(QString::fromStdString(m_b->path())).completeBaseName() + QStringLiteral("-compare.png");
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export comparison image"),
-                                                      QFileInfo(s.value(QStringLiteral("exportDir")).toString(), base).filePath(),
-                                                      tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
-    if (path.isEmpty())
-        return;
-    s.setValue(QStringLiteral("exportDir"), QFileInfo(path).absolutePath());
-    QString error;
-    if (!exportImage(path, QSize(1600, 900), &error))
-        QMessageBox::warning(this, tr("Export image"), error);
-    else
-        m_status->setText(tr("Wrote %1").arg(path));
+    const QString done = exportImageInteractively(this, tr("Export comparison image"),
+                                                  QFileInfo(QString::fromStdString(m_b->path())).completeBaseName() + QStringLiteral("-compare.png"),
+                                                  [this](const QString& path, QSize size, QString* error) { return exportImage(path, size, error); });
+    if (!done.isEmpty())
+        m_status->setText(done);
 }
 
 } // namespace poolscope

@@ -6,7 +6,7 @@
 #include "core/engine/document.h"
 #include "core/report/report.h"
 #include "core/run_poolscope.h"
-#include "core/synth/synth.h"
+#include "core/ranks/rank_fixtures.h"
 
 #include <QtTest>
 
@@ -17,23 +17,9 @@
 
 using namespace poolscope;
 using nlohmann::json;
+using poolscope::testing::rankModel;
 
 namespace {
-
-SynthModel rankModel(int batch, std::optional<int64_t> capacity, int64_t startUs)
-{
-    SynthModel m;
-    m.layers = 4;
-    m.hidden = 512;
-    m.heads = 8;
-    m.seq = 256;
-    m.microBatch = batch;
-    m.vocab = 4096;
-    m.steps = 2;
-    m.capacity = capacity;
-    m.startTimeUs = startUs;
-    return m;
-}
 
 void writeDump(const Trace& t, const std::string& path)
 {
