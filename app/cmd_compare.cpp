@@ -4,7 +4,7 @@
 #include "app/commands.h"
 #include "app/rules_config.h"
 
-#include "core/compare/comparison.h"
+#include "core/compare/compare_documents.h"
 #include "core/compare/growth_gate.h"
 #include "core/report/gate.h"
 #include "core/report/json_text.h"
@@ -49,10 +49,7 @@ int runCompare(const std::vector<std::string>& argv)
         const auto docB = openDocument(files[1], rulesFile);
         auto side = [](const Document& doc, std::optional<int> device, const std::string& file) -> const DeviceDocument& {
             try {
-                const DeviceDocument& d = doc.pickDevice(device);
-                if (!d.classified())
-                    throw std::invalid_argument("its pools are unclassified (" + (doc.notes().empty() ? std::string("no rules") : doc.notes().front()) + ")");
-                return d;
+                return doc.pickDevice(device);
             } catch (const std::invalid_argument& e) {
                 const std::string why = e.what();
                 throw std::invalid_argument(why.rfind(file, 0) == 0 ? why : file + ": " + why);
@@ -60,11 +57,7 @@ int runCompare(const std::vector<std::string>& argv)
         };
         const DeviceDocument& a = side(*docA, deviceA, files[0]);
         const DeviceDocument& b = side(*docB, deviceB, files[1]);
-        // The default moment pairs like with like: the OOMs when both runs ran out, else the peaks.
-        if (!moment)
-            moment = !a.device().ooms.empty() && !b.device().ooms.empty() ? CompareMoment::Oom : CompareMoment::Peak;
-        const Comparison c = compareRuns({a.trace(), a.device(), *a.classification(), *a.series(), a.traceModel().get()},
-                                         {b.trace(), b.device(), *b.classification(), *b.series(), b.traceModel().get()}, CompareOptions{*moment});
+        const Comparison c = compareDevices(a, b, moment);
         std::cout << (asJson ? jsonText(comparisonJson(c)) + "\n" : comparisonText(c));
         const auto over = checkGrowth(c, a.device().peakAllocated, b.device().peakAllocated, limits);
         if (over.empty())

@@ -5,11 +5,13 @@
 
 #include "app/rules_config.h"
 
+#include "core/compare/compare_documents.h"
 #include "core/report/report.h"
 #include "core/timeline/moment.h"
 #include "core/timeline/phase_bands.h"
 #include "core/util/atomic_file.h"
 #include "core/util/units.h"
+#include "widgets/compare_view.h"
 #include "widgets/main_window.h"
 #include "widgets/review_image.h"
 #include "widgets/timeline_plot.h"
@@ -71,6 +73,33 @@ int renderWindow(std::shared_ptr<const Document> doc, const QString& path, size_
     return 0;
 }
 
+// `render A --compare B`: the comparison's review image (B's stack filled, A's as outlines on one
+// aligned axis, the per-pool table, the axes and the verdict).
+int renderComparison(const std::string& fileA, const std::string& fileB, const std::string& rulesFile, const std::optional<std::string>& deviceOpt,
+                     const std::string& at, QSize size, bool dark, const QString& outPath)
+{
+    std::optional<CompareMoment> moment;
+    if (!at.empty() && !(moment = parseCompareMoment(at)))
+        throw UsageError("--at with --compare expects peak, oom, end, forward_end, backward_end or step_end, got '" + at + "'");
+    std::optional<int> device;
+    if (deviceOpt)
+        device = Args({"--device", *deviceOpt}).intOption("--device", 0);
+    const auto docA = openDocument(fileA, rulesFile);
+    const auto docB = openDocument(fileB, rulesFile);
+    const DocumentComparison c = compareDevicesWithChart(docA->pickDevice(device), docB->pickDevice(device), moment);
+    if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
+        setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    int qtArgc = 1;
+    char name[] = "poolscope";
+    char* qtArgv[] = {name, nullptr};
+    QApplication qapp(qtArgc, qtArgv);
+    QString why;
+    if (!saveComparisonImage(outPath, c.comparison, c.chart, size, dark, &why))
+        throw WriteError(why.toStdString());
+    std::cout << "wrote " << outPath.toStdString() << " (" << c.comparison.runA << " vs " << c.comparison.runB << ")\n";
+    return 0;
+}
+
 int runRender(const std::vector<std::string>& argv)
 {
     return guarded("render", [&] {
@@ -89,6 +118,7 @@ int runRender(const std::vector<std::string>& argv)
         const bool indexAxis = args.flag("--index-axis");
         const bool window = args.flag("--window");
         const std::string rulesFile = args.option("--rules").value_or("");
+        const auto compareWith = args.option("--compare");
         auto out = args.option("-o");
         if (!out)
             out = args.option("--output");
@@ -108,6 +138,13 @@ int runRender(const std::vector<std::string>& argv)
         if (window && whatIf)
             throw UsageError("--whatif draws the review image: leave out --window");
 
+        if (compareWith) {
+            if (window)
+                throw UsageError("--compare and --window exclude each other");
+            if (whatIf)
+                throw UsageError("--compare and --whatif exclude each other");
+            return renderComparison(files[0], *compareWith, rulesFile, deviceOpt, at, size, dark, outPath);
+        }
         const auto doc = openDocument(files[0], rulesFile, true, /*eagerTimelines=*/true);
         std::optional<int> wanted;
         if (deviceOpt)
@@ -165,11 +202,12 @@ int runRender(const std::vector<std::string>& argv)
 
 const CommandRegistrar kRegister({"render",
                                   "render FILE [--device N] [--at peak|oom|end|INDEX] [--size 1600x900] [--capacity 80GiB] "
-                                  "[--index-axis] [--dark] [--window] [--rules FILE] [--whatif KNOBS... [--predicted-stack]] "
-                                  "-o OUT.png|svg|pdf",
+                                  "[--index-axis] [--dark] [--window] [--compare B] [--rules FILE] "
+                                  "[--whatif KNOBS... [--predicted-stack]] -o OUT.png|svg|pdf",
                                   "the review image (stacked pools, breakdown, verdict) without a display; --window: a "
-                                  "screenshot of the whole desktop window instead; --whatif with `poolscope whatif`'s knobs: "
-                                  "the predicted run drawn over the recorded one", runRender});
+                                  "screenshot of the whole desktop window instead; --compare B: the comparison of FILE (A) "
+                                  "with B; --whatif with `poolscope whatif`'s knobs: the predicted run drawn over the "
+                                  "recorded one", runRender});
 
 } // namespace
 } // namespace poolscope::app

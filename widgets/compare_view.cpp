@@ -117,6 +117,10 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent)
     scroll->setWidgetResizable(true);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    // Sizes as proportions (a splitter scales them to what it gets): the chart is the point, and the
+    // axes' evidence reads as prose beside the table, not as a column of broken words.
+    split->setSizes({640, 360});
+    bottom->setSizes({560, 640});
     layout->addWidget(split, 1);
 }
 
@@ -152,19 +156,14 @@ namespace {
 
 void paintComparison(QCPPainter& painter, ComparePlot& plot, const CompareContent& c, QSize size)
 {
-    const QColor bg = c.dark ? QColor(0x1e, 0x1f, 0x22) : QColor(Qt::white);
-    const QColor fg = c.dark ? QColor(0xe6, 0xe6, 0xe6) : QColor(0x20, 0x20, 0x20);
-    const QColor rule = c.dark ? QColor(0x3a, 0x3c, 0x40) : QColor(0xd0, 0xd0, 0xd0);
-    painter.fillRect(QRect(QPoint(0, 0), size), bg);
-    const int margin = std::max(12, size.width() / 80);
-    const double scale = std::clamp(size.height() / 900.0, 0.6, 2.5);
-    QFont titleFont = plot.font();
-    titleFont.setPixelSize(int(20 * scale));
-    titleFont.setBold(true);
-    QFont textFont = plot.font();
-    textFont.setPixelSize(int(14 * scale));
-    QFont smallFont = textFont;
-    smallFont.setPixelSize(int(12 * scale));
+    const ImageCanvas canvas = ImageCanvas::make(plot.font(), size, c.dark, 20, 12);
+    const QColor fg = canvas.foreground, rule = canvas.rule;
+    const int margin = canvas.margin;
+    const double scale = canvas.scale;
+    const QFont& titleFont = canvas.title;
+    const QFont& textFont = canvas.text;
+    const QFont& smallFont = canvas.small;
+    painter.fillRect(QRect(QPoint(0, 0), size), canvas.background);
     const int innerW = size.width() - 2 * margin;
 
     painter.setPen(fg);

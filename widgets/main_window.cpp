@@ -5,6 +5,7 @@
 #include "core/util/units.h"
 #include "widgets/allocator_view.h"
 #include "widgets/breakdown_panel.h"
+#include "widgets/compare_window.h"
 #include "widgets/ranks_panel.h"
 #include "widgets/stack_panel.h"
 #include "widgets/tensor_panel.h"
@@ -46,7 +47,8 @@
 namespace poolscope {
 
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), m_workspace(new Workspace(this)), m_loader(new TraceLoader(this)), m_plot(new TimelinePlot(this))
+    : QMainWindow(parent), m_workspace(new Workspace(this)), m_loader(new TraceLoader(this)), m_compareLoader(new TraceLoader(this)),
+      m_plot(new TimelinePlot(this))
 {
     setObjectName(QStringLiteral("PoolScopeMainWindow"));
     setWindowTitle(tr("PoolScope"));
@@ -97,6 +99,23 @@ MainWindow::MainWindow(QWidget* parent)
             m_status->setText(tr("Loading %1…").arg(QFileInfo(m_loader->path()).fileName()));
     });
     connect(m_loader, &TraceLoader::loaded, this, &MainWindow::loaderFinishedOk);
+    // The comparison's B run loads through a loader of its own: the current document stays as it is.
+    connect(m_compareLoader, &TraceLoader::loaded, this, [this](std::shared_ptr<const Document> doc, const QString& path) {
+        m_workspace->setComparison(doc, path);
+        if (!m_workspace->document() || m_workspace->document()->deviceCount() == 0 || doc->deviceCount() == 0)
+            return;
+        if (!m_compareWindow)
+            m_compareWindow = new CompareWindow(this);
+        m_compareWindow->compare(m_workspace->documentPtr(), m_workspace->device(), doc, m_plot->poolPalette());
+        m_compareWindow->show();
+        m_compareWindow->raise();
+    });
+    connect(m_compareLoader, &TraceLoader::failed, this, [this](const QString& message, const QString&) {
+        m_lastError = message;
+        auto* box = new QMessageBox(QMessageBox::Critical, tr("Could not open the run to compare with"), message, QMessageBox::Ok, this);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();
+    });
     connect(m_loader, &TraceLoader::failed, this, [this](const QString& message, const QString& path) {
         m_lastError = message;
         m_status->setText(m_workspace->document() ? tr("Could not open %1; still showing %2.").arg(QFileInfo(path).fileName(), QFileInfo(m_workspace->path()).fileName())
@@ -161,6 +180,16 @@ void MainWindow::buildActions()
         if (!files.isEmpty())
             openRanks(files);
     });
+    m_compareAct = make(tr("Compare &with…"), QKeySequence(tr("Ctrl+Shift+B")),
+                        tr("Put another run (B) beside this one (A): pools at paired moments, which axis changed, the verdict"));
+    m_compareAct->setEnabled(false);
+    connect(m_compareAct, &QAction::triggered, this, [this] {
+        QSettings s;
+        const QString file = QFileDialog::getOpenFileName(this, tr("Compare with another run"), s.value(QStringLiteral("lastDir")).toString(),
+                                                          tr("Memory dumps (*.pickle *.pkl *.json *.gz *.zst *.html);;All files (*)"));
+        if (!file.isEmpty())
+            compareWith(file);
+    });
     m_exportAct = make(tr("&Export image…"), QKeySequence(tr("Ctrl+E")), tr("Save the chart, legend and breakdown as PNG, SVG or PDF"));
     connect(m_exportAct, &QAction::triggered, this, &MainWindow::exportDialog);
     m_copyAct = make(tr("&Copy image"), QKeySequence(tr("Ctrl+Shift+C")), tr("Copy the review image to the clipboard"));
@@ -209,6 +238,7 @@ void MainWindow::buildMenus()
     file->addAction(m_openAct);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     file->addAction(m_ranksAct);
+    file->addAction(m_compareAct);
     file->addSeparator();
     file->addAction(m_exportAct);
     file->addAction(m_copyAct);

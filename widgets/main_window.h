@@ -21,6 +21,7 @@ namespace poolscope {
 class AllocatorView;
 class BreakdownModel;
 class BreakdownPanel;
+class CompareWindow;
 class RanksPanel;
 class StackModel;
 class StackPanel;
@@ -50,6 +51,10 @@ public:
     void openFileAt(const QString& path, int device);
     // Many dumps (or per-rank reports) side by side in the Ranks dock.
     void openRanks(const QStringList& paths);
+    // The current document (A) against another run (B), in the Compare window (asynchronous).
+    void compareWith(const QString& path);
+    CompareWindow* compareWindow() const { return m_compareWindow; }
+    TraceLoader* compareLoader() const { return m_compareLoader; }
     // Shows an already prepared document (the render command and tests use this directly).
     void setDocument(std::shared_ptr<const Document> doc, const QString& path);
     const Document* document() const;
@@ -120,6 +125,8 @@ private:
 
     Workspace* m_workspace;
     TraceLoader* m_loader;
+    TraceLoader* m_compareLoader;
+    CompareWindow* m_compareWindow = nullptr;
     TimelinePlot* m_plot;
     QComboBox* m_deviceCombo = nullptr;
     QComboBox* m_capacityCombo = nullptr;
@@ -144,6 +151,7 @@ private:
 
     QAction* m_openAct = nullptr;
     QAction* m_ranksAct = nullptr;
+    QAction* m_compareAct = nullptr;
     QAction* m_exportAct = nullptr;
     QAction* m_copyAct = nullptr;
     QAction* m_quitAct = nullptr;

@@ -7,6 +7,7 @@
 #include "core/util/units.h"
 #include "widgets/allocator_view.h"
 #include "widgets/breakdown_panel.h"
+#include "widgets/export_dialog.h"
 #include "widgets/ranks_panel.h"
 #include "widgets/stack_panel.h"
 #include "widgets/tensor_panel.h"
@@ -43,6 +44,7 @@ const QStringList kDefaultPresets{QStringLiteral("8 GiB"),  QStringLiteral("12 G
 void MainWindow::setRules(std::shared_ptr<const RuleSet> rules, const QString& problem)
 {
     m_ranks->setRules(rules);
+    m_compareLoader->setRules(rules, problem);
     m_loader->setRules(std::move(rules), problem);
 }
 
@@ -56,6 +58,13 @@ void MainWindow::openFileAt(const QString& path, int device)
 {
     m_loader->start(path);
     m_pendingDevice = device;
+}
+
+void MainWindow::compareWith(const QString& path)
+{
+    if (!m_workspace->document())
+        return;
+    m_compareLoader->start(path);
 }
 
 void MainWindow::openRanks(const QStringList& paths)
@@ -179,6 +188,7 @@ void MainWindow::deviceShown()
     else
         jumpToPeak();
     m_oomAct->setEnabled(!dev->device().ooms.empty());
+    m_compareAct->setEnabled(true);
     updateTitle();
     flushPanels();
 }
@@ -330,19 +340,10 @@ void MainWindow::exportDialog()
 {
     if (!m_workspace->document())
         return;
-    QSettings s;
-    const QString base = QFileInfo(m_workspace->path()).completeBaseName() + QStringLiteral("-review.png");
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export review image"),
-                                                      QFileInfo(s.value(QStringLiteral("exportDir")).toString(), base).filePath(),
-                                                      tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
-    if (path.isEmpty())
-        return;
-    s.setValue(QStringLiteral("exportDir"), QFileInfo(path).absolutePath());
-    QString error;
-    if (!exportImage(path, QSize(1600, 900), &error))
-        QMessageBox::warning(this, tr("Export image"), error);
-    else
-        m_status->setText(tr("Wrote %1").arg(path));
+    const QString done = exportImageInteractively(this, tr("Export review image"), QFileInfo(m_workspace->path()).completeBaseName() + QStringLiteral("-review.png"),
+                                                  [this](const QString& path, QSize size, QString* error) { return exportImage(path, size, error); });
+    if (!done.isEmpty())
+        m_status->setText(done);
 }
 
 void MainWindow::copyImage()

@@ -19,20 +19,14 @@ namespace {
 // Paints the whole review into `painter` over a logical canvas of `size` pixels.
 void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c, QSize size)
 {
-    const QColor bg = c.dark ? QColor(0x1e, 0x1f, 0x22) : QColor(Qt::white);
-    const QColor fg = c.dark ? QColor(0xe6, 0xe6, 0xe6) : QColor(0x20, 0x20, 0x20);
-    const QColor rule = c.dark ? QColor(0x3a, 0x3c, 0x40) : QColor(0xd0, 0xd0, 0xd0);
-    painter.fillRect(QRect(QPoint(0, 0), size), bg);
-    const int margin = std::max(12, size.width() / 80);
-    const double scale = std::clamp(size.height() / 900.0, 0.6, 2.5);
-
-    QFont titleFont = plot.font();
-    titleFont.setPixelSize(int(22 * scale));
-    titleFont.setBold(true);
-    QFont textFont = plot.font();
-    textFont.setPixelSize(int(14 * scale));
-    QFont tableFont = textFont;
-    tableFont.setPixelSize(int(13 * scale));
+    const ImageCanvas canvas = ImageCanvas::make(plot.font(), size, c.dark, 22, 13);
+    const QColor fg = canvas.foreground, rule = canvas.rule;
+    const int margin = canvas.margin;
+    const double scale = canvas.scale;
+    const QFont& titleFont = canvas.title;
+    const QFont& textFont = canvas.text;
+    const QFont& tableFont = canvas.small;
+    painter.fillRect(QRect(QPoint(0, 0), size), canvas.background);
 
     painter.setPen(fg);
     painter.setFont(titleFont);
@@ -94,6 +88,24 @@ void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c
 }
 
 } // namespace
+
+ImageCanvas ImageCanvas::make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels)
+{
+    ImageCanvas c;
+    c.background = dark ? QColor(0x1e, 0x1f, 0x22) : QColor(Qt::white);
+    c.foreground = dark ? QColor(0xe6, 0xe6, 0xe6) : QColor(0x20, 0x20, 0x20);
+    c.rule = dark ? QColor(0x3a, 0x3c, 0x40) : QColor(0xd0, 0xd0, 0xd0);
+    c.margin = std::max(12, size.width() / 80);
+    c.scale = std::clamp(size.height() / 900.0, 0.6, 2.5);
+    c.title = base;
+    c.title.setPixelSize(int(titlePixels * c.scale));
+    c.title.setBold(true);
+    c.text = base;
+    c.text.setPixelSize(int(14 * c.scale));
+    c.small = c.text;
+    c.small.setPixelSize(int(smallPixels * c.scale));
+    return c;
+}
 
 ReviewContent reviewContentFor(const Document& doc, size_t device, EventIndex event, int64_t capacity, const QString& path, bool dark)
 {

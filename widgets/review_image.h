@@ -1,4 +1,6 @@
 #pragma once
+#include <QColor>
+#include <QFont>
 #include <QImage>
 #include <QList>
 #include <QSize>
@@ -32,6 +34,17 @@ bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewConten
 QStringList reviewImageFormats(); // "png", "svg", "pdf"
 // Writes PNG, SVG or PDF (by the file's extension) of what `paint` draws on a canvas of `size`
 // logical pixels; vector formats stay vectors. The review image and the comparison image use it.
+// The look both review images share (the stacked chart's, the comparison's): colours for the light
+// or dark palette, the margin and the text scale for the canvas size, and the title, text and small
+// fonts derived from the chart's own font.
+struct ImageCanvas {
+    QColor background, foreground, rule;
+    int margin = 12;
+    double scale = 1.0;
+    QFont title, text, small;
+    static ImageCanvas make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels);
+};
+
 bool savePaintedImage(const QString& path, QSize size, const QString& title, const QString& description,
                       const std::function<void(QCPPainter&)>& paint, QString* error);
 

@@ -1,7 +1,7 @@
 // The Ranks dock: many dumps summarised off the GUI thread into a sortable table with a pool bar per
 // rank; activating a row opens that rank's dump in the window at that device.
 #include "core/formats/pickle_writer.h"
-#include "core/synth/synth.h"
+#include "core/ranks/rank_fixtures.h"
 #include "widgets/main_window.h"
 #include "widgets/ranks_panel.h"
 
@@ -16,19 +16,7 @@ using namespace poolscope;
 
 namespace {
 
-Trace rankTrace(int batch, std::optional<int64_t> capacity)
-{
-    SynthModel m;
-    m.layers = 4;
-    m.hidden = 512;
-    m.heads = 8;
-    m.seq = 256;
-    m.microBatch = batch;
-    m.vocab = 4096;
-    m.steps = 2;
-    m.capacity = capacity;
-    return synthesize(m).trace;
-}
+Trace rankTrace(int batch, std::optional<int64_t> capacity) { return synthesize(testing::rankModel(batch, capacity)).trace; }
 
 void writeDump(const Trace& t, const QString& path)
 {

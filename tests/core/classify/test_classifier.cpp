@@ -1,5 +1,6 @@
 // The classifier against traces whose pools are known: synthetic training loops in many shapes
 // (>= 98% of live bytes right at every moment), and small hand-made traces for each kind of evidence.
+#include "core/classify/shipped_rules.h"
 #include "accuracy.h"
 #include "training_trace.h"
 
@@ -13,11 +14,7 @@ using namespace poolscope::testing;
 
 namespace {
 
-const RuleSet& defaultRules()
-{
-    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return rules;
-}
+const RuleSet& defaultRules() { return poolscope::testing::shippedRules(); }
 
 // A hand-made trace: events with stacks built from (file, function) pairs, innermost first.
 struct Mini {

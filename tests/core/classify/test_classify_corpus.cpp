@@ -2,6 +2,7 @@
 // tuning targets: at the end of a full AdamW step, optimizer state = 2 x gradients and parameters =
 // gradients; little is left unknown wherever stacks exist; in forward-only runs activations are the
 // growth. Figures per file are printed for the report.
+#include "core/classify/shipped_rules.h"
 #include "core/classify/agreement.h"
 #include "core/classify/classifier.h"
 #include "core/classify/pool_series.h"
@@ -20,11 +21,7 @@ namespace {
 
 const std::string kCorpus = POOLSCOPE_CORPUS_DIR;
 
-const RuleSet& defaultRules()
-{
-    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return rules;
-}
+const RuleSet& defaultRules() { return poolscope::testing::shippedRules(); }
 
 // Python or C++ frames, not a profiler's operator names.
 bool hasRealFrames(const Trace& t)

@@ -1,6 +1,7 @@
 // The classifier on the project's synthetic generator (core/synth): GPT-style training runs through
 // the allocator simulation, with optimizers, precisions, checkpointing and ZeRO stages, each
 // allocation carrying the pool the generator meant. >= 98% of live bytes right at every moment.
+#include "core/classify/shipped_rules.h"
 #include "accuracy.h"
 
 #include "core/classify/classifier.h"
@@ -14,11 +15,7 @@ using namespace poolscope::testing;
 
 namespace {
 
-const RuleSet& defaultRules()
-{
-    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return rules;
-}
+const RuleSet& defaultRules() { return poolscope::testing::shippedRules(); }
 
 SynthModel small()
 {

@@ -5,6 +5,7 @@
 // The expectations are judgements, not the classifier's output copied: each comment says what in the
 // dump supports the split. A pool may move by at most 1 % of the allocated bytes before this fails, so
 // a rule change that moves a real file shows here and must be judged again.
+#include "core/classify/shipped_rules.h"
 #include "core/classify/classifier.h"
 #include "core/classify/pool_series.h"
 #include "core/load.h"
@@ -24,11 +25,7 @@ namespace {
 const std::string kCorpus = POOLSCOPE_CORPUS_DIR;
 constexpr double kGiBytes = double(int64_t(1) << 30);
 
-const RuleSet& defaultRules()
-{
-    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return rules;
-}
+const RuleSet& defaultRules() { return poolscope::testing::shippedRules(); }
 
 struct Judged {
     const char* file;

@@ -1,5 +1,6 @@
 // Pool series: bytes per pool after every event, exact against the trace's own allocated totals,
 // checked against a brute-force recount, with the rounding-slack remainder where the header says.
+#include "core/classify/shipped_rules.h"
 #include "training_trace.h"
 
 #include "core/classify/agreement.h"
@@ -18,11 +19,7 @@ using namespace poolscope::testing;
 
 namespace {
 
-const RuleSet& defaultRules()
-{
-    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return rules;
-}
+const RuleSet& defaultRules() { return poolscope::testing::shippedRules(); }
 
 // A random trace: allocations and frees at random, some alive before recording (final-segment blocks
 // with rounding slack), random pools. Addresses are reused.

@@ -1,5 +1,6 @@
 // Where memory lives, beside what it is for: private pools (segment_pool_id: CUDA graphs, MemPool)
 // and blocks pending free (active_pending_free), from the final segments.
+#include "core/classify/shipped_rules.h"
 #include "core/classify/classifier.h"
 #include "core/classify/pool_series.h"
 #include "core/model/trace_builder.h"
@@ -12,11 +13,7 @@ using namespace poolscope;
 
 namespace {
 
-const RuleSet& defaultRules()
-{
-    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return rules;
-}
+const RuleSet& defaultRules() { return poolscope::testing::shippedRules(); }
 
 constexpr int64_t kMiB = int64_t(1) << 20;
 

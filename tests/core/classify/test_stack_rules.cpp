@@ -2,6 +2,7 @@
 // known pool (poolscope synth --scenario): vLLM start-up and decode, a Megatron step, DataParallel
 // running out of memory and tearing down, and dumps without allocation history. Each fixture goes
 // through the pickle writer and the loader, as a user's file would.
+#include "core/classify/shipped_rules.h"
 #include "tests/core/classify/accuracy.h"
 
 #include "core/classify/classifier.h"
@@ -23,11 +24,7 @@ using namespace poolscope::testing;
 
 namespace {
 
-const RuleSet& defaultRules()
-{
-    static const RuleSet rules = RuleSet::fromFile(std::string(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return rules;
-}
+const RuleSet& defaultRules() { return poolscope::testing::shippedRules(); }
 
 struct Fixture {
     std::shared_ptr<const Trace> trace;

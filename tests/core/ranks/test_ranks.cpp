@@ -6,33 +6,20 @@
 #include "core/engine/document.h"
 #include "core/report/report.h"
 #include "core/run_poolscope.h"
-#include "core/synth/synth.h"
+#include "core/ranks/rank_fixtures.h"
 
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 using namespace poolscope;
 using nlohmann::json;
+using poolscope::testing::rankModel;
 
 namespace {
-
-SynthModel rankModel(int batch, std::optional<int64_t> capacity, int64_t startUs)
-{
-    SynthModel m;
-    m.layers = 4;
-    m.hidden = 512;
-    m.heads = 8;
-    m.seq = 256;
-    m.microBatch = batch;
-    m.vocab = 4096;
-    m.steps = 2;
-    m.capacity = capacity;
-    m.startTimeUs = startUs;
-    return m;
-}
 
 void writeDump(const Trace& t, const std::string& path)
 {
@@ -159,6 +146,39 @@ private slots:
         QCOMPARE(fromReport[0].oom->timeUs, fromDump[0].oom->timeUs);
         QCOMPARE(fromReport[0].oom->requested, fromDump[0].oom->requested);
         QCOMPARE(fromReport[0].peakPool, fromDump[0].peakPool);
+    }
+
+    // Every real dump at once: a row per device that holds anything, its peak the independent
+    // reader's, and a row with the loader's error for what is not a dump (expected.json).
+    void wholeCorpus()
+    {
+        const std::string corpus = POOLSCOPE_CORPUS_DIR;
+        if (!std::filesystem::exists(corpus + "/expected.json"))
+            QSKIP("../shared/corpus is absent");
+        const json expected = json::parse(std::ifstream(corpus + "/expected.json"));
+        RanksOptions options;
+        options.rules = rules();
+        const RankTable t = summarizeRanks(expandRankInputs({corpus}), options);
+        size_t errors = 0, checked = 0;
+        for (const RankRow& r : t.rows) {
+            const std::string name = std::filesystem::path(r.file).filename().string();
+            if (!r.error.empty()) {
+                ++errors;
+                QVERIFY2(name == "expected.json", r.error.c_str());
+                continue;
+            }
+            const json& facts = expected[name];
+            if (facts.value("kind", "") != "allocator_snapshot")
+                continue;
+            for (const json& d : facts["devices"])
+                if (d["device"].get<int>() == r.device) {
+                    QCOMPARE(r.peakAllocated, d["peak_allocated"].get<int64_t>());
+                    ++checked;
+                }
+        }
+        QCOMPARE(errors, size_t(1));
+        QVERIFY2(checked >= 15, qPrintable(QString::number(checked)));
+        QVERIFY(t.maxOverMedian > 1);
     }
 
     // The JSON the issue fixes, through the binary: rows, first_oom, imbalance; a directory expands.
