@@ -1,0 +1,359 @@
+// The run's dimensions for the size laws: model dimensions from the parameters, the token count T,
+// the sequence length s, the attention-score width, and the weight matrices (per unit and others).
+#include "core/whatif/law_decider.h"
+
+#include "core/util/units.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace poolscope::law_detail {
+
+std::unordered_set<int64_t> modelDims(const std::unordered_map<int64_t, int64_t>& paramCount, std::unordered_set<int64_t>& vectors)
+{
+    int64_t total = 0;
+    for (auto& [size, count] : paramCount)
+        total += size * count;
+    // Sizes seen at least twice, or big enough to be a weight (a tied embedding is one tensor)
+    // rather than an input batch kept since before recording.
+    std::vector<std::pair<int64_t, int64_t>> repeated;
+    for (auto& [size, count] : paramCount)
+        if (count >= 2 || size * 200 >= total)
+            repeated.emplace_back(size, count);
+    std::sort(repeated.begin(), repeated.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    if (repeated.size() > 64)
+        repeated.resize(64);
+    std::unordered_set<int64_t> dims{1};
+    for (auto& [size, count] : repeated) {
+        // A matrix over a vector of the same dtype names the matrix's other dimension (h x 4h over h
+        // gives 4h). Small ratios are just ratios between weights (2, 4, 8) and, times the
+        // element-size factors, would explain any power of two, the score matrix included.
+        bool matrix = false;
+        for (auto& [other, count2] : repeated)
+            if (other < size && size % other == 0 && size / other >= kMinQuotientDim) {
+                dims.insert(size / other);
+                matrix = true;
+            }
+        // A vector's element count is a width (a norm's h, a bias's 4h), in fp32, 16 or 8 bits. A
+        // matrix's element count is no width: h*h per token would explain anything.
+        if (matrix)
+            continue;
+        vectors.insert(size);
+        for (int64_t e : {1, 2, 4})
+            if (size % e == 0 && size / e > 1)
+                dims.insert(size / e);
+    }
+    return dims;
+}
+
+bool explainedByDimension(int64_t width, const std::unordered_set<int64_t>& dims)
+{
+    for (int64_t f : kWidthFactors)
+        if (width % f == 0 && width / f > 1 && dims.count(width / f))
+            return true;
+    return false;
+}
+
+// T: the token unit that explains the most bytes as T x (model dimension) x (small factor).
+void LawDecider::findTokens()
+{
+    std::unordered_map<int64_t, int64_t> bytesBySize;
+    for (size_t a = 0; a < m_m.allocationCount; ++a)
+        if (open(a))
+            bytesBySize[size(a)] += size(a);
+    std::vector<std::pair<int64_t, int64_t>> sizes(bytesBySize.begin(), bytesBySize.end());
+    std::sort(sizes.begin(), sizes.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    if (sizes.size() > kMaxSizes)
+        sizes.resize(kMaxSizes);
+    if (m_dims.size() <= 1 || sizes.empty())
+        return;
+    // The residual stream: a layer's input is T tokens x the norm weight's bytes (a vector that
+    // repeats once or twice per layer), whatever the element size both share.
+    const int64_t U = m_m.passes.empty() ? 0 : m_m.passes.front().inputBytes;
+    if (U > 0 && m_m.layersPerPass > 0) {
+        // Candidates: parameter sizes that repeat at least once per unit and divide the input. The
+        // token ids moved to the device (int64, one per token) pick among them; failing those, a
+        // norm comes once or twice per unit (pre-norm blocks, plus the final one), preferred over
+        // vectors that repeat more often (biases beside it, quantisation statistics), and then the
+        // most repeated.
+        const int64_t L = m_m.layersPerPass;
+        std::unordered_set<int64_t> ids;
+        for (size_t a = 0; a < m_m.allocationCount; ++a)
+            if (m_m.pool[a] == Pool::Input && size(a) % 8 == 0)
+                ids.insert(size(a) / 8);
+        auto normLike = [&](int64_t count) { return count == L || count == L + 1 || count == 2 * L || count == 2 * L + 1; };
+        int64_t norm = 0, normCount = 0;
+        int normRank = -1;
+        for (auto& [bytes, count] : m_paramCount) {
+            if (count < L || U % bytes != 0 || U / bytes < 2)
+                continue;
+            const int rank = ids.count(U / bytes) ? 2 : normLike(count) ? 1 : 0;
+            if (std::tie(rank, count, bytes) > std::tie(normRank, normCount, norm)) {
+                norm = bytes;
+                normCount = count;
+                normRank = rank;
+            }
+        }
+        if (norm > 0) {
+            m_m.dims.tokens = U / norm;
+            m_m.dims.tokensFrom = "a layer's input (" + formatBytes(U) + ") over a norm weight's (" + formatBytes(norm) + ")";
+            // Weights and activations of different element sizes (fp32 weights, 16-bit activations)
+            // make that T/2 or 2T: the token ids (int64, one per token) moved to the device decide.
+            for (size_t a = 0; a < m_m.allocationCount; ++a) {
+                if (m_m.pool[a] != Pool::Input || size(a) % 8 != 0)
+                    continue;
+                const int64_t ids = size(a) / 8;
+                if (ids == 2 * m_m.dims.tokens || 2 * ids == m_m.dims.tokens) {
+                    m_m.dims.tokens = ids;
+                    m_m.dims.tokensFrom += ", as many as the token ids moved to the device";
+                    break;
+                }
+            }
+            return;
+        }
+    }
+    std::unordered_set<int64_t> candidates;
+    for (size_t i = 0; i < std::min<size_t>(4, sizes.size()); ++i)
+        for (int64_t d : m_dims)
+            for (int64_t f : kWidthFactors)
+                if (sizes[i].first % (d * f) == 0)
+                    candidates.insert(sizes[i].first / (d * f));
+    // Scored first by the bytes that are exactly an element size times a dimension (the hidden
+    // size, the MLP's width, the vocabulary), then with the small multiples too: T and 16T would
+    // otherwise explain the same sizes (T x 4h fp32 = 16T x h/4 ...).
+    auto exact = [&](int64_t width) {
+        for (int64_t e : {1, 2, 4, 8})
+            if (width % e == 0 && width / e > 1 && m_dims.count(width / e))
+                return true;
+        return false;
+    };
+    int64_t bestT = 0, bestExact = -1, bestScore = -1;
+    for (int64_t t : candidates) {
+        if (t < 2)
+            continue;
+        int64_t score = 0, exactBytes = 0;
+        for (auto& [s, bytes] : sizes) {
+            if (s % t != 0)
+                continue;
+            score += explainedByDimension(s / t, m_dims) ? bytes : 0;
+            exactBytes += exact(s / t) ? bytes : 0;
+        }
+        if (std::tie(exactBytes, score, t) > std::tie(bestExact, bestScore, bestT)) {
+            bestExact = exactBytes;
+            bestScore = score;
+            bestT = t;
+        }
+    }
+    m_m.dims.tokens = bestT;
+    if (bestT > 0)
+        m_m.dims.tokensFrom = "the unit that explains the most activation bytes as tokens x a parameter dimension";
+}
+
+// s: a causal mask is s x s (a comparison or triangle of s*s elements, 1 to 8 bytes each); position
+// ids are s long (arange); a position embedding is the token embedding over b.
+void LawDecider::findSeq()
+{
+    const int64_t T = m_m.dims.tokens;
+    std::map<int64_t, int64_t> votes;
+    for (size_t a = 0; a < m_m.allocationCount; ++a) {
+        if (!open(a))
+            continue;
+        const StackOpFacts& f = facts(a);
+        if (!f.has(StackOpFacts::MaskOp) || f.has(StackOpFacts::Backward))
+            continue;
+        for (int64_t e : {1, 2, 4, 8}) {
+            if (size(a) % e != 0)
+                continue;
+            const int64_t q2 = size(a) / e;
+            int64_t q = 1;
+            while ((q + 1) * (q + 1) <= q2)
+                ++q;
+            if (q * q == q2 && q >= 8 && (T == 0 || T % q == 0)) {
+                ++votes[q];
+                if (f.userFrame && std::find(m_maskLines.begin(), m_maskLines.end(), f.userFrame) == m_maskLines.end())
+                    m_maskLines.push_back(f.userFrame);
+            }
+        }
+    }
+    int64_t best = 0, most = 0;
+    for (auto& [q, n] : votes)
+        if (n > most || (n == most && q > best)) {
+            best = q;
+            most = n;
+        }
+    if (best > 0) {
+        m_m.dims.seq = best;
+        m_m.dims.seqFrom = "a causal mask of s x s";
+    }
+    // Embedding outputs in forward: the largest is the tokens', one b times smaller broadcasts over the batch.
+    int64_t tokenEmbedding = 0;
+    for (size_t a = 0; a < m_m.allocationCount; ++a)
+        if (open(a) && facts(a).has(StackOpFacts::Embedding) && !facts(a).has(StackOpFacts::Backward) &&
+            birthPhase(m_c, a) != Phase::Backward)
+            tokenEmbedding = std::max(tokenEmbedding, size(a));
+    for (size_t a = 0; a < m_m.allocationCount && tokenEmbedding > 0; ++a) {
+        if (!open(a) || !facts(a).has(StackOpFacts::Embedding) || facts(a).has(StackOpFacts::Backward) ||
+            birthPhase(m_c, a) == Phase::Backward)
+            continue;
+        const int64_t s = size(a);
+        if (s < tokenEmbedding && tokenEmbedding % s == 0) {
+            const int64_t b = tokenEmbedding / s;
+            if (m_m.dims.seq == 0 && T > 0 && T % b == 0) {
+                m_m.dims.seq = T / b;
+                m_m.dims.seqFrom = "a position embedding b times smaller than the token embedding";
+            }
+            if (m_m.dims.seq == 0 || T == 0 || T / m_m.dims.seq == b)
+                set(a, SizeLaw::Seq, LawEvidence::Dimensions);
+        }
+    }
+    if (m_m.dims.seq > 0 && T > 0 && T % m_m.dims.seq == 0)
+        m_m.dims.batch = T / m_m.dims.seq;
+}
+
+// The score width: softmax's outputs (and its autograd node's) where the trace has them, else the
+// most common width (by bytes) that no model dimension explains.
+void LawDecider::findScoreWidth()
+{
+    const int64_t T = m_m.dims.tokens;
+    std::map<int64_t, int64_t> anchorBytes; // width (T known) or size -> bytes
+    auto anchorOp = [&](const StackOpFacts& f) {
+        if (f.has(StackOpFacts::LogSoftmax))
+            return false;
+        if (f.has(StackOpFacts::SoftmaxOp))
+            return true;
+        // The causal mask is applied to the scores and nothing else (masked_fill, where), in forward
+        // or by their autograd nodes.
+        return m_m.dims.seq > 0 && (f.opKey == "maskedfill" || f.opKey == "where");
+    };
+    std::vector<std::pair<int64_t, FrameId>> anchorLines; // (width, the Python call site)
+    std::map<int64_t, int64_t> forwardBytes, softmaxBytes; // of anchorBytes, the forward's and the fp32 operators' among them
+    // Without softmax or the mask, the scores are the width the most score operators make (q @ k.T,
+    // exp, the scale...), not the context (attn @ v) that only a product makes.
+    std::map<int64_t, std::set<std::string>> opsAt;
+    auto pythonSite = [&](const StackOpFacts& f) {
+        return f.userFrame && f.has(StackOpFacts::Python) && m_trace.frames.frame(f.userFrame).isPython() &&
+               m_trace.frames.frame(f.userFrame).filename.ends_with(".py");
+    };
+    for (size_t a = 0; a < m_m.allocationCount; ++a) {
+        if (!open(a))
+            continue;
+        const StackOpFacts& f = facts(a);
+        if (!anchorOp(f))
+            continue;
+        if (T > 0 && (size(a) % T != 0 || size(a) / T <= 8))
+            continue; // per-row statistics of the softmax (max, sum): tokens x heads
+        const int64_t w = T > 0 ? size(a) / T : size(a);
+        anchorBytes[w] += size(a);
+        if (!f.has(StackOpFacts::Backward)) {
+            forwardBytes[w] += size(a);
+            if (f.precision == OpPrecision::Fp32)
+                softmaxBytes[w] += size(a);
+        }
+        if (pythonSite(f))
+            anchorLines.emplace_back(w, f.userFrame);
+    }
+    // No softmax and no mask: a product of activations (bmm, matmul) of b*a*s*s elements, s known.
+    const int64_t s = m_m.dims.seq;
+    if (anchorBytes.empty() && T > 0 && s > 0)
+        for (size_t a = 0; a < m_m.allocationCount; ++a) {
+            const StackOpFacts& f = facts(a);
+            if (!open(a) || !f.has(StackOpFacts::ScoreOp) || f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Backward) ||
+                size(a) % (T * s) != 0)
+                continue;
+            const int64_t headsTimesE = size(a) / (T * s);
+            if (headsTimesE < 2 || headsTimesE > 1024)
+                continue;
+            opsAt[size(a) / T].insert(f.opKey);
+            anchorBytes[size(a) / T] += size(a);
+            forwardBytes[size(a) / T] += size(a);
+            if (f.precision == OpPrecision::Fp32)
+                softmaxBytes[size(a) / T] += size(a);
+            if (pythonSite(f))
+                anchorLines.emplace_back(size(a) / T, f.userFrame);
+        }
+    int64_t anchor = 0, most = 0;
+    size_t mostOps = 0;
+    for (auto& [w, bytes] : anchorBytes) {
+        const size_t ops = opsAt.count(w) ? opsAt[w].size() : 0;
+        if (std::tie(ops, bytes, w) > std::tie(mostOps, most, anchor)) {
+            mostOps = ops;
+            most = bytes;
+            anchor = w;
+        }
+    }
+    if (anchor > 0) {
+        m_m.dims.scoresFrom = "softmax's output, the causal mask's masked_fill or a product of b*a*s*s elements";
+    } else if (T > 0 && m_dims.size() > 1) {
+        std::map<int64_t, int64_t> unexplained;
+        int64_t total = 0;
+        for (size_t a = 0; a < m_m.allocationCount; ++a) {
+            if (!open(a))
+                continue;
+            total += size(a);
+            if (size(a) % T == 0 && size(a) / T > 8 && !explainedByDimension(size(a) / T, m_dims))
+                unexplained[size(a) / T] += size(a);
+        }
+        for (auto& [w, bytes] : unexplained)
+            if (bytes > most) {
+                most = bytes;
+                anchor = w;
+            }
+        if (anchor > 0 && most * 100 >= total) {
+            m_m.dims.scoresFrom = "a width no parameter dimension explains";
+            m_scoresUnexplained = true;
+        }
+        else
+            anchor = 0;
+    }
+    if (anchor == 0)
+        return;
+    for (auto& [w, frame] : anchorLines)
+        if (w == anchor || T == 0)
+            m_softmaxLines.emplace_back(frame, m_trace.frames.frame(frame).line);
+    // Under autocast softmax (and exp) run in fp32, the scores around them (q @ k.T, the mask) in 16 bits.
+    if (m_m.autocastSeen)
+        m_anchorElement = softmaxBytes[anchor] > 0 ? 4 : 2; // an fp32 operator there makes the width fp32
+    // The family: the same elements at 1, 2, 4 and 8 bytes (masks, half-precision copies, fp32 upcasts).
+    for (int64_t k : {4, 2}) {
+        if (anchor % k == 0) {
+            (T > 0 ? (void)m_scoreWidths.push_back(anchor / k) : (void)m_scoreSizes.insert(anchor / k));
+        }
+    }
+    (T > 0 ? (void)m_scoreWidths.push_back(anchor) : (void)m_scoreSizes.insert(anchor));
+    (T > 0 ? (void)m_scoreWidths.push_back(anchor * 2) : (void)m_scoreSizes.insert(anchor * 2));
+    m_m.dims.scoreWidth = T > 0 ? anchor : 0;
+}
+
+// Weight matrices (no vector: a norm's or a bias's weight is used elementwise, autocast casts only
+// what a matmul takes): those that repeat once per unit, and the rest.
+void LawDecider::findMatrices()
+{
+    // A table only an embedding reads (its gradients all come from the embedding's backward) is no
+    // matmul's weight: autocast never casts it.
+    std::map<int64_t, std::pair<int, int>> gradsBySize; // bytes -> (from an embedding, all)
+    for (size_t a = 0; a < m_m.allocationCount; ++a)
+        if (m_m.pool[a] == Pool::Gradient && !m_dev.allocations[a].preexisting()) {
+            auto& [emb, all] = gradsBySize[size(a)];
+            ++all;
+            emb += facts(a).has(StackOpFacts::Embedding) ? 1 : 0;
+        }
+    const int L = m_m.layersPerPass;
+    for (auto& [bytes, count] : m_paramCount) {
+        if (m_vectors.count(bytes) || bytes < 4096)
+            continue;
+        if (auto it = gradsBySize.find(bytes); it != gradsBySize.end() && it->second.first == it->second.second)
+            continue;
+        const int64_t perUnit = L > 0 ? count / L : 0;
+        for (int64_t i = 0; i < perUnit; ++i)
+            m_m.unitMatrices.push_back(bytes);
+        for (int64_t i = 0; i < count - perUnit * std::max(L, 1); ++i)
+            m_m.otherMatrices.push_back(bytes);
+    }
+    std::sort(m_m.unitMatrices.begin(), m_m.unitMatrices.end());
+    std::sort(m_m.otherMatrices.begin(), m_m.otherMatrices.end());
+}
+
+} // namespace poolscope::law_detail
