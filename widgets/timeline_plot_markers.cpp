@@ -1,0 +1,157 @@
+// The chart's markers: capacity line, phase bands and their labels, OOM and peak. Rebuilt when the
+// timeline, the palette or the capacity changes; kept apart from the data and cursor drawing.
+#include "widgets/timeline_plot.h"
+
+#include "core/util/units.h"
+#include "widgets/band_fill.h"
+
+namespace poolscope {
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+QColor bandColor(Phase p, bool dark)
+{
+    const int a = dark ? 46 : 34;
+    switch (p) {
+    case Phase::Forward:
+        return QColor(0x56, 0xb4, 0xe9, a);
+    case Phase::Backward:
+        return QColor(0xe6, 0x9f, 0x00, a);
+    case Phase::OptimizerStep:
+        return QColor(0xcc, 0x79, 0xa7, a + 12);
+    case Phase::ZeroGrad:
+        return QColor(0x99, 0x99, 0x99, a);
+    case Phase::Teardown: // after an OOM: a darker grey than zero_grad
+        return QColor(0x55, 0x55, 0x55, a);
+    case Phase::Unknown:
+        break;
+    }
+    return QColor(0x99, 0x99, 0x99, a - 10);
+}
+
+} // namespace
+
+void TimelinePlot::rebuildMarkers()
+{
+    for (QCPAbstractItem* item : m_markers)
+        removeItem(item);
+    m_markers.clear();
+    m_peakText = nullptr;
+    for (auto& band : m_bandItems)
+        removeItem(band.second);
+    m_bandItems.clear();
+    m_bandFill->setBands({});
+
+    m_keyScale = 1.0;
+    if (m_timeline && m_mode == AxisMode::WallTime)
+        m_keyScale = m_timeline->axis(m_mode).end() >= 2'000'000 ? 1e6 : 1e3;
+    xAxis->setLabel(xAxisTitle());
+    xAxis->setTicker(m_mode == AxisMode::EventIndex ? QSharedPointer<QCPAxisTicker>(m_indexTicker) : m_plainTicker);
+    xAxis->setNumberFormat(m_mode == AxisMode::EventIndex ? QStringLiteral("f") : QStringLiteral("g"));
+    xAxis->setNumberPrecision(m_mode == AxisMode::EventIndex ? 0 : 6);
+
+    m_capacityLine->setVisible(m_timeline && m_capacity >= 0);
+    m_capacityText->setVisible(m_timeline && m_capacity >= 0);
+    if (m_capacity >= 0) {
+        const double y = double(m_capacity) / m_unit;
+        m_capacityLine->point1->setCoords(0, y);
+        m_capacityLine->point2->setCoords(1, y);
+        m_capacityText->position->setCoords(0.005, y);
+        m_capacityText->setText(m_capacityLabel.isEmpty() ? tr("capacity %1").arg(qs(formatBytes(m_capacity)))
+                                                           : m_capacityLabel);
+    }
+    if (!m_timeline) {
+        updateCursorItems();
+        return;
+    }
+    const DeviceTrace& d = m_timeline->device();
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+
+    std::vector<BandFill::Band> fills;
+    for (const PhaseBand& b : m_bands) {
+        const QCPRange keys(eventKey(b.first), eventKey(b.last + 1));
+        fills.push_back({keys.lower, keys.upper, bandColor(b.phase, m_palette.dark())});
+        // Labels sit above the stack (the bands themselves are behind it), under the top edge.
+        auto* text = new QCPItemText(this);
+        text->setLayer(QStringLiteral("axes"));
+        text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        text->position->setCoords(eventKey(b.first), 0.0);
+        text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        text->setPadding(QMargins(3, 18, 3, 0));
+        text->setFont(small);
+        QColor c = m_palette.foreground();
+        c.setAlpha(170);
+        text->setColor(c);
+        text->setText(qs(b.label));
+        text->setClipToAxisRect(true);
+        m_bandItems.emplace_back(keys, text);
+    }
+    m_bandFill->setBands(std::move(fills));
+
+    for (const OomEvent& oom : d.ooms) {
+        auto* line = new QCPItemStraightLine(this);
+        line->point1->setCoords(eventKey(oom.index), 0);
+        line->point2->setCoords(eventKey(oom.index), 1);
+        line->setPen(QPen(m_palette.oom(), 2));
+        auto* text = new QCPItemText(this);
+        text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        // Below the cursor label (which sits on the top edge), to the left of the line.
+        // Third line of the strip above the data: cursor label, band labels, then this.
+        text->position->setCoords(eventKey(oom.index), 0.0);
+        text->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
+        text->setPadding(QMargins(4, 36, 4, 2));
+        text->setColor(m_palette.oom());
+        QFont bold = font();
+        bold.setBold(true);
+        text->setFont(bold);
+        text->setText(tr("OOM: tried to allocate %1").arg(qs(formatBytes(oom.requestedBytes))));
+        m_markers.push_back(line);
+        m_markers.push_back(text);
+    }
+    if (d.peakIndex >= 0) {
+        auto* dot = new QCPItemTracer(this);
+        dot->setStyle(QCPItemTracer::tsCircle);
+        dot->setSize(7);
+        dot->setPen(QPen(m_palette.foreground(), 1.5));
+        dot->setBrush(m_palette.background());
+        dot->position->setCoords(eventKey(d.peakIndex), double(d.peakAllocated) / m_unit);
+        auto* text = new QCPItemText(this);
+        text->position->setParentAnchor(dot->position);
+        // Beside the dot, not above it: above is the label strip, where the OOM label usually is.
+        text->position->setCoords(-8, 0);
+        text->setPositionAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        text->setPadding(QMargins(3, 1, 3, 1));
+        QColor bg = m_palette.background();
+        bg.setAlpha(200);
+        text->setBrush(bg);
+        m_peakText = text;
+        text->setColor(m_palette.foreground());
+        text->setFont(small);
+        text->setText(tr("peak allocated %1").arg(qs(formatBytes(d.peakAllocated))));
+        m_markers.push_back(dot);
+        m_markers.push_back(text);
+    }
+    m_prediction.recreateItems(m_palette, m_unit, [this](EventIndex e) { return eventKey(e); });
+    updateCursorItems();
+}
+
+void TimelinePlot::updateBandLabels()
+{
+    m_prediction.fitLabel(axisRect()->rect());
+    // The peak label must not run off the chart when the peak is near an edge.
+    if (m_peakText) {
+        const double px = m_peakText->position->parentAnchor()->pixelPosition().x();
+        const double w = QFontMetrics(m_peakText->font()).horizontalAdvance(m_peakText->text()) + 14;
+        const bool left = px - w >= axisRect()->left(); // left of the dot unless that runs off the chart
+        m_peakText->position->setCoords(left ? -8 : 8, 0);
+        m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
+    }
+    for (auto& [keys, text] : m_bandItems) {
+        const double w = xAxis->coordToPixel(keys.upper) - xAxis->coordToPixel(keys.lower);
+        text->setVisible(w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8);
+    }
+}
+
+} // namespace poolscope
