@@ -7,6 +7,8 @@
 #include "widgets/compare_plot.h"
 #include "widgets/compare_view.h"
 
+#include "core/compare/compare_runs.h"
+
 #include <QLabel>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -16,29 +18,10 @@ using namespace poolscope;
 
 namespace {
 
-struct Run {
-    std::shared_ptr<Trace> trace;
-    Classification classification;
-    PoolSeries series;
-    RunInput input() const { return {*trace, trace->devices[0], classification, series}; }
-};
-
-std::unique_ptr<Run> make(int64_t seq)
+std::shared_ptr<poolscope::testing::CompareRun> make(int64_t seq)
 {
-    SynthModel m;
-    m.layers = 4;
-    m.hidden = 512;
-    m.heads = 8;
-    m.seq = seq;
-    m.microBatch = 4;
-    m.vocab = 8000;
-    m.steps = 2;
-    m.dtype = SynthDtype::Fp32;
-    auto run = std::make_unique<Run>();
-    run->trace = std::make_shared<Trace>(synthesize(m).trace);
+    auto run = poolscope::testing::compareRun(poolscope::testing::smallCompareModel(seq));
     run->trace->path = seq == 256 ? "a.pickle" : "b.pickle";
-    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::builtin());
-    run->series = computePoolSeries(run->trace->devices[0], run->classification);
     return run;
 }
 
@@ -56,7 +39,7 @@ int colours(const QImage& image, QRect r)
 
 class TestCompareView : public QObject {
     Q_OBJECT
-    std::unique_ptr<Run> m_a, m_b;
+    std::shared_ptr<poolscope::testing::CompareRun> m_a, m_b;
     Comparison m_comparison;
     ComparisonChart m_chart;
 

@@ -1,6 +1,7 @@
 // The what-if answer on the chart: block maxima keep every peak, the predicted lines reach the
 // predicted peak at any zoom, the y range makes room for a prediction above the recording, a
 // prediction for another trace draws nothing, and the panel predicts as a knob turns.
+#include "synth_document.h"
 #include "core/synth/synth.h"
 #include "core/classify/rules.h"
 #include "core/engine/document.h"
@@ -20,18 +21,10 @@ namespace {
 
 std::shared_ptr<const Document> synthDoc()
 {
-    SynthModel m;
-    m.layers = 4;
-    m.hidden = 256;
-    m.heads = 4;
-    m.seq = 128;
-    m.microBatch = 2;
+    SynthModel m = poolscope::testing::smallWindowModel();
     m.vocab = 4000;
     m.positions = 1024;
-    m.steps = 2;
-    DocumentOptions options;
-    options.rules = std::make_shared<RuleSet>(RuleSet::builtin());
-    return Document::fromTrace(std::make_shared<Trace>(synthesize(m).trace), options);
+    return poolscope::testing::synthDocument(m);
 }
 
 double graphMax(const QCPGraph* g)

@@ -1,5 +1,6 @@
 // The what-if panel: knobs round-trip to a Scenario, a run happens off the GUI thread and shows the
 // engine's own answer, a newer run makes an older one stale, a new trace clears everything.
+#include "synth_document.h"
 #include "widgets/whatif_panel.h"
 
 #include "core/synth/synth.h"
@@ -14,23 +15,7 @@ using namespace poolscope;
 
 namespace {
 
-// A small training step with realistic frames (poolscope synth's generator), as the window holds
-// it: classified by the shipped rules through a Document.
-std::shared_ptr<const Document> prepared()
-{
-    SynthModel m;
-    m.layers = 4;
-    m.hidden = 256;
-    m.heads = 4;
-    m.seq = 128;
-    m.microBatch = 2;
-    m.vocab = 1024;
-    m.steps = 2;
-    auto trace = std::make_shared<Trace>(synthesize(m).trace);
-    DocumentOptions options;
-    options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
-    return Document::fromTrace(std::move(trace), options);
-}
+std::shared_ptr<const Document> prepared() { return poolscope::testing::synthDocument(); }
 
 } // namespace
 

@@ -1,6 +1,7 @@
 // Comparisons of runs that core/synth generated with known knobs changed, classified by the real
 // classifier from their frames: the axes must name exactly the knobs that changed, with the right
 // ratio, and nothing for identical runs.
+#include "core/compare/compare_runs.h"
 #include "core/classify/classifier.h"
 #include "core/classify/pool_series.h"
 #include "core/compare/comparison.h"
@@ -17,23 +18,9 @@ using namespace poolscope;
 
 namespace {
 
-struct Run {
-    std::shared_ptr<Trace> trace;
-    Classification classification;
-    PoolSeries series;
-    RunInput input() const { return {*trace, trace->devices[0], classification, series}; }
-};
+using Run = poolscope::testing::CompareRun;
 
-std::shared_ptr<const Run> make(const SynthModel& sm)
-{
-    auto run = std::make_shared<Run>();
-    run->trace = std::make_shared<Trace>(synthesize(sm).trace);
-    run->trace->path = "synth.pickle";
-    const DeviceTrace& dev = run->trace->devices[0];
-    run->classification = classify(*run->trace, dev, RuleSet::builtin());
-    run->series = computePoolSeries(dev, run->classification);
-    return run;
-}
+std::shared_ptr<const Run> make(const SynthModel& sm) { return poolscope::testing::compareRun(sm); }
 
 // The same run recorded from its last optimizer step's zero_grad on, as if recording had started
 // late: what came before is pre-existing (the final segments still hold it).
@@ -55,29 +42,12 @@ std::shared_ptr<const Run> recordedLate(const SynthModel& sm)
     finalizeDevice(late, t.warnings);
     std::erase_if(t.annotations, [&](const Annotation& a) { return a.timeUs < fromUs; });
     t.devices[0] = std::move(late);
-    auto run = std::make_shared<Run>();
-    run->trace = std::make_shared<Trace>(std::move(t));
-    run->trace->path = "late.pickle";
-    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::builtin());
-    run->series = computePoolSeries(run->trace->devices[0], run->classification);
-    return run;
+    return poolscope::testing::compareRunOf(std::move(t), "late.pickle");
 }
 
 // a*s = 4h and b*s = 2h: sizes collide with weights' (an activation of a 4h x h weight's half
 // size), as they do in real models built on powers of two.
-SynthModel base()
-{
-    SynthModel m;
-    m.layers = 4;
-    m.hidden = 512;
-    m.heads = 8;
-    m.seq = 256;
-    m.microBatch = 4;
-    m.vocab = 8000;
-    m.steps = 2;
-    m.dtype = SynthDtype::Fp32;
-    return m;
-}
+SynthModel base() { return poolscope::testing::smallCompareModel(256); }
 
 using Knob = std::function<void(SynthModel&)>;
 

@@ -1,9 +1,7 @@
 // The chart data of a comparison: A's events placed on B's axis so that paired phase ends line up,
 // columns that keep each slice's highest moment, and the marks.
-#include "core/classify/classifier.h"
-#include "core/classify/pool_series.h"
+#include "core/compare/compare_runs.h"
 #include "core/compare/comparison_chart.h"
-#include "core/synth/synth.h"
 
 #include <QtTest>
 
@@ -11,30 +9,13 @@ using namespace poolscope;
 
 namespace {
 
-struct Run {
-    std::shared_ptr<Trace> trace;
-    Classification classification;
-    PoolSeries series;
-    RunInput input() const { return {*trace, trace->devices[0], classification, series}; }
-};
+using poolscope::testing::compareRun;
 
-std::unique_ptr<Run> make(int64_t seq, bool checkpointing = false)
+std::shared_ptr<poolscope::testing::CompareRun> make(int64_t seq, bool checkpointing = false)
 {
-    SynthModel m;
-    m.layers = 4;
-    m.hidden = 512;
-    m.heads = 8;
-    m.seq = seq;
-    m.microBatch = 4;
-    m.vocab = 8000;
-    m.steps = 2;
-    m.dtype = SynthDtype::Fp32;
+    SynthModel m = poolscope::testing::smallCompareModel(seq);
     m.checkpointing = checkpointing;
-    auto run = std::make_unique<Run>();
-    run->trace = std::make_shared<Trace>(synthesize(m).trace);
-    run->classification = classify(*run->trace, run->trace->devices[0], RuleSet::builtin());
-    run->series = computePoolSeries(run->trace->devices[0], run->classification);
-    return run;
+    return compareRun(m);
 }
 
 } // namespace
