@@ -137,6 +137,59 @@ void splitMegatronBuffers(const Trace& trace, const DeviceTrace& dev, Classifica
     }
 }
 
+void flagAutocastSurplus(const DeviceTrace& dev, Classification& c)
+{
+    uint16_t castRule = uint16_t(c.rules.size());
+    for (size_t k = 0; k < c.rules.size(); ++k)
+        if (c.rules[k].name == "autocast-weight-cast")
+            castRule = uint16_t(k);
+    if (castRule == c.rules.size())
+        return;
+    // Parameters by mirror key, counted as the rule saw them (a pre-existing block by its request).
+    auto weightsOf = [&](int64_t castBytes) {
+        auto it = c.parameterSizes.find(mirrorKey(2 * castBytes));
+        return it == c.parameterSizes.end() ? int64_t(0) : int64_t(it->second);
+    };
+    const bool haveRuns = c.phases.run.size() == dev.eventCount();
+    auto runOf = [&](size_t i) {
+        const Allocation& al = dev.allocations[i];
+        return haveRuns && !al.preexisting() ? c.phases.run[size_t(al.allocEvent)] : 0u;
+    };
+    std::map<std::pair<uint32_t, int64_t>, std::vector<uint32_t>> casts; // (run, size) -> casts
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.rule[i] == castRule)
+            casts[{runOf(i), dev.allocations[i].size}].push_back(uint32_t(i));
+    // One rule per size (the worst forward's counts in its reason), not per forward: a long trace
+    // has thousands of forwards.
+    std::map<int64_t, std::pair<size_t, int64_t>> surplus; // size -> (most casts in a forward, weights)
+    for (auto& [key, list] : casts) {
+        const int64_t limit = weightsOf(key.second);
+        if (int64_t(list.size()) > limit) {
+            auto& worst = surplus[key.second];
+            worst = {std::max(worst.first, list.size()), limit};
+        }
+    }
+    std::map<int64_t, uint16_t> ruleOf;
+    for (auto& [size, worst] : surplus) {
+        ruleOf[size] = uint16_t(c.rules.size());
+        c.rules.push_back(RuleInfo{"autocast-cast-surplus",
+                                   "made by autocast's cached_cast with half a parameter's bytes, but a forward made up to " +
+                                       std::to_string(worst.first) + " casts of " + std::to_string(size) + " B for " +
+                                       std::to_string(worst.second) + " weight(s) of twice that: at least " +
+                                       std::to_string(int64_t(worst.first) - worst.second) +
+                                       " are inputs' casts (activations, kept for backward), and the dump cannot say which",
+                                   "built-in", Pool::CastCache, kEvidenceFrames | kEvidenceSize});
+    }
+    for (auto& [key, list] : casts) {
+        if (int64_t(list.size()) <= weightsOf(key.second))
+            continue;
+        for (uint32_t i : list) {
+            c.rule[i] = ruleOf[key.second];
+            c.confidence[i] = std::min<uint8_t>(c.confidence[i], 45);
+        }
+    }
+}
+
 void pendingFreeBlocks(const DeviceTrace& dev, Classification& c)
 {
     uint16_t rule = 0;

@@ -122,6 +122,7 @@ public:
         countSizes(c);
         sizeLedger(c);
         classify_detail::splitMegatronBuffers(m_trace, m_dev, c);
+        classify_detail::flagAutocastSurplus(m_dev, c);
         classify_detail::pendingFreeBlocks(m_dev, c);
         countSizes(c);
         judgeUntracked(c);

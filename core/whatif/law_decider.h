@@ -85,6 +85,7 @@ private:
     TraceModel& m_m;
     std::vector<uint8_t> m_undecided; // law still to be decided by the token laws
     std::vector<size_t> m_castsUnsure; // casts of a weight's bytes that outnumber such weights
+    std::vector<size_t> m_embeddingsUnsure; // at b = 1: embedding outputs of the tokens' bytes (tokens' or positions')
     std::unordered_map<int64_t, int64_t> m_paramCount;
     std::unordered_set<int64_t> m_dims;
     std::unordered_set<int64_t> m_vectors; // parameter sizes that are no matrix over another

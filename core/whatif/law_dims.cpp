@@ -90,7 +90,11 @@ void LawDecider::findTokens()
         for (auto& [bytes, count] : m_paramCount) {
             if (count < L || U % bytes != 0 || U / bytes < 2)
                 continue;
-            const int rank = ids.count(U / bytes) ? 2 : normLike(count) ? 1 : 0;
+            // The ids speak for a norm of the activations' element size, or of twice or half it
+            // (fp32 weights under 16-bit activations, the mixed-precision case).
+            const int64_t q = U / bytes;
+            const bool idsAgree = ids.count(q) || ids.count(2 * q) || (q % 2 == 0 && ids.count(q / 2));
+            const int rank = idsAgree ? 2 : normLike(count) ? 1 : 0;
             if (std::tie(rank, count, bytes) > std::tie(normRank, normCount, norm)) {
                 norm = bytes;
                 normCount = count;
@@ -188,6 +192,29 @@ void LawDecider::findSeq()
         m_m.dims.seq = best;
         m_m.dims.seqFrom = "a causal mask of s x s";
     }
+    // Position ids: an arange of s integers in forward. Attention that builds no mask (SDPA's
+    // is_causal, flash attention) and rotary positions leave only these. They speak after a mask
+    // and before the position embedding's ratio to the tokens', which needs b > 1 to show at all.
+    int64_t positionIds = 0;
+    if (m_m.dims.seq == 0) {
+        std::map<int64_t, int64_t> aranges;
+        for (size_t a = 0; a < m_m.allocationCount; ++a) {
+            const StackOpFacts& f = facts(a);
+            if (!open(a) || !f.has(StackOpFacts::Arange) || f.has(StackOpFacts::Backward) || birthPhase(m_c, a) == Phase::Backward)
+                continue;
+            for (int64_t e : {8, 4})
+                if (size(a) % e == 0 && size(a) / e >= 8 && (T == 0 || T % (size(a) / e) == 0)) {
+                    ++aranges[size(a) / e];
+                    break;
+                }
+        }
+        int64_t most = 0;
+        for (auto& [q, n] : aranges)
+            if (n > most || (n == most && q > positionIds)) {
+                positionIds = q;
+                most = n;
+            }
+    }
     // Embedding outputs in forward: the largest is the tokens', one b times smaller broadcasts over the batch.
     int64_t tokenEmbedding = 0;
     for (size_t a = 0; a < m_m.allocationCount; ++a)
@@ -199,7 +226,11 @@ void LawDecider::findSeq()
             birthPhase(m_c, a) == Phase::Backward)
             continue;
         const int64_t s = size(a);
-        if (s < tokenEmbedding && tokenEmbedding % s == 0) {
+        if (s == tokenEmbedding) {
+            // One sequence in the batch: a position embedding (broadcast over b) has the token
+            // embedding's bytes, and only the code could tell them apart. Said, not guessed.
+            m_embeddingsUnsure.push_back(a);
+        } else if (s < tokenEmbedding && tokenEmbedding % s == 0) {
             const int64_t b = tokenEmbedding / s;
             if (m_m.dims.seq == 0 && T > 0 && T % b == 0) {
                 m_m.dims.seq = T / b;
@@ -209,8 +240,20 @@ void LawDecider::findSeq()
                 set(a, SizeLaw::Seq, LawEvidence::Dimensions);
         }
     }
+    if (m_m.dims.seq == 0 && positionIds > 0) {
+        m_m.dims.seq = positionIds;
+        m_m.dims.seqFrom = "position ids (an arange of s in forward)";
+    }
     if (m_m.dims.seq > 0 && T > 0 && T % m_m.dims.seq == 0)
         m_m.dims.batch = T / m_m.dims.seq;
+    // Two or more embedding outputs of the tokens' bytes in one forward make an ambiguity only
+    // when b = 1; alone, or with b > 1, the largest is the tokens' own.
+    std::map<uint32_t, int> perRun;
+    const bool haveRuns = m_c.phases.run.size() == m_dev.eventCount();
+    auto runOf = [&](size_t a) { return haveRuns ? m_c.phases.run[size_t(m_dev.allocations[a].allocEvent)] : 0u; };
+    for (size_t a : m_embeddingsUnsure)
+        ++perRun[runOf(a)];
+    std::erase_if(m_embeddingsUnsure, [&](size_t a) { return m_m.dims.batch > 1 || perRun[runOf(a)] < 2; });
 }
 
 // The score width: softmax's outputs (and its autograd node's) where the trace has them, else the
@@ -256,16 +299,29 @@ void LawDecider::findScoreWidth()
             anchorLines.emplace_back(w, f.userFrame);
     }
     // No softmax and no mask: a product of activations (bmm, matmul) of b*a*s*s elements, s known.
+    // With s unknown (no mask, no position ids, b = 1 hiding the position embedding's ratio):
+    // attention's signature instead, a product of two activations (no weight) and another score
+    // operator (exp, the scale, max) on the same elements, less the context (attn @ v), which has
+    // a layer input's bytes (at its own element size or the other 16/32-bit one).
     const int64_t s = m_m.dims.seq;
-    if (anchorBytes.empty() && T > 0 && s > 0)
+    const int64_t U = m_m.passes.empty() ? 0 : m_m.passes.front().inputBytes;
+    auto contextBytes = [&](int64_t bytes) { return U > 0 && (bytes == U || 2 * bytes == U || bytes == 2 * U); };
+    const bool productPath = anchorBytes.empty() && T > 0;
+    if (productPath)
         for (size_t a = 0; a < m_m.allocationCount; ++a) {
             const StackOpFacts& f = facts(a);
             if (!open(a) || !f.has(StackOpFacts::ScoreOp) || f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Backward) ||
-                size(a) % (T * s) != 0)
+                size(a) % T != 0)
                 continue;
-            const int64_t headsTimesE = size(a) / (T * s);
-            if (headsTimesE < 2 || headsTimesE > 1024)
+            if (s > 0) {
+                if (size(a) % (T * s) != 0)
+                    continue;
+                const int64_t headsTimesE = size(a) / (T * s);
+                if (headsTimesE < 2 || headsTimesE > 1024)
+                    continue;
+            } else if (size(a) / T <= 8 || contextBytes(size(a))) {
                 continue;
+            }
             opsAt[size(a) / T].insert(f.opKey);
             anchorBytes[size(a) / T] += size(a);
             forwardBytes[size(a) / T] += size(a);
@@ -274,6 +330,17 @@ void LawDecider::findScoreWidth()
             if (pythonSite(f))
                 anchorLines.emplace_back(size(a) / T, f.userFrame);
         }
+    if (productPath && s == 0) {
+        auto signature = [&](int64_t w) {
+            std::set<std::string> ops;
+            for (int64_t v : {w, 2 * w, w % 2 == 0 ? w / 2 : 0})
+                if (auto it = opsAt.find(v); it != opsAt.end())
+                    ops.insert(it->second.begin(), it->second.end());
+            const bool product = ops.count("bmm") || ops.count("baddbmm") || ops.count("matmul");
+            return product && ops.size() >= 2;
+        };
+        std::erase_if(anchorBytes, [&](auto& wb) { return !signature(wb.first); });
+    }
     int64_t anchor = 0, most = 0;
     size_t mostOps = 0;
     for (auto& [w, bytes] : anchorBytes) {
@@ -284,7 +351,9 @@ void LawDecider::findScoreWidth()
             anchor = w;
         }
     }
-    if (anchor > 0) {
+    if (anchor > 0 && productPath && s == 0) {
+        m_m.dims.scoresFrom = "a product of two activations beside an exp, scale or mask on the same elements (s unknown)";
+    } else if (anchor > 0) {
         m_m.dims.scoresFrom = "softmax's output, the causal mask's masked_fill or a product of b*a*s*s elements";
     } else if (T > 0 && m_dims.size() > 1) {
         std::map<int64_t, int64_t> unexplained;

@@ -95,7 +95,11 @@ void LawDecider::decideFixed()
             m_m.mask[a] = 1;
         if ((p == Pool::Temporary || p == Pool::Other || p == Pool::Unknown) && birth == Phase::OptimizerStep)
             m_m.stepWorkspace[a] = 1;
-        if (isWeightPool(p)) {
+        // Casts the classifier could not tell from inputs' casts (more than the weights) are
+        // decided below like any cast, and reported as ambiguous.
+        const bool unsureCast = p == Pool::CastCache && a < m_c.rule.size() && m_c.rule[a] < m_c.rules.size() &&
+                                m_c.rules[m_c.rule[a]].name == "autocast-cast-surplus";
+        if (isWeightPool(p) && !unsureCast) {
             set(a, SizeLaw::Fixed, LawEvidence::Pool);
             m_m.weightCast[a] = p == Pool::CastCache;
             continue;
@@ -269,9 +273,19 @@ void LawDecider::decideTokens()
         m_m.ambiguousBytes += size(a);
     }
     for (size_t a : m_castsUnsure) {
+        m_m.lawEvidence[a] = LawEvidence::Default; // decided by the sizes alone
         AmbiguousSite& site = sites[siteName(m_trace, m_dev.allocations[a], facts(a)) + " (a weight's cast or an input's)"];
         site.chosen = m_m.law[a];
         site.other = SizeLaw::Fixed;
+        ++site.count;
+        site.bytes += size(a);
+        m_m.ambiguousBytes += size(a);
+    }
+    for (size_t a : m_embeddingsUnsure) {
+        AmbiguousSite& site = sites[siteName(m_trace, m_dev.allocations[a], facts(a)) + " (the tokens' embedding or the positions', at b = 1)"];
+        m_m.lawEvidence[a] = LawEvidence::Default; // taken as the tokens' by no evidence
+        site.chosen = m_m.law[a];
+        site.other = SizeLaw::Seq;
         ++site.count;
         site.bytes += size(a);
         m_m.ambiguousBytes += size(a);

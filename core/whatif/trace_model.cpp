@@ -269,10 +269,10 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
         std::string sites;
         for (size_t i = 0; i < m.ambiguous.size() && i < 3; ++i)
             sites += (i ? "; " : "") + m.ambiguous[i].site + " (" + std::to_string(m.ambiguous[i].count) + "x, " +
-                     formatBytes(m.ambiguous[i].bytes) + ")";
+                     formatBytes(m.ambiguous[i].bytes) + ": taken as " + std::string(sizeLawName(m.ambiguous[i].chosen)) +
+                     ", could be " + std::string(sizeLawName(m.ambiguous[i].other)) + ")";
         m.notes.push_back("ambiguous: " + formatBytes(m.ambiguousBytes) +
-                          " allocated over the trace fit both b*s and b*s^2 and nothing in their frames decided: taken as b*s. "
-                          "Largest: " + sites);
+                          " allocated over the trace fit two laws and nothing in the trace decided. Largest: " + sites);
     }
     return m;
 }

@@ -118,6 +118,41 @@ private slots:
             if (allocatedBytes(s.at(EventIndex(i))) != dev.allocated[i])
                 QFAIL("pools do not sum to allocated");
     }
+
+    // Autocast at T = 4h: an input's cast has an MLP weight's cast bytes. Where a forward holds more
+    // such casts than weights, the classifier must say it cannot tell them apart (a low confidence
+    // and a reason with the counts), never 85 % cast_cache; without the collision nothing changes.
+    void autocastCastSurplusIsSaid()
+    {
+        SynthModel m;
+        m.layers = 6;
+        m.hidden = 512;
+        m.heads = 8;
+        m.seq = 256;
+        m.vocab = 8000;
+        m.positions = 2048;
+        m.dtype = SynthDtype::Autocast;
+        m.attention = SynthAttention::Manual;
+        for (int64_t b : {4, 8}) {
+            m.microBatch = b; // T = 1024 (no collision), T = 2048 = 4h
+            const SynthResult r = synthesize(m);
+            const DeviceTrace& dev = r.trace.devices[0];
+            const Classification c = classify(r.trace, dev, defaultRules());
+            int64_t flagged = 0;
+            for (size_t i = 0; i < c.size(); ++i) {
+                if (c.rules[c.rule[i]].name != "autocast-cast-surplus")
+                    continue;
+                ++flagged;
+                QCOMPARE(c.pool[i], Pool::CastCache);
+                QVERIFY(c.confidence[i] <= 45);
+                // T x h in 16 bits = half a 4h x h fp32 weight: the one size that collides.
+                QCOMPARE(dev.allocations[i].size, int64_t(2048) * 512 * 2);
+                QVERIFY(c.rules[c.rule[i]].reason.find("cannot say which") != std::string::npos);
+            }
+            qInfo("micro-batch %lld: %lld casts flagged", qint64(b), qint64(flagged));
+            QCOMPARE(flagged > 0, b == 8);
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestClassifySynth)
