@@ -214,7 +214,9 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
             f.flags |= StackOpFacts::Embedding;
         if (opIs(op, "linear") || opIs(op, "addmm") || opIs(op, "mm"))
             f.flags |= StackOpFacts::LinearOp;
-        if (opIs(op, "arange") || opIs(op, "range"))
+        // arange's overloads: arange, arange_start, arange_start_step, and their _out forms (what
+        // torch.arange(start, end) reaches through PyTorch 2.1's CUDA kernel).
+        if (op == "arange" || op.starts_with("arange_") || opIs(op, "range"))
             f.flags |= StackOpFacts::Arange;
         if (opIs(op, "native_dropout") || opIs(op, "dropout") || opIs(op, "bernoulli") || opIs(op, "fused_dropout"))
             f.flags |= StackOpFacts::Dropout;

@@ -49,6 +49,7 @@ private slots:
     void predictsEveryPair_data();
     void predictsEveryPair();
     void sgdRemovesOptimizerState();
+    void microBatchOneFromPositionIds();
     void zero2On8RanksCutsGradientsAndState();
     void checkpointingLowersForwardActivations_data();
     void checkpointingLowersForwardActivations();
@@ -180,6 +181,19 @@ void TestWhatIfCorpus::sgdRemovesOptimizerState()
     QCOMPARE(poolPeak(r, Pool::OptimizerState), int64_t(0));
     QVERIFY(r.peakAllocated < r.recordedPeakAllocated - recordedPoolPeak(r, Pool::OptimizerState) + (int64_t(1) << 30));
     qInfo("AdamW -> SGD: peak allocated %lld -> %lld", qint64(r.recordedPeakAllocated), qint64(r.peakAllocated));
+}
+
+// cranberrii is a Llama fine-tune (rotary positions, no mask kept) at one sequence of 1000 tokens
+// (its modeling_llama.py makes position ids with torch.arange, reached as arange_start_out): the
+// dimensions say b = 1 from those ids, not "unknown", and the score width is s-sized.
+void TestWhatIfCorpus::microBatchOneFromPositionIds()
+{
+    const Loaded l = loadCorpus("cranberrii_snapshot.pickle");
+    QCOMPARE(l.model.dims.tokens, int64_t(1000));
+    QCOMPARE(l.model.dims.seq, int64_t(1000));
+    QCOMPARE(l.model.dims.batch, int64_t(1));
+    QVERIFY(l.model.dims.seqFrom.find("position ids") != std::string::npos);
+    QVERIFY(l.model.dims.scoreWidth > 0);
 }
 
 void TestWhatIfCorpus::zero2On8RanksCutsGradientsAndState()
