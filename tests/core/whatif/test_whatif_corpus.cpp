@@ -194,6 +194,15 @@ void TestWhatIfCorpus::microBatchOneFromPositionIds()
     QCOMPARE(l.model.dims.batch, int64_t(1));
     QVERIFY(l.model.dims.seqFrom.find("position ids") != std::string::npos);
     QVERIFY(l.model.dims.scoreWidth > 0);
+    // Half of one sequence is no run: the prediction says so; two sequences are.
+    auto saysNoRun = [&](Ratio batch) {
+        Scenario s;
+        s.batchScale = batch;
+        const WhatIfResult r = run(l, s);
+        return std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("which no run can have") != std::string::npos; });
+    };
+    QVERIFY(saysNoRun(Ratio{1, 2}));
+    QVERIFY(!saysNoRun(Ratio{2, 1}));
 }
 
 void TestWhatIfCorpus::zero2On8RanksCutsGradientsAndState()
