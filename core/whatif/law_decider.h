@@ -72,6 +72,8 @@ private:
     bool scoreEvidence(size_t a) const;
     bool maskLine(size_t a) const;
     bool outsideAttention(size_t a) const;
+    bool isProduct(size_t a) const;
+    int productOrder(size_t a) const; // +1 made before its softmax (q @ k.T), -1 from its output (attn @ v), 0 unknown
     bool nearAnchorLine(size_t a) const;
     void callSiteVotes(std::vector<size_t>& pending);
     void neighbourVotes(std::vector<size_t>& pending);
@@ -94,6 +96,8 @@ private:
     std::vector<std::pair<FrameId, int64_t>> m_softmaxLines; // (user frame, line) of the anchors
     std::vector<FrameId> m_maskLines;                        // user frames of the causal masks
     bool m_scoresUnexplained = false;                        // the score width is one no dimension explains
+    bool m_contextCollides = false; // a*s = h: the context (attn @ v) has the scores' bytes
+    std::vector<uint8_t> m_collidingProduct; // products of those bytes only their order can tell apart
     int64_t m_anchorElement = 0;                             // bytes per element of the anchor, 0 unknown
 };
 

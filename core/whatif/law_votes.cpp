@@ -50,6 +50,51 @@ bool LawDecider::tokensExplained(int64_t bytes) const
     return T > 0 && bytes % T == 0 && (bytes / T <= 8 || explainedByDimension(bytes / T, m_dims));
 }
 
+bool LawDecider::isProduct(size_t a) const
+{
+    const std::string& op = facts(a).opKey;
+    return op == "bmm" || op == "baddbmm" || op == "matmul" || op == "einsum";
+}
+
+// Where a*s = h, q @ k.T and attn @ v are products of the same bytes in the same attention code.
+// Data decides: the scores' product is made before the softmax that reads it; the context is made
+// from the probabilities, so after them and while they live.
+int LawDecider::productOrder(size_t a) const
+{
+    const StackOpFacts& f = facts(a);
+    if (!f.userFrame)
+        return 0;
+    const Frame& here = m_trace.frames.frame(f.userFrame);
+    auto softmaxHere = [&](size_t b) {
+        // softmax, or the exp of a hand-written one: nothing else in attention exponentiates.
+        const StackOpFacts& g = facts(b);
+        if (!(g.has(StackOpFacts::SoftmaxOp) || g.opKey == "exp") || g.has(StackOpFacts::Backward) || g.has(StackOpFacts::LogSoftmax) ||
+            !g.userFrame)
+            return false;
+        const Frame& there = m_trace.frames.frame(g.userFrame);
+        return there.filename == here.filename && there.name == here.name;
+    };
+    const Allocation& al = m_dev.allocations[a];
+    int seen = 0;
+    for (size_t b = a; b-- > 0 && seen < kInputWindow; ++seen) {
+        const Allocation& in = m_dev.allocations[b];
+        if (in.preexisting())
+            break;
+        if (softmaxHere(b) && (in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent > al.allocEvent))
+            return -1; // made while the probabilities of its own function live: attn @ v
+        if (isProduct(b) && size(b) == size(a))
+            break; // an earlier product of these bytes (q @ k.T) lies between: this one is after it
+    }
+    seen = 0;
+    for (size_t b = a + 1; b < m_m.allocationCount && seen < kInputWindow; ++b, ++seen) {
+        if (isProduct(b) && size(b) == size(a))
+            return 0; // another product of these bytes before any softmax: cannot tell
+        if (softmaxHere(b))
+            return +1; // the softmax of its own function comes after it: q @ k.T
+    }
+    return 0;
+}
+
 // Frames that say "attention scores": softmax, the score operators' autograd nodes, attention code,
 // or an operator on a line next to a softmax of the same function (q @ k.T, the scale, the mask).
 bool LawDecider::scoreEvidence(size_t a) const
@@ -57,7 +102,14 @@ bool LawDecider::scoreEvidence(size_t a) const
     const StackOpFacts& f = facts(a);
     if (f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Embedding) || f.has(StackOpFacts::LogSoftmax))
         return false;
-    if (f.has(StackOpFacts::SoftmaxOp) || f.has(StackOpFacts::ScoreBackward) || f.has(StackOpFacts::AttentionCode))
+    if (f.has(StackOpFacts::SoftmaxOp) || f.has(StackOpFacts::ScoreBackward))
+        return true;
+    // Where the context has the scores' bytes (a*s = h), attention code and the lines beside softmax
+    // make both (q @ k.T and attn @ v; the attention dropout and the output's): only the softmax
+    // and the score nodes speak; products go by their order, elementwise outputs by their input.
+    if (m_contextCollides)
+        return false;
+    if (f.has(StackOpFacts::AttentionCode))
         return true;
     // A line beside softmax speaks for the anchor's own element size only: a mask or a cast there
     // as likely belongs to the projection next to it.
@@ -139,6 +191,12 @@ void LawDecider::callSiteVotes(std::vector<size_t>& pending)
     std::vector<size_t> still;
     for (size_t a : pending) {
         const StackId st = m_dev.allocations[a].stack;
+        // Where the scores and the context collide, a stack with no Python line (an autograd node in
+        // backward) is shared by both kinds' operators: it speaks for neither.
+        if (m_contextCollides && !facts(a).has(StackOpFacts::Python)) {
+            still.push_back(a);
+            continue;
+        }
         auto it = st.valid() ? votes.find(st.value) : votes.end();
         if (it != votes.end() && it->second.first == 1)
             set(a, it->second.second, LawEvidence::CallSite);
@@ -152,6 +210,8 @@ void LawDecider::callSiteVotes(std::vector<size_t>& pending)
 // followed at that size in forward (when all its decided outputs of that size agree).
 void LawDecider::mirrorVotes(std::vector<size_t>& pending)
 {
+    if (m_contextCollides)
+        return; // one forward operator (a dropout, a product) makes both kinds at these bytes
     std::map<std::pair<std::string, int64_t>, std::pair<int, SizeLaw>> votes;
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
         const StackOpFacts& f = facts(a);
@@ -183,6 +243,23 @@ void LawDecider::inputVotes(std::vector<size_t>& pending)
 {
     std::vector<size_t> still;
     for (size_t a : pending) {
+        // A product is no elementwise operator: its output need not have its inputs' shape. And in
+        // backward, where the scores and the context collide, the gradients of both kinds are made
+        // side by side by the same nodes: the nearest one of these bytes is no evidence.
+        if ((a < m_collidingProduct.size() && m_collidingProduct[a]) || (m_contextCollides && facts(a).has(StackOpFacts::Backward))) {
+            still.push_back(a);
+            continue;
+        }
+        // A dropout mask has its output's elements (the allocation after it, from the same call). Where
+        // the scores and the context collide, the one-byte tensor living before it may be either's mask.
+        if (m_contextCollides && m_m.mask[a] && facts(a).has(StackOpFacts::Dropout)) {
+            if (a + 1 < m_m.allocationCount && m_dev.allocations[a + 1].stack == m_dev.allocations[a].stack && !open(a + 1) &&
+                m_m.lawEvidence[a + 1] != LawEvidence::Default)
+                set(a, m_m.law[a + 1], LawEvidence::Neighbours);
+            else
+                still.push_back(a);
+            continue;
+        }
         const Allocation& al = m_dev.allocations[a];
         bool decided = false;
         int seen = 0;
@@ -195,9 +272,15 @@ void LawDecider::inputVotes(std::vector<size_t>& pending)
             // A cast has its input's elements at another size.
             const bool sameElements = in.size == al.size ||
                                       (facts(a).precision == OpPrecision::Cast && (in.size == 2 * al.size || 2 * in.size == al.size));
+            const bool alive = in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent;
+            // Where the scores and the context collide, the nearest live tensor of these bytes is the
+            // input; undecided (or decided by nothing), it cannot speak, and one further back is
+            // as likely the other kind.
+            if (m_contextCollides && sameElements && alive && (open(b) || why == LawEvidence::Default))
+                break;
             if (!sameElements || open(b) || m_m.law[b] == SizeLaw::Fixed || why == LawEvidence::Default)
                 continue;
-            if (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent)
+            if (!alive)
                 continue;
             set(a, m_m.law[b], LawEvidence::Neighbours);
             decided = true;
@@ -213,9 +296,15 @@ void LawDecider::inputVotes(std::vector<size_t>& pending)
 // score gradient feeds the softmax backward's score-sized outputs, a projection's feeds its own.
 void LawDecider::neighbourVotes(std::vector<size_t>& pending)
 {
+    if (m_contextCollides)
+        return; // the scores' neighbours and the context's look alike: what is left is reported
     for (int round = 0; round < 3 && !pending.empty(); ++round) {
         std::vector<size_t> still;
         for (size_t a : pending) {
+            if (a < m_collidingProduct.size() && m_collidingProduct[a]) {
+                still.push_back(a); // the scores' and the context's neighbours look alike
+                continue;
+            }
             const Allocation& al = m_dev.allocations[a];
             int quadratic = 0, linear = 0, seen = 0;
             for (size_t b = a + 1; b < m_m.allocationCount && seen < kNeighbourWindow; ++b) {

@@ -190,6 +190,27 @@ void LawDecider::decideTokens()
     findSeq();
     findScoreWidth();
     const int64_t T = m_m.dims.tokens, s = m_m.dims.seq;
+    // a*s = h: the scores' bytes per token equal a layer input's (the residual stream, the context's
+    // shape). Equal bytes only: with the residual in fp32 and the scores in 16 bits (or the reverse)
+    // a factor of two is as often a*s = 2h as a collision, and the element sizes are not known here.
+    if (const int64_t U = m_m.passes.empty() ? 0 : m_m.passes.front().inputBytes; T > 0 && U > 0 && U % T == 0)
+        m_contextCollides = m_m.dims.scoreWidth > 0 && m_m.dims.scoreWidth == U / T;
+    // Or seen directly, whatever the element sizes (autocast: fp32 residual, 16-bit products): a
+    // product made before its function's softmax and one made from it with the same bytes.
+    if (!m_contextCollides && m_m.dims.scoreWidth > 0) {
+        std::set<int64_t> before, after;
+        for (size_t a = 0; a < m_m.allocationCount; ++a)
+            if (open(a) && isProduct(a) && !facts(a).has(StackOpFacts::Backward) && !facts(a).has(StackOpFacts::LinearOp)) {
+                const int order = productOrder(a);
+                if (order > 0)
+                    before.insert(size(a));
+                else if (order < 0)
+                    after.insert(size(a));
+            }
+        for (int64_t bytes : before)
+            m_contextCollides |= after.count(bytes) > 0;
+    }
+    m_collidingProduct.assign(m_m.allocationCount, 0);
     std::vector<size_t> pending; // both the tokens and the scores explain them
     size_t scoreTensors = 0;
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
@@ -217,7 +238,16 @@ void LawDecider::decideTokens()
             set(a, SizeLaw::Quadratic, T > 0 ? LawEvidence::Dimensions : LawEvidence::Frames);
             ++scoreTensors;
         } else if (scores && tokens) {
-            if (scoreEvidence(a)) {
+            if (m_contextCollides && isProduct(a) && !f.has(StackOpFacts::LinearOp)) {
+                const int order = f.has(StackOpFacts::Backward) ? 0 : productOrder(a);
+                if (order != 0) {
+                    set(a, order > 0 ? SizeLaw::Quadratic : SizeLaw::Linear, LawEvidence::Frames);
+                    scoreTensors += order > 0;
+                } else {
+                    m_collidingProduct[a] = 1;
+                    pending.push_back(a);
+                }
+            } else if (scoreEvidence(a)) {
                 set(a, SizeLaw::Quadratic, LawEvidence::Frames);
                 ++scoreTensors;
             } else if (f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Embedding) || f.has(StackOpFacts::LogSoftmax) ||

@@ -95,6 +95,25 @@ void TestWhatIfLaws::lawsAreTheGenerators_data()
     // embedding has the token embedding's bytes; without a mask, s comes from the position ids or
     // not at all, and the scores from the attention's product. At b = 8 (T = 4h) an MLP weight's
     // cast has the bytes of an input's cast. What no evidence decides must be reported.
+    // T = h (one sequence of h tokens: Llama-7B at 4k context): an activation has an h x h
+    // weight's elements, its gradient a weight gradient's.
+    for (auto [name, m] : {std::pair{"T = h: fp32 softmax", model(D::Fp32, A::Softmax, M::Gelu, 512, 512)},
+                           {"T = h: bf16 inline SwiGLU", model(D::Bf16, A::Inline, M::SwiGlu, 512, 512)},
+                           {"T = h: mixed inline", model(D::Mixed, A::Inline, M::Gelu, 512, 512)},
+                           {"T = h: autocast recompute", model(D::Autocast, A::Recompute, M::Gelu, 512, 512)}}) {
+        m.microBatch = 1;
+        QTest::newRow(name) << m << int64_t(0);
+    }
+    // a*s = h (s = 64 = head size): q @ k.T and attn @ v, the attention dropout and the output's,
+    // all have the same bytes in the same attention code. Forward order decides the products; what
+    // backward makes of both kinds is reported.
+    for (auto [name, m] : {std::pair{"a*s = h: fp32 softmax", model(D::Fp32, A::Softmax, M::Gelu, 512, 64)},
+                           {"a*s = h: fp32 inline swiglu", model(D::Fp32, A::Inline, M::SwiGlu, 512, 64)},
+                           {"a*s = h: mixed inline", model(D::Mixed, A::Inline, M::Gelu, 512, 64)},
+                           {"a*s = h: autocast, no softmax", model(D::Autocast, A::Manual, M::Gelu, 512, 64)}}) {
+        m.microBatch = 1;
+        QTest::newRow(name) << m << int64_t(0);
+    }
     for (int b : {1, 8})
     for (auto [name, m] : {std::pair{"autocast, no softmax", model(D::Autocast, A::Manual, M::Gelu)},
                            {"bf16 recompute SwiGLU", model(D::Bf16, A::Recompute, M::SwiGlu)},
@@ -189,6 +208,16 @@ void TestWhatIfLaws::knobMatchesGeneratedRun_data()
             from.seq = num == 8 ? 32 : v.m.seq;
             to.seq = from.seq * num / den;
             QTest::newRow(qPrintable(QString("%1: seq x%2").arg(v.name).arg(double(num) / den)))
+                << from << to << QString("seq %1/%2").arg(num).arg(den) << 0.1;
+        }
+        // One sequence per batch, the common long-context case: the sequence knob from b = 1. From
+        // s = 64 with a = 8 and h = 512, a*s = h: the scores and the context have the same bytes.
+        for (auto [num, den] : {std::pair{2, 1}, {1, 2}, {8, 1}}) {
+            SynthModel from = v.m, to = v.m;
+            from.microBatch = to.microBatch = 1;
+            from.seq = num == 8 ? 64 : 256;
+            to.seq = from.seq * num / den;
+            QTest::newRow(qPrintable(QString("%1: b = 1, seq x%2").arg(v.name).arg(double(num) / den)))
                 << from << to << QString("seq %1/%2").arg(num).arg(den) << 0.1;
         }
         // The range, x0.5 to x8, both ways: x8 starts from a micro-batch of one, where
