@@ -79,7 +79,7 @@ void applyBatch(const TraceModel& m, const Scenario& sc, Plan& plan)
     if (m.dims.batch > 0 && !sc.batchScale.isOne()) {
         const Ratio b = Ratio{m.dims.batch, 1} * sc.batchScale;
         if (b.num % b.den != 0 || b.num < b.den)
-            plan.notes.push_back("the recorded micro-batch is " + std::to_string(m.dims.batch) + " sequence(s) of " +
+            plan.notes.push_back("the recorded micro-batch is " + std::to_string(m.dims.batch) + (m.dims.batch == 1 ? " sequence of " : " sequences of ") +
                                  std::to_string(m.dims.seq) + " tokens (" + m.dims.seqFrom + "): x" + sc.batchScale.text() +
                                  " asks for " + b.text() +
                                  " sequences, which no run can have; the prediction scales the per-token tensors as if it could");

@@ -7,6 +7,8 @@
 #include "core/engine/document.h"
 #include "widgets/timeline_plot.h"
 #include "widgets/whatif_panel.h"
+#include "widgets/whatif_review.h"
+#include "core/whatif/whatif.h"
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -52,6 +54,7 @@ private slots:
     void predictionDrawnOverTheRecording();
     void predictionForAnotherTraceIsIgnored();
     void panelPredictsAsAKnobTurns();
+    void reviewImageCarriesTheCaveats();
 };
 
 void TestPredictionOverlay::blockMaxKeepsEveryPeak()
@@ -156,6 +159,28 @@ void TestPredictionOverlay::panelPredictsAsAKnobTurns()
     // A new trace clears the chart's prediction.
     panel.setTrace(nullptr, 0);
     QVERIFY(!predicted.last().at(0).value<std::shared_ptr<const WhatIfResult>>());
+}
+
+// The review image is what reaches a postmortem: a knob asking for half of the one recorded
+// sequence, and laws nothing decided, must be on it, not only in the notes.
+void TestPredictionOverlay::reviewImageCarriesTheCaveats()
+{
+    SynthModel m = poolscope::testing::smallWindowModel();
+    m.microBatch = 1;
+    m.attention = SynthAttention::Inline; // a causal mask gives s, so b = T / s = 1 is known
+    const auto doc = poolscope::testing::synthDocument(m);
+    const DeviceDocument& dev = doc->device(0);
+    auto contentFor = [&](Ratio batch) {
+        Scenario s;
+        s.batchScale = batch;
+        return whatIfReviewContent(runWhatIf(doc->trace(), dev.device(), *dev.traceModel(), s), QStringLiteral("x.json"), false);
+    };
+    const ReviewContent half = contentFor(Ratio{1, 2});
+    QVERIFY2(half.subtitle.contains(QStringLiteral("Caveat: the recorded micro-batch is 1 sequence of")), qPrintable(half.subtitle));
+    QVERIFY(half.subtitle.contains(QStringLiteral("which no run can have")));
+    // Two positions-or-tokens embeddings at b = 1: their bytes are on the image.
+    QVERIFY2(half.subtitle.contains(QStringLiteral("fit two size laws")), qPrintable(half.subtitle));
+    QVERIFY(!contentFor(Ratio{2, 1}).subtitle.contains(QStringLiteral("Caveat")));
 }
 
 QTEST_MAIN(TestPredictionOverlay)
