@@ -136,7 +136,11 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         int64_t kept = 0;
         for (size_t c = 0; c < n; ++c) {
             const Allocation& cast = dev.allocations[c];
-            if (cast.preexisting() || m.precision[c] != OpPrecision::Cast || m.weightCast[c] || !eligible(m, c))
+            // Casts the classifier could not tell from weights' (cast_cache, but more than the weights:
+            // weightCast unset) may be inputs' too: each claims a live fp32 source of twice its bytes,
+            // one source per cast, so a weight's cast beside its input's finds the source taken.
+            const bool unsure = m.pool[c] == Pool::CastCache && !m.weightCast[c];
+            if (cast.preexisting() || m.precision[c] != OpPrecision::Cast || m.weightCast[c] || !(eligible(m, c) || unsure))
                 continue;
             int seen = 0;
             for (size_t b = c; b-- > 0 && seen < kInputWindow;) {
