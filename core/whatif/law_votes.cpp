@@ -171,22 +171,36 @@ bool LawDecider::maskLine(size_t a) const
     return false;
 }
 
+namespace {
+
+// The law all of a group's decided allocations agree on, if they do.
+struct Unanimous {
+    int state = 0; // 0 no vote, 1 unanimous, 2 split
+    SizeLaw law = SizeLaw::Linear;
+    void add(SizeLaw l)
+    {
+        if (state == 0)
+            *this = {1, l};
+        else if (law != l)
+            state = 2;
+    }
+    bool agreed() const { return state == 1; }
+};
+
+} // namespace
+
 // A call site (stack) follows one law wherever the evidence decided it: its undecided allocations
 // take that law when all its decided ones agree.
 void LawDecider::callSiteVotes(std::vector<size_t>& pending)
 {
-    std::unordered_map<uint32_t, std::pair<int, SizeLaw>> votes; // stack -> (0 none, 1 unanimous, 2 split)
+    std::unordered_map<uint32_t, Unanimous> votes; // by stack
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
         const StackId st = m_dev.allocations[a].stack;
         // Only token laws vote: a weight's gradient from the same operator is another kind of tensor.
         const LawEvidence why = m_m.lawEvidence[a];
         if (open(a) || !st.valid() || (why != LawEvidence::Dimensions && why != LawEvidence::Frames) || !inScoreFamily(a))
             continue;
-        auto& v = votes[st.value];
-        if (v.first == 0)
-            v = {1, m_m.law[a]};
-        else if (v.second != m_m.law[a])
-            v.first = 2;
+        votes[st.value].add(m_m.law[a]);
     }
     std::vector<size_t> still;
     for (size_t a : pending) {
@@ -198,8 +212,8 @@ void LawDecider::callSiteVotes(std::vector<size_t>& pending)
             continue;
         }
         auto it = st.valid() ? votes.find(st.value) : votes.end();
-        if (it != votes.end() && it->second.first == 1)
-            set(a, it->second.second, LawEvidence::CallSite);
+        if (it != votes.end() && it->second.agreed())
+            set(a, it->second.law, LawEvidence::CallSite);
         else
             still.push_back(a);
     }
@@ -212,24 +226,20 @@ void LawDecider::mirrorVotes(std::vector<size_t>& pending)
 {
     if (m_contextCollides)
         return; // one forward operator (a dropout, a product) makes both kinds at these bytes
-    std::map<std::pair<std::string, int64_t>, std::pair<int, SizeLaw>> votes;
+    std::map<std::pair<std::string, int64_t>, Unanimous> votes; // by forward operator and bytes
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
         const StackOpFacts& f = facts(a);
         const LawEvidence why = m_m.lawEvidence[a];
         if (open(a) || f.has(StackOpFacts::Backward) || f.opKey.empty() || (why != LawEvidence::Dimensions && why != LawEvidence::Frames))
             continue;
-        auto& v = votes[{f.opKey, size(a)}];
-        if (v.first == 0)
-            v = {1, m_m.law[a]};
-        else if (v.second != m_m.law[a])
-            v.first = 2;
+        votes[{f.opKey, size(a)}].add(m_m.law[a]);
     }
     std::vector<size_t> still;
     for (size_t a : pending) {
         const StackOpFacts& f = facts(a);
         auto it = f.has(StackOpFacts::Backward) && !f.opKey.empty() ? votes.find({f.opKey, size(a)}) : votes.end();
-        if (it != votes.end() && it->second.first == 1)
-            set(a, it->second.second, LawEvidence::CallSite);
+        if (it != votes.end() && it->second.agreed())
+            set(a, it->second.law, LawEvidence::CallSite);
         else
             still.push_back(a);
     }
