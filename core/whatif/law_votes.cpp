@@ -224,13 +224,20 @@ void LawDecider::callSiteVotes(std::vector<size_t>& pending)
 // followed at that size in forward (when all its decided outputs of that size agree).
 void LawDecider::mirrorVotes(std::vector<size_t>& pending)
 {
-    if (m_contextCollides)
-        return; // one forward operator (a dropout, a product) makes both kinds at these bytes
     std::map<std::pair<std::string, int64_t>, Unanimous> votes; // by forward operator and bytes
     for (size_t a = 0; a < m_m.allocationCount; ++a) {
         const StackOpFacts& f = facts(a);
         const LawEvidence why = m_m.lawEvidence[a];
-        if (open(a) || f.has(StackOpFacts::Backward) || f.opKey.empty() || (why != LawEvidence::Dimensions && why != LawEvidence::Frames))
+        if (f.has(StackOpFacts::Backward) || f.opKey.empty())
+            continue;
+        // Where the scores and the context collide, one forward operator (a dropout, a product) may
+        // make both kinds at these bytes: an output still undecided splits the vote (a norm's, which
+        // only ever sees the residual stream, stays unanimous).
+        if (m_contextCollides && (open(a) || why == LawEvidence::Default)) {
+            votes[{f.opKey, size(a)}].state = 2;
+            continue;
+        }
+        if (open(a) || (why != LawEvidence::Dimensions && why != LawEvidence::Frames))
             continue;
         votes[{f.opKey, size(a)}].add(m_m.law[a]);
     }

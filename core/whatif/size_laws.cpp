@@ -30,6 +30,15 @@ std::string siteName(const Trace& trace, const Allocation& al, const StackOpFact
 {
     if (f.userFrame) {
         const Frame& fr = trace.frames.frame(f.userFrame);
+        if (!fr.filename.ends_with(".py")) {
+            // A C++ frame (an autograd node in backward): its name without arguments or namespaces.
+            std::string name = fr.name.substr(0, fr.name.find('('));
+            if (name.ends_with("::apply"))
+                name.resize(name.size() - 7);
+            if (const size_t ns = name.rfind("::"); ns != std::string::npos)
+                name = name.substr(ns + 2);
+            return name.empty() ? fr.name.substr(0, 80) : name;
+        }
         std::string file = fr.filename;
         if (const size_t slash = file.rfind('/'); slash != std::string::npos)
             file = file.substr(slash + 1);
