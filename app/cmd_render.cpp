@@ -25,10 +25,22 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 
 namespace poolscope::app {
 namespace {
+
+// Qt needs a platform even to paint into an image; offscreen needs no display.
+std::unique_ptr<QApplication> paintingApplication()
+{
+    if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
+        setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    static int argc = 1;
+    static char name[] = "poolscope";
+    static char* argv[] = {name, nullptr};
+    return std::make_unique<QApplication>(argc, argv);
+}
 
 QSize parseSize(const std::string& text)
 {
@@ -87,12 +99,7 @@ int renderComparison(const std::string& fileA, const std::string& fileB, const s
     const auto docA = openDocument(fileA, rulesFile);
     const auto docB = openDocument(fileB, rulesFile);
     const DocumentComparison c = compareDevicesWithChart(docA->pickDevice(device), docB->pickDevice(device), moment);
-    if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
-        setenv("QT_QPA_PLATFORM", "offscreen", 1);
-    int qtArgc = 1;
-    char name[] = "poolscope";
-    char* qtArgv[] = {name, nullptr};
-    QApplication qapp(qtArgc, qtArgv);
+    const auto qapp = paintingApplication();
     QString why;
     if (!saveComparisonImage(outPath, c.comparison, c.chart, size, dark, &why))
         throw WriteError(why.toStdString());
@@ -158,13 +165,7 @@ int runRender(const std::vector<std::string>& argv)
         if (capacity < 0)
             capacity = dev.oomCapacity();
 
-        // Qt needs a platform even to paint into an image; offscreen needs no display.
-        if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
-            setenv("QT_QPA_PLATFORM", "offscreen", 1);
-        int qtArgc = 1;
-        char name[] = "poolscope";
-        char* qtArgv[] = {name, nullptr};
-        QApplication qapp(qtArgc, qtArgv);
+        const auto qapp = paintingApplication();
 
         const QString path = QString::fromStdString(files[0]);
         if (window)
