@@ -150,15 +150,10 @@ void flagAutocastSurplus(const DeviceTrace& dev, Classification& c)
         auto it = c.parameterSizes.find(mirrorKey(2 * castBytes));
         return it == c.parameterSizes.end() ? int64_t(0) : int64_t(it->second);
     };
-    const bool haveRuns = c.phases.run.size() == dev.eventCount();
-    auto runOf = [&](size_t i) {
-        const Allocation& al = dev.allocations[i];
-        return haveRuns && !al.preexisting() ? c.phases.run[size_t(al.allocEvent)] : 0u;
-    };
     std::map<std::pair<uint32_t, int64_t>, std::vector<uint32_t>> casts; // (run, size) -> casts
     for (size_t i = 0; i < c.size(); ++i)
         if (c.rule[i] == castRule)
-            casts[{runOf(i), dev.allocations[i].size}].push_back(uint32_t(i));
+            casts[{c.phases.runOf(dev.allocations[i]), dev.allocations[i].size}].push_back(uint32_t(i));
     // One rule per size (the worst forward's counts in its reason), not per forward: a long trace
     // has thousands of forwards.
     std::map<int64_t, std::pair<size_t, int64_t>> surplus; // size -> (most casts in a forward, weights)

@@ -31,6 +31,13 @@ struct PhaseTimeline {
     std::vector<PhaseWindow> windows; // this device's annotation windows that name a phase
     std::vector<FrameId> decisiveFrame; // per StackId: the frame that named the stack's phase
     bool anyFrameEvidence = false;
+
+    // The run an allocation was born in; 0 for one that predates recording (no birth event) or
+    // where the timeline has no runs.
+    uint32_t runOf(const Allocation& al) const
+    {
+        return !al.preexisting() && al.allocEvent >= 0 && size_t(al.allocEvent) < run.size() ? run[size_t(al.allocEvent)] : 0u;
+    }
 };
 
 std::vector<PhaseWindow> phaseWindows(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules);

@@ -249,8 +249,7 @@ void LawDecider::findSeq()
     // Two or more embedding outputs of the tokens' bytes in one forward make an ambiguity only
     // when b = 1; alone, or with b > 1, the largest is the tokens' own.
     std::map<uint32_t, int> perRun;
-    const bool haveRuns = m_c.phases.run.size() == m_dev.eventCount();
-    auto runOf = [&](size_t a) { return haveRuns ? m_c.phases.run[size_t(m_dev.allocations[a].allocEvent)] : 0u; };
+    auto runOf = [&](size_t a) { return m_c.phases.runOf(m_dev.allocations[a]); };
     for (size_t a : m_embeddingsUnsure)
         ++perRun[runOf(a)];
     std::erase_if(m_embeddingsUnsure, [&](size_t a) { return m_m.dims.batch > 1 || perRun[runOf(a)] < 2; });

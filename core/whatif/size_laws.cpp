@@ -62,7 +62,6 @@ void LawDecider::decideFixed()
     const bool haveRuns = m_c.phases.run.size() == m_dev.eventCount();
     // Autocast casts that mirror a weight: at most one per weight of that size per forward run.
     std::map<std::pair<uint32_t, int64_t>, int64_t> castsPerRun;
-    auto runOf = [&](const Allocation& al) { return haveRuns && !al.preexisting() ? m_c.phases.run[size_t(al.allocEvent)] : 0u; };
     auto mirrors = [&](int64_t bytes) {
         auto it = m_paramCount.find(bytes);
         return it == m_paramCount.end() ? int64_t(0) : it->second;
@@ -86,7 +85,7 @@ void LawDecider::decideFixed()
         if (facts(a).precision == OpPrecision::Cast && mirrors(size(a) * 2) > 0 && castPhase(a) &&
             cachedLifetime(m_dev.allocations[a])) {
             castCandidate[a] = 1;
-            ++castsPerRun[{runOf(m_dev.allocations[a]), size(a)}];
+            ++castsPerRun[{m_c.phases.runOf(m_dev.allocations[a]), size(a)}];
         }
 
     for (size_t a = 0; a < n; ++a) {
@@ -140,7 +139,7 @@ void LawDecider::decideFixed()
             continue;
         }
         if (castCandidate[a]) {
-            if (castsPerRun[{runOf(al), size(a)}] <= mirrors(size(a) * 2)) {
+            if (castsPerRun[{m_c.phases.runOf(al), size(a)}] <= mirrors(size(a) * 2)) {
                 set(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
                 m_m.weightCast[a] = 1;
                 continue;
@@ -186,10 +185,10 @@ void LawDecider::decideFixed()
     std::map<std::pair<uint32_t, int64_t>, int64_t> perRun;
     for (size_t a = 0; a < n; ++a)
         if (open(a) && !m_dev.allocations[a].stack.valid() && mirrors(size(a)) > 0)
-            ++perRun[{runOf(m_dev.allocations[a]), size(a)}];
+            ++perRun[{m_c.phases.runOf(m_dev.allocations[a]), size(a)}];
     for (size_t a = 0; a < n; ++a)
         if (open(a) && !m_dev.allocations[a].stack.valid() && mirrors(size(a)) > 0 &&
-            perRun[{runOf(m_dev.allocations[a]), size(a)}] <= mirrors(size(a)))
+            perRun[{m_c.phases.runOf(m_dev.allocations[a]), size(a)}] <= mirrors(size(a)))
             set(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
 }
 
@@ -205,20 +204,20 @@ void LawDecider::decideTokens()
     if (const int64_t U = m_m.passes.empty() ? 0 : m_m.passes.front().inputBytes; T > 0 && U > 0 && U % T == 0)
         m_contextCollides = m_m.dims.scoreWidth > 0 && m_m.dims.scoreWidth == U / T;
     // Or seen directly, whatever the element sizes (autocast: fp32 residual, 16-bit products): a
-    // product made before its function's softmax and one made from it with the same bytes.
-    if (!m_contextCollides && m_m.dims.scoreWidth > 0) {
-        std::set<int64_t> before, after;
-        for (size_t a = 0; a < m_m.allocationCount; ++a)
-            if (open(a) && isProduct(a) && !facts(a).has(StackOpFacts::Backward) && !facts(a).has(StackOpFacts::LinearOp)) {
-                const int order = productOrder(a);
-                if (order > 0)
-                    before.insert(size(a));
-                else if (order < 0)
-                    after.insert(size(a));
-            }
-        for (int64_t bytes : before)
-            m_contextCollides |= after.count(bytes) > 0;
-    }
+    // product made before its function's softmax and one made from it with the same bytes. The
+    // forward products' order is worked out once: it also tells, under the collision, which is which.
+    std::vector<int8_t> order(m_m.allocationCount, 0);
+    std::set<int64_t> before, after;
+    for (size_t a = 0; m_m.dims.scoreWidth > 0 && a < m_m.allocationCount; ++a)
+        if (open(a) && isProduct(a) && !facts(a).has(StackOpFacts::Backward) && !facts(a).has(StackOpFacts::LinearOp)) {
+            order[a] = int8_t(productOrder(a));
+            if (order[a] > 0)
+                before.insert(size(a));
+            else if (order[a] < 0)
+                after.insert(size(a));
+        }
+    for (int64_t bytes : before)
+        m_contextCollides |= after.count(bytes) > 0;
     m_collidingProduct.assign(m_m.allocationCount, 0);
     std::vector<size_t> pending; // both the tokens and the scores explain them
     size_t scoreTensors = 0;
@@ -248,10 +247,9 @@ void LawDecider::decideTokens()
             ++scoreTensors;
         } else if (scores && tokens) {
             if (m_contextCollides && isProduct(a) && !f.has(StackOpFacts::LinearOp)) {
-                const int order = f.has(StackOpFacts::Backward) ? 0 : productOrder(a);
-                if (order != 0) {
-                    set(a, order > 0 ? SizeLaw::Quadratic : SizeLaw::Linear, LawEvidence::Frames);
-                    scoreTensors += order > 0;
+                if (order[a] != 0) {
+                    set(a, order[a] > 0 ? SizeLaw::Quadratic : SizeLaw::Linear, LawEvidence::Frames);
+                    scoreTensors += order[a] > 0;
                 } else {
                     m_collidingProduct[a] = 1;
                     pending.push_back(a);
@@ -302,33 +300,25 @@ void LawDecider::decideTokens()
         if (pending.size() == before)
             break;
     }
-    // What no evidence decided: taken as tokens, and said.
+    // What no evidence decided: taken as tokens (or as the sizes said), and said, by call site.
     std::map<std::string, AmbiguousSite> sites;
+    auto report = [&](size_t a, const char* what, SizeLaw other) {
+        m_m.lawEvidence[a] = LawEvidence::Default;
+        AmbiguousSite& site = sites[siteName(m_trace, m_dev.allocations[a], facts(a)) + what];
+        site.chosen = m_m.law[a];
+        site.other = other;
+        ++site.count;
+        site.bytes += size(a);
+        m_m.ambiguousBytes += size(a);
+    };
     for (size_t a : pending) {
         set(a, SizeLaw::Linear, LawEvidence::Default);
-        AmbiguousSite& site = sites[siteName(m_trace, m_dev.allocations[a], facts(a))];
-        ++site.count;
-        site.bytes += size(a);
-        m_m.ambiguousBytes += size(a);
+        report(a, "", SizeLaw::Quadratic);
     }
-    for (size_t a : m_castsUnsure) {
-        m_m.lawEvidence[a] = LawEvidence::Default; // decided by the sizes alone
-        AmbiguousSite& site = sites[siteName(m_trace, m_dev.allocations[a], facts(a)) + " (a weight's cast or an input's)"];
-        site.chosen = m_m.law[a];
-        site.other = SizeLaw::Fixed;
-        ++site.count;
-        site.bytes += size(a);
-        m_m.ambiguousBytes += size(a);
-    }
-    for (size_t a : m_embeddingsUnsure) {
-        AmbiguousSite& site = sites[siteName(m_trace, m_dev.allocations[a], facts(a)) + " (the tokens' embedding or the positions', at b = 1)"];
-        m_m.lawEvidence[a] = LawEvidence::Default; // taken as the tokens' by no evidence
-        site.chosen = m_m.law[a];
-        site.other = SizeLaw::Seq;
-        ++site.count;
-        site.bytes += size(a);
-        m_m.ambiguousBytes += size(a);
-    }
+    for (size_t a : m_castsUnsure)
+        report(a, " (a weight's cast or an input's)", SizeLaw::Fixed);
+    for (size_t a : m_embeddingsUnsure)
+        report(a, " (the tokens' embedding or the positions', at b = 1)", SizeLaw::Seq);
     for (auto& [name, site] : sites) {
         site.site = name;
         m_m.ambiguous.push_back(site);
