@@ -40,18 +40,10 @@ ReviewContent whatIfReviewContent(const WhatIfResult& r, const QString& path, bo
                      .arg(r.recordedPeakAt)
                      .arg(phase(r.recordedPeakPhase), bytes(r.peakReserved), fit);
     // What a reader of the image must not miss: a knob past what a run can be, laws nothing decided.
-    for (const std::string& n : r.notes) {
-        if (n.starts_with("the recorded micro-batch is")) {
-            // "the recorded micro-batch is 1 sequence(s) of 1000 tokens (evidence): x0.5 asks for 0.5
-            // sequences, which no run can have; ..." without the evidence and the last clause.
-            const size_t ask = n.find("): x"), end = n.find("; the prediction");
-            if (ask != std::string::npos && end != std::string::npos)
-                c.subtitle += QObject::tr(" Caveat: %1; %2.").arg(qs(n.substr(0, n.find(" ("))), qs(n.substr(ask + 3, end - ask - 3)));
-        }
-        else if (n.starts_with("ambiguous: "))
-            c.subtitle += QObject::tr(" %1 of the trace's allocations fit two size laws (the notes list them).")
-                              .arg(qs(n.substr(11, n.find(" allocated") - 11)));
-    }
+    for (const std::string& caveat : r.caveats)
+        c.subtitle += QObject::tr(" Caveat: %1.").arg(qs(caveat));
+    if (r.ambiguousBytes > 0)
+        c.subtitle += QObject::tr(" %1 of the trace's allocations fit two size laws (the notes list them).").arg(bytes(r.ambiguousBytes));
     c.header = {QObject::tr("peak"), QObject::tr("recorded"), QObject::tr("predicted")};
     c.rows.push_back({QObject::tr("allocated"), bytes(r.recordedPeakAllocated), bytes(r.peakAllocated)});
     c.rows.push_back({QObject::tr("reserved"), bytes(r.recordedPeakReserved), bytes(r.peakReserved)});

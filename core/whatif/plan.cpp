@@ -78,11 +78,13 @@ void applyBatch(const TraceModel& m, const Scenario& sc, Plan& plan)
     // one (x0.5 of b = 1, or accumulation over more micro-steps than sequences).
     if (m.dims.batch > 0 && !sc.batchScale.isOne()) {
         const Ratio b = Ratio{m.dims.batch, 1} * sc.batchScale;
-        if (b.num % b.den != 0 || b.num < b.den)
-            plan.notes.push_back("the recorded micro-batch is " + std::to_string(m.dims.batch) + (m.dims.batch == 1 ? " sequence of " : " sequences of ") +
-                                 std::to_string(m.dims.seq) + " tokens (" + m.dims.seqFrom + "): x" + sc.batchScale.text() +
-                                 " asks for " + b.text() +
-                                 " sequences, which no run can have; the prediction scales the per-token tensors as if it could");
+        if (b.num % b.den != 0 || b.num < b.den) {
+            const std::string recorded = "the recorded micro-batch is " + std::to_string(m.dims.batch) +
+                                         (m.dims.batch == 1 ? " sequence of " : " sequences of ") + std::to_string(m.dims.seq) + " tokens";
+            const std::string ask = "x" + sc.batchScale.text() + " asks for " + b.text() + " sequences, which no run can have";
+            plan.notes.push_back(recorded + " (" + m.dims.seqFrom + "): " + ask + "; the prediction scales the per-token tensors as if it could");
+            plan.caveats.push_back(recorded + "; " + ask);
+        }
     }
     if (m.linearBytes + m.quadraticBytes == 0) {
         plan.notes.push_back("nothing in this trace follows the batch: micro-batch and sequence changes have no effect here");

@@ -31,6 +31,7 @@ struct Plan {
 
     std::string recompute;          // the compute the scenario adds ("one extra forward per step ...")
     std::vector<std::string> notes; // what the transform assumed
+    std::vector<std::string> caveats; // of those, what a reader of the prediction must not miss (short)
 };
 
 // `frames`: the trace's frame table, for --freeze (which matches the gradients' frames).

@@ -84,6 +84,7 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
     r.recompute = plan.recompute;
     r.notes = model.notes;
     r.notes.insert(r.notes.end(), plan.notes.begin(), plan.notes.end());
+    r.caveats = plan.caveats;
     if (r.recordedOom)
         r.notes.push_back("the recorded run ended in an OOM: the prediction covers the events up to it");
     return r;
@@ -192,6 +193,7 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
     j["recorded_oom"] = r.recordedOom;
     j["recompute"] = r.recompute;
     j["notes"] = r.notes;
+    j["caveats"] = r.caveats;
     j["allocator_warnings"] = r.allocatorWarnings;
     if (r.identity)
         j["replay_check"] = {{"allocated_mismatches", r.allocatedMismatches},

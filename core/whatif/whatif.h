@@ -55,6 +55,7 @@ struct WhatIfResult {
 
     std::string recompute;          // compute the scenario adds, empty when none
     std::vector<std::string> notes; // what the trace told and what the transform assumed
+    std::vector<std::string> caveats; // the knob past what a run can be, in a short sentence (the review image shows them)
 
     // The replay's own check: for the identity scenario the predicted allocated series must equal the
     // recorded one after every event, and reserved must match after every non-segment event.
