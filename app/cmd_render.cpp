@@ -10,6 +10,7 @@
 #include "core/timeline/moment.h"
 #include "core/timeline/phase_bands.h"
 #include "core/util/atomic_file.h"
+#include "core/sites/site_key.h"
 #include "core/util/units.h"
 #include "widgets/compare_view.h"
 #include "widgets/main_window.h"
@@ -27,6 +28,8 @@
 #include <iostream>
 #include <memory>
 #include <stdexcept>
+#include <unordered_map>
+#include <algorithm>
 
 namespace poolscope::app {
 namespace {
@@ -87,6 +90,33 @@ int renderWindow(std::shared_ptr<const Document> doc, const QString& path, size_
 
 // `render A --compare B`: the comparison's review image (B's stack filled, A's as outlines on one
 // aligned axis, the per-pool table, the axes and the verdict).
+// render --by-site: the call sites holding the most bytes at the moment, as rows under the
+// breakdown (the first user frame, as `report` names it; long paths shortened from the left).
+void appendTopSites(ReviewContent& content, const DeviceDocument& dev, EventIndex at)
+{
+    const SiteNames names(dev.trace());
+    std::unordered_map<SiteKey, int64_t> bytes;
+    int64_t total = 0;
+    for (AllocId id : dev.alive().aliveAfter(at)) {
+        const Allocation& a = dev.device().allocations[id.value];
+        bytes[names.key(a)] += a.size;
+        total += a.size;
+    }
+    std::vector<std::pair<int64_t, SiteKey>> order;
+    for (const auto& [k, b] : bytes)
+        order.emplace_back(b, k);
+    std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first != y.first ? x.first > y.first : x.second < y.second; });
+    content.rows.append(QStringList{QString(), QString(), QString()});
+    content.rows.append(QStringList{QObject::tr("top call sites"), QString(), QString()});
+    for (size_t k = 0; k < order.size() && k < 6; ++k) {
+        QString label = QString::fromStdString(names.label(order[k].second));
+        if (label.size() > 46)
+            label = QStringLiteral("…") + label.right(45);
+        content.rows.append(QStringList{label, QString::fromStdString(formatBytes(order[k].first)),
+                                        total > 0 ? QString::number(100.0 * double(order[k].first) / double(total), 'f', 1) + QStringLiteral("%") : QString()});
+    }
+}
+
 int renderComparison(const std::string& fileA, const std::string& fileB, const std::string& rulesFile, const std::optional<std::string>& deviceOpt,
                      const std::string& at, QSize size, bool dark, const QString& outPath)
 {
@@ -114,6 +144,7 @@ int runRender(const std::vector<std::string>& argv)
         // --whatif: the same knobs as `poolscope whatif`, the prediction drawn over the chart.
         const bool whatIf = args.flag("--whatif");
         const bool predictedStack = args.flag("--predicted-stack");
+        const bool bySite = args.flag("--by-site");
         std::optional<Scenario> scenario;
         if (whatIf)
             scenario = whatIfScenario(args);
@@ -193,6 +224,8 @@ int runRender(const std::vector<std::string>& argv)
             plot.setCursorEvent(std::max<EventIndex>(0, result->peakAt));
             content = whatIfReviewContent(*result, path, dark);
         }
+        if (bySite && !scenario)
+            appendTopSites(content, dev, plot.cursorEvent());
         QString why;
         if (!saveReviewImage(outPath, plot, content, size, &why))
             throw WriteError(why.toStdString());
@@ -204,11 +237,11 @@ int runRender(const std::vector<std::string>& argv)
 const CommandRegistrar kRegister({"render",
                                   "render FILE [--device N] [--at peak|oom|end|INDEX] [--size 1600x900] [--capacity 80GiB] "
                                   "[--index-axis] [--dark] [--window] [--compare B] [--rules FILE] "
-                                  "[--whatif KNOBS... [--predicted-stack]] -o OUT.png|svg|pdf",
+                                  "[--whatif KNOBS... [--predicted-stack]] [--by-site] -o OUT.png|svg|pdf",
                                   "the review image (stacked pools, breakdown, verdict) without a display; --window: a "
                                   "screenshot of the whole desktop window instead; --compare B: the comparison of FILE (A) "
                                   "with B; --whatif with `poolscope whatif`'s knobs: the predicted run drawn over the "
-                                  "recorded one", runRender});
+                                  "recorded one; --by-site: the top call sites at the moment under the breakdown", runRender});
 
 } // namespace
 } // namespace poolscope::app

@@ -4,6 +4,7 @@
 #include "app/rules_config.h"
 
 #include "core/report/series_export.h"
+#include "core/steps/step_series.h"
 
 #include <iostream>
 
@@ -25,6 +26,9 @@ int runSeries(const std::vector<std::string>& argv)
         const bool jsonl = args.flag("--jsonl");
         if (csv && jsonl)
             throw UsageError("--csv and --jsonl exclude each other");
+        const bool perStep = args.flag("--per-step");
+        if (perStep && (every > 0 || points > 0))
+            throw UsageError("--per-step writes one row per step: --every/--points do not apply");
         const std::string rulesFile = args.option("--rules").value_or("");
         const bool classify = !args.flag("--no-pools");
         const auto files = args.positionals();
@@ -32,6 +36,15 @@ int runSeries(const std::vector<std::string>& argv)
             throw UsageError("series expects one FILE");
         const auto doc = openDocument(files[0], rulesFile, classify);
         const DeviceDocument& dev = doc->pickDevice(device);
+        if (perStep) {
+            const StepTable steps = findSteps(dev);
+            if (jsonl)
+                writeStepSeriesJsonl(std::cout, dev, steps);
+            else
+                writeStepSeriesCsv(std::cout, dev, steps);
+            std::cout.flush();
+            return 0;
+        }
         SeriesOptions options;
         const int64_t n = int64_t(dev.device().eventCount());
         options.every = every > 0 ? every : points > 0 ? std::max<int64_t>(1, (n + points - 1) / points) : 1;
@@ -45,9 +58,9 @@ int runSeries(const std::vector<std::string>& argv)
     });
 }
 
-const CommandRegistrar kRegister({"series", "series FILE [--device N] [--every N | --points N] [--csv | --jsonl] [--rules FILE] [--no-pools]",
+const CommandRegistrar kRegister({"series", "series FILE [--device N] [--every N | --points N | --per-step] [--csv | --jsonl] [--rules FILE] [--no-pools]",
                                   "allocated, reserved and every pool after each event (CSV or JSON lines); thinned with --every/--points, "
-                                  "keeping every peak",
+                                  "keeping every peak; --per-step: one row per step (see `steps`)",
                                   runSeries});
 
 } // namespace

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 // `poolscope synth`: a synthetic training trace (documented as such) for tests, benchmarks and the
@@ -116,6 +117,24 @@ int runSynth(const std::vector<std::string>& argv)
         if (const int64_t split = bytesOption(args, "--max-split-size"); split > 0)
             m.allocator.maxSplitSize = std::max(split, kLargeBuffer);
         m.allocator.expandableSegments = args.flag("--expandable-segments");
+        // Issue 24: planted leaks and look-alikes, for trying `poolscope steps` on known truth.
+        if (const auto leaks = args.option("--leaks")) {
+            std::string item;
+            for (std::stringstream ss(*leaks); std::getline(ss, item, ',');) {
+                if (item == "kept-graph")
+                    m.leaks.keptGraph = true;
+                else if (item == "growing-cache")
+                    m.leaks.growingCache = true;
+                else if (item == "hook")
+                    m.leaks.capturingHook = true;
+                else if (item == "warmup")
+                    m.leaks.warmup = true;
+                else if (item.rfind("bank=", 0) == 0)
+                    m.leaks.bankSize = std::max(1, std::atoi(item.c_str() + 5));
+                else
+                    throw UsageError("--leaks expects a comma list of kept-graph, growing-cache, hook, warmup, bank=N; got '" + item + "'");
+            }
+        }
         const int protocol = int(positive(args, "--protocol", 4));
         if (protocol < 2 || protocol > 5)
             throw UsageError("--protocol expects 2, 3, 4 or 5");
@@ -206,7 +225,7 @@ const CommandRegistrar kRegister(
      "[--dtype fp32|bf16|mixed|autocast] [--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor] [--steps K] [--entries N] "
      "[--checkpointing] [--trainable F] [--ranks N] [--zero 0-3] [--capacity 24GiB] [--expandable-segments] [--max-split-size SIZE] "
      "[--protocol 2-5] [--truth POOLS.json] [--truth-laws LAWS.json] [--attention softmax|inline|manual|recompute] "
-     "[--mlp gelu|swiglu] [--ffn F] [--positions P] [--accumulate K] [--norms-only] "
+     "[--mlp gelu|swiglu] [--ffn F] [--positions P] [--accumulate K] [--norms-only] [--leaks kept-graph,growing-cache,hook,warmup,bank=N] "
      "| --scenario vllm|megatron|dp-oom|no-history|no-history-bare [--scale K]",
      "write a synthetic training trace (simulated allocator, realistic frames), optionally ending in an OOM", runSynth});
 
