@@ -62,13 +62,29 @@ std::vector<Window> windows(const Trace& trace, const DeviceTrace& dev, Keep kee
 
 bool isPass(Phase p) { return p == Phase::Forward || p == Phase::Backward || p == Phase::ZeroGrad; }
 
-// Whether events [from, to] hold an allocation: a tail without one is no step.
-bool anyAlloc(const DeviceTrace& dev, EventIndex from, EventIndex to)
+int64_t allocsIn(const DeviceTrace& dev, EventIndex from, EventIndex to)
 {
+    int64_t n = 0;
     for (EventIndex i = std::max<EventIndex>(from, 0); i <= to && size_t(i) < dev.eventCount(); ++i)
-        if (dev.events.action[size_t(i)] == Action::Alloc)
-            return true;
-    return false;
+        n += dev.events.action[size_t(i)] == Action::Alloc;
+    return n;
+}
+
+// The stretch after the last step is a step the recording stopped inside only when it does a
+// step's worth of work: a tenth of an average step's allocations (a stray allocation after the last
+// optimizer step, or the first of the next zero_grad, is no step).
+bool substantialTail(const DeviceTrace& dev, EventIndex from, EventIndex to, const std::vector<Range>& steps)
+{
+    if (from > to)
+        return false;
+    int64_t total = 0, count = 0;
+    for (const Range& r : steps)
+        if (r.complete) {
+            total += allocsIn(dev, r.start, r.end);
+            ++count;
+        }
+    const int64_t tail = allocsIn(dev, from, to);
+    return tail > 0 && (count == 0 || tail * 10 * count >= total);
 }
 
 } // namespace
@@ -98,17 +114,27 @@ std::vector<Range> optimizerSteps(const Trace& trace, const DeviceTrace& dev, co
     if (!dev.hasTime || dev.eventCount() == 0)
         return {};
     std::vector<std::pair<int64_t, int64_t>> spans; // optimizer-step windows (start, end) in µs
-    if (c) {
+    // The rules' annotation patterns (which know other frameworks' names too), else PyTorch's own
+    // record_function name for Optimizer.step.
+    if (c)
         for (const PhaseWindow& w : c->phases.windows)
             if (w.phase == Phase::OptimizerStep)
                 spans.emplace_back(w.startUs, w.endUs);
-    } else {
+    if (spans.empty())
         for (const Window& w : windows(trace, dev, [](const std::string& n) { return n.rfind("Optimizer.step#", 0) == 0; }))
             spans.emplace_back(w.start, w.end);
-    }
     if (spans.empty())
         return {};
-    std::sort(spans.begin(), spans.end(), [](auto a, auto b) { return a.second < b.second; });
+    // Nested or overlapping windows (a framework's own scope around Optimizer.step) are one step.
+    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& sp : spans) {
+        if (!merged.empty() && sp.first <= merged.back().second)
+            merged.back().second = std::max(merged.back().second, sp.second);
+        else
+            merged.push_back(sp);
+    }
+    spans = std::move(merged);
     const EventIndex last = EventIndex(dev.eventCount()) - 1;
     // The first step begins where the run's first phase does (a recording often starts with the
     // model's construction, which is set-up, not a step).
@@ -133,7 +159,7 @@ std::vector<Range> optimizerSteps(const Trace& trace, const DeviceTrace& dev, co
         if (start > last)
             break;
     }
-    if (start <= last && anyAlloc(dev, start, last))
+    if (start <= last && substantialTail(dev, start, last, out))
         out.push_back(Range{start, last, {}, false}); // the recording stopped inside the next step
     return out;
 }
@@ -174,7 +200,7 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
         }
         if (closeAt != kNoEvent) {
             out.push_back(Range{start, closeAt, {}, true});
-            if (closeAt < lastEv && anyAlloc(dev, closeAt + 1, lastEv)) {
+            if (closeAt < lastEv && substantialTail(dev, closeAt + 1, lastEv, out)) {
                 // Only a pass after the last step's end makes a step of the tail.
                 for (const auto& r : runs)
                     if (r.first > closeAt && (r.phase == Phase::Forward || r.phase == Phase::Backward)) {
@@ -182,7 +208,7 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
                         break;
                     }
             }
-        } else if (start != kNoEvent) {
+        } else if (start != kNoEvent && substantialTail(dev, start, lastEv, out)) {
             out.push_back(Range{start, lastEv, {}, false});
         }
         return out;

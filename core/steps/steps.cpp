@@ -63,6 +63,28 @@ std::vector<Range> tidy(std::vector<Range> ranges, EventIndex last)
     return out;
 }
 
+// Annotations that stop before the recording does (a ring buffer that kept the first step's, a
+// profiler window shorter than the run): when the stretch after the last annotated step is longer
+// than any annotated step and the phases find more steps, the phases are the better split.
+bool tailOutgrows(const std::vector<Range>& annotated, const DeviceTrace& dev, const Classification* c)
+{
+    if (annotated.empty() || annotated.back().complete || !c || !c->phases.anyFrameEvidence)
+        return false;
+    EventIndex longest = 0;
+    for (const Range& r : annotated)
+        if (r.complete)
+            longest = std::max(longest, r.end - r.start + 1);
+    const Range& tail = annotated.back();
+    if (tail.end - tail.start + 1 <= longest)
+        return false;
+    size_t complete = 0, phaseComplete = 0;
+    for (const Range& r : annotated)
+        complete += r.complete;
+    for (const Range& r : steps_detail::phaseSteps(dev, *c))
+        phaseComplete += r.complete;
+    return phaseComplete > complete;
+}
+
 } // namespace
 
 StepTable findSteps(const DeviceDocument& doc)
@@ -82,7 +104,7 @@ StepTable findSteps(const DeviceDocument& doc)
         table.source = StepSource::ProfilerSteps;
         table.how = "from the profiler's ProfilerStep#N annotations";
         ranges = std::move(r);
-    } else if (auto r = steps_detail::optimizerSteps(doc.trace(), dev, c); !r.empty()) {
+    } else if (auto r = steps_detail::optimizerSteps(doc.trace(), dev, c); !r.empty() && !tailOutgrows(r, dev, c)) {
         table.source = StepSource::OptimizerSteps;
         table.how = "each optimizer step's annotation ends a step";
         ranges = std::move(r);

@@ -67,8 +67,9 @@ std::string stepsText(const std::vector<DeviceSteps>& devices)
             o << ", born in " << (s.bornInCallerCode ? "the caller's code" : std::string(phaseName(s.birthPhase))) << "\n";
             o << "      usual cause: " << s.cause << "\n";
         }
-        for (const std::string& n : l.notes)
-            o << "  note: " << n << "\n";
+        if (l.judged) // unjudged: the step table's notes said why already
+            for (const std::string& n : l.notes)
+                o << "  note: " << n << "\n";
     }
     return o.str();
 }
