@@ -11,10 +11,18 @@
 namespace poolscope {
 namespace {
 
-// PyTorch's own Python frames, as FrameTable::userFrame skips them: a user's line is any other.
+// A user's line is a Python source line (a .py file, or <string>/<stdin>) outside PyTorch's own
+// package; the interpreter's C frames (main.c:767 Py_BytesMain carries a line too), C++ frames and
+// torch/ are library code.
+bool isPythonSource(const Frame& f)
+{
+    const std::string& file = f.filename;
+    return (file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0) || (!file.empty() && file.front() == '<' && file != "<op>");
+}
 bool isLibrary(const Frame& f)
 {
-    return !f.isPython() || f.filename.find("/torch/") != std::string::npos || f.filename.find("site-packages/torch") != std::string::npos;
+    const std::string& file = f.filename;
+    return !isPythonSource(f) || file.find("/torch/") != std::string::npos || file.find("site-packages/torch") != std::string::npos;
 }
 
 std::string shortFile(const std::string& file)
@@ -61,7 +69,9 @@ public:
             credit(leaf, g);
         }
         for (const auto& [key, g] : m_bySite) {
-            const uint32_t leaf = child(0, "site:" + std::to_string(key), m_names.label(key), {}, 0, 0);
+            // Frameless allocations under one node, by size; operators (Kineto) at the top.
+            const uint32_t parent = SiteNames::hasCode(key) ? 0 : child(0, "noframes", "(no frames)", {}, 0, 0);
+            const uint32_t leaf = child(parent, "site:" + std::to_string(key), m_names.label(key), {}, 0, 0);
             if (!SiteNames::hasCode(key))
                 m_tree.leafOfSize[key & ((1ull << 62) - 1)] = leaf;
             else
@@ -100,8 +110,10 @@ private:
         if (innermostUser == frames.size()) {
             // No user frame (the autograd engine's thread, a C++-only stack): the site report names.
             const FrameId f = m_trace.frames.userFrame(id);
-            const std::string label = f ? frameLabel(m_trace.frames.frame(f)) : "(no user frame)";
-            return child(0, "lib:" + label, label + (frames.empty() ? "" : " [library]"), {}, 0, int(frames.size()));
+            const std::string label = frames.empty() ? "(no frames)" : f ? frameLabel(m_trace.frames.frame(f)) : "(no user frame)";
+            if (frames.empty())
+                return child(0, "noframes", label, {}, 0, 0);
+            return child(0, "lib:" + label, label + " [library]", {}, 0, int(frames.size()));
         }
         for (size_t k = frames.size(); k-- > innermostUser;) {
             const Frame& fr = m_trace.frames.frame(frames[k]);
@@ -115,14 +127,17 @@ private:
         // module or function PyTorch ran), else the operator or autograd node.
         std::string label;
         for (size_t k = 0; k < innermostUser && label.empty(); ++k)
-            if (const Frame& fr = m_trace.frames.frame(frames[k]); fr.isPython())
+            if (const Frame& fr = m_trace.frames.frame(frames[k]); isPythonSource(fr))
                 label = frameLabel(fr);
-        if (label.empty())
-            for (size_t k = 0; k < innermostUser && label.empty(); ++k) {
-                const std::string& name = m_trace.frames.frame(frames[k]).name;
-                if (name.rfind("at::_ops::", 0) == 0 || name.find("Backward") != std::string::npos)
-                    label = name.substr(0, name.find('('));
+        for (size_t k = innermostUser; k-- > 0 && label.empty();) { // the outermost operator: what the line called
+            const std::string& name = m_trace.frames.frame(frames[k]).name;
+            if (name.rfind("at::_ops::", 0) == 0) {
+                const size_t end = name.find("::", 10);
+                label = name.substr(0, end == std::string::npos ? name.find('(') : end);
+            } else if (name.find("Backward") != std::string::npos && name.find("::apply") != std::string::npos) {
+                label = name.substr(0, name.find("::apply"));
             }
+        }
         if (label.empty())
             label = "library code";
         return child(node, "lib:" + label, label + " [+" + std::to_string(innermostUser) + " library frames]", {}, 0, int(innermostUser));

@@ -275,12 +275,14 @@ std::vector<Range> repeatingSteps(const DeviceTrace& dev, int64_t* period)
     std::sort(lags.begin(), lags.end(), [](auto a, auto b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
     if (lags.size() > 48)
         lags.resize(48);
-    // How often the stream equals itself shifted by the lag (sampled: a few hundred thousand pairs).
+    // How often the stream equals itself shifted by the lag, over the later half of the pairs (the
+    // first step is longer: optimizer state and warm-up are made once, and shift everything after
+    // them); sampled, a few hundred thousand pairs.
     auto match = [&](size_t lag) {
         const size_t pairs = n - lag;
-        const size_t stride = std::max<size_t>(1, pairs / 200000);
+        const size_t stride = std::max<size_t>(1, pairs / 400000);
         size_t same = 0, seen = 0;
-        for (size_t i = 0; i < pairs; i += stride, ++seen)
+        for (size_t i = pairs / 2; i < pairs; i += stride, ++seen)
             same += tok[i] == tok[i + lag];
         return seen ? double(same) / double(seen) : 0.0;
     };
