@@ -174,6 +174,11 @@ SiteTreePanel::SiteTreePanel(Workspace* workspace, TimelinePlot* plot, QWidget* 
         rebuild();
     });
     connect(m_view, &IcicleView::nodeSelected, this, &SiteTreePanel::nodeSelected);
+    // Switching the chart between event index and time moves every key: the overlay follows.
+    connect(m_plot->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
+        if (m_overlay && m_overlayMode != int(m_plot->axisMode()))
+            drawSelection();
+    });
     connect(m_workspace, &Workspace::documentChanged, this, [this] {
         m_builtAt = kNoEvent - 1;
         rebuild();
@@ -186,6 +191,12 @@ SiteTreePanel::SiteTreePanel(Workspace* workspace, TimelinePlot* plot, QWidget* 
         if (!overRun() && isVisible())
             rebuild();
     });
+    rebuild();
+}
+
+void SiteTreePanel::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
     rebuild();
 }
 
@@ -206,9 +217,27 @@ void SiteTreePanel::rebuild()
     } else {
         m_tree = overRun() ? siteTreeOverRun(*dev) : siteTreeAt(*dev, at);
         m_view->setTree(&m_tree);
+        // The same node (by its path of labels) in the new tree, when it is still there.
+        uint32_t node = 0;
+        for (const std::string& label : m_selectedPath) {
+            uint32_t next = 0;
+            for (uint32_t c : m_tree.nodes[node].children)
+                if (m_tree.nodes[c].label == label)
+                    next = c;
+            if (!next) {
+                node = 0;
+                break;
+            }
+            node = next;
+        }
         m_label->setText(overRun() ? tr("%1 allocations over the run").arg(m_tree.nodes[0].count)
                                    : tr("%1 in %2 allocations at event %3").arg(QString::fromStdString(formatBytes(m_tree.nodes[0].bytes))).arg(m_tree.nodes[0].count).arg(at));
+        if (node != 0) {
+            m_view->select(node); // emits nodeSelected: the filter and the chart follow
+            return;
+        }
     }
+    m_selectedPath.clear();
     nodeSelected(0);
 }
 
@@ -223,6 +252,9 @@ std::function<bool(const Allocation&)> SiteTreePanel::selectionFilter() const
 
 void SiteTreePanel::nodeSelected(quint32 node)
 {
+    m_selectedPath.clear();
+    for (uint32_t n = node; n != 0 && n < m_tree.nodes.size(); n = m_tree.nodes[n].parent)
+        m_selectedPath.insert(m_selectedPath.begin(), m_tree.nodes[n].label);
     drawSelection();
     emit selectionChanged(node == 0 || node >= m_tree.nodes.size() ? QString() : QString::fromStdString(m_tree.nodes[node].label));
 }
@@ -271,6 +303,7 @@ void SiteTreePanel::drawSelection()
             best = run;
         }
     }
+    m_overlayMode = int(m_plot->axisMode());
     m_overlay = m_plot->addGraph();
     m_overlay->setName(tr("selected site"));
     m_overlay->setLineStyle(QCPGraph::lsStepLeft);

@@ -69,6 +69,9 @@ signals:
     // A node was picked (0: the selection was cleared); the filter above says which tensors.
     void selectionChanged(const QString& label);
 
+protected:
+    void showEvent(QShowEvent* event) override; // a tab raised after the cursor moved catches up
+
 private:
     void rebuild();
     void nodeSelected(quint32 node);
@@ -82,6 +85,8 @@ private:
     SiteTree m_tree;
     EventIndex m_builtAt = kNoEvent - 1;
     QPointer<QCPGraph> m_overlay;
+    int m_overlayMode = -1; // the chart's axis mode the overlay's keys were computed for
+    std::vector<std::string> m_selectedPath; // labels from the root: the selection survives a rebuild
 };
 
 } // namespace poolscope

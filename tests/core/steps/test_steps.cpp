@@ -53,6 +53,37 @@ std::set<SiteKey> sitesOf(const Trace& t, const std::vector<StackId>& stacks)
     return out;
 }
 
+// The same run with every user file and function renamed (PyTorch's own frames stay: they are
+// PyTorch's, not the user's) and no annotations: what a redacted or differently written program
+// records.
+Trace renamed(const Trace& t)
+{
+    Trace r = t;
+    r.frames = FrameTable{};
+    r.annotations.clear();
+    std::vector<StackId> map(t.frames.stackCount());
+    for (uint32_t s = 0; s < t.frames.stackCount(); ++s) {
+        std::vector<FrameId> ids;
+        for (FrameId f : t.frames.stack(StackId(s))) {
+            Frame fr = t.frames.frame(f);
+            if (fr.isPython() && fr.filename.find("/torch/") == std::string::npos) {
+                fr.filename = "/srv/job/m" + std::to_string(std::hash<std::string>{}(fr.filename) % 997) + ".py";
+                fr.name = "f" + std::to_string(std::hash<std::string>{}(fr.name) % 991);
+            }
+            ids.push_back(r.frames.internFrame(fr));
+        }
+        map[s] = r.frames.internStack(ids);
+    }
+    auto& d = r.devices[0];
+    for (auto& st : d.events.stack)
+        if (st.valid())
+            st = map[st.value];
+    for (auto& a : d.allocations)
+        if (a.stack.valid())
+            a.stack = map[a.stack.value];
+    return r;
+}
+
 } // namespace
 
 class TestSteps : public QObject {
@@ -76,6 +107,24 @@ private slots:
         for (size_t k = 0; k < 5; ++k)
             QVERIFY2(std::llabs(byPhases.steps[k].end - byAnnotation.steps[k].end) <= 2,
                      qPrintable(QString("step %1 ends at %2 by phases, %3 by annotations").arg(k).arg(byPhases.steps[k].end).arg(byAnnotation.steps[k].end)));
+
+        // Renamed user code, no annotations: the same steps, and the same leak found at the renamed line.
+        {
+            SynthModel m = small(5);
+            m.leaks.growingCache = true;
+            const SynthResult leaky = synthesize(m);
+            const auto original = open(leaky.trace);
+            const auto other = open(renamed(leaky.trace));
+            const DeviceSteps a = deviceSteps(original->device(0)), b = deviceSteps(other->device(0));
+            QCOMPARE(b.table.source, StepSource::Phases);
+            QCOMPARE(b.table.completeSteps(), a.table.completeSteps());
+            for (size_t k = 0; k < a.table.steps.size(); ++k)
+                QVERIFY(std::llabs(a.table.steps[k].end - b.table.steps[k].end) <= 2);
+            QCOMPARE(a.leaks.suspects.size(), size_t(1));
+            QCOMPARE(b.leaks.suspects.size(), size_t(1));
+            QCOMPARE(b.leaks.suspects[0].bytesPerStep, a.leaks.suspects[0].bytesPerStep);
+            QVERIFY2(b.leaks.suspects[0].site.rfind("/srv/job/m", 0) == 0, b.leaks.suspects[0].site.c_str());
+        }
 
         // Without frames or annotations: the repeating allocation pattern, five steps again, each
         // about as long as the annotated ones.
