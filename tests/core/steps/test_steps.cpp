@@ -246,7 +246,11 @@ private slots:
         const DeviceDocument& dev = doc->device(0);
         const EventIndex at = dev.device().peakIndex;
         const SiteTree tree = siteTreeAt(dev, at);
-        QCOMPARE(int64_t(tree.nodes[0].weight), dev.device().allocatedAt(at));
+        int64_t alive = 0; // requested bytes of the allocations alive there (what every tree node sums)
+        for (AllocId id : dev.alive().aliveAfter(at))
+            alive += dev.device().allocations[id.value].size;
+        QCOMPARE(int64_t(tree.nodes[0].weight), alive);
+        QCOMPARE(tree.nodes[0].bytes, alive);
         for (const SiteNode& n : tree.nodes) {
             double kids = 0;
             for (uint32_t c : n.children)
