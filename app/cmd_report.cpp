@@ -13,94 +13,96 @@
 namespace poolscope::app {
 namespace {
 
-int runReport(const std::vector<std::string>& argv)
+// A limit checker from gate.h's parser, so that its own message ("expected a size such as 40GiB")
+// reaches the user beside the option's name.
+CLI::Validator limitCheck(bool withPool)
 {
-    return guarded("report", [&] {
-        // --between takes two values (A B), which Args does not parse.
-        std::vector<std::string> rest = argv;
-        std::optional<std::pair<std::string, std::string>> between;
-        for (size_t i = 0; i < rest.size(); ++i)
-            if (rest[i] == "--between") {
-                if (i + 2 >= rest.size())
-                    throw UsageError("--between needs two moments A B (peak, oom, end, an event index, step:K, step:K:start)");
-                between.emplace(rest[i + 1], rest[i + 2]);
-                rest.erase(rest.begin() + ptrdiff_t(i), rest.begin() + ptrdiff_t(i) + 3);
-                break;
-            }
-        Args args(rest);
+    return CLI::Validator(
+        [withPool](std::string& v) {
+            std::string why;
+            return parseMemoryLimit(v, withPool, &why) ? std::string() : why;
+        },
+        withPool ? "POOL>SIZE" : "SIZE");
+}
+
+CommandBody defineReport(CLI::App& app)
+{
+    struct State {
+        std::string file, rulesFile, at;
+        std::optional<int> device;
+        int top = 10;
+        bool json = false, noPools = false;
+        std::string failOver, failStepGrowth;
+        std::vector<std::string> failPools;
+        std::vector<std::string> between;
+        bool bySite = false;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the dump (pickle, JSON, zstd/gzip, memory_viz HTML) or a Kineto trace")->required();
+    addOptionalInt(app, "--device", s->device, "only this CUDA device (default: every device)");
+    app.add_option("--at", s->at, "the moment: peak, oom, end or an event INDEX (default: the OOM, else the peak)")->type_name("MOMENT");
+    app.add_option("--top", s->top, "how many of the largest live tensors to list")->capture_default_str()->check(CLI::NonNegativeNumber);
+    addRulesOption(app, s->rulesFile);
+    const auto noPools = app.add_flag("--no-pools", s->noPools, "skip classification (faster; no pools, no verdict)");
+    app.add_flag("--json", s->json, "one JSON object instead of text");
+    app.add_option("--fail-over", s->failOver, "exit 3 when a device's peak allocated is over SIZE (CI)")->check(limitCheck(false));
+    app.add_option("--fail-pool", s->failPools, "exit 3 when a pool's peak is over SIZE, e.g. optimizer_state>40GiB; may be repeated (CI)")
+        ->check(limitCheck(true))
+        ->allow_extra_args(false)
+        ->excludes(noPools);
+    app.add_option("--fail-if-step-growth", s->failStepGrowth,
+                   "exit 3 when memory alive at step ends grows by more than SIZE per step (a leak; see `poolscope steps`) (CI)")
+        ->check(sizeCheck("100MiB"));
+    auto* between = app.add_option("--between", s->between,
+                                   "what was born, died and grew between two moments A B (peak, oom, end, an event INDEX, step:K or "
+                                   "step:K:start), by pool and by call site")
+                        ->expected(2)
+                        ->type_name("A B");
+    app.add_flag("--by-site", s->bySite, "bytes by call stack at the moment (--at) and over the whole run (bytes x time)")->excludes(between);
+    return [s] {
+        if (!s->between.empty() || s->bySite) {
+            const auto doc = openDocument(s->file, s->rulesFile, !s->noPools);
+            std::cout << (s->bySite ? reportBySite(*doc, s->device, s->at, s->json, s->top)
+                                    : reportBetween(*doc, s->device, s->between[0], s->between[1], s->json));
+            return 0;
+        }
         ReportOptions options;
-        if (auto d = args.option("--device"))
-            options.device = Args({"--device", *d}).intOption("--device", 0);
-        options.at = args.option("--at").value_or("");
-        options.top = args.intOption("--top", 10);
-        const bool asJson = args.flag("--json");
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const bool classify = !args.flag("--no-pools");
+        options.device = s->device;
+        options.at = s->at;
+        options.top = s->top;
+        const bool classify = !s->noPools;
         std::vector<MemoryLimit> limits;
-        std::string why;
-        if (auto v = args.option("--fail-over")) {
-            const auto l = parseMemoryLimit(*v, false, &why);
-            if (!l)
-                throw UsageError("--fail-over " + why);
-            limits.push_back(*l);
-        }
-        while (auto v = args.option("--fail-pool")) { // may be given more than once
-            const auto l = parseMemoryLimit(*v, true, &why);
-            if (!l)
-                throw UsageError("--fail-pool " + why);
-            if (!classify)
-                throw UsageError("--fail-pool needs the pools: drop --no-pools");
-            limits.push_back(*l);
-        }
-        const bool bySite = args.flag("--by-site");
-        std::optional<int64_t> stepLimit;
-        if (auto v = args.option("--fail-if-step-growth")) {
-            stepLimit = parseBytes(*v);
-            if (*stepLimit < 0)
-                throw UsageError("--fail-if-step-growth expects a size such as 100MiB, got '" + *v + "'");
-        }
-        const auto files = args.positionals();
-        if (files.size() != 1)
-            throw UsageError("report expects one FILE");
-        if (between && bySite)
-            throw UsageError("--between and --by-site are two different views: give one");
-        const auto doc = openDocument(files[0], rulesFile, classify);
-        if (between) {
-            std::cout << reportBetween(*doc, options.device, between->first, between->second, asJson);
-            return 0;
-        }
-        if (bySite) {
-            std::cout << reportBySite(*doc, options.device, options.at, asJson, options.top);
-            return 0;
-        }
+        if (!s->failOver.empty())
+            limits.push_back(*parseMemoryLimit(s->failOver, false, nullptr));
+        for (const auto& v : s->failPools)
+            limits.push_back(*parseMemoryLimit(v, true, nullptr));
+        const auto doc = openDocument(s->file, s->rulesFile, classify);
         const Report report = buildReport(*doc, options);
-        std::cout << (asJson ? reportJsonText(report) : reportText(report));
+        std::cout << (s->json ? reportJsonText(report) : reportText(report));
         auto over = checkLimits(report, limits);
-        if (stepLimit) {
-            const StepGrowthCheck steps = checkStepGrowth(buildSteps(*doc, options.device), *stepLimit);
+        if (!s->failStepGrowth.empty()) {
+            const StepGrowthCheck steps = checkStepGrowth(buildSteps(*doc, options.device), parseBytes(s->failStepGrowth));
             for (const std::string& u : steps.unjudged)
-                std::cerr << "poolscope report: " << files[0] << ": --fail-if-step-growth: " << u << "\n";
+                std::cerr << "poolscope report: " << s->file << ": --fail-if-step-growth: " << u << "\n";
             over.insert(over.end(), steps.over.begin(), steps.over.end());
         }
         if (over.empty())
             return 0;
         std::cout.flush();
-        std::string line = "poolscope report: " + files[0] + ": over the limit: " + over.front();
+        std::string line = "poolscope report: " + s->file + ": over the limit: " + over.front();
         for (size_t k = 1; k < over.size(); ++k)
             line += "; " + over[k];
         std::cerr << line << "\n";
         return kGateExitCode;
-    });
+    };
 }
 
-const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--rules FILE] [--no-pools] [--json] "
-                                  "[--fail-over SIZE] [--fail-pool POOL>SIZE]... [--fail-if-step-growth SIZE] [--between A B] [--by-site]",
+const CommandRegistrar kRegister({"report",
                                   "per-device totals, peak and OOM, pools and the verdict at the moment (default: the OOM, else "
                                   "the peak), the largest live tensors; --fail-over/--fail-pool: exit 3 when a peak is over a limit, "
-                                  "--fail-if-step-growth: when memory alive at step ends grows more per step (CI); --between A B: what "
-                                  "was born, died and grew between two moments (A, B: peak|oom|end|INDEX|step:K|step:K:start); --by-site: "
-                                  "bytes by call stack at the moment and over the run",
-                                  runReport});
+                                  "--fail-if-step-growth when memory grows from step to step (CI); --between A B: what changed between "
+                                  "two moments; --by-site: bytes by call stack",
+                                  defineReport});
 
 } // namespace
 } // namespace poolscope::app

@@ -11,30 +11,31 @@
 namespace poolscope::app {
 namespace {
 
-int runSteps(const std::vector<std::string>& argv)
+CommandBody defineSteps(CLI::App& app)
 {
-    return guarded("steps", [&] {
-        Args args(argv);
+    struct State {
+        std::string file, rulesFile;
         std::optional<int> device;
-        if (auto d = args.option("--device"))
-            device = Args({"--device", *d}).intOption("--device", 0);
-        const bool asJson = args.flag("--json");
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const bool classify = !args.flag("--no-pools");
-        const auto files = args.positionals();
-        if (files.size() != 1)
-            throw UsageError("steps expects one FILE");
-        const auto doc = openDocument(files[0], rulesFile, classify);
-        const auto steps = buildSteps(*doc, device);
-        std::cout << (asJson ? jsonText(stepsJson(steps)) + "\n" : stepsText(steps));
+        bool json = false, noPools = false;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the dump (pickle, JSON, zstd/gzip, memory_viz HTML) or a Kineto trace")->required();
+    addOptionalInt(app, "--device", s->device, "only this CUDA device (default: every device)");
+    addRulesOption(app, s->rulesFile);
+    app.add_flag("--no-pools", s->noPools, "skip classification (steps from annotations or the repeating pattern only; no pools)");
+    app.add_flag("--json", s->json, "one JSON object instead of text");
+    return [s] {
+        const auto doc = openDocument(s->file, s->rulesFile, !s->noPools);
+        const auto steps = buildSteps(*doc, s->device);
+        std::cout << (s->json ? jsonText(stepsJson(steps)) + "\n" : stepsText(steps));
         return 0;
-    });
+    };
 }
 
-const CommandRegistrar kRegister({"steps", "steps FILE [--device N] [--json] [--rules FILE] [--no-pools]",
-                                  "the recording split into steps (peak, alive at start and end, growth per step) and leak "
-                                  "suspects: call sites whose memory outlives each step and keeps growing",
-                                  runSteps});
+const CommandRegistrar kRegister({"steps",
+                                  "the recording split into steps (peak, alive at start and end, growth per step) and leak suspects: "
+                                  "call sites whose memory outlives each step and keeps growing",
+                                  defineSteps});
 
 } // namespace
 } // namespace poolscope::app

@@ -1,6 +1,5 @@
 #include "app/report_sites.h"
 
-#include "app/args.h"
 
 #include "core/report/json_text.h"
 #include "core/report/report.h"

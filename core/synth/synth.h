@@ -41,6 +41,9 @@ struct SynthLeaks {
     bool any() const { return keptGraph || growingCache || capturingHook || warmup || bankSize > 0; }
 };
 
+// "kept-graph,growing-cache,hook,warmup,bank=3"; nullopt for anything else.
+std::optional<SynthLeaks> parseSynthLeaks(std::string_view list);
+
 // A GPT-style decoder trained with one optimizer: what `poolscope synth` turns into a trace.
 struct SynthModel {
     int layers = 12;

@@ -4,6 +4,39 @@
 
 #include <algorithm>
 
+#include <charconv>
+
+namespace poolscope {
+
+std::optional<SynthLeaks> parseSynthLeaks(std::string_view list)
+{
+    SynthLeaks l;
+    while (!list.empty()) {
+        const size_t comma = list.find(',');
+        const std::string_view item = list.substr(0, comma);
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+        if (item == "kept-graph")
+            l.keptGraph = true;
+        else if (item == "growing-cache")
+            l.growingCache = true;
+        else if (item == "hook")
+            l.capturingHook = true;
+        else if (item == "warmup")
+            l.warmup = true;
+        else if (item.substr(0, 5) == "bank=") {
+            int n = 0;
+            auto [p, ec] = std::from_chars(item.data() + 5, item.data() + item.size(), n);
+            if (ec != std::errc() || p != item.data() + item.size() || n < 1)
+                return std::nullopt;
+            l.bankSize = n;
+        } else
+            return std::nullopt;
+    }
+    return l;
+}
+
+} // namespace poolscope
+
 namespace poolscope::synth_detail {
 
 void Generator::keepLeak(Tensor t, StackId stack, bool leak)
