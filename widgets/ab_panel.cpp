@@ -41,6 +41,11 @@ AbPanel::AbPanel(Workspace* workspace, TimelinePlot* plot, QWidget* parent)
     m_view->setHeaderLabels({tr("Pool / call site"), tr("At A"), tr("At B"), tr("Born"), tr("Died"), tr("Net")});
     m_view->setRootIsDecorated(true);
     m_view->setUniformRowHeights(true);
+    // The names take what the numbers leave: the five columns of bytes stay together on the right.
+    m_view->header()->setStretchLastSection(false);
+    m_view->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+    for (int c = 1; c < 6; ++c)
+        m_view->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
     layout->addWidget(m_view, 1);
     connect(buttonA, &QPushButton::clicked, this, [this] { setA(m_workspace->event()); });
     connect(buttonB, &QPushButton::clicked, this, [this] { setB(m_workspace->event()); });
@@ -148,9 +153,6 @@ void AbPanel::recompute()
     };
     addRows(tr("By pool"), d.byPool);
     addRows(tr("By call site (%1 of %2 that changed)").arg(d.bySite.size()).arg(d.sitesChanged), d.bySite);
-    for (int c = 1; c < 6; ++c)
-        m_view->resizeColumnToContents(c);
-    m_view->header()->resizeSection(0, std::max(260, m_view->width() / 2));
 }
 
 } // namespace poolscope
