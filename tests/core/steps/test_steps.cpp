@@ -276,6 +276,37 @@ private slots:
                               "wed_training_256", "wed_inference_128", "wed_inference_256"})
             QTest::newRow(f) << QString(f) + ".pickle" << 1;
     }
+    // Kineto traces: torch.profiler's own ProfilerStep#N ops bound the steps (#5 to #10 in the
+    // resnet50 trace, #2 to #6 in the HTA one), on every device.
+    void kinetoProfilerSteps_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<int>("steps");
+        QTest::addColumn<QString>("first");
+        QTest::newRow("resnet50") << QStringLiteral("kineto_resnet50_w0.pt.trace.json.gz") << 6 << QStringLiteral("ProfilerStep#5");
+        QTest::newRow("hta") << QStringLiteral("hta_df_index_resolver.json.gz") << 5 << QStringLiteral("ProfilerStep#2");
+    }
+    void kinetoProfilerSteps()
+    {
+        QFETCH(QString, file);
+        QFETCH(int, steps);
+        QFETCH(QString, first);
+        const QString path = kCorpus + "/" + file;
+        if (!QFile::exists(path))
+            QSKIP("../shared/corpus is absent: corpus checks skipped");
+        DocumentOptions o;
+        o.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
+        o.eagerTimelines = false;
+        const auto doc = Document::open(path.toStdString(), o);
+        for (size_t d = 0; d < doc->deviceCount(); ++d) {
+            const DeviceSteps s = deviceSteps(doc->device(d));
+            QCOMPARE(s.table.source, StepSource::ProfilerSteps);
+            QCOMPARE(int(s.table.completeSteps()), steps);
+            QCOMPARE(QString::fromStdString(s.table.steps.front().name), first);
+            QVERIFY2(s.leaks.suspects.empty(), s.leaks.verdict.c_str());
+        }
+    }
+
     void corpusSteps()
     {
         QFETCH(QString, file);
