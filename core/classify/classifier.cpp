@@ -90,12 +90,13 @@ public:
         c.device = m_dev.device;
         c.kind = m_dev.kind;
         for (const auto& r : m_rules.rules())
-            c.rules.push_back(RuleInfo{r.name, r.reason, r.origin, r.pool, ruleEvidence(r)});
+            c.rules.push_back(RuleInfo{r.name, r.reason, r.origin, r.pool, ruleEvidence(r), r.roles});
         c.noRule = uint16_t(c.rules.size());
         c.rules.push_back(RuleInfo{std::string(kNoRuleName), "no rule matched: no frame, phase or lifetime evidence names a pool",
                                    "built-in", Pool::Unknown, 0});
         c.history = hasHistory(m_dev);
         c.phases = computePhases(m_trace, m_dev, m_rules, m_matcher);
+        c.facts = buildRunFacts(m_dev, c.phases, c.history);
         computeFeatures(c);
 
         const size_t n = m_dev.allocations.size();
@@ -127,6 +128,7 @@ public:
         countSizes(c);
         judgeUntracked(c);
         classify_detail::assignPrivatePools(m_dev, c);
+        addPoolFacts(c.facts, m_dev, c);
         return c;
     }
 
