@@ -4,6 +4,7 @@
 
 #include "core/report/gate.h"
 #include "core/report/report.h"
+#include "core/util/units.h"
 
 #include <iostream>
 
@@ -19,6 +20,8 @@ int runReport(const std::vector<std::string>& argv)
             options.device = Args({"--device", *d}).intOption("--device", 0);
         options.at = args.option("--at").value_or("");
         options.top = args.intOption("--top", 10);
+        if (auto c = args.option("--capacity"); c && (options.capacity = parseBytes(*c)) <= 0)
+            throw UsageError("--capacity expects a size such as 80GiB, got '" + *c + "'");
         const bool asJson = args.flag("--json");
         const std::string rulesFile = args.option("--rules").value_or("");
         const bool classify = !args.flag("--no-pools");
@@ -55,7 +58,7 @@ int runReport(const std::vector<std::string>& argv)
     });
 }
 
-const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--rules FILE] [--no-pools] [--json] "
+const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--capacity 80GiB] [--rules FILE] [--no-pools] [--json] "
                                   "[--fail-over SIZE] [--fail-pool POOL>SIZE]...",
                                   "per-device totals, peak and OOM, pools and the verdict at the moment (default: the OOM, else "
                                   "the peak), the largest live tensors; --fail-over/--fail-pool: exit 3 when a peak is over a limit (CI)",

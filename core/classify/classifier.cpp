@@ -2,6 +2,7 @@
 
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/frame_matcher.h"
+#include "core/classify/structural_evidence.h"
 
 #include <algorithm>
 #include <array>
@@ -123,6 +124,14 @@ public:
         countSizes(c);
         sizeLedger(c);
         classify_detail::splitMegatronBuffers(m_trace, m_dev, c);
+        // Structure over names: what was made alongside the parameters, what a step replaced, what
+        // a library keeps per handle, what one forward kept for the next.
+        classify_detail::perParameterBuffers(m_trace, m_dev, c);
+        classify_detail::stepReplacements(m_dev, c);
+        classify_detail::workspaceBySize(m_dev, c);
+        classify_detail::forwardCache(m_dev, c);
+        countSizes(c);
+        classify_detail::gradientsNeedParameterSize(m_dev, c);
         classify_detail::flagAutocastSurplus(m_dev, c);
         classify_detail::pendingFreeBlocks(m_dev, c);
         countSizes(c);
@@ -371,6 +380,7 @@ private:
         const Features& f = m_features[i];
         const uint64_t* set = &m_candidateSets[size_t(f.candidateSet) * m_words];
         const uint64_t* frames = frameMask(a, f.stack);
+        const Rule* hint = nullptr; // the first hint that matched before the deciding rule
         for (size_t w = fromRule >> 6; w < m_words; ++w) {
             uint64_t candidates = set[w];
             if (frames)
@@ -386,8 +396,17 @@ private:
                 if (f.candidateSet == 0 && !phasesAndLifetimeMatch(*cr.rule, f.birth, f.freed, f.free, f.lifetime))
                     continue;
                 if (matchesBeyondPhases(cr, a, f, c)) {
+                    if (cr.rule->hint) {
+                        if (!hint)
+                            hint = cr.rule;
+                        continue;
+                    }
                     c.pool[i] = cr.rule->pool;
-                    c.confidence[i] = cr.rule->confidence;
+                    int conf = cr.rule->confidence;
+                    // A name confirms what the structure says; it never decides on its own.
+                    if (hint && hint->pool == cr.rule->pool && hint->confidence > conf)
+                        conf = std::min<int>(hint->confidence, conf + 10);
+                    c.confidence[i] = uint8_t(conf);
                     c.rule[i] = uint16_t(k);
                     return;
                 }

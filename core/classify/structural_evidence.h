@@ -1,0 +1,45 @@
+#pragma once
+// Private to core/classify: pools decided from the run's structure (what was made alongside what,
+// what replaced what, what one forward kept for the next), after the rules ran. None of these look
+// at a name of the user's files or functions: a renamed dump, or one with Python frames only, gets
+// the same answer. Each adds its own RuleInfo ("built-in") so that explanations say why.
+#include "core/classify/classifier.h"
+
+namespace poolscope::classify_detail {
+
+// Per-parameter buffers made at sibling lines. Stacks that differ only in the line of one frame are
+// one "family" (a loop over the parameters allocating at two or more lines of one function):
+// - where nn.Module moves its tensors (role moves_parameters) and a later line's blocks pair one to
+//   one by size with the earliest line's, the later lines move each parameter's .grad: gradients
+//   (a model moved with .to() while its parameters held gradients);
+// - where every line's blocks pair one to one by size with all the parameters outside the family,
+//   made after them and before the first forward, in a run that has an optimizer step or a backward,
+//   they are the optimizer's per-parameter state made in its constructor (a hand-written Adam's
+//   moments).
+void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
+// An out-of-place update inside an optimizer step (p.data = p - lr * u; m = b1 * m + ...): a block
+// born in the step, kept after it, that the step pairs with the block of its size freed right after
+// it was made, takes that block's pool (a parameter rebuilt by assigning p.data stays a parameter).
+void stepReplacements(const DeviceTrace& dev, Classification& c);
+
+// A library's per-handle workspace seen under any frames (or none): a block of a default cuBLAS
+// workspace size (8,519,680 B before Hopper, 32 MiB on Hopper and Blackwell; ROCm 32 and 128 MiB),
+// made inside a forward or backward pass, never freed, and at most two of that size on its stream
+// (one handle for the forward thread, one for the autograd engine's). Weights of that size are made
+// outside passes; an activation kept to the end is rarely alone at that size.
+void workspaceBySize(const DeviceTrace& dev, Classification& c);
+
+// In a run without backward (with history, no backward pass, forwards not releasing their graphs),
+// a block a forward made that a later forward let go of, or that is still held after later
+// forwards ran, is a cache kept from one forward to the next (a KV cache), whatever the code is
+// called.
+void forwardCache(const DeviceTrace& dev, Classification& c);
+
+// A gradient has a parameter's size. Where the run knows its parameters and a block that only its
+// lifetime calls a gradient (made in backward and kept) has no parameter's size, it is something
+// else made there (an input's gradient, a nested autograd call's output): its confidence drops below
+// what the verdict acts on.
+void gradientsNeedParameterSize(const DeviceTrace& dev, Classification& c);
+
+} // namespace poolscope::classify_detail
