@@ -131,6 +131,7 @@ public:
         classify_detail::workspaceBySize(m_dev, c);
         classify_detail::forwardCache(m_dev, c);
         countSizes(c);
+        classify_detail::autocastCastsByCount(m_trace, m_dev, c);
         classify_detail::gradientsNeedParameterSize(m_dev, c);
         classify_detail::flagAutocastSurplus(m_dev, c);
         classify_detail::pendingFreeBlocks(m_dev, c);

@@ -1,6 +1,7 @@
 #include "core/classify/structural_evidence.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -292,6 +293,70 @@ void forwardCache(const DeviceTrace& dev, Classification& c)
                                    "or outputs the caller kept",
                                    Pool::KvCache, kEvidenceLifetime);
             decide(c, i, Pool::KvCache, heldRule, 60);
+        }
+    }
+}
+
+void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.rules[c.rule[i]].has(kRoleWeightCast))
+            return; // the frames showed autocast's casts: the rule that matched them decided
+    for (size_t f = 0; f < trace.frames.frameCount(); ++f)
+        if (!trace.frames.frame(FrameId{uint32_t(f)}).isPython())
+            return; // C++ frames were recorded and showed no cast: autocast was off
+    std::unordered_map<int64_t, int64_t> params; // size -> parameters of that size
+    int64_t paramBytes = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Parameter) {
+            ++params[dev.allocations[i].size];
+            paramBytes += dev.allocations[i].size;
+        }
+    if (paramBytes == 0)
+        return;
+    const RunFacts& facts = c.facts;
+    // Per forward pass: candidates by size.
+    std::map<int, std::map<int64_t, std::vector<uint32_t>>> byPass;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || a.size % 2 || !params.count(2 * a.size))
+            continue;
+        const Pool p = c.pool[i];
+        if (p != Pool::Activation && p != Pool::Unknown && p != Pool::Temporary && p != Pool::Other)
+            continue;
+        const int pass = facts.passAt(a.allocEvent);
+        if (pass < 0 || facts.passes[size_t(pass)].phase != Phase::Forward)
+            continue;
+        const EventIndex fe = freeEventOf(a);
+        if (fe != kNoEvent && fe <= facts.passes[size_t(pass)].last)
+            continue; // let go of within its pass: not a cast kept for the weights' next use
+        byPass[pass][a.size].push_back(uint32_t(i));
+    }
+    uint16_t rule = 0;
+    for (auto& [pass, sizes] : byPass) {
+        int64_t covered = 0;
+        int classes = 0;
+        for (const auto& [size, ids] : sizes) {
+            covered += std::min<int64_t>(int64_t(ids.size()), params[2 * size]) * 2 * size;
+            ++classes;
+        }
+        if (classes < 2 || covered * 10 < paramBytes * 4)
+            continue;
+        if (!rule)
+            rule = addRule(c, "autocast-casts-by-count",
+                           "made in a forward and kept past it with half a parameter's size, one per weight of twice that size "
+                           "across the weights' shapes (at least 40 % of the parameters' bytes): autocast's 16-bit copies of fp32 "
+                           "weights, told by count where the dump recorded no C++ frame to show autocast's cast",
+                           Pool::CastCache, kEvidenceLifetime | kEvidenceSize, kRoleWeightCast);
+        for (auto& [size, ids] : sizes) {
+            // At most one per weight; those kept longest (weight casts live until autocast exits).
+            std::stable_sort(ids.begin(), ids.end(), [&](uint32_t x, uint32_t y) {
+                const EventIndex fx = freeEventOf(dev.allocations[x]), fy = freeEventOf(dev.allocations[y]);
+                return (fx == kNoEvent ? std::numeric_limits<EventIndex>::max() : fx) > (fy == kNoEvent ? std::numeric_limits<EventIndex>::max() : fy);
+            });
+            const size_t n = std::min<size_t>(ids.size(), size_t(params[2 * size]));
+            for (size_t k = 0; k < n; ++k)
+                decide(c, ids[k], Pool::CastCache, rule, 55);
         }
     }
 }

@@ -36,6 +36,14 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c);
 // called.
 void forwardCache(const DeviceTrace& dev, Classification& c);
 
+// Autocast's weight casts where the frames that show them (at::autocast::cached_cast, a C++ frame)
+// were not recorded (no C++ frame anywhere in the dump: stacks='python', Windows): in a forward pass,
+// blocks made and kept past the pass whose size is half a parameter's, at most one per weight of
+// twice the size, when they cover at least two size classes of weights and 40 % of the parameters'
+// bytes (a forward casts every weight its matmuls use; an activation that happens to have half a
+// weight's size does not come once per weight of every shape). Cast cache at 55 %.
+void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
 // A gradient has a parameter's size. Where the run knows its parameters and a block that only its
 // lifetime calls a gradient (made in backward and kept) has no parameter's size, it is something
 // else made there (an input's gradient, a nested autograd call's output): its confidence drops below
