@@ -9,7 +9,7 @@ void assignPrivatePools(const DeviceTrace& dev, Classification& c);
 
 // Megatron's _ParamAndGradBuffer.__init__ makes two flat buffers of the same length, param_data (only
 // with the distributed optimizer: the model's parameters moved into one buffer) and then grad_data
-// (the main gradients). The rule "megatron-grad-buffer" names both gradient; where the stacks show
+// (the main gradients). The rule with role flat_grad_buffer names both gradient; where the stacks show
 // the constructor allocating at two lines, the allocations at the earlier line are param_data and
 // become parameters (rule "megatron-param-buffer").
 void splitMegatronBuffers(const Trace& trace, const DeviceTrace& dev, Classification& c);

@@ -52,6 +52,28 @@ int64_t sum(const std::vector<int64_t>& v)
 
 } // namespace
 
+void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.firstForward == kNoEvent)
+        return;
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Unknown || a.preexisting() || a.allocEvent >= f.firstForward)
+            continue;
+        const EventIndex fe = freeEventOf(a);
+        if (fe != kNoEvent && c.phases.phase[size_t(fe)] != Phase::OptimizerStep)
+            continue;
+        if (!rule)
+            rule = addRule(c, "made-before-first-forward-kept",
+                           "made before the first forward pass and kept to the end (or until an optimizer step replaced it), "
+                           "where no frame said more: the model's state (its weights, or buffers made for them)",
+                           Pool::Parameter, kEvidenceLifetime);
+        decide(c, i, Pool::Parameter, rule, 60);
+    }
+}
+
 void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
     const FrameTable& frames = trace.frames;
@@ -357,6 +379,41 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
             const size_t n = std::min<size_t>(ids.size(), size_t(params[2 * size]));
             for (size_t k = 0; k < n; ++k)
                 decide(c, ids[k], Pool::CastCache, rule, 55);
+        }
+    }
+}
+
+void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c)
+{
+    if (c.history)
+        return;
+    const uint16_t unrecorded = bit(Lifetime::NoHistory) | bit(Lifetime::Unrecorded);
+    auto guessed = [&](size_t i) { return c.pool[i] == Pool::Parameter && (c.lifetime[i] & unrecorded) == unrecorded; };
+    std::unordered_map<int64_t, int> family; // sizes of weights the frames named
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Parameter && !guessed(i) && (c.rules[c.rule[i]].evidence & kEvidenceFrames))
+            ++family[mirrorKey(dev.allocations[i].size)];
+    if (family.empty())
+        return;
+    uint16_t inFamily = 0, outside = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (!guessed(i))
+            continue;
+        if (family.count(mirrorKey(dev.allocations[i].size))) {
+            if (!inFamily)
+                inFamily = addRule(c, "no-history-weight-size",
+                                   "no history and no stack, older than the blocks that carry one, and of a size the weights the "
+                                   "frames name have: one of the model's weights, by its size",
+                                   Pool::Parameter, kEvidenceSize | kEvidenceLifetime);
+            decide(c, i, Pool::Parameter, inFamily, 45);
+        } else {
+            if (!outside)
+                outside = addRule(c, "no-history-not-a-weight-size",
+                                  "no history and no stack, and of a size none of the weights the frames name has (a feature map "
+                                  "or a buffer): nothing in the dump says what it is",
+                                  Pool::Unknown, 0);
+            decide(c, i, Pool::Unknown, outside, 1);
+            c.confidence[i] = 0;
         }
     }
 }

@@ -7,6 +7,11 @@
 
 namespace poolscope::classify_detail {
 
+// Made before the first forward pass and kept to the end (or until an optimizer step let go of it),
+// where no rule spoke (the user's own constructors, renamed or not): the model's state, a parameter
+// at 60 % (per-parameter buffers among them are then told apart by perParameterBuffers).
+void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c);
+
 // Per-parameter buffers made at sibling lines. Stacks that differ only in the line of one frame are
 // one "family" (a loop over the parameters allocating at two or more lines of one function):
 // - where nn.Module moves its tensors (role moves_parameters) and a later line's blocks pair one to
@@ -43,6 +48,13 @@ void forwardCache(const DeviceTrace& dev, Classification& c);
 // bytes (a forward casts every weight its matmuls use; an activation that happens to have half a
 // weight's size does not come once per weight of every shape). Cast cache at 55 %.
 void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
+// A dump without history: blocks without a stack, older than the blocks that carry one, are taken
+// for weights at 40 % (no-history-predates-recording). Where the blocks with stacks show the model's
+// weights, their sizes are the family of weight shapes: a stackless block of one of those sizes is a
+// weight (45 %); one of a size no weight has (a power-of-two feature map, 128 x 512 x 512 fp32) is not
+// claimed (unknown). Without stacked weights the guess stays below what the verdict acts on.
+void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c);
 
 // A gradient has a parameter's size. Where the run knows its parameters and a block that only its
 // lifetime calls a gradient (made in backward and kept) has no parameter's size, it is something
