@@ -82,28 +82,38 @@ void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classificat
     for (size_t i = 0; i < c.size(); ++i)
         if (c.pool[i] == Pool::Parameter && dev.allocations[i].stack.valid() && !frames.stack(dev.allocations[i].stack).empty())
             byStack[dev.allocations[i].stack.value].push_back(uint32_t(i));
-    if (byStack.size() < 2 || byStack.size() > 20000)
+    if (byStack.size() < 2 || byStack.size() > 4096)
         return; // nothing to pair, or more distinct stacks than a loop over parameters makes
     // Families: stacks equal but for the line of one Python frame.
     struct Member {
         int64_t line;
         uint32_t stack;
     };
-    std::map<std::string, std::vector<Member>> families;
-    for (const auto& [stack, ids] : byStack) {
+    // Keyed by a 64-bit hash of the stack with frame j's line left out (FNV-1a over the other frames'
+    // ids, then j and frame j's file and function).
+    std::map<uint64_t, std::vector<Member>> families;
+    std::vector<uint32_t> ordered;
+    for (const auto& entry : byStack)
+        ordered.push_back(entry.first);
+    std::sort(ordered.begin(), ordered.end()); // the same families in the same order on every run
+    auto mix = [](uint64_t h, uint64_t v) {
+        for (int b = 0; b < 8; ++b, v >>= 8)
+            h = (h ^ (v & 0xFF)) * 1099511628211ull;
+        return h;
+    };
+    for (uint32_t stack : ordered) {
         const auto fs = frames.stack(StackId{stack});
         for (size_t j = 0; j < fs.size(); ++j) {
             const Frame& fr = frames.frame(fs[j]);
             if (fr.line <= 0)
                 continue;
-            std::string key;
-            key.reserve(fs.size() * 4 + fr.filename.size() + fr.name.size() + 8);
-            for (size_t k = 0; k < fs.size(); ++k) {
-                const uint32_t v = k == j ? UINT32_MAX : fs[k].value;
-                key.append(reinterpret_cast<const char*>(&v), sizeof v);
-            }
-            key += std::to_string(j) + '\n' + fr.filename + '\n' + fr.name;
-            families[key].push_back(Member{fr.line, stack});
+            uint64_t h = 1469598103934665603ull;
+            for (size_t k = 0; k < fs.size(); ++k)
+                h = mix(h, k == j ? UINT64_MAX : fs[k].value);
+            h = mix(h, j);
+            h = mix(h, std::hash<std::string>{}(fr.filename));
+            h = mix(h, std::hash<std::string>{}(fr.name));
+            families[h].push_back(Member{fr.line, stack});
         }
     }
     const RunFacts& facts = c.facts;
@@ -215,8 +225,9 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
             births[a.size].push_back(uint32_t(i));
             continue;
         }
-        if (EventIndex(e) != freeEventOf(a) || (c.pool[i] != Pool::Parameter && c.pool[i] != Pool::OptimizerState))
+        if (EventIndex(e) != freeEventOf(a))
             continue;
+        const bool known = c.pool[i] == Pool::Parameter || c.pool[i] == Pool::OptimizerState;
         if (!a.preexisting() && tl.run[size_t(a.allocEvent)] == run)
             continue; // made and freed in this step: scratch
         auto it = births.find(a.size);
@@ -227,6 +238,12 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
         const EventIndex bFree = freeEventOf(dev.allocations[b]);
         if (bFree != kNoEvent && tl.run[size_t(bFree)] == run)
             continue; // the new block does not outlive the step
+        if (!known) {
+            // It replaced something nothing named (its weights' own frames are gone): whether it is
+            // the optimizer's state or a rebuilt parameter, the dump cannot say.
+            c.confidence[b] = std::min<uint8_t>(c.confidence[b], 50);
+            continue;
+        }
         const bool param = c.pool[i] == Pool::Parameter;
         uint16_t& r = rule[param ? 0 : 1];
         if (!r)
@@ -284,7 +301,9 @@ void forwardCache(const DeviceTrace& dev, Classification& c)
     for (const Pass& p : f.passes)
         if (p.phase == Phase::Forward)
             lastForwardStart = p.first;
-    uint16_t keptRule = 0, heldRule = 0;
+    uint16_t keptRule = 0, heldRule = 0, siteRule = 0;
+    std::unordered_map<uint32_t, int> cacheSites; // allocation stacks of blocks a later forward let go of
+    std::vector<uint32_t> held;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         if (a.preexisting())
@@ -307,6 +326,8 @@ void forwardCache(const DeviceTrace& dev, Classification& c)
                                    "code is called",
                                    Pool::KvCache, kEvidenceLifetime);
             decide(c, i, Pool::KvCache, keptRule, 75);
+            if (a.stack.valid())
+                ++cacheSites[a.stack.value];
         } else if (a.allocEvent < lastForwardStart) {
             if (!heldRule)
                 heldRule = addRule(c, "forward-cache-held-across-forwards",
@@ -315,7 +336,20 @@ void forwardCache(const DeviceTrace& dev, Classification& c)
                                    "or outputs the caller kept",
                                    Pool::KvCache, kEvidenceLifetime);
             decide(c, i, Pool::KvCache, heldRule, 60);
+        } else {
+            held.push_back(uint32_t(i)); // made by the last forward and held: the cache's newest blocks, if its site says so
         }
+    }
+    for (uint32_t i : held) {
+        const StackId st = dev.allocations[i].stack;
+        if (!st.valid() || !cacheSites.count(st.value))
+            continue;
+        if (!siteRule)
+            siteRule = addRule(c, "forward-cache-newest",
+                               "made by the last forward at the site where earlier forwards made blocks that a later forward let "
+                               "go of (a cache grown or replaced per token), and still held: the cache's newest blocks",
+                               Pool::KvCache, kEvidenceLifetime | kEvidenceFrames);
+        decide(c, i, Pool::KvCache, siteRule, 70);
     }
 }
 

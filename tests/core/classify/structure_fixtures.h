@@ -126,7 +126,6 @@ inline Fixture homeMadeKvCache()
     const auto caller = r.stack({{"/home/u/qzx/gen.py", "loop", 44}});
     std::vector<uint64_t> cache;
     for (int step = 0; step < 6; ++step) {
-        const uint64_t x = r.alloc(1 << 20, caller, Pool::Input);
         std::vector<uint64_t> next;
         for (int layer = 0; layer < 4; ++layer)
             next.push_back(r.alloc(int64_t(step + 1) << 20, fwd(77), Pool::KvCache));
@@ -135,7 +134,6 @@ inline Fixture homeMadeKvCache()
         const uint64_t tmp = r.alloc(3 << 20, fwd(80), Pool::Temporary);
         r.free(tmp, fwd(81));
         const uint64_t logits = r.alloc(2 << 20, fwd(90), Pool::Activation);
-        r.free(x, caller);
         r.free(logits, caller);
         cache = next;
     }
