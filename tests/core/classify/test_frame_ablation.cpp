@@ -90,6 +90,7 @@ private slots:
         const auto trace = load(kCorpus + "/" + file.toStdString());
         const auto python = poolscope::testing::ablateFrames(*trace, KeepFrames::Python);
         const auto none = poolscope::testing::ablateFrames(*trace, KeepFrames::None);
+        const auto renamed = poolscope::testing::ablateFrames(*trace, KeepFrames::Renamed);
         const RuleSet& rules = poolscope::testing::shippedRules();
         for (size_t d = 0; d < trace->devices.size(); ++d) {
             const DeviceTrace& dev = trace->devices[d];
@@ -98,11 +99,13 @@ private slots:
             const Classification orig = classify(*trace, dev, rules);
             const Classification py = classify(*python, python->devices[d], rules);
             const Classification bare = classify(*none, none->devices[d], rules);
+            const Classification ren = classify(*renamed, renamed->devices[d], rules);
             const EventIndex moment = dev.ooms.empty() ? dev.peakIndex : dev.ooms.back().index;
             const Moved pyAt = compare(dev, orig, py, moment), pyPeak = compare(dev, orig, py, dev.peakIndex);
             const Moved noneAt = compare(dev, orig, bare, moment), nonePeak = compare(dev, orig, bare, dev.peakIndex);
-            std::printf("ABLATION %-36s dev %2d  python %5.1f%% %5.1f%%  none %5.1f%% %5.1f%%  confident-wrong none %.3f GiB%s\n",
-                        file.toStdString().c_str(), dev.device, 100 * pyAt.share, 100 * pyPeak.share, 100 * noneAt.share,
+            const Moved renAt = compare(dev, orig, ren, moment), renPeak = compare(dev, orig, ren, dev.peakIndex);
+            std::printf("ABLATION %-36s dev %2d  renamed %5.1f%% %5.1f%%  python %5.1f%% %5.1f%%  none %5.1f%% %5.1f%%  confident-wrong none %.3f GiB%s\n",
+                        file.toStdString().c_str(), dev.device, 100 * renAt.share, 100 * renPeak.share, 100 * pyAt.share, 100 * pyPeak.share, 100 * noneAt.share,
                         100 * nonePeak.share, double(std::max(noneAt.confidentWrong, nonePeak.confidentWrong)) / double(1 << 30),
                         orig.history ? "" : "  (no history)");
         }

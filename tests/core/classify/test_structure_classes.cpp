@@ -81,6 +81,40 @@ private slots:
         QVERIFY2(v.advice.find("zero_grad(set_to_none=True)") != std::string::npos, v.advice.c_str());
         QVERIFY2(v.advice.find("ZeRO") == std::string::npos, v.advice.c_str());
     }
+
+    // RunFacts on a known history: two steps of forward, backward and a step that rebuilds every
+    // parameter; the rebuilt parameters know what they replaced.
+    void runFacts()
+    {
+        const Fixture f = handWrittenOptimizer();
+        const DeviceTrace& dev = f.trace->devices[0];
+        const Classification c = classify(*f.trace, dev, shippedRules());
+        const RunFacts& r = c.facts;
+        QCOMPARE(r.forwardPasses, size_t(2));
+        QCOMPARE(r.backwardPasses, size_t(2));
+        QCOMPARE(r.optimizerSteps, size_t(2));
+        QCOMPARE(r.steps.size(), size_t(2));
+        QVERIFY(r.steps[0].firstBackward > r.steps[0].firstForward && r.steps[0].firstOptimizerStep > r.steps[0].firstBackward);
+        QCOMPARE(r.backward, Known::Yes);
+        QVERIFY(r.engineFrees > 0);
+        QCOMPARE(r.gradMode, Known::Yes);
+        size_t rebuilt = 0;
+        for (const ParameterFact& p : r.parameters)
+            if (p.replaces != UINT32_MAX) {
+                ++rebuilt;
+                QCOMPARE(dev.allocations[p.replaces].size, p.bytes);
+                QCOMPARE(c.pool[p.replaces], Pool::Parameter);
+            }
+        QCOMPARE(rebuilt, size_t(12)); // six parameters, rebuilt by each of two steps
+        QCOMPARE(r.gradients.size(), size_t(12));
+        QCOMPARE(r.optimizerState.size(), size_t(12 + 24));
+
+        const Fixture kv = homeMadeKvCache();
+        const Classification k = classify(*kv.trace, kv.trace->devices[0], shippedRules());
+        QCOMPARE(k.facts.backward, Known::No);
+        QCOMPARE(k.facts.forwardPasses, size_t(6));
+        QCOMPARE(k.facts.gradMode, Known::No);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestStructureClasses)
