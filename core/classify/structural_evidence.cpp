@@ -253,7 +253,8 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
                             " of the same size right after making it (an out-of-place update such as p.data = p - lr * u): it "
                             "takes the place, and the pool, of what it replaced",
                         param ? Pool::Parameter : Pool::OptimizerState, kEvidenceLifetime | kEvidenceSize);
-        decide(c, b, c.pool[i], r, param ? 80 : 85);
+        // A replacement is as sure as what it replaced.
+        decide(c, b, c.pool[i], r, std::min<int>(param ? 80 : 85, c.confidence[i]));
     }
 }
 

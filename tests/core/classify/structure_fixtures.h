@@ -198,11 +198,15 @@ inline Fixture handWrittenOptimizer()
     const auto bwd = r.stack({{kT + "_tensor.py", "backward", 581}, {"/home/u/qzx/run_a.py", "main", 41}});
     const auto stepAt = [&](int64_t line) { return r.stack({{"/home/u/qzx/opt_q.py", "step", line}, {"/home/u/qzx/run_a.py", "main", 42}}); };
     for (int step = 0; step < 2; ++step) {
-        const uint64_t act = r.alloc(30 << 20, fwd, Pool::Activation);
+        // A forward saves many tensors: the step comes long after the constructor, as in a real run.
+        std::vector<uint64_t> acts;
+        for (int k = 0; k < 40; ++k)
+            acts.push_back(r.alloc(30 << 16, fwd, Pool::Activation));
         std::vector<uint64_t> g;
         for (int64_t s : sizes)
             g.push_back(r.alloc(s, bwd, Pool::Gradient));
-        r.free(act, StackId{});
+        for (uint64_t act : acts)
+            r.free(act, StackId{});
         r.annotate("Optimizer.step#QAdam.step", true);
         for (size_t k = 0; k < sizes.size(); ++k) {
             const uint64_t nm = r.alloc(sizes[k], stepAt(50), Pool::OptimizerState);
