@@ -274,7 +274,11 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
         if (birth != Phase::Forward && birth != Phase::Backward)
             continue; // weights of that size are made outside the passes
         const Pool p = c.pool[i];
-        if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Unknown && p != Pool::Other)
+        // A gradient only its lifetime named (made in backward and kept) that has no parameter's size
+        // is no gradient: the engine thread's first matmul made its handle's workspace.
+        const bool lifetimeGradient = p == Pool::Gradient && !(c.rules[c.rule[i]].evidence & kEvidenceFrames) &&
+                                      !c.parameterSizes.count(mirrorKey(a.size));
+        if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Unknown && p != Pool::Other && !lifetimeGradient)
             continue;
         byStream[{int(a.stream), a.size}].push_back(uint32_t(i));
     }
@@ -359,9 +363,23 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     for (size_t i = 0; i < c.size(); ++i)
         if (c.rules[c.rule[i]].has(kRoleWeightCast))
             return; // the frames showed autocast's casts: the rule that matched them decided
-    for (size_t f = 0; f < trace.frames.frameCount(); ++f)
-        if (!trace.frames.frame(FrameId{uint32_t(f)}).isPython())
+    // The frames this device's history recorded (a dump's frame table may hold others).
+    std::vector<uint8_t> seen(trace.frames.stackCount(), 0);
+    auto cppIn = [&](StackId st) {
+        if (!st.valid() || st.value >= seen.size() || seen[st.value])
+            return false;
+        seen[st.value] = 1;
+        for (FrameId f : trace.frames.stack(st))
+            if (!trace.frames.frame(f).isPython())
+                return true;
+        return false;
+    };
+    for (StackId st : dev.events.stack)
+        if (cppIn(st))
             return; // C++ frames were recorded and showed no cast: autocast was off
+    for (const Allocation& a : dev.allocations)
+        if (cppIn(a.stack))
+            return;
     std::unordered_map<int64_t, int64_t> params; // size -> parameters of that size
     int64_t paramBytes = 0;
     for (size_t i = 0; i < c.size(); ++i)
@@ -428,8 +446,11 @@ void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c)
     for (size_t i = 0; i < c.size(); ++i)
         if (c.pool[i] == Pool::Parameter && !guessed(i) && (c.rules[c.rule[i]].evidence & kEvidenceFrames))
             ++family[mirrorKey(dev.allocations[i].size)];
-    if (family.empty())
-        return;
+    size_t named = 0;
+    for (const auto& [size, n] : family)
+        named += size_t(n);
+    if (named < 16)
+        return; // a handful of named weights is no family of shapes to judge the rest by
     uint16_t inFamily = 0, outside = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         if (!guessed(i))

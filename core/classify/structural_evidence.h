@@ -50,7 +50,7 @@ void forwardCache(const DeviceTrace& dev, Classification& c);
 void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
 // A dump without history: blocks without a stack, older than the blocks that carry one, are taken
-// for weights at 40 % (no-history-predates-recording). Where the blocks with stacks show the model's
+// for weights at 40 % (no-history-predates-recording). Where 16 or more blocks with stacks show the model's
 // weights, their sizes are the family of weight shapes: a stackless block of one of those sizes is a
 // weight (45 %); one of a size no weight has (a power-of-two feature map, 128 x 512 x 512 fp32) is not
 // claimed (unknown). Without stacked weights the guess stays below what the verdict acts on.

@@ -14,6 +14,8 @@
 #include <QtTest>
 
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <filesystem>
 
 using namespace poolscope;
@@ -44,6 +46,18 @@ Moved compare(const DeviceTrace& dev, const Classification& a, const Classificat
             m.confidentWrong += bytes;
     }
     m.share = total > 0 ? double(moved) / double(total) : 0.0;
+    if (m.share > 0.02 && std::getenv("POOLSCOPE_ABLATION_DETAIL")) { // which decisions moved, largest first
+        std::map<std::string, int64_t> by;
+        for (AllocId id : alive)
+            if (a.pool[id.value] != b.pool[id.value])
+                by[a.rules[a.rule[id.value]].name + " -> " + b.rules[b.rule[id.value]].name] += dev.allocations[id.value].size;
+        std::vector<std::pair<int64_t, std::string>> top;
+        for (const auto& [k, v] : by)
+            top.emplace_back(v, k);
+        std::sort(top.rbegin(), top.rend());
+        for (size_t k = 0; k < top.size() && k < 4; ++k)
+            std::printf("    %6.1f%%  %s\n", 100.0 * double(top[k].first) / double(total), top[k].second.c_str());
+    }
     return m;
 }
 
