@@ -380,13 +380,13 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     for (const Allocation& a : dev.allocations)
         if (cppIn(a.stack))
             return;
-    std::unordered_map<int64_t, int64_t> params; // size -> parameters of that size
+    // Parameters by mirror key, as the rules count them (a pre-existing block by its requested size).
+    std::unordered_map<int64_t, int64_t> params;
     int64_t paramBytes = 0;
-    for (size_t i = 0; i < c.size(); ++i)
-        if (c.pool[i] == Pool::Parameter) {
-            ++params[dev.allocations[i].size];
-            paramBytes += dev.allocations[i].size;
-        }
+    for (const auto& [key, n] : c.parameterSizes) {
+        params[key] = n;
+        paramBytes += key * int64_t(n);
+    }
     if (paramBytes == 0)
         return;
     const RunFacts& facts = c.facts;
@@ -394,7 +394,7 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     std::map<int, std::map<int64_t, std::vector<uint32_t>>> byPass;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || a.size % 2 || !params.count(2 * a.size))
+        if (a.preexisting() || !params.count(mirrorKey(2 * a.size)))
             continue;
         const Pool p = c.pool[i];
         if (p != Pool::Activation && p != Pool::Unknown && p != Pool::Temporary && p != Pool::Other)
@@ -412,7 +412,7 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
         int64_t covered = 0;
         int classes = 0;
         for (const auto& [size, ids] : sizes) {
-            covered += std::min<int64_t>(int64_t(ids.size()), params[2 * size]) * 2 * size;
+            covered += std::min<int64_t>(int64_t(ids.size()), params[mirrorKey(2 * size)]) * 2 * size;
             ++classes;
         }
         if (classes < 2 || covered * 10 < paramBytes * 4)
@@ -429,7 +429,7 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
                 const EventIndex fx = freeEventOf(dev.allocations[x]), fy = freeEventOf(dev.allocations[y]);
                 return (fx == kNoEvent ? std::numeric_limits<EventIndex>::max() : fx) > (fy == kNoEvent ? std::numeric_limits<EventIndex>::max() : fy);
             });
-            const size_t n = std::min<size_t>(ids.size(), size_t(params[2 * size]));
+            const size_t n = std::min<size_t>(ids.size(), size_t(params[mirrorKey(2 * size)]));
             for (size_t k = 0; k < n; ++k)
                 decide(c, ids[k], Pool::CastCache, rule, 55);
         }
