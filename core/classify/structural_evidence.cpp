@@ -302,11 +302,7 @@ void forwardCache(const DeviceTrace& dev, Classification& c)
     const RunFacts& f = c.facts;
     if (!c.history || f.backward != Known::No || f.gradMode == Known::Yes || f.forwardPasses < 2)
         return;
-    EventIndex lastForwardStart = kNoEvent;
-    for (const Pass& p : f.passes)
-        if (p.phase == Phase::Forward)
-            lastForwardStart = p.first;
-    uint16_t keptRule = 0, heldRule = 0, siteRule = 0;
+    uint16_t keptRule = 0, siteRule = 0;
     std::unordered_map<uint32_t, int> cacheSites; // allocation stacks of blocks a later forward let go of
     std::vector<uint32_t> held;
     for (size_t i = 0; i < c.size(); ++i) {
@@ -333,16 +329,10 @@ void forwardCache(const DeviceTrace& dev, Classification& c)
             decide(c, i, Pool::KvCache, keptRule, 75);
             if (a.stack.valid())
                 ++cacheSites[a.stack.value];
-        } else if (a.allocEvent < lastForwardStart) {
-            if (!heldRule)
-                heldRule = addRule(c, "forward-cache-held-across-forwards",
-                                   "made by a forward and still held after later forwards ran, in a run that never runs backward "
-                                   "and whose forwards release no autograd graph: kept from one forward to the next (a KV cache), "
-                                   "or outputs the caller kept",
-                                   Pool::KvCache, kEvidenceLifetime);
-            decide(c, i, Pool::KvCache, heldRule, 60);
         } else {
-            held.push_back(uint32_t(i)); // made by the last forward and held: the cache's newest blocks, if its site says so
+            // Held to the end: outputs the caller kept look the same, so only a block made where a
+            // cache was seen replaced per token (its site) is the cache's newest part.
+            held.push_back(uint32_t(i));
         }
     }
     for (uint32_t i : held) {
@@ -351,8 +341,8 @@ void forwardCache(const DeviceTrace& dev, Classification& c)
             continue;
         if (!siteRule)
             siteRule = addRule(c, "forward-cache-newest",
-                               "made by the last forward at the site where earlier forwards made blocks that a later forward let "
-                               "go of (a cache grown or replaced per token), and still held: the cache's newest blocks",
+                               "made by a forward at the site where earlier forwards made blocks that a later forward let go "
+                               "of (a cache grown or replaced per token), and still held: the cache's newest blocks",
                                Pool::KvCache, kEvidenceLifetime | kEvidenceFrames);
         decide(c, i, Pool::KvCache, siteRule, 70);
     }
