@@ -123,9 +123,8 @@ void startExport(QMainWindow* window, const Document& doc, const RedactOptions& 
         try {
             RedactOptions options = chosen;
             options.markers = markers.get();
-            auto copy = redact(*trace, options);
-            copy->path = target.toStdString();
-            writeRedactedCopy(*copy, copy->path);
+            const auto copy = redact(*trace, options); // keeps the dump's path: errors name it
+            writeRedactedCopy(*copy, target.toStdString());
             return {};
         } catch (const std::exception& e) {
             QString line = QString::fromStdString(e.what()).simplified(); // one line, whatever the message held

@@ -2,10 +2,12 @@
 
 #include "core/formats/gzip_output.h"
 #include "core/formats/pickle_writer.h"
+#include "core/formats/snapshot_readers.h"
 #include "core/formats/zstd_output.h"
 #include "core/load.h"
 #include "core/util/atomic_file.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <memory>
@@ -33,7 +35,10 @@ int sourceProtocol(const Trace& t)
 
 void writeBody(const Trace& t, std::ostream& out)
 {
-    if (t.format == SourceFormat::SnapshotJson)
+    const bool bareList = std::find(t.versionHints.begin(), t.versionHints.end(), kBareSegmentListHint) != t.versionHints.end();
+    if (bareList && t.format != SourceFormat::SnapshotJson)
+        writeSnapshotSegmentList(t, out, sourceProtocol(t));
+    else if (t.format == SourceFormat::SnapshotJson)
         writeSnapshotJson(t, out);
     else
         writeSnapshot(t, out, sourceProtocol(t));
@@ -78,8 +83,7 @@ RedactStats redactFile(const std::string& input, const std::string& output, cons
         throw std::invalid_argument(output + ": is the input itself; write the redacted copy to another file");
     const auto trace = load(input, LoadOptions{}, progress);
     RedactStats stats;
-    auto copy = redact(*trace, options, &stats);
-    copy->path = output;
+    const auto copy = redact(*trace, options, &stats); // keeps the input's path: errors name it
     writeRedactedCopy(*copy, output);
     return stats;
 }

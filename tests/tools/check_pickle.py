@@ -8,7 +8,8 @@
   json JSONFILE PICKLEFILE              a JSON snapshot holds the same dict as a pickled one
   info FILE                             prints opcode counts and frame sizes
   snapshot FILE [FRAMES]                the file is a snapshot dict as torch.cuda.memory._snapshot()
-                                        returns it, in the shape PyTorch's memory_viz reads (segments with
+                                        returns it (or the bare segment list of memory_snapshot()),
+                                        in the shape PyTorch's memory_viz reads (segments with
                                         blocks, device_traces of entries, frames of name/filename/line);
                                         FRAMES "python": no native frame; "none": every frames list empty
 Exit status 0 when the check holds; the reason otherwise. Classes are never resolved.
@@ -122,6 +123,8 @@ def check_frames(frames, where, keep):
 
 
 def check_snapshot(obj, keep):
+    if isinstance(obj, list):  # torch.cuda.memory_snapshot(): the bare list of segments
+        obj = {"segments": obj, "device_traces": []}
     if not isinstance(obj, dict) or not isinstance(obj.get("segments"), list) or not isinstance(obj.get("device_traces"), list):
         return "not a snapshot dict with segments and device_traces"
     for s, seg in enumerate(obj["segments"]):

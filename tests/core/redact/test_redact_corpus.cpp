@@ -207,6 +207,14 @@ void TestRedactCorpus::renamedCopy()
     const auto copy = load(out.toStdString());
     const std::string bytes = readBytes(out.toStdString());
     const auto kept = copyStrings(*copy);
+    // The copy's bytes without any frame: PyTorch's own keys and values ("active_allocated" holds a
+    // user's function "allocate"), where a user string found is a coincidence, not a leak.
+    RedactOptions bare;
+    bare.renameCode = true;
+    bare.frames = FrameKeep::None;
+    const QString skeletonPath = dir.filePath("skeleton.pickle");
+    writeRedactedCopy(*redact(*original, bare), skeletonPath.toStdString());
+    const std::string skeleton = readBytes(skeletonPath.toStdString());
     const auto gone = userStrings(*original);
     int checked = 0;
     for (const std::string& s : gone) {
@@ -214,7 +222,7 @@ void TestRedactCorpus::renamedCopy()
         bool part = false;
         for (const std::string& k : kept)
             part = part || k.find(s) != std::string::npos;
-        if (!part && s.size() >= 4) {
+        if (!part && s.size() >= 4 && skeleton.find(s) == std::string::npos) {
             QVERIFY2(bytes.find(s) == std::string::npos, ("survived in the bytes: " + s).c_str());
             ++checked;
         }
