@@ -34,10 +34,13 @@ RedactDialog::RedactDialog(const QString& sourcePath, QWidget* parent) : QDialog
                                  .arg(QFileInfo(sourcePath).fileName()),
                              this);
     intro->setWordWrap(true);
-    m_rename = new QCheckBox(tr("Rename my code: files, functions and annotations become tokens; library paths lose "
-                                "the folders above the package (home folder, user name)"),
-                             this);
+    m_rename = new QCheckBox(tr("Rename my code"), this);
     m_rename->setChecked(true);
+    auto* renameHelp = new QLabel(tr("Your files, functions and annotations become tokens (line numbers stay); "
+                                     "library paths lose the folders above the package, with your home folder and user name."),
+                                  this);
+    renameHelp->setWordWrap(true);
+    renameHelp->setForegroundRole(QPalette::PlaceholderText);
     m_frames = new QComboBox(this);
     m_frames->addItem(tr("All frames"), int(FrameKeep::All));
     m_frames->addItem(tr("Python frames only (drop C++)"), int(FrameKeep::Python));
@@ -50,6 +53,7 @@ RedactDialog::RedactDialog(const QString& sourcePath, QWidget* parent) : QDialog
     targetRow->addWidget(browse);
     auto* form = new QFormLayout;
     form->addRow(m_rename);
+    form->addRow(renameHelp);
     form->addRow(tr("Frames:"), m_frames);
     form->addRow(tr("Save as:"), targetRow);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
@@ -59,6 +63,7 @@ RedactDialog::RedactDialog(const QString& sourcePath, QWidget* parent) : QDialog
             accept();
     });
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    setMinimumWidth(520);
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(intro);
     layout->addLayout(form);

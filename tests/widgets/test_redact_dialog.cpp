@@ -9,6 +9,7 @@
 #include "widgets/redact_dialog.h"
 
 #include <QAction>
+#include <QMenu>
 #include <QFileInfo>
 #include <QMessageBox>
 #include <QSettings>
@@ -35,7 +36,13 @@ private:
     static RedactDialog* openDialog(MainWindow& w)
     {
         auto* action = w.findChild<QAction*>(QStringLiteral("exportRedactedAction"));
-        if (!action || !action->isEnabled())
+        if (!action)
+            return nullptr;
+        // As a user opens File: the menu enables the action when a dump is open.
+        for (QObject* o : action->associatedObjects())
+            if (auto* menu = qobject_cast<QMenu*>(o))
+                emit menu->aboutToShow();
+        if (!action->isEnabled())
             return nullptr;
         action->trigger();
         return w.findChild<RedactDialog*>();
