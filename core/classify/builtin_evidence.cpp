@@ -165,6 +165,15 @@ void flagAutocastSurplus(const DeviceTrace& dev, Classification& c)
                                        "casts live until autocast exits), and the dump cannot say more",
                                    "built-in", Pool::Activation, kEvidenceFrames | kEvidenceSize, kRoleCastSurplus});
     }
+    // The casts kept as weight casts in a size that has a surplus: the count is known, which ones is
+    // not, so they carry the role cast_surplus too (the what-if decides their law by size).
+    uint16_t keptRule = 0;
+    if (!surplus.empty())
+        keptRule = uint16_t(c.rules.size()), c.rules.push_back(RuleInfo{"autocast-cast-kept-by-count",
+                                   "made by autocast's cached_cast with half a parameter's bytes, among more such casts in a forward "
+                                   "than weights of twice that size: kept as one of the weight casts (those held longest), though the "
+                                   "dump cannot say which of them are",
+                                   "built-in", Pool::CastCache, kEvidenceFrames | kEvidenceSize, kRoleCastSurplus});
     auto freeEvent = [&](uint32_t i) {
         const Allocation& a = dev.allocations[i];
         const EventIndex e = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
@@ -183,6 +192,8 @@ void flagAutocastSurplus(const DeviceTrace& dev, Classification& c)
             if (k < surplusCount) {
                 c.rule[i] = ruleOf[key.second];
                 c.pool[i] = Pool::Activation;
+            } else {
+                c.rule[i] = keptRule;
             }
         }
     }

@@ -143,12 +143,13 @@ private slots:
                 if (!c.rules[c.rule[i]].has(kRoleCastSurplus))
                     continue;
                 ++flagged;
-                // A model has one set of weight casts: the surplus are inputs' casts (issue 22).
-                QCOMPARE(c.pool[i], Pool::Activation);
+                // A model has one set of weight casts: the surplus are inputs' casts (issue 22); the
+                // rest of that size stay casts, all of them unsure.
+                QVERIFY(c.pool[i] == Pool::Activation || c.pool[i] == Pool::CastCache);
                 QVERIFY(c.confidence[i] <= 45);
                 // T x h in 16 bits = half a 4h x h fp32 weight: the one size that collides.
                 QCOMPARE(dev.allocations[i].size, int64_t(2048) * 512 * 2);
-                QVERIFY(c.rules[c.rule[i]].reason.find("cannot say more") != std::string::npos);
+                QVERIFY(c.rules[c.rule[i]].reason.find("cannot say") != std::string::npos);
             }
             qInfo("micro-batch %lld: %lld casts flagged", qint64(b), qint64(flagged));
             QCOMPARE(flagged > 0, b == 8);

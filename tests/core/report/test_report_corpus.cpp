@@ -171,7 +171,7 @@ private slots:
         QVERIFY(fm["confidence"]["optimizer_state"].get<int>() >= 90);
         const Result text = runPoolscope({"report", kCorpus + "/muduard_segments_list.pkl"});
         QVERIFY(text.out.contains("confidence"));
-        QVERIFY(text.out.contains("probably parameters"));
+        QVERIFY(text.out.contains("perhaps parameters"));
     }
 
     void badInputExitsTwoWithOneLine()
