@@ -143,7 +143,8 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
     MomentEvidence m;
     m.history = c.history;
     m.backward = c.facts.backward;
-    if (!c.facts.gradients.empty() || !c.facts.optimizerState.empty() || c.facts.optimizerSteps > 0)
+    // Gradients alone are no training: a model moved while it held stale .grad has them too.
+    if (c.facts.backward == Known::Yes || !c.facts.optimizerState.empty() || c.facts.optimizerSteps > 0)
         m.training = Known::Yes;
     else if (c.history)
         m.training = Known::No;

@@ -58,8 +58,8 @@ struct MomentEvidence {
     bool atOom = false;
     int64_t capacity = -1; // bytes; -1: unknown
     int64_t reserved = -1; // bytes reserved at the moment; -1: unknown
-    // The run shows gradients, optimizer state or an optimizer step (Yes), shows none with history
-    // (No), or cannot say (Unknown: no history). Sharding advice needs Yes.
+    // The run shows a backward, optimizer state or an optimizer step (Yes), none with history (No),
+    // or cannot say (Unknown: no history). Sharding advice needs Yes.
     Known training = Known::Unknown;
     Known backward = Known::Unknown; // a training backward ran (RunFacts::backward)
     bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
