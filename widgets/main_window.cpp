@@ -7,6 +7,7 @@
 #include "widgets/breakdown_panel.h"
 #include "widgets/compare_window.h"
 #include "widgets/ranks_panel.h"
+#include "widgets/redact_dialog.h"
 #include "widgets/stack_panel.h"
 #include "widgets/tensor_panel.h"
 #include "widgets/timeline_plot.h"
@@ -243,6 +244,7 @@ void MainWindow::buildMenus()
     file->addSeparator();
     file->addAction(m_exportAct);
     file->addAction(m_copyAct);
+    addExportRedactedAction(file, this, [this] { return document(); });
     file->addSeparator();
     file->addAction(m_quitAct);
 

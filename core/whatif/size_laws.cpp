@@ -106,7 +106,7 @@ void LawDecider::decideFixed()
         // Casts the classifier could not tell from inputs' casts (more than the weights) are
         // decided below like any cast, and reported as ambiguous.
         const bool unsureCast = p == Pool::CastCache && a < m_c.rule.size() && m_c.rule[a] < m_c.rules.size() &&
-                                m_c.rules[m_c.rule[a]].name == "autocast-cast-surplus";
+                                m_c.rules[m_c.rule[a]].has(kRoleCastSurplus);
         if (isWeightPool(p) && !unsureCast) {
             set(a, SizeLaw::Fixed, LawEvidence::Pool);
             m_m.weightCast[a] = p == Pool::CastCache;
@@ -120,9 +120,7 @@ void LawDecider::decideFixed()
             continue;
         }
         if (a < m_c.rule.size() && m_c.rule[a] < m_c.rules.size()) {
-            const std::string& rule = m_c.rules[m_c.rule[a]].name;
-            if (rule.find("workspace") != std::string::npos || rule.find("cufft") != std::string::npos ||
-                rule.find("collective") != std::string::npos) {
+            if (m_c.rules[m_c.rule[a]].has(kRoleLibraryWorkspace)) {
                 set(a, SizeLaw::Fixed, LawEvidence::Pool);
                 continue;
             }
