@@ -5,6 +5,7 @@
 #include "core/classify/classifier.h"
 #include "core/synth/synth.h"
 #include "core/whatif/whatif.h"
+#include "python_frames.h"
 
 #include <QtTest>
 
@@ -18,11 +19,11 @@ struct Run {
     int64_t peak = 0;
 };
 
-Run make(const SynthModel& sm)
+Run make(const SynthModel& sm, bool pythonOnly = false)
 {
     SynthResult r = synthesize(sm);
     Run out;
-    out.trace = std::make_shared<Trace>(std::move(r.trace));
+    out.trace = pythonOnly ? pythonFramesOnly(r.trace) : std::make_shared<Trace>(std::move(r.trace));
     const DeviceTrace& dev = out.trace->devices[0];
     out.model = buildTraceModel(*out.trace, dev, classify(*out.trace, dev, RuleSet::builtin()));
     out.peak = dev.peakAllocated;
@@ -51,6 +52,10 @@ private slots:
     void identity();
     void predictsTheGeneratedRun_data();
     void predictsTheGeneratedRun();
+    void autocastWithPythonFramesOnly_data();
+    void autocastWithPythonFramesOnly();
+    void forwardOnlyStartingMidGraph_data();
+    void forwardOnlyStartingMidGraph();
 
 private:
     Run m_base;
@@ -128,6 +133,83 @@ void TestWhatIfSynth::predictsTheGeneratedRun()
     QVERIFY2(std::abs(error) < tolerance, qPrintable(QString("error %1%").arg(error)));
     // The prediction moved the right way.
     QCOMPARE(r.peakAllocated > m_base.peak, real.peak > m_base.peak);
+}
+
+// Autocast read from structure: the generated runs with their C++ frames dropped (stacks='python'),
+// so no frame names a cast or an operator's policy. Turning autocast off must still drop the weight
+// casts and widen the 16-bit tensors, and not call the run fp32 already.
+void TestWhatIfSynth::autocastWithPythonFramesOnly_data()
+{
+    QTest::addColumn<bool>("toOff");
+    QTest::newRow("autocast -> off") << true;
+    QTest::newRow("fp32 -> autocast bf16") << false;
+}
+
+void TestWhatIfSynth::autocastWithPythonFramesOnly()
+{
+    QFETCH(bool, toOff);
+    SynthModel on = base();
+    on.dtype = SynthDtype::Autocast;
+    SynthModel off = base();
+    off.dtype = SynthDtype::Fp32;
+    const Run from = make(toOff ? on : off, true);
+    const Run real = make(toOff ? off : on);
+    Scenario s;
+    s.autocast = toOff ? AutocastKind::Off : AutocastKind::Bf16;
+    const WhatIfResult r = runWhatIf(*from.trace, from.trace->devices[0], from.model, s);
+    for (const std::string& note : r.notes)
+        QVERIFY2(note.find("fp32 already") == std::string::npos && note.find("already ran under autocast") == std::string::npos, note.c_str());
+    const double error = 100.0 * double(r.peakAllocated - real.peak) / double(real.peak);
+    qInfo("python frames only, %s: predicted %lld, generated %lld (%+.3f%%; as recorded %lld)", QTest::currentDataTag(),
+          qint64(r.peakAllocated), qint64(real.peak), error, qint64(from.peak));
+    QVERIFY2(std::abs(error) < 3.0, qPrintable(QString("error %1%").arg(error)));
+}
+
+// A forward-only recording that starts while the previous pass's graph is alive: the trace frees that
+// graph and builds the next from the same call sites. The memory from before recording follows the
+// law of what replaces it, so a longer (or shorter) context scales it too.
+void TestWhatIfSynth::forwardOnlyStartingMidGraph_data()
+{
+    QTest::addColumn<int>("num");
+    QTest::addColumn<int>("den");
+    QTest::newRow("seq x2") << 2 << 1;
+    QTest::newRow("seq x0.5") << 1 << 2;
+    QTest::newRow("micro-batch x2") << -2 << 1;
+}
+
+void TestWhatIfSynth::forwardOnlyStartingMidGraph()
+{
+    QFETCH(int, num);
+    QFETCH(int, den);
+    SynthModel from = base();
+    from.forwardOnly = true;
+    from.warmupSteps = 1;
+    from.steps = 2;
+    SynthModel to = from;
+    Scenario s;
+    if (num < 0) {
+        to.microBatch = from.microBatch * -num / den;
+        s.batchScale = Ratio{-num, den};
+    } else {
+        to.seq = from.seq * num / den;
+        s.seqScale = Ratio{num, den};
+    }
+    const Run a = make(from);
+    const Run b = make(to);
+    const DeviceTrace& dev = a.trace->devices[0];
+    // The recording starts mid-graph: a large share of the peak existed before it and is freed in it.
+    int64_t freedPreexisting = 0;
+    for (const Allocation& al : dev.allocations)
+        if (al.preexisting() && al.freeCompletedEvent != kNoEvent)
+            freedPreexisting += al.size;
+    QVERIFY(freedPreexisting > dev.peakAllocated / 4);
+    QVERIFY(a.model.replacedBytes > freedPreexisting * 9 / 10);
+    const WhatIfResult r = runWhatIf(*a.trace, dev, a.model, s);
+    const double error = 100.0 * double(r.peakAllocated - b.peak) / double(b.peak);
+    qInfo("forward-only from mid-graph, %s: predicted %lld, generated %lld (%+.3f%%; as recorded %lld; %lld B from before "
+          "recording freed in the trace)",
+          QTest::currentDataTag(), qint64(r.peakAllocated), qint64(b.peak), error, qint64(a.peak), qint64(freedPreexisting));
+    QVERIFY2(std::abs(error) < 1.0, qPrintable(QString("error %1%").arg(error)));
 }
 
 QTEST_GUILESS_MAIN(TestWhatIfSynth)
