@@ -84,6 +84,11 @@ Scenario whatIfScenario(Args& args)
             throw UsageError("--autocast expects bf16, fp16 or off, got '" + *a + "'");
         s.autocast = *k;
     }
+    if (auto r = args.option("--autocast-region")) {
+        if (*r != "forward" && *r != "run")
+            throw UsageError("--autocast-region expects forward or run, got '" + *r + "'");
+        s.autocastWholeRun = *r == "run";
+    }
     if (auto t = args.option("--trainable")) {
         const auto r = parseRatio(*t);
         if (!r)
@@ -133,7 +138,7 @@ const CommandRegistrar kRegister(
     {"whatif",
      "whatif FILE [--device N] [--batch-scale X] [--activation-scale X] [--seq-scale X] [--checkpoint [full|selective|sqrt]] "
      "[--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor|adam8bit] [--zero 1|2|3 | --fsdp full|grad-op|hybrid] "
-     "[--ranks N] [--offload-optimizer] [--autocast bf16|fp16|off] [--trainable 0.1 | --freeze PATTERN] [--accumulate K] "
+     "[--ranks N] [--offload-optimizer] [--autocast bf16|fp16|off] [--autocast-region forward|run] [--trainable 0.1 | --freeze PATTERN] [--accumulate K] "
      "[--capacity 80GiB] [--rules FILE] [--json]",
      "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer, sharding, precision, "
      "trainable share or gradient accumulation", runWhatIfCommand});
