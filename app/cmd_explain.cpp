@@ -4,6 +4,9 @@
 #include "app/rules_config.h"
 
 #include "core/report/explain_report.h"
+#include "core/whatif/law_explain.h"
+
+#include <nlohmann/json.hpp>
 
 #include <iostream>
 #include <stdexcept>
@@ -48,14 +51,33 @@ int runExplain(const std::vector<std::string>& argv)
         query.address = addr;
         query.index = index;
         query.device = deviceNumber;
-        const ExplainReport r = explainAllocation(*openDocument(files[0], rulesFile), query);
-        std::cout << (asJson ? explainJsonText(r) : explainText(r));
+        const bool law = args.flag("--law");
+        const auto doc = openDocument(files[0], rulesFile);
+        const ExplainReport r = explainAllocation(*doc, query);
+        if (!law) {
+            std::cout << (asJson ? explainJsonText(r) : explainText(r));
+            return 0;
+        }
+        // --law: why the what-if engine gave the allocation its size law.
+        for (size_t i = 0; i < doc->deviceCount(); ++i) {
+            const DeviceDocument& d = doc->device(i);
+            if (d.label() != r.device)
+                continue;
+            const LawExplanation e = explainLaw(d.trace(), d.device(), *d.traceModel(), r.id.value);
+            if (asJson) {
+                auto j = nlohmann::json::parse(explainJsonText(r));
+                j["size_law"] = lawExplanationJson(e);
+                std::cout << j.dump(2) << "\n";
+            } else {
+                std::cout << explainText(r) << lawExplanationText(e);
+            }
+        }
         return 0;
     });
 }
 
-const CommandRegistrar kRegister({"explain", "explain FILE --addr 0x... [--index N] [--device N] [--rules FILE] [--json]",
-                                  "one allocation's pool, the rule and evidence that decided it, and its stack", runExplain});
+const CommandRegistrar kRegister({"explain", "explain FILE --addr 0x... [--index N] [--device N] [--rules FILE] [--law] [--json]",
+                                  "one allocation's pool, the rule and evidence that decided it, and its stack; --law: why the what-if gave it its size law", runExplain});
 
 } // namespace
 } // namespace poolscope::app
