@@ -72,6 +72,24 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
     }
     f.site = h;
     f.userSite = user;
+    // The user key leaves out the entry script's own frames (the outermost Python file): the same model
+    // run from another script (profile_memory.py, profile_mixprecision_memory.py) still pairs by the
+    // model's code. Where the model lives in the script itself, nothing is left out.
+    std::string_view outer;
+    for (FrameId fid : frames.stack(id))
+        if (isPythonSource(frames.frame(fid)))
+            outer = frames.frame(fid).filename;
+    uint64_t inner = 1469598103934665603ull;
+    bool any = false;
+    for (FrameId fid : frames.stack(id)) {
+        const Frame& fr = frames.frame(fid);
+        if (!isPythonSource(fr) || contains(fr.filename, "/torch/") || fr.filename == outer)
+            continue;
+        inner = mix(mix(inner, baseName(fr.filename)), fr.name);
+        any = true;
+    }
+    if (any)
+        f.userSite = inner;
     if (f.siteName.empty())
         f.siteName = fallbackName.empty() ? "(no Python frames)" : fallbackName;
     return f;
