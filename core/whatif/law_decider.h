@@ -54,7 +54,6 @@ public:
 
 private:
     int64_t matmulReaders(int64_t bytes, int64_t count) const;
-    void guessElements();
     void structuralCasts(std::vector<uint8_t>& candidate, std::map<std::pair<uint32_t, int64_t>, int64_t>& perRun,
                          const std::function<bool(size_t)>& castPhase, const std::function<bool(const Allocation&)>& cachedLifetime);
     const StackOpFacts& facts(size_t a) const

@@ -443,36 +443,8 @@ int64_t LawDecider::matmulReaders(int64_t bytes, int64_t count) const
     return std::min(count, outputs);
 }
 
-// Element size from structure, for tensors whose operator no frame names (stacks='python' and user
-// code such as `x @ w`): bytes per token are e x k x d for a model dimension d. Where only e = 2
-// gives a model width (T x h x 2: a 16-bit width h, not an fp32 width h/2) it is 16 bits; where
-// only e = 4 does, fp32; where both or neither do, unknown (0).
-void LawDecider::guessElements()
-{
-    m_m.elementBytes.assign(m_m.allocationCount, 0);
-    const int64_t T = m_m.dims.tokens;
-    if (T <= 0 || m_dims.empty())
-        return;
-    auto dimWidth = [&](int64_t width) {
-        for (int64_t k : {1, 2, 3, 4, 6, 8})
-            if (width % k == 0 && width / k > 1 && m_dims.count(width / k))
-                return true;
-        return false;
-    };
-    for (size_t a = 0; a < m_m.allocationCount; ++a) {
-        const int64_t bytes = size(a);
-        if (bytes <= 0 || bytes % T)
-            continue;
-        const int64_t w = bytes / T;
-        const bool e2 = w % 2 == 0 && dimWidth(w / 2), e4 = w % 4 == 0 && dimWidth(w / 4);
-        if (e2 != e4)
-            m_m.elementBytes[a] = e2 ? 2 : 4;
-    }
-}
-
 void LawDecider::findMatrices()
 {
-    guessElements();
     // A table only an embedding reads (its gradients all come from the embedding's backward) is no
     // matmul's weight: autocast never casts it.
     std::map<int64_t, std::pair<int, int>> gradsBySize; // bytes -> (from an embedding, all)

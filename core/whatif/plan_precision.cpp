@@ -67,13 +67,6 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, bo
             decided[a] = 1;
             break;
         default: {
-            // No operator named (Python-only stacks, user code such as `x @ w`): a size that is a
-            // model width per token only as 16-bit elements is a 16-bit tensor, which autocast off widens.
-            if (!toLow && m.precision[a] == OpPrecision::Unknown && a < m.elementBytes.size() && m.elementBytes[a] == 2) {
-                ratio[a] = widen;
-                decided[a] = 1;
-                break;
-            }
             // The latest live tensor of the same bytes is its input (an elementwise op); failing
             // that, the latest tensor made at all carries the type the code is running in.
             int seen = 0;

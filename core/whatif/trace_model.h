@@ -74,7 +74,6 @@ struct TraceModel {
     std::vector<LawEvidence> lawEvidence; // per allocation: why that law
     std::vector<OpPrecision> precision; // per allocation: how autocast treats the operator that made it
     std::vector<uint8_t> weightCast;    // per allocation: an autocast cast of a weight (the cast cache)
-    std::vector<uint8_t> elementBytes;  // per allocation: 2 or 4 where only that element size makes its bytes a model width per token, else 0
     RunDims dims;
     std::vector<AmbiguousSite> ambiguous; // largest first
     int64_t ambiguousBytes = 0;
