@@ -148,9 +148,10 @@ void PredictionOverlay::recreateItems(const PoolPalette& palette, double unit, c
         line->setPen(QPen(c, 1.5, Qt::DashLine));
         auto* label = new QCPItemText(m_plot);
         label->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+        // Below the line: where the plot draws the same capacity (render --capacity), its own label sits above.
         label->position->setCoords(0.01, y);
-        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-        label->setPadding(QMargins(3, 1, 3, 2));
+        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        label->setPadding(QMargins(3, 2, 3, 1));
         label->setColor(c);
         label->setFont(small);
         label->setText(r.fits() ? QObject::tr("what-if capacity %1: fits").arg(qs(formatBytes(*r.capacity)))
