@@ -11,51 +11,46 @@
 namespace poolscope::app {
 namespace {
 
-int runRedact(const std::vector<std::string>& argv)
+CommandBody defineRedact(CLI::App& app)
 {
-    return guarded("redact", [&] {
-        Args args(argv);
-        auto out = args.option("-o");
-        if (auto longForm = args.option("--output")) {
-            if (out)
-                throw UsageError("give the output once (-o or --output)");
-            out = longForm;
-        }
+    struct State {
+        std::string file, out, frames = "all", rulesFile;
+        bool renameCode = false;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the snapshot to copy (pickle, JSON, zstd/gzip, memory_viz HTML)")->required();
+    app.add_option("-o,--output", s->out, "the copy to write, the same kind of file (.zst/.gz by its name)")->required()->type_name("OUT");
+    app.add_flag("--rename-code", s->renameCode,
+                 "your files, functions and annotations become stable tokens (line numbers kept); library paths lose the "
+                 "folders above the package");
+    app.add_option("--frames", s->frames, "which frames stay: all, python (drop C++ frames) or none (keep the history)")
+        ->capture_default_str()
+        ->check(choiceCheck([](const std::string& v) { return parseFrameKeep(v); }, "all|python|none"));
+    addRulesOption(app, s->rulesFile); // the annotation patterns that say which annotations are phase markers
+    return [s] {
         RedactOptions options;
-        options.renameCode = args.flag("--rename-code");
-        if (auto frames = args.option("--frames")) {
-            const auto keep = parseFrameKeep(*frames);
-            if (!keep)
-                throw UsageError("--frames expects all, python or none, got '" + *frames + "'");
-            options.frames = *keep;
-        }
-        // The rules say which annotations are phase markers (kept by --rename-code as markers).
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const auto files = args.positionals();
-        if (files.size() != 1)
-            throw UsageError("redact expects one FILE");
-        if (!out || out->empty())
-            throw UsageError("redact needs -o OUT, the file to write");
-        const auto rules = loadRules(rulesFile);
+        options.renameCode = s->renameCode;
+        options.frames = *parseFrameKeep(s->frames);
+        const auto rules = loadRules(s->rulesFile);
         options.markers = rules.get();
         RedactStats stats;
         {
-            TerminalProgress progress("redact " + files[0]);
-            stats = redactFile(files[0], *out, options, progress.progress());
+            TerminalProgress progress("redact " + s->file);
+            stats = redactFile(s->file, s->out, options, progress.progress());
         }
-        std::cout << "wrote " << *out << ": " << stats.framesRenamed << " frames renamed, " << stats.pathsCut
+        std::cout << "wrote " << s->out << ": " << stats.framesRenamed << " frames renamed, " << stats.pathsCut
                   << " library paths cut to their package, " << stats.framesDropped << " frames dropped, " << stats.stacksEmptied
                   << " stacks emptied, " << stats.annotationsRenamed << " annotations renamed; every allocation, size, address, "
                   << "stream, time, segment and OOM kept\n";
         return 0;
-    });
+    };
 }
 
-const CommandRegistrar kRegister({"redact", "redact FILE -o OUT [--rename-code] [--frames all|python|none] [--rules FILE]",
+const CommandRegistrar kRegister({"redact",
                                   "a copy of a snapshot to share: --rename-code replaces your files, functions and annotations "
                                   "with tokens and cuts library paths to the package; --frames python|none drops C++ or all "
-                                  "frames; every number stays (.zst/.gz by OUT's name)",
-                                  runRedact});
+                                  "frames; every number stays",
+                                  defineRedact});
 
 } // namespace
 } // namespace poolscope::app
