@@ -140,6 +140,9 @@ void TestRedact::libraryPaths()
     QVERIFY(!libraryRelativePath("/home/a/proj/lib/python_utils/helpers.py"));
     QVERIFY(!libraryRelativePath("<ipython-input-3-alice>"));
     QVERIFY(!libraryRelativePath("/home/alice/myext/kernels/fused.cu"));
+    QCOMPARE(libraryRelativePath("/home/ci/pytorch/torch/nn/modules/module.py").value_or("-"),
+             std::string("/site-packages/torch/nn/modules/module.py")); // a source checkout
+    QVERIFY(!libraryRelativePath("/home/alice/torch/experiments/train.py")); // a folder of hers named torch
 }
 
 void TestRedact::renameCode()
