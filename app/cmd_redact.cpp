@@ -14,23 +14,23 @@ namespace {
 CommandBody defineRedact(CLI::App& app)
 {
     struct State {
-        std::string file, out, frames, rulesFile;
+        std::string file, out, frames = "all", rulesFile;
         bool renameCode = false;
     };
     auto s = std::make_shared<State>();
-    app.add_option("FILE", s->file, "the snapshot to redact")->required();
-    app.add_option("-o,--output", s->out, "the file to write (.zst/.gz by its name)")->required()->type_name("OUT");
+    app.add_option("FILE", s->file, "the snapshot to copy (pickle, JSON, zstd/gzip, memory_viz HTML)")->required();
+    app.add_option("-o,--output", s->out, "the copy to write, the same kind of file (.zst/.gz by its name)")->required()->type_name("OUT");
     app.add_flag("--rename-code", s->renameCode,
-                 "replace your files, functions and annotations with stable tokens; cut library paths to the package");
-    app.add_option("--frames", s->frames, "all (default), python (drop C++ frames) or none (drop every frame, keep the history)")
-        ->check(choiceCheck(parseFrameKeep, "all|python|none"));
-    // The rules say which annotations are phase markers (kept by --rename-code as markers).
-    addRulesOption(app, s->rulesFile);
+                 "your files, functions and annotations become stable tokens (line numbers kept); library paths lose the "
+                 "folders above the package");
+    app.add_option("--frames", s->frames, "which frames stay: all, python (drop C++ frames) or none (keep the history)")
+        ->capture_default_str()
+        ->check(choiceCheck([](const std::string& v) { return parseFrameKeep(v); }, "all|python|none"));
+    addRulesOption(app, s->rulesFile); // the annotation patterns that say which annotations are phase markers
     return [s] {
         RedactOptions options;
         options.renameCode = s->renameCode;
-        if (!s->frames.empty())
-            options.frames = *parseFrameKeep(s->frames);
+        options.frames = *parseFrameKeep(s->frames);
         const auto rules = loadRules(s->rulesFile);
         options.markers = rules.get();
         RedactStats stats;
@@ -49,7 +49,7 @@ CommandBody defineRedact(CLI::App& app)
 const CommandRegistrar kRegister({"redact",
                                   "a copy of a snapshot to share: --rename-code replaces your files, functions and annotations "
                                   "with tokens and cuts library paths to the package; --frames python|none drops C++ or all "
-                                  "frames; every number stays (.zst/.gz by OUT's name)",
+                                  "frames; every number stays",
                                   defineRedact});
 
 } // namespace

@@ -136,9 +136,12 @@ std::optional<std::string> libraryRelativePath(std::string_view filename)
             return path; // a bare name: PyTorch's build records its own sources so
         return std::nullopt;
     }
-    // A torch tree outside site-packages (a source checkout, an editable install): from torch/ on.
+    // A torch tree outside site-packages (a source checkout, an editable install): from torch/ on, when
+    // what follows is one of PyTorch's own packages (a user's folder named "torch" is not enough).
+    static const std::regex kTorchEntry(
+        R"(^(nn|optim|autograd|utils|cuda|_dynamo|_inductor|distributed|amp|fx|_functorch|func|jit|export|profiler|backends|_prims|_refs|_decomp|_subclasses|_higher_order_ops|ao|sparse|nested|multiprocessing|compiler|_library|_logging|[A-Za-z_]+\.py)$)");
     for (size_t i = parts.size(); i-- > 0;)
-        if (parts[i] == "torch" && i + 1 < parts.size() && endsWith(path, ".py"))
+        if (parts[i] == "torch" && i + 1 < parts.size() && endsWith(path, ".py") && std::regex_match(std::string(parts[i + 1]), kTorchEntry))
             return "/site-packages/" + join(parts, i);
     return std::nullopt;
 }

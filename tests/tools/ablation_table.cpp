@@ -1,10 +1,12 @@
 // poolscope_ablation: the redaction ablation table (issue 22) over the corpus or the files given.
 //
-//   poolscope_ablation [FILE|DIR]... [--rules FILE] [--flows]
+//   poolscope_ablation [FILE|DIR]... [--rules FILE] [--flows] [--tsv]
 //
 // Without FILE or DIR: every dump in ../shared/corpus. Rules: the source tree's
 // resources/classifier/rules.json (an edit shows without a rebuild), or --rules FILE instead.
 // --flows also lists, per file and redaction, which pools the moved bytes went from and to.
+// --tsv prints one line per file, device, redaction and moment with the raw figures instead (save
+// one before a classifier change and `diff` it with one after).
 // Prints a markdown table (docs/accuracy.md, "Redaction ablation"); exit 0 unless a file fails to load.
 #include "core/classify/rules.h"
 #include "core/load.h"
@@ -33,7 +35,7 @@ bool isDump(const fs::path& p)
 int main(int argc, char** argv)
 {
     std::string rulesFile = POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json";
-    bool flows = false;
+    bool flows = false, tsv = false;
     std::vector<fs::path> inputs;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -41,8 +43,10 @@ int main(int argc, char** argv)
             rulesFile = argv[++i];
         else if (a == "--flows")
             flows = true;
+        else if (a == "--tsv")
+            tsv = true;
         else if (a == "--help" || a == "-h") {
-            std::cout << "usage: poolscope_ablation [FILE|DIR]... [--rules FILE] [--flows]\n";
+            std::cout << "usage: poolscope_ablation [FILE|DIR]... [--rules FILE] [--flows] [--tsv]\n";
             return 0;
         } else if (!a.empty() && a.front() == '-') {
             std::cerr << "poolscope_ablation: unknown option " << a << "\n";
@@ -83,6 +87,17 @@ int main(int argc, char** argv)
             std::cerr << "poolscope_ablation: " << e.what() << "\n";
             ++failures;
         }
+    }
+    if (tsv) {
+        std::cout << "file\tdevice\tvariant\tmoment\tevent\tbytes\tmoved\tmoved_fraction\tconfident_without_frames\n";
+        for (const auto& r : results)
+            for (const auto& d : r.devices)
+                for (const auto& c : d.cells)
+                    for (const auto& [moment, m] : {std::pair{"default", c.atDefault}, std::pair{"peak", c.atPeak}})
+                        std::printf("%s\t%s\t%s\t%s\t%lld\t%lld\t%lld\t%.4f\t%lld\n", fs::path(r.file).filename().c_str(), d.label.c_str(),
+                                    c.variant.c_str(), moment, (long long)m.index, (long long)m.bytes, (long long)m.moved,
+                                    m.movedFraction(), (long long)m.confidentWithoutFrames);
+        return failures ? 1 : 0;
     }
     std::cout << ablationMarkdown(results);
     if (flows) {

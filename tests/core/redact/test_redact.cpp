@@ -140,6 +140,9 @@ void TestRedact::libraryPaths()
     QVERIFY(!libraryRelativePath("/home/a/proj/lib/python_utils/helpers.py"));
     QVERIFY(!libraryRelativePath("<ipython-input-3-alice>"));
     QVERIFY(!libraryRelativePath("/home/alice/myext/kernels/fused.cu"));
+    QCOMPARE(libraryRelativePath("/home/ci/pytorch/torch/nn/modules/module.py").value_or("-"),
+             std::string("/site-packages/torch/nn/modules/module.py")); // a source checkout
+    QVERIFY(!libraryRelativePath("/home/alice/torch/experiments/train.py")); // a folder of hers named torch
 }
 
 void TestRedact::renameCode()
@@ -320,7 +323,7 @@ void TestRedact::cliErrors()
 
     auto r = runPoolscope({"redact", in});
     QCOMPARE(r.exitCode, 2);
-    QVERIFY2(r.err.contains("--output is required"), r.err.constData()); // CLI11 names the missing option
+    QVERIFY2(r.err.contains("--output is required"), r.err.constData());
     r = runPoolscope({"redact", in, "-o", out, "--frames", "some"});
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.contains("--frames: expects one of all, python, none, got 'some'"), r.err.constData());

@@ -28,6 +28,7 @@ const std::map<QString, QStringList>& expectedOptions()
                                    "--freeze",      "--accumulate",       "--capacity"};
     static const std::map<QString, QStringList> m{
         {"info", {"--json"}},
+        {"redact", {"-o", "--output", "--rename-code", "--frames", "--rules"}},
         {"report", {"--device", "--at", "--top", "--rules", "--no-pools", "--json", "--fail-over", "--fail-pool"}},
         {"explain", {"--addr", "--index", "--device", "--rules", "--json"}},
         {"whatif", QStringList{"--device", "--rules", "--json"} + knobs},
