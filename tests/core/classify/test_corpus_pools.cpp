@@ -206,7 +206,7 @@ private slots:
             return atPeak(*trace, *findDevice(*trace, device)).verdict;
         };
         const Verdict mixed = verdict("nh_forward_mixed.pickle");
-        QVERIFY2(mixed.breakdown.find("cast_cache 3.72 GiB") != std::string::npos, mixed.breakdown.c_str());
+        QVERIFY2(mixed.breakdown.find("cast cache 3.72 GiB") != std::string::npos, mixed.breakdown.c_str());
         // The cast cache does not count toward what cutting the micro-batch frees.
         QVERIFY2(mixed.advice.find("cutting the micro-batch frees at most 7.4") != std::string::npos, mixed.advice.c_str());
         const Verdict bare = verdict("muduard_2dev.pickle");

@@ -143,7 +143,7 @@ private slots:
         QVERIFY(text.contains("reserved at end       56.91 GiB"));
         QVERIFY(text.contains("optimizers.py"));
         QVERIFY(text.contains("The wall is optimizer state"));
-        QVERIFY(text.contains("optimizer_state"));
+        QVERIFY(text.contains("optimizer state"));
     }
 
     // A dump without allocation history (only the final segments) is classified from stacks and sizes
