@@ -212,7 +212,7 @@ private slots:
         const Verdict bare = verdict("muduard_2dev.pickle");
         QVERIFY2(bare.advice.rfind("The dump cannot name the wall:", 0) == 0, bare.advice.c_str());
         const Verdict oom = verdict("yiyi_oom_snapshot.pickle");
-        QVERIFY2(oom.sentence.rfind(std::string(kNoHistoryCaveat) + " At the peak: parameter 11.03 GiB (100%). The wall is parameters", 0) == 0,
+        QVERIFY2(oom.sentence.rfind(std::string(kNoHistoryCaveat) + " At the peak: parameter 11.03 GiB (100% of allocated). The wall is parameters", 0) == 0,
                  oom.sentence.c_str());
         QVERIFY2(oom.advice.find("without history it cannot show what cutting the micro-batch would free") != std::string::npos,
                  oom.advice.c_str());
