@@ -50,7 +50,9 @@ struct ImageCanvas {
     int margin = 12;
     double scale = 1.0;
     QFont title, text, small;
-    static ImageCanvas make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels);
+    // `chartScaled`: the chart is drawn at `scale` too, so text never shrinks below the chart's own
+    // size (the review image); otherwise text scales with the height alone (the comparison image).
+    static ImageCanvas make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels, bool chartScaled = false);
 };
 
 bool savePaintedImage(const QString& path, QSize size, const QString& title, const QString& description,
