@@ -38,6 +38,7 @@ const std::map<QString, QStringList>& expectedOptions()
         {"compare", {"--device", "--device-a", "--device-b", "--at", "--rules", "--json", "--fail-if-grows"}},
         {"ranks", {"--json", "--workers", "--rules", "--no-pools"}},
         {"series", {"--device", "--every", "--points", "--csv", "--jsonl", "--rules", "--no-pools"}},
+        {"steps", {"--device", "--rules", "--no-pools", "--json"}},
         {"render", QStringList{"-o", "--output", "--device", "--at", "--size", "--capacity", "--index-axis", "--dark", "--window", "--compare",
                                "--rules", "--whatif", "--predicted-stack"} +
                        knobs},
