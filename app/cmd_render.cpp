@@ -8,7 +8,6 @@
 #include "core/compare/compare_documents.h"
 #include "core/report/report.h"
 #include "core/timeline/moment.h"
-#include "core/timeline/phase_bands.h"
 #include "core/util/atomic_file.h"
 #include "core/sites/site_key.h"
 #include "core/util/units.h"
@@ -25,6 +24,9 @@
 #include <QTemporaryDir>
 
 #include <cstdlib>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <iostream>
 #include <memory>
 #include <algorithm>
@@ -34,11 +36,31 @@
 namespace poolscope::app {
 namespace {
 
+// A usable XDG_RUNTIME_DIR: a directory of ours that only we can enter. Qt's QStandardPaths asks for
+// it while the platform starts and warns on stderr when it is missing or open to others (a batch
+// job, a container, CI): noise on every `render`, which writes no runtime file at all.
+bool usableRuntimeDir(const char* dir)
+{
+    struct stat st {};
+    return dir && *dir && ::stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 0777) == 0700;
+}
+
 // Qt needs a platform even to paint into an image; offscreen needs no display.
 std::unique_ptr<QApplication> paintingApplication()
 {
     if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
         setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    if (!usableRuntimeDir(std::getenv("XDG_RUNTIME_DIR"))) {
+        // A private folder for this process (mkdtemp makes it 0700), removed when it exits.
+        static std::string dir = (std::filesystem::temp_directory_path() / "poolscope-runtime-XXXXXX").string();
+        if (::mkdtemp(dir.data())) {
+            setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+            std::atexit([] {
+                std::error_code ec;
+                std::filesystem::remove_all(dir, ec);
+            });
+        }
+    }
     static int argc = 1;
     static char name[] = "poolscope";
     static char* argv[] = {name, nullptr};
@@ -207,14 +229,7 @@ CommandBody defineRender(CLI::App& app)
             return renderWindow(doc, path, device, std::max<EventIndex>(0, moment->event), size, outPath, capacity);
 
         TimelinePlot plot;
-        plot.setPoolPalette(PoolPalette(dark));
-        plot.resize(size);
-        plot.setTimeline(dev.timelinePtr(), phaseBands(dev.timeline(), dev.classification()));
-        plot.setAxisMode(indexAxis ? AxisMode::EventIndex : AxisMode::WallTime);
-        plot.setCapacity(capacity, capacity < 0 ? QString()
-                                   : capacity == dev.oomCapacity()
-                                       ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(QString::fromStdString(formatBytes(capacity)))
-                                       : QObject::tr("capacity %1").arg(QString::fromStdString(formatBytes(capacity))));
+        prepareReviewPlot(plot, dev, capacity, size, dark, indexAxis);
         plot.setCursorEvent(std::max<EventIndex>(0, moment->event));
         ReviewContent content = reviewContentFor(*doc, device, plot.cursorEvent(), capacity, path, dark);
         if (scenario) {

@@ -60,14 +60,16 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
                       .arg(QString::fromStdString(evidenceText(evidence->mainEvidence(p))));
         rows.push_back(Row{PoolPalette::label(p, classified), bytes, percent(bytes, whole), int(p), why});
     }
-    // Memory in private pools serves those pools only (a CUDA graph's replays, a MemPool's users):
-    // named apart, as part of what is allocated.
-    if (evidence)
-        for (const auto& [id, bytes] : evidence->privatePools)
-            rows.push_back(Row{tr("in %1").arg(QString::fromStdString(id.label())), bytes, percent(bytes, whole), -1,
-                               tr("allocated bytes whose segment belongs to this private pool (already counted in the pools above)")});
     rows.push_back(Row{tr("allocated"), b.allocated, percent(b.allocated, whole), -1,
                        tr("bytes handed to tensors (counted from alloc until free_completed)")});
+    // Memory in private pools serves those pools only (a CUDA graph's replays, a MemPool's users):
+    // a breakdown of what is allocated, under it and indented, never a row beside the pools (its
+    // bytes are already in them). No share: the share column adds up to 100% over the pools.
+    if (evidence)
+        for (const auto& [id, bytes] : evidence->privatePools)
+            rows.push_back(Row{tr("  of which in %1").arg(QString::fromStdString(id.label())), bytes, QString(), -1,
+                               tr("allocated bytes whose segment belongs to this private pool (%1 of allocated; already counted in the pools above)")
+                                   .arg(percent(bytes, b.allocated))});
     if (b.reservedKnown) {
         rows.push_back(Row{tr("reserved"), b.reserved, {}, -1, tr("bytes the caching allocator holds from the driver (segments)")});
         rows.push_back(Row{tr("reserved − allocated"), b.reserved - b.allocated, percent(b.reserved - b.allocated, b.reserved), -1,
@@ -76,22 +78,26 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
         rows.push_back(Row{tr("reserved"), kNoBytes, tr("unknown"), -1, tr("this source records no reserved bytes (no segments, no totals)")});
     }
     if (layout && layout->freeBytes > 0) {
-        rows.push_back(Row{tr("largest free block"), layout->largestFree, percent(layout->largestFree, layout->freeBytes), -1,
+        // Shares of something other than the column's base say what they are of.
+        rows.push_back(Row{tr("largest free block"), layout->largestFree, tr("%1 of free").arg(percent(layout->largestFree, layout->freeBytes)), -1,
                            tr("the biggest request the cached free bytes could serve without a new segment")});
         rows.push_back(Row{tr("fragmentation"), layout->freeBytes - layout->largestFree,
-                           QString::number(100.0 * layout->fragmentation(), 'f', 1) + QLatin1Char('%'), -1,
+                           tr("%1% of free").arg(QString::number(100.0 * layout->fragmentation(), 'f', 1)), -1,
                            tr("cached free bytes outside the largest free block: 1 − largest / free")});
     }
     if (b.capacity >= 0 && b.reservedKnown) {
         rows.push_back(Row{tr("capacity"), b.capacity, {}, -1, {}});
-        rows.push_back(Row{tr("headroom to capacity"), b.headroom(), percent(b.headroom(), b.capacity), -1,
+        rows.push_back(Row{tr("headroom to capacity"), b.headroom(), tr("%1 of capacity").arg(percent(b.headroom(), b.capacity)), -1,
                            tr("capacity − reserved: what the allocator could still have obtained")});
     }
     if (rows.size() == m_rows.size()) {
         // Same shape (the usual case while scrubbing): update in place, no reset.
+        const bool baseChanged = m_breakdown.reservedKnown != b.reservedKnown;
         m_rows = std::move(rows);
         m_breakdown = b;
         emit dataChanged(index(0, 0), index(int(m_rows.size()) - 1, ColumnCount - 1));
+        if (baseChanged)
+            emit headerDataChanged(Qt::Horizontal, Share, Share);
         return;
     }
     beginResetModel();
@@ -145,10 +151,16 @@ QVariant BreakdownModel::headerData(int section, Qt::Orientation orientation, in
     case Bytes:
         return tr("bytes");
     case Share:
-        return tr("share");
+        // Says what the share is of, as the verdict and `report` do.
+        return m_breakdown.reservedKnown || m_rows.empty() ? tr("of reserved") : tr("of allocated");
     default:
         return {};
     }
+}
+
+QStringList BreakdownModel::header() const
+{
+    return {headerData(Name, Qt::Horizontal).toString(), headerData(Bytes, Qt::Horizontal).toString(), headerData(Share, Qt::Horizontal).toString()};
 }
 
 QList<QStringList> BreakdownModel::rows() const

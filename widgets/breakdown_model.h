@@ -38,6 +38,8 @@ public:
 
     // The rows as text, for the review image and the clipboard: {name, bytes, share}.
     QList<QStringList> rows() const;
+    // The column titles as text: {"pool", "bytes", "of reserved"} (or "of allocated").
+    QStringList header() const;
 
 private:
     struct Row {

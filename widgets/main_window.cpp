@@ -232,6 +232,9 @@ void MainWindow::buildActions()
     m_peakAct = make(tr("Jump to &peak"), QKeySequence(tr("Ctrl+Shift+P")), tr("Move the cursor to the peak of allocated memory"));
     m_peakAct->setIcon(QIcon(QStringLiteral(":/icons/peak.svg")));
     connect(m_peakAct, &QAction::triggered, this, &MainWindow::jumpToPeak);
+    // Until a document is open there is nothing to export, copy or jump to (documentShown).
+    for (QAction* a : {m_exportAct, m_copyAct, m_oomAct, m_peakAct})
+        a->setEnabled(false);
 }
 
 void MainWindow::buildMenus()

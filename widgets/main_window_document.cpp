@@ -105,6 +105,9 @@ void MainWindow::documentShown()
     const QString path = m_workspace->path();
     m_deviceCombo->clear();
     m_warnings.clear();
+    // Actions that need a device to act on; deviceShown() narrows OOM to devices that have one.
+    for (QAction* a : {m_exportAct, m_copyAct, m_oomAct, m_peakAct, m_compareAct})
+        a->setEnabled(doc && doc->deviceCount() > 0);
     if (!doc || doc->deviceCount() == 0) {
         m_plot->setTimeline(nullptr);
         m_allocator->clear();

@@ -1,5 +1,7 @@
 #include "widgets/pool_palette.h"
 
+#include "core/classify/pool_display.h"
+
 #include <QApplication>
 #include <QPalette>
 
@@ -54,9 +56,7 @@ QString PoolPalette::label(Pool pool, bool classified)
         return QStringLiteral("allocated (unclassified)");
     if (pool == Pool::CachedFree)
         return QStringLiteral("cached free (reserved − allocated)");
-    if (pool == Pool::KvCache)
-        return QStringLiteral("KV cache");
-    return QString::fromLatin1(poolName(pool).data(), qsizetype(poolName(pool).size())).replace(QLatin1Char('_'), QLatin1Char(' '));
+    return QString::fromLatin1(poolDisplayName(pool).data(), qsizetype(poolDisplayName(pool).size()));
 }
 
 } // namespace poolscope

@@ -2,6 +2,8 @@
 
 #include "core/report/report.h"
 #include "core/timeline/moment.h"
+#include "core/timeline/phase_bands.h"
+#include "core/util/units.h"
 #include "core/timeline/segment_layout.h"
 #include "widgets/breakdown_model.h"
 #include "widgets/timeline_plot.h"
@@ -16,87 +18,151 @@
 namespace poolscope {
 namespace {
 
-// Paints the whole review into `painter` over a logical canvas of `size` pixels.
-void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c, QSize size)
+constexpr int kTall = 1 << 20; // a height no text reaches: measuring wrapped text
+
+// Word wrap; anywhere when one word (a long file name) is wider than the line on its own.
+int wrapFlags(const QFontMetrics& fm, const QString& text, int width)
 {
-    const ImageCanvas canvas = ImageCanvas::make(plot.font(), size, c.dark, 22, 13);
-    const QColor fg = canvas.foreground, rule = canvas.rule;
-    const int margin = canvas.margin;
-    const double scale = canvas.scale;
-    const QFont& titleFont = canvas.title;
-    const QFont& textFont = canvas.text;
-    const QFont& tableFont = canvas.small;
-    painter.fillRect(QRect(QPoint(0, 0), size), canvas.background);
+    const int words = Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap;
+    return fm.boundingRect(QRect(0, 0, width, kTall), words, text).width() <= width ? words : int(Qt::AlignLeft | Qt::AlignTop | Qt::TextWrapAnywhere);
+}
 
-    painter.setPen(fg);
-    painter.setFont(titleFont);
-    const int titleH = QFontMetrics(titleFont).height();
-    painter.drawText(QRect(margin, margin, size.width() - 2 * margin, titleH), Qt::AlignLeft | Qt::AlignVCenter,
-                     QFontMetrics(titleFont).elidedText(c.title, Qt::ElideMiddle, size.width() - 2 * margin));
-    int y = margin + titleH + 4;
+int wrappedHeight(const QFontMetrics& fm, const QString& text, int width, int flags)
+{
+    return text.isEmpty() ? 0 : fm.boundingRect(QRect(0, 0, width, kTall), flags, text).height() + 1;
+}
+
+// Where everything goes. Text is measured on the device it will be painted on, wrapped to the
+// width, never elided; the chart takes what is left and the canvas grows taller when the header and
+// the table need more than the size asked for (so no size cuts a word).
+struct ReviewLayout {
+    ImageCanvas canvas;
+    QSize size;
+    QRect title, subtitle, chart, table;
+    int titleFlags = 0, subtitleFlags = 0;
+    int nameW = 0, bytesW = 0, shareW = 0, gap = 0, rowH = 0;
+};
+
+ReviewLayout layoutReview(const QFont& base, const ReviewContent& c, QSize requested, QPaintDevice* device)
+{
+    ReviewLayout l;
+    l.canvas = ImageCanvas::make(base, requested, c.dark, 22, 13, /*chartScaled=*/true);
+    const int margin = l.canvas.margin;
+    const double scale = l.canvas.scale;
+    const int width = requested.width() - 2 * margin;
+
+    const QFontMetrics titleM(l.canvas.title, device), textM(l.canvas.text, device), tableM(l.canvas.small, device);
+    l.titleFlags = wrapFlags(titleM, c.title, width);
+    l.title = QRect(margin, margin, width, wrappedHeight(titleM, c.title, width, l.titleFlags));
+    int y = l.title.bottom() + 1 + int(4 * scale);
     if (!c.subtitle.isEmpty()) {
-        painter.setFont(textFont);
-        const QRect box(margin, y, size.width() - 2 * margin, QFontMetrics(textFont).height() * 2 + 4);
-        QRect used;
-        painter.drawText(box, Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, c.subtitle, &used);
-        y += used.height() + 6;
+        l.subtitleFlags = wrapFlags(textM, c.subtitle, width);
+        l.subtitle = QRect(margin, y, width, wrappedHeight(textM, c.subtitle, width, l.subtitleFlags));
+        y = l.subtitle.bottom() + 1 + int(6 * scale);
     }
-    y += 4;
+    y += int(4 * scale);
 
-    // Table on the right, sized to its widest row.
-    const QFontMetrics tm(tableFont);
-    int nameW = tm.horizontalAdvance(c.header.value(0)), bytesW = tm.horizontalAdvance(QStringLiteral("000.00 GiB")),
-        shareW = tm.horizontalAdvance(QStringLiteral("100.0%"));
+    // The table sized to its widest cell in each column.
+    QFont bold = l.canvas.small;
+    bold.setBold(true);
+    const QFontMetrics boldM(bold, device);
+    l.nameW = boldM.horizontalAdvance(c.header.value(0));
+    l.bytesW = std::max(tableM.horizontalAdvance(QStringLiteral("000.00 GiB")), boldM.horizontalAdvance(c.header.value(1)));
+    l.shareW = std::max(tableM.horizontalAdvance(QStringLiteral("100.0%")), boldM.horizontalAdvance(c.header.value(2)));
     for (const QStringList& r : c.rows) {
-        nameW = std::max(nameW, tm.horizontalAdvance(r.value(0)));
-        bytesW = std::max(bytesW, tm.horizontalAdvance(r.value(1)));
-        shareW = std::max(shareW, tm.horizontalAdvance(r.value(2)));
+        l.nameW = std::max(l.nameW, tableM.horizontalAdvance(r.value(0)) + 2);
+        l.bytesW = std::max(l.bytesW, tableM.horizontalAdvance(r.value(1)) + 2);
+        l.shareW = std::max(l.shareW, tableM.horizontalAdvance(r.value(2)) + 2);
     }
-    const int gap = tm.horizontalAdvance(QStringLiteral("    "));
-    const int tableW = c.rows.isEmpty() ? 0 : nameW + bytesW + shareW + 2 * gap;
-    const int chartW = size.width() - 2 * margin - (tableW > 0 ? tableW + margin : 0);
-    const int chartH = size.height() - y - margin;
+    l.gap = tableM.horizontalAdvance(QStringLiteral("    "));
+    l.rowH = std::max(tableM.height(), boldM.height()) + int(6 * scale);
+    const int tableW = c.rows.isEmpty() ? 0 : l.nameW + l.bytesW + l.shareW + 2 * l.gap;
+    const int tableH = c.rows.isEmpty() ? 0 : int(c.rows.size() + 1) * l.rowH + 8;
 
+    // The chart needs room for its axes, its legend (wrapped under it) and some data.
+    const int minChartH = int(260 * scale);
+    const bool beside = tableW > 0 && tableW <= width * 45 / 100; // else the table goes under the chart
+    int bottom;
+    if (beside) {
+        const int chartW = width - tableW - margin;
+        const int h = std::max({requested.height() - y - margin, minChartH, tableH});
+        l.chart = QRect(margin, y, chartW, h);
+        l.table = QRect(margin + width - tableW, y, tableW, tableH);
+        bottom = y + h;
+    } else {
+        const int h = std::max(requested.height() - y - margin - (tableH > 0 ? tableH + margin : 0), minChartH);
+        l.chart = QRect(margin, y, width, h);
+        l.table = QRect(margin, l.chart.bottom() + 1 + margin, tableW, tableH);
+        bottom = tableH > 0 ? l.table.bottom() + 1 : l.chart.bottom() + 1;
+    }
+    l.size = QSize(requested.width(), std::max(requested.height(), bottom + margin));
+    return l;
+}
+
+// Paints the whole review into `painter` as `l` lays it out.
+void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c, const ReviewLayout& l)
+{
+    const ImageCanvas& canvas = l.canvas;
+    painter.fillRect(QRect(QPoint(0, 0), l.size), canvas.background);
+    painter.setPen(canvas.foreground);
+    painter.setFont(canvas.title);
+    painter.drawText(l.title, l.titleFlags, c.title);
+    if (!c.subtitle.isEmpty()) {
+        painter.setFont(canvas.text);
+        painter.drawText(l.subtitle, l.subtitleFlags, c.subtitle);
+    }
+
+    // The chart drawn at the canvas's text scale, so its labels and legend grow with the image as
+    // the header and table do. The legend in the chart's own font (the window's is smaller).
+    const double s = canvas.scale;
+    const QSize logical(int(l.chart.width() / s), int(l.chart.height() / s));
+    const QFont legendFont = plot.legend->font();
+    plot.legend->setFont(plot.font());
     painter.save();
-    painter.translate(margin, y);
-    plot.fitToSize(QSize(std::max(200, chartW), std::max(150, chartH)));
-    plot.toPainter(&painter, std::max(200, chartW), std::max(150, chartH));
-    plot.fitToSize(plot.size()); // the window's own layout again
+    painter.translate(l.chart.topLeft());
+    painter.scale(s, s);
+    plot.fitToSize(logical);
+    plot.toPainter(&painter, logical.width(), logical.height());
     painter.restore();
+    plot.legend->setFont(legendFont);
+    plot.fitToSize(plot.size()); // the window's own layout again
 
-    if (tableW > 0) {
-        const int x = size.width() - margin - tableW;
-        const int rowH = tm.height() + int(6 * scale);
-        int ty = y + 4;
-        painter.setFont(tableFont);
-        auto drawRow = [&](const QStringList& r, bool header) {
-            QFont f = tableFont;
-            f.setBold(header);
-            painter.setFont(f);
-            painter.setPen(fg);
-            painter.drawText(QRect(x, ty, nameW, rowH), Qt::AlignLeft | Qt::AlignVCenter, r.value(0));
-            painter.drawText(QRect(x + nameW + gap, ty, bytesW, rowH), Qt::AlignRight | Qt::AlignVCenter, r.value(1));
-            painter.drawText(QRect(x + nameW + bytesW + 2 * gap, ty, shareW, rowH), Qt::AlignRight | Qt::AlignVCenter, r.value(2));
-            ty += rowH;
-            painter.setPen(QPen(rule, 1));
-            painter.drawLine(QLineF(x, ty, x + tableW, ty));
-        };
-        drawRow(c.header, true);
-        for (const QStringList& r : c.rows)
-            drawRow(r, false);
-    }
+    if (c.rows.isEmpty())
+        return;
+    const int x = l.table.left();
+    int ty = l.table.top() + 4;
+    const int tableW = l.table.width();
+    auto drawRow = [&](const QStringList& r, bool header) {
+        QFont f = canvas.small;
+        f.setBold(header);
+        painter.setFont(f);
+        painter.setPen(canvas.foreground);
+        painter.drawText(QRect(x, ty, l.nameW, l.rowH), Qt::AlignLeft | Qt::AlignVCenter, r.value(0));
+        painter.drawText(QRect(x + l.nameW + l.gap, ty, l.bytesW, l.rowH), Qt::AlignRight | Qt::AlignVCenter, r.value(1));
+        painter.drawText(QRect(x + l.nameW + l.bytesW + 2 * l.gap, ty, l.shareW, l.rowH), Qt::AlignRight | Qt::AlignVCenter, r.value(2));
+        ty += l.rowH;
+        painter.setPen(QPen(canvas.rule, 1));
+        painter.drawLine(QLineF(x, ty, x + tableW, ty));
+    };
+    drawRow(c.header, true);
+    for (const QStringList& r : c.rows)
+        drawRow(r, false);
 }
 
 } // namespace
 
-ImageCanvas ImageCanvas::make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels)
+ImageCanvas ImageCanvas::make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels, bool chartScaled)
 {
     ImageCanvas c;
     c.background = dark ? QColor(0x1e, 0x1f, 0x22) : QColor(Qt::white);
     c.foreground = dark ? QColor(0xe6, 0xe6, 0xe6) : QColor(0x20, 0x20, 0x20);
     c.rule = dark ? QColor(0x3a, 0x3c, 0x40) : QColor(0xd0, 0xd0, 0xd0);
     c.margin = std::max(12, size.width() / 80);
-    c.scale = std::clamp(size.height() / 900.0, 0.6, 2.5);
+    // The review image: text never shrinks below the chart's own size (a 1000x600 image is read as
+    // closely as a 1600x900 one); it grows with images larger than 1600x900, and the chart is drawn
+    // at the same scale. The comparison image lays its chart out unscaled: text scales with height.
+    c.scale = chartScaled ? std::clamp(std::min(size.width() / 1600.0, size.height() / 900.0), 1.0, 2.5)
+                          : std::clamp(size.height() / 900.0, 0.6, 2.5);
     c.title = base;
     c.title.setPixelSize(int(titlePixels * c.scale));
     c.title.setBold(true);
@@ -120,23 +186,48 @@ ReviewContent reviewContentFor(const Document& doc, size_t device, EventIndex ev
     const SegmentLayout layout = segmentLayoutAt(d, dev.alive(), event);
     BreakdownModel model;
     model.setBreakdown(tl.breakdownAt(event, capacity), tl.layers(), tl.classified(), &layout, moment.classified ? &moment.evidence : nullptr);
+    c.header = model.header();
     c.rows = model.rows();
     c.dark = dark;
     return c;
 }
 
+void prepareReviewPlot(TimelinePlot& plot, const DeviceDocument& dev, int64_t capacity, QSize size, bool dark, bool indexAxis)
+{
+    plot.setPoolPalette(PoolPalette(dark));
+    plot.resize(size);
+    plot.setTimeline(dev.timelinePtr(), phaseBands(dev.timeline(), dev.classification()));
+    plot.setAxisMode(indexAxis ? AxisMode::EventIndex : AxisMode::WallTime);
+    const QString bytes = QString::fromStdString(formatBytes(capacity));
+    plot.setCapacity(capacity, capacity < 0                 ? QString()
+                               : capacity == dev.oomCapacity() ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(bytes)
+                                                               : QObject::tr("capacity %1").arg(bytes));
+}
+
 QStringList reviewImageFormats() { return {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("pdf")}; }
+
+QSize reviewImageSize(TimelinePlot& plot, const ReviewContent& content, QSize size)
+{
+    QImage probe(1, 1, QImage::Format_ARGB32_Premultiplied); // the PNG's metrics
+    return layoutReview(plot.font(), content, size, &probe).size;
+}
 
 QImage renderReviewImage(TimelinePlot& plot, const ReviewContent& content, QSize size)
 {
-    QImage image(size, QImage::Format_ARGB32_Premultiplied);
+    const QSize canvas = reviewImageSize(plot, content, size);
+    QImage image(canvas, QImage::Format_ARGB32_Premultiplied);
     image.fill(Qt::white);
     QCPPainter painter(&image);
     painter.setRenderHint(QPainter::Antialiasing);
     painter.setRenderHint(QPainter::TextAntialiasing);
-    paintReview(painter, plot, content, size);
+    paintReview(painter, plot, content, layoutReview(plot.font(), content, size, &image));
     painter.end();
     return image;
+}
+
+void paintReviewImage(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& content, QSize size)
+{
+    paintReview(painter, plot, content, layoutReview(plot.font(), content, size, painter.device()));
 }
 
 bool savePaintedImage(const QString& path, QSize size, const QString& title, const QString& description,
@@ -203,8 +294,10 @@ bool savePaintedImage(const QString& path, QSize size, const QString& title, con
 
 bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewContent& content, QSize size, QString* error)
 {
-    return savePaintedImage(path, size, content.title, content.subtitle,
-                            [&](QCPPainter& painter) { paintReview(painter, plot, content, size); }, error);
+    // Laid out once on the PNG's metrics for the canvas size; each format then lays out on its own
+    // device (fonts are in pixels, so the layouts agree).
+    return savePaintedImage(path, reviewImageSize(plot, content, size), content.title, content.subtitle,
+                            [&](QCPPainter& painter) { paintReviewImage(painter, plot, content, size); }, error);
 }
 
 } // namespace poolscope

@@ -27,8 +27,16 @@ struct ReviewContent {
     bool dark = false;
 };
 
-// Lays out title, chart (with its legend) and table on `size`; vector formats stay vectors.
+// Lays out title, verdict, chart (with its legend) and table on `size`: text wraps, never elided or
+// cut; the canvas is `size`, taller when the verdict and the table need it (reviewImageSize).
 QImage renderReviewImage(TimelinePlot& plot, const ReviewContent& content, QSize size);
+QSize reviewImageSize(TimelinePlot& plot, const ReviewContent& content, QSize size);
+// Paints the review laid out for `size` on `painter`'s device (the image writers; the text-fit test
+// paints into a TextProbe).
+void paintReviewImage(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& content, QSize size);
+// Sets `plot` up as the review image draws one device: palette, size, timeline with its phase bands,
+// axis, capacity line (< 0: none; named as the OOM's when it is `dev.oomCapacity()`).
+void prepareReviewPlot(TimelinePlot& plot, const DeviceDocument& dev, int64_t capacity, QSize size, bool dark, bool indexAxis);
 // Writes PNG, SVG or PDF by the file's extension. False and a message on failure.
 bool saveReviewImage(const QString& path, TimelinePlot& plot, const ReviewContent& content, QSize size, QString* error);
 QStringList reviewImageFormats(); // "png", "svg", "pdf"
@@ -42,7 +50,9 @@ struct ImageCanvas {
     int margin = 12;
     double scale = 1.0;
     QFont title, text, small;
-    static ImageCanvas make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels);
+    // `chartScaled`: the chart is drawn at `scale` too, so text never shrinks below the chart's own
+    // size (the review image); otherwise text scales with the height alone (the comparison image).
+    static ImageCanvas make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels, bool chartScaled = false);
 };
 
 bool savePaintedImage(const QString& path, QSize size, const QString& title, const QString& description,

@@ -98,7 +98,7 @@ QVariant TensorModel::data(const QModelIndex& index, int role) const
         case Size:
             return qint64(a.size);
         case PoolColumn:
-            return QString::fromLatin1(poolName(m_timeline->poolOf(id)).data());
+            return PoolPalette::label(m_timeline->poolOf(id));
         case Evidence:
             if (const Classification* c = m_timeline->classification())
                 return int(c->confidence[id.value]);

@@ -13,6 +13,8 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include <QSignalBlocker>
+
 namespace poolscope {
 
 TensorPanel::TensorPanel(Workspace* workspace, QWidget* parent)
@@ -65,7 +67,16 @@ TensorPanel::TensorPanel(Workspace* workspace, QWidget* parent)
     });
     connect(m_view->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &TensorPanel::currentRowChanged);
     connect(m_workspace, &Workspace::momentChanged, this, &TensorPanel::refresh);
-    connect(m_workspace, &Workspace::documentChanged, this, &TensorPanel::refresh);
+    // Filters belong to the document they were typed for: another file starts unfiltered, so
+    // "0 of 543 alive" never greets a file because of text typed for the last one.
+    connect(m_workspace, &Workspace::documentChanged, this, [this] {
+        const QSignalBlocker pool(m_poolFilter), frame(m_frameFilter);
+        m_poolFilter->setCurrentIndex(0);
+        m_frameFilter->clear();
+        m_proxy->setPoolFilter(-1);
+        m_proxy->setFrameFilter(QString());
+        refresh();
+    });
 }
 
 void TensorPanel::currentRowChanged()

@@ -210,17 +210,25 @@ EventIndex TimelinePlot::visibleEventCount() const
 void TimelinePlot::fitLegend(int plotWidth)
 {
     // As many entries per row as the width holds: one row on a normal window, wrapped when narrow.
-    int used = legend->margins().left() + legend->margins().right() + 8;
-    int perRow = 0;
-    for (int i = 0; i < legend->itemCount(); ++i) {
-        if (!legend->item(i))
-            continue; // a free cell of the legend's grid
-        used += legend->item(i)->minimumOuterSizeHint().width() + (i ? legend->columnSpacing() : 0);
-        if (used > plotWidth)
+    // Wrapped, the legend is a grid whose columns are as wide as their widest entry in any row, so
+    // each candidate count is measured as that grid (a plain sum of one row would let a later row's
+    // wider entry push the grid past the plot, cutting the last column).
+    std::vector<int> widths;
+    for (int i = 0; i < legend->itemCount(); ++i)
+        if (legend->item(i)) // skips the free cells of the legend's grid
+            widths.push_back(legend->item(i)->minimumOuterSizeHint().width());
+    const int chrome = legend->margins().left() + legend->margins().right() + 8;
+    int perRow = std::max<int>(1, int(widths.size()));
+    for (; perRow > 1; --perRow) {
+        std::vector<int> column(size_t(perRow), 0);
+        for (size_t i = 0; i < widths.size(); ++i)
+            column[i % size_t(perRow)] = std::max(column[i % size_t(perRow)], widths[i]);
+        int used = chrome + (perRow - 1) * legend->columnSpacing();
+        for (int w : column)
+            used += w;
+        if (used <= plotWidth)
             break;
-        ++perRow;
     }
-    perRow = std::max(1, perRow);
     if (perRow != legend->wrap()) {
         legend->setWrap(perRow);
         legend->setFillOrder(QCPLegend::foColumnsFirst, true); // re-flows the existing entries

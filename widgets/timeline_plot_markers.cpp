@@ -145,8 +145,11 @@ void TimelinePlot::updateBandLabels()
         const double px = m_peakText->position->parentAnchor()->pixelPosition().x();
         const double w = QFontMetrics(m_peakText->font()).horizontalAdvance(m_peakText->text()) + 14;
         const bool left = px - w >= axisRect()->left(); // left of the dot unless that runs off the chart
-        m_peakText->position->setCoords(left ? -8 : 8, 0);
-        m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
+        // Above the dot when a peak near zero would put half the label under the axis.
+        const double py = m_peakText->position->parentAnchor()->pixelPosition().y();
+        const bool above = py + QFontMetrics(m_peakText->font()).height() / 2.0 + 2 > axisRect()->bottom();
+        m_peakText->position->setCoords(left ? -8 : 8, above ? -2 : 0);
+        m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | (above ? Qt::AlignBottom : Qt::AlignVCenter));
     }
     for (auto& [keys, text] : m_bandItems) {
         const double w = xAxis->coordToPixel(keys.upper) - xAxis->coordToPixel(keys.lower);

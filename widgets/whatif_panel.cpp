@@ -1,6 +1,7 @@
 #include "widgets/whatif_panel.h"
 
 #include "core/util/units.h"
+#include "widgets/pool_palette.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -54,7 +55,7 @@ void WhatIfResultModel::setResult(std::shared_ptr<const WhatIfResult> result)
         m_rows.push_back({tr("peak reserved"), r.recordedPeakReserved, r.peakReserved});
         for (size_t p = 0; p < kAllocationPoolCount; ++p)
             if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)
-                m_rows.push_back({QString::fromUtf8(poolName(Pool(p)).data()), r.recordedPoolPeaks[p], r.poolPeaks[p]});
+                m_rows.push_back({PoolPalette::label(Pool(p)), r.recordedPoolPeaks[p], r.poolPeaks[p]});
     }
     endResetModel();
 }
@@ -285,6 +286,13 @@ void WhatIfPanel::setTrace(std::shared_ptr<const Document> trace, size_t deviceI
     m_notes->clear();
     const bool usable = m_trace && m_device < m_trace->deviceCount() && m_trace->device(m_device).device().eventCount() > 0;
     m_runButton->setEnabled(usable);
+    // "As recorded" says what was recorded: autocast leaves its weight casts (the cast cache) in the
+    // trace. Their bytes cannot tell bf16 from fp16, so neither is named.
+    QString recorded = tr("as recorded");
+    if (usable && m_trace->device(m_device).classified())
+        recorded = m_trace->device(m_device).poolPeaks().bytes[size_t(Pool::CastCache)] > 0 ? tr("as recorded (16-bit autocast)")
+                                                                                           : tr("as recorded (no autocast casts)");
+    m_autocast->setItemText(m_autocast->findData(int(AutocastKind::Keep)), recorded);
     m_lastReplayUs = -1;
     updateLive();
     m_verdict->setText(!m_trace ? tr("Open a dump to ask what if.")

@@ -1,6 +1,7 @@
 #include "widgets/whatif_review.h"
 
 #include "core/util/units.h"
+#include "widgets/pool_palette.h"
 
 #include <QFileInfo>
 #include <QObject>
@@ -51,7 +52,7 @@ ReviewContent whatIfReviewContent(const WhatIfResult& r, const QString& path, bo
     c.rows.push_back({QObject::tr("reserved"), bytes(r.recordedPeakReserved), bytes(r.peakReserved)});
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
         if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)
-            c.rows.push_back({QStringLiteral("  ") + QString::fromUtf8(poolName(Pool(p)).data()), bytes(r.recordedPoolPeaks[p]),
+            c.rows.push_back({QStringLiteral("  ") + PoolPalette::label(Pool(p)), bytes(r.recordedPoolPeaks[p]),
                               bytes(r.poolPeaks[p]) + change(r.recordedPoolPeaks[p], r.poolPeaks[p])});
     return c;
 }

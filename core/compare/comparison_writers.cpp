@@ -1,6 +1,7 @@
 // The comparison as JSON (the field names) and as text for people.
 #include "core/compare/comparison.h"
 
+#include "core/classify/pool_display.h"
 #include "core/util/units.h"
 
 #include <algorithm>
@@ -71,7 +72,7 @@ void table(std::string& out, const std::array<PoolChange, kPoolCount>& pools, co
         if (pc.a == 0 && pc.b == 0)
             continue;
         const bool moved = changed && std::find(changed->begin(), changed->end(), Pool(p)) != changed->end();
-        out += "  " + pad(std::string(kPoolNames[p]) + (moved ? " *" : ""), 18) + pad(formatBytes(pc.a), 12, true) + pad(formatBytes(pc.b), 12, true) +
+        out += "  " + pad(std::string(poolDisplayName(Pool(p))) + (moved ? " *" : ""), 18) + pad(formatBytes(pc.a), 12, true) + pad(formatBytes(pc.b), 12, true) +
                pad(deltaCell(pc.delta()), 14, true) + pad(ratioCell(pc), 9, true) + "\n";
     }
 }
@@ -129,7 +130,7 @@ std::string comparisonText(const Comparison& c)
     table(out, c.pools, &c.changed);
     out += "\neach pool's own peak\n";
     table(out, c.poolPeaks, nullptr);
-    out += "\nlargest pool at the peak: A " + std::string(poolName(c.peakPoolA)) + ", B " + std::string(poolName(c.peakPoolB)) + "\n";
+    out += "\nlargest pool at the peak: A " + std::string(poolDisplayName(c.peakPoolA)) + ", B " + std::string(poolDisplayName(c.peakPoolB)) + "\n";
     out += "\naxes";
     if (c.axes.empty())
         out += ": none\n";

@@ -1,5 +1,6 @@
 #include "core/ranks/ranks.h"
 
+#include "core/classify/pool_display.h"
 #include "core/engine/document.h"
 #include "core/report/json_text.h"
 #include "core/util/units.h"
@@ -337,7 +338,7 @@ std::string ranksText(const RankTable& t)
             oom = "event " + std::to_string(r.oom->index) + ": asked " + formatBytes(r.oom->requested) +
                   (r.oom->free >= 0 ? ", " + formatBytes(r.oom->free) + " free" : "") + (t.firstOom == i ? "  (first)" : "");
         out += pad(name, fileWidth) + pad(r.label, 7) + pad(formatBytes(r.peakAllocated), 11, true) + " " +
-               pad(r.peakPool ? std::string(poolName(*r.peakPool)) : r.classified ? "-" : "unclassified", 16) +
+               pad(r.peakPool ? std::string(poolDisplayName(*r.peakPool)) : r.classified ? "-" : "unclassified", 16) +
                pad(formatBytes(r.reserved), 11, true) + " " + oom + "\n";
     }
     out += "\n";
@@ -360,7 +361,7 @@ std::string ranksText(const RankTable& t)
                 lo = std::min(lo, r.poolsAtPeak[size_t(*t.imbalancePool)]);
                 hi = std::max(hi, r.poolsAtPeak[size_t(*t.imbalancePool)]);
             }
-        out += "; " + std::string(poolName(*t.imbalancePool)) + " differs most (" + formatBytes(lo) + " to " + formatBytes(hi) + " at the peaks)";
+        out += "; " + std::string(poolDisplayName(*t.imbalancePool)) + " differs most (" + formatBytes(lo) + " to " + formatBytes(hi) + " at the peaks)";
     }
     out += "\n";
     return out;

@@ -1,5 +1,6 @@
 #include "core/report/explain_report.h"
 
+#include "core/classify/pool_display.h"
 #include "core/report/json_text.h"
 #include "core/util/units.h"
 
@@ -111,7 +112,7 @@ std::string explainText(const ExplainReport& r)
         out += "  (" + std::to_string(r.allocationsAtAddress) + " allocations used this address; pick another with --index EVENT)\n";
     if (r.classified) {
         const Explanation& x = r.explanation;
-        out += "  pool        " + std::string(poolName(x.pool)) + " (confidence " + std::to_string(int(x.confidence)) + "%)\n";
+        out += "  pool        " + std::string(poolDisplayName(x.pool)) + " (confidence " + std::to_string(int(x.confidence)) + "%)\n";
         out += "  reason      " + x.reason + "\n";
         out += "  rule        " + x.rule + "\n";
         out += "  evidence\n";

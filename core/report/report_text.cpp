@@ -1,5 +1,7 @@
 // The report for people: binary units with two decimals, aligned columns.
 #include "core/report/report.h"
+
+#include "core/classify/pool_display.h"
 #include "core/util/units.h"
 
 #include <algorithm>
@@ -43,7 +45,7 @@ void momentText(std::string& out, const MomentReport& m)
             std::snprintf(share, sizeof share, "%.1f%%", 100.0 * double(bytes) / total);
             const std::string conf = p < kAllocationPoolCount && m.confidence[p] >= 0 ? std::to_string(m.confidence[p]) + "%" : "";
             const std::string why = conf.empty() ? "" : "  " + evidenceText(m.evidence.mainEvidence(Pool(p)));
-            out += "  " + pad(std::string(kPoolNames[p]), 18) + pad(formatBytes(bytes), 12, true) + pad(share, 14, true) + pad(conf, 12, true) +
+            out += "  " + pad(std::string(poolDisplayName(Pool(p))), 18) + pad(formatBytes(bytes), 12, true) + pad(share, 14, true) + pad(conf, 12, true) +
                    why + "\n";
         }
     }
@@ -58,7 +60,7 @@ void momentText(std::string& out, const MomentReport& m)
         else if (r.ageEvents)
             age = std::to_string(*r.ageEvents) + " ev";
         out += "  " + pad(formatBytes(r.size), 12, true) + "  " + pad(formatAddress(r.address), 16) + pad(age, 12, true) + "  " +
-               (r.pool ? pad(std::string(poolName(*r.pool)), 16) : "") + r.frame + "\n";
+               (r.pool ? pad(std::string(poolDisplayName(*r.pool)), 16) : "") + r.frame + "\n";
     }
 }
 

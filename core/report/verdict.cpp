@@ -1,6 +1,7 @@
 #include "core/report/verdict.h"
 
 #include "core/report/allocator_advice.h"
+#include "core/classify/pool_display.h"
 
 #include <algorithm>
 #include <cmath>
@@ -214,13 +215,13 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
         const int64_t b = pools[size_t(p)];
         if (!first && b < kListedMinimum)
             continue;
-        v.breakdown += std::string(first ? " " : ", ") + std::string(poolName(p)) + " " + gib(b);
+        v.breakdown += std::string(first ? " " : ", ") + std::string(poolDisplayName(p)) + " " + gib(b);
         if (first && allocated > 0)
-            v.breakdown += " (" + std::to_string(int(std::lround(100.0 * double(b) / double(allocated)))) + "%)";
+            v.breakdown += " (" + std::to_string(int(std::lround(100.0 * double(b) / double(allocated)))) + "% of allocated)";
         first = false;
     }
     if (cached > 0 && (v.dominant == Pool::CachedFree || cached * 10 >= allocated))
-        v.breakdown += std::string(first ? " " : "; ") + "cached_free " + gib(cached) + " reserved but not allocated";
+        v.breakdown += std::string(first ? " " : "; ") + "cached free " + gib(cached) + " reserved but not allocated";
     if (ev)
         for (const auto& [id, bytes] : ev->privatePools)
             if (bytes >= kListedMinimum)

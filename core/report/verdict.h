@@ -75,7 +75,7 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
 constexpr std::string_view kNoHistoryCaveat = "No allocation history: pools are inferred from sizes and frames only.";
 
 // `moment` names the moment: "At the OOM", "At the peak", "At event #1234".
-// Percentages are of allocated bytes; cached_free is named when it is the wall or at least a tenth
+// Pools by their display names; the largest one's share says "of allocated". Cached free is named when it is the wall or at least a tenth
 // of what is allocated. Empty pools and pools under 0.005 GiB are left out of the list. With
 // `confidence`, a wall the classifier is less than kSureConfidence sure of is named as probable.
 Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const PoolConfidence* confidence = nullptr);

@@ -1,5 +1,6 @@
 #include "core/whatif/whatif.h"
 
+#include "core/classify/pool_display.h"
 #include "core/report/json_text.h"
 
 #include "core/util/units.h"
@@ -109,7 +110,7 @@ std::string renderWhatIfText(const WhatIfResult& r)
     out += "  per-pool peaks\n";
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
         if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)
-            out += row("  " + std::string(poolName(Pool(p))), r.recordedPoolPeaks[p], r.poolPeaks[p]);
+            out += row("  " + std::string(poolDisplayName(Pool(p))), r.recordedPoolPeaks[p], r.poolPeaks[p]);
     out += "  predicted peak at event " + std::to_string(r.peakAt) + " (" + std::string(phaseName(r.peakPhase)) +
            "; recorded at event " + std::to_string(r.recordedPeakAt) + ", " + std::string(phaseName(r.recordedPeakPhase)) +
            "); reserved but unallocated at the reserved peak: " + formatBytes(r.fragmentation()) + "\n";

@@ -78,6 +78,44 @@ private slots:
         QVERIFY(sawReserved);
     }
 
+    // Private pools (CUDA graphs, MemPools) are a breakdown of what is allocated: indented under
+    // "allocated", no share of their own, so the share column adds up to 100% over the pools (a
+    // private-pool row beside the pools once made KV cache 83.2% and "in private pool" 83.2%).
+    void breakdownPrivatePoolsAreABreakdown()
+    {
+        BreakdownModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        const Breakdown b = m_timeline->breakdownAt(m_timeline->device().peakIndex, int64_t(24) << 30);
+        MomentEvidence evidence;
+        evidence.privatePools.emplace_back(PrivatePoolId{0, 2}, b.allocated * 9 / 10);
+        model.setBreakdown(b, m_timeline->layers(), true, nullptr, &evidence);
+        QCOMPARE(model.header().value(2), QStringLiteral("of reserved"));
+        const auto rows = model.rows();
+        double poolShares = 0;
+        int allocatedRow = -1, privateRow = -1;
+        for (int r = 0; r < rows.size(); ++r) {
+            if (model.data(model.index(r, 0), BreakdownModel::kPoolRole).toInt() >= 0) {
+                QString share = rows[r].at(2);
+                if (share != QStringLiteral("<0.1%"))
+                    poolShares += share.remove(u'%').toDouble();
+            }
+            if (rows[r].at(0) == QStringLiteral("allocated"))
+                allocatedRow = r;
+            if (rows[r].at(0).contains(QStringLiteral("private pool (0,2)")))
+                privateRow = r;
+        }
+        QVERIFY2(poolShares > 99.0 && poolShares < 100.5, qPrintable(QString::number(poolShares)));
+        QVERIFY(allocatedRow >= 0);
+        QCOMPARE(privateRow, allocatedRow + 1);
+        QVERIFY2(rows[privateRow].at(0).startsWith(QStringLiteral("  of which in ")), qPrintable(rows[privateRow].at(0)));
+        QVERIFY(rows[privateRow].at(2).isEmpty());
+        // Without a reserved figure the shares are of allocated, and the header says so.
+        Breakdown k = b;
+        k.reservedKnown = false;
+        model.setBreakdown(k, m_timeline->layers(), true);
+        QCOMPARE(model.header().value(2), QStringLiteral("of allocated"));
+    }
+
     void tensorModelAndProxy()
     {
         TensorModel model;

@@ -88,7 +88,7 @@ void TestWhatIfPanel::runShowsTheEngineResult()
     QVERIFY(m->data(m->index(0, WhatIfResultModel::Change)).toString().endsWith('%'));
     bool sawState = false;
     for (int row = 0; row < m->rowCount(); ++row)
-        sawState |= m->data(m->index(row, WhatIfResultModel::Quantity)).toString().trimmed() == "optimizer_state";
+        sawState |= m->data(m->index(row, WhatIfResultModel::Quantity)).toString().trimmed() == "optimizer state";
     QVERIFY(sawState);
     // A second run reuses the trace model and gives the same answer.
     panel.run();

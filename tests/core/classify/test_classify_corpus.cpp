@@ -140,7 +140,7 @@ private slots:
         const Verdict v = makeVerdict("At the peak", r.series.at(r.dev->peakIndex));
         qInfo("%s", v.sentence.c_str());
         QCOMPARE(v.dominant, Pool::OptimizerState);
-        QVERIFY(v.sentence.rfind("At the peak: optimizer_state 25.", 0) == 0);
+        QVERIFY(v.sentence.rfind("At the peak: optimizer state 25.", 0) == 0);
     }
 
     // Forward only, mixed precision: what the pass adds is activations plus autocast's 16-bit copies

@@ -28,7 +28,7 @@ private slots:
         QCOMPARE(v.dominant, Pool::OptimizerState);
         // Without evidence of where the temporaries were born, all of them bound what the batch frees.
         QCOMPARE(QString::fromStdString(v.sentence),
-                 QString("At the OOM: optimizer_state 25.38 GiB (49%), parameter 12.95 GiB, gradient 12.72 GiB, temporary 0.20 GiB, "
+                 QString("At the OOM: optimizer state 25.38 GiB (49% of allocated), parameter 12.95 GiB, gradient 12.72 GiB, temporary 0.20 GiB, "
                          "activation 0.05 GiB. The wall is optimizer state: shard it (ZeRO/FSDP), offload it, or pick a lower-state "
                          "optimizer; cutting the micro-batch frees at most 0.25 GiB."));
     }
@@ -78,7 +78,7 @@ private slots:
         const Verdict v = makeVerdict("At the OOM", b);
         QCOMPARE(v.dominant, Pool::CachedFree);
         QCOMPARE(QString::fromStdString(v.breakdown),
-                 QString("At the OOM: activation 6.00 GiB (55%), parameter 5.00 GiB; cached_free 9.00 GiB reserved but not allocated."));
+                 QString("At the OOM: activation 6.00 GiB (55% of allocated), parameter 5.00 GiB; cached free 9.00 GiB reserved but not allocated."));
         QVERIFY(v.advice.find("expandable_segments:True") != std::string::npos);
     }
 

@@ -143,7 +143,7 @@ private slots:
         QVERIFY(text.contains("reserved at end       56.91 GiB"));
         QVERIFY(text.contains("optimizers.py"));
         QVERIFY(text.contains("The largest pool is optimizer state")); // no OOM, no capacity: no wall (issue 22)
-        QVERIFY(text.contains("optimizer_state"));
+        QVERIFY(text.contains("optimizer state"));
     }
 
     // A dump without allocation history (only the final segments) is classified from stacks and sizes

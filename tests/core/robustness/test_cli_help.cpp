@@ -4,7 +4,11 @@
 // an unknown option or two options that exclude each other exit 2 with one line naming the option.
 #include "core/run_poolscope.h"
 
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
+#include <QProcess>
+#include <QTemporaryDir>
 #include <QRegularExpression>
 #include <QtTest>
 
@@ -35,6 +39,7 @@ const std::map<QString, QStringList>& expectedOptions()
         {"compare", {"--device", "--device-a", "--device-b", "--at", "--rules", "--json", "--fail-if-grows"}},
         {"ranks", {"--json", "--workers", "--rules", "--no-pools"}},
         {"series", {"--device", "--every", "--points", "--csv", "--jsonl", "--rules", "--no-pools"}},
+        {"steps", {"--device", "--rules", "--no-pools", "--json"}},
         {"render", QStringList{"-o", "--output", "--device", "--at", "--size", "--capacity", "--index-axis", "--dark", "--window", "--compare",
                                "--rules", "--whatif", "--predicted-stack"} +
                        knobs},
@@ -169,6 +174,32 @@ private slots:
         QVERIFY2(r.err.startsWith("poolscope"), qPrintable(show(r)));
         for (const QString& s : says)
             QVERIFY2(r.err.contains(s.toUtf8()), qPrintable(s + " not in\n" + show(r)));
+    }
+
+    // `render` in a batch job (no XDG_RUNTIME_DIR): the image and one line on stdout, nothing on
+    // stderr (Qt's runtime-directory warning used to come with every image), and no folder left.
+    void renderIsQuietWithoutARuntimeDir()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString dump = dir.filePath(QStringLiteral("tiny.pickle")), png = dir.filePath(QStringLiteral("tiny.png"));
+        const CliResult s = runPoolscope({"synth", "-o", dump, "--layers", "2", "--hidden", "64", "--heads", "2", "--seq", "32", "--steps", "1"});
+        QVERIFY2(s.exitCode == 0, qPrintable(show(s)));
+        const QString tmp = dir.filePath(QStringLiteral("tmp"));
+        QVERIFY(QDir().mkpath(tmp));
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.remove(QStringLiteral("XDG_RUNTIME_DIR"));
+        env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+        env.insert(QStringLiteral("TMPDIR"), tmp);
+        p.setProcessEnvironment(env);
+        p.start(poolscope::testing::poolscopeBinary(), {"render", dump, "-o", png});
+        QVERIFY(p.waitForFinished(120000));
+        const QByteArray err = p.readAllStandardError();
+        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, err.constData());
+        QVERIFY2(err.isEmpty(), err.constData());
+        QVERIFY(QFileInfo(png).size() > 1000);
+        QVERIFY2(QDir(tmp).entryList(QDir::AllEntries | QDir::NoDotAndDotDot).isEmpty(), qPrintable(QDir(tmp).entryList().join(' ')));
     }
 
     // `--checkpoint` alone still means full checkpointing, and does not swallow the FILE after it.

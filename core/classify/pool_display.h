@@ -1,0 +1,14 @@
+#pragma once
+// The name of a pool that a person reads (tables, verdicts, legends, images, terminal text): "cast
+// cache", "KV cache", "optimizer state". poolName() (pool.h) stays the identifier for JSON keys, CSV
+// columns, rules files and options such as --fail-pool.
+#include "core/classify/pool.h"
+
+namespace poolscope {
+
+constexpr std::array<std::string_view, kPoolCount> kPoolDisplayNames = {
+    "parameter", "cast cache", "gradient", "optimizer state", "KV cache", "activation",
+    "temporary", "workspace",  "input",    "other",           "unknown",  "cached free"};
+constexpr std::string_view poolDisplayName(Pool p) { return kPoolDisplayNames[size_t(p)]; }
+
+} // namespace poolscope
