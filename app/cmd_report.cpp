@@ -19,6 +19,12 @@ int runReport(const std::vector<std::string>& argv)
             options.device = Args({"--device", *d}).intOption("--device", 0);
         options.at = args.option("--at").value_or("");
         options.top = args.intOption("--top", 10);
+        if (auto c = args.option("--capacity")) {
+            options.deviceTotal = parseDeviceTotal(*c);
+            if (!options.deviceTotal)
+                throw UsageError("--capacity expects the device's total memory (80GiB, 79.15 GiB) or a preset (" +
+                                 deviceTotalPresetNames() + "), got '" + *c + "'");
+        }
         const bool asJson = args.flag("--json");
         const std::string rulesFile = args.option("--rules").value_or("");
         const bool classify = !args.flag("--no-pools");
@@ -55,7 +61,7 @@ int runReport(const std::vector<std::string>& argv)
     });
 }
 
-const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--rules FILE] [--no-pools] [--json] "
+const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--capacity SIZE|PRESET] [--rules FILE] [--no-pools] [--json] "
                                   "[--fail-over SIZE] [--fail-pool POOL>SIZE]...",
                                   "per-device totals, peak and OOM, pools and the verdict at the moment (default: the OOM, else "
                                   "the peak), the largest live tensors; --fail-over/--fail-pool: exit 3 when a peak is over a limit (CI)",

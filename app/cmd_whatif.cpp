@@ -4,6 +4,7 @@
 
 #include "app/rules_config.h"
 
+#include "core/allocator/allocator_config.h"
 #include "core/engine/document.h"
 #include "core/util/units.h"
 #include "core/whatif/whatif.h"
@@ -99,6 +100,13 @@ Scenario whatIfScenario(Args& args)
             throw UsageError("--capacity expects a size such as 80GiB, got '" + *c + "'");
         s.capacity = bytes;
     }
+    if (auto conf = args.option("--alloc-conf")) {
+        // PyTorch's own PYTORCH_CUDA_ALLOC_CONF syntax; what PyTorch would refuse is a usage error here.
+        AllocatorConfig probe;
+        if (const std::string problem = applyAllocConfStrict(probe, *conf); !problem.empty())
+            throw UsageError("--alloc-conf: " + problem);
+        s.allocConf = *conf;
+    }
     if (const std::string problem = s.validate(); !problem.empty())
         throw UsageError(problem);
     return s;
@@ -134,9 +142,9 @@ const CommandRegistrar kRegister(
      "whatif FILE [--device N] [--batch-scale X] [--activation-scale X] [--seq-scale X] [--checkpoint [full|selective|sqrt]] "
      "[--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor|adam8bit] [--zero 1|2|3 | --fsdp full|grad-op|hybrid] "
      "[--ranks N] [--offload-optimizer] [--autocast bf16|fp16|off] [--trainable 0.1 | --freeze PATTERN] [--accumulate K] "
-     "[--capacity 80GiB] [--rules FILE] [--json]",
+     "[--capacity 80GiB] [--alloc-conf \"expandable_segments:True,max_split_size_mb:512,...\"] [--rules FILE] [--json]",
      "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer, sharding, precision, "
-     "trainable share or gradient accumulation", runWhatIfCommand});
+     "trainable share, gradient accumulation or allocator setting (PYTORCH_CUDA_ALLOC_CONF, replayed)", runWhatIfCommand});
 
 } // namespace
 } // namespace poolscope::app

@@ -11,7 +11,7 @@ namespace poolscope::app {
 // `--checkpoint` without a mode means full checkpointing: rewrites it into --checkpoint=full.
 std::vector<std::string> normaliseWhatIfArgs(std::vector<std::string> argv);
 // Takes the knobs (--batch-scale, --seq-scale, --checkpoint, --optimizer, --zero/--fsdp, --ranks,
-// --offload-optimizer, --autocast, --trainable/--freeze, --accumulate, --capacity) out of `args`;
+// --offload-optimizer, --autocast, --trainable/--freeze, --accumulate, --capacity, --alloc-conf) out of `args`;
 // UsageError when one does not parse or they contradict each other.
 Scenario whatIfScenario(Args& args);
 

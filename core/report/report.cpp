@@ -1,6 +1,8 @@
 #include "core/report/report.h"
 
+#include "core/allocator/allocator_config.h"
 #include "core/timeline/moment.h"
+#include "core/timeline/segment_layout.h"
 #include "core/util/units.h"
 
 #include <algorithm>
@@ -55,11 +57,34 @@ std::vector<LiveAllocation> largestAlive(const DeviceDocument& doc, EventIndex a
     return rows;
 }
 
+// Fragmentation, allocator advice and memory outside PyTorch at the moment (issue 25).
+void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::optional<DeviceTotal>& deviceTotal, MomentReport& m)
+{
+    const DeviceTrace& dev = doc.device();
+    if (!dev.segments.empty() || dev.eventCount() > 0) {
+        const int64_t request = m.oom ? roundSize(allocatorConfigFromSettings(doc.trace().allocatorSettings), m.oom->requestedBytes) : 0;
+        m.fragmentation = fragmentationOfLayout(segmentLayoutAt(dev, doc.alive(), at), dev, request);
+    }
+    if (!m.oom)
+        return;
+    if (doc.classified())
+        if (const auto model = doc.traceModel()) {
+            m.allocatorAdvice = adviseAllocatorAtOom(doc.trace(), dev, *model, at);
+            if (!m.allocatorAdvice->sentence.empty()) {
+                // The verdict names an allocator setting only when the replay shows it fits.
+                m.verdict.advice += " " + m.allocatorAdvice->sentence;
+                m.verdict.sentence += " " + m.allocatorAdvice->sentence;
+            }
+        }
+    m.outside = outsideMemory(deviceTotalFor(doc.trace(), dev.device, deviceTotal), m.reserved, m.oom->deviceFree);
+}
+
 } // namespace
 
 std::string defaultMomentSpec(const DeviceTrace& device) { return device.ooms.empty() ? "peak" : "oom"; }
 
-MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::string& spec, int top)
+MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::string& spec, int top,
+                          const std::optional<DeviceTotal>& deviceTotal)
 {
     const DeviceTrace& dev = doc.device();
     MomentReport m;
@@ -86,6 +111,7 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
         m.confidence = m.evidence.confidence;
         m.verdict = makeVerdict(m.words, m.pools, m.evidence);
     }
+    addAllocatorFacts(doc, at, deviceTotal, m);
     m.top = largestAlive(doc, at, std::move(alive), top);
     return m;
 }
@@ -138,7 +164,7 @@ DeviceReport deviceReport(const DeviceDocument& doc, const ReportOptions& option
     const auto moment = resolveMoment(dev, spec, &error);
     if (!moment)
         throw std::invalid_argument(dev.label() + ": " + error);
-    d.moment = momentReport(doc, moment->event, spec, options.top);
+    d.moment = momentReport(doc, moment->event, spec, options.top, options.deviceTotal);
     return d;
 }
 

@@ -26,6 +26,10 @@ void momentText(std::string& out, const MomentReport& m)
     } else {
         line("reserved", "unknown (this source records no reserved bytes: no segments, no totals)");
     }
+    if (m.outside)
+        out += outsideText(*m.outside, "  ");
+    if (m.fragmentation.known)
+        out += fragmentationText(m.fragmentation, "  ");
     if (m.classified)
         out += "\n  " + m.verdict.sentence + "\n";
     const bool anyPool = m.classified && std::any_of(m.pools.begin(), m.pools.end(), [](int64_t b) { return b != 0; });
