@@ -294,7 +294,8 @@ ReplayResult replayDevice(const DeviceTrace& dev, const AllocatorConfig& config,
         AllocResult r = sim.malloc(size, stream);
         drain(i);
         if (!r.ok && !out.oom)
-            out.oom = ReplayOom{i, size, r.roundedSize, r.wantedBytes, r.deviceFree, sim.stats().allocated, sim.stats().reserved};
+            out.oom = ReplayOom{i, size, r.roundedSize, r.wantedBytes, r.deviceFree, sim.stats().allocated, sim.stats().reserved,
+                                sim.stats().requested};
         return r;
     };
 

@@ -95,6 +95,14 @@ std::optional<OutsideMemory> outsideMemory(const std::optional<DeviceTotal>& tot
     return o;
 }
 
+std::optional<OutsideMemory> outsideAtLastOom(const Trace& trace, const DeviceTrace& dev, const std::optional<DeviceTotal>& given)
+{
+    if (dev.ooms.empty())
+        return std::nullopt;
+    const OomEvent& o = dev.ooms.back();
+    return outsideMemory(deviceTotalFor(trace, dev.device, given), dev.reservedAt(o.index), o.deviceFree);
+}
+
 std::string outsideText(const OutsideMemory& o, const std::string& indent)
 {
     std::string text = indent + "outside PyTorch       " + formatBytes(o.outside) + " = device total " + formatBytes(o.total.bytes) +

@@ -38,6 +38,8 @@ struct OutsideMemory {
 
 // At a moment whose free device memory is known (an OOM; the helper's dump-time figure).
 std::optional<OutsideMemory> outsideMemory(const std::optional<DeviceTotal>& total, int64_t reserved, int64_t deviceFree);
+// At the device's last OOM (the figure the window draws as a band under the device's total).
+std::optional<OutsideMemory> outsideAtLastOom(const Trace& trace, const DeviceTrace& dev, const std::optional<DeviceTotal>& given);
 std::string outsideText(const OutsideMemory& o, const std::string& indent = "  ");
 nlohmann::json outsideJson(const OutsideMemory& o);
 

@@ -28,6 +28,9 @@ void momentText(std::string& out, const MomentReport& m)
     }
     if (m.outside)
         out += outsideText(*m.outside, "  ");
+    else if (m.oom && m.oom->deviceFree >= 0)
+        line("outside PyTorch", "unknown: the dump has no device total (pass --capacity 80GiB or a preset such as a100-80gb, "
+                                "or record with the capture helper)");
     if (m.fragmentation.known)
         out += fragmentationText(m.fragmentation, "  ");
     if (m.classified)

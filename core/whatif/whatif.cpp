@@ -83,9 +83,9 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
         again.keepSeries = false;
         again.cancel = options.cancel;
         again.layoutAt = r.peakReservedAt;
-        r.fragmentation = replayPlan(trace, dev, model, plan, scenario, again).fragmentation;
-        if (r.fragmentation.known)
-            r.fragmentation.source = "the replay at its reserved peak (event " + std::to_string(r.peakReservedAt) + ")";
+        r.fragmentationDetail = replayPlan(trace, dev, model, plan, scenario, again).fragmentationDetail;
+        if (r.fragmentationDetail.known)
+            r.fragmentationDetail.source = "the replay at its reserved peak (event " + std::to_string(r.peakReservedAt) + ")";
     }
     recordedFigures(dev, model, r);
     r.dims = model.dims;
@@ -140,8 +140,8 @@ std::string renderWhatIfText(const WhatIfResult& r)
     if (r.oom && r.capacity && r.oom->requestedLive + r.oom->requested > *r.capacity)
         out += "  allocated alone (" + formatBytes(r.oom->requestedLive) + " alive + the " + formatBytes(r.oom->requested) +
                " request) is over the capacity: no allocator setting helps\n";
-    if (r.fragmentation.known && (!r.scenario.allocConf.empty() || r.oom))
-        out += fragmentationText(r.fragmentation, "  ");
+    if (r.fragmentationDetail.known && (!r.scenario.allocConf.empty() || r.oom))
+        out += fragmentationText(r.fragmentationDetail, "  ");
     if (!r.recompute.empty())
         out += "  recompute: " + r.recompute + "\n";
     if (r.identity) {
@@ -210,7 +210,7 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
                       {"replayed", r.allocatorReplayed},
                       {"changed", r.allocatorChanged},
                       {"alloc_conf", r.scenario.allocConf}};
-    j["fragmentation"] = fragmentationJson(r.fragmentation);
+    j["fragmentation"] = fragmentationJson(r.fragmentationDetail);
     if (r.oom)
         j["oom"] = {{"index", r.oom->index},          {"requested", r.oom->requested}, {"tried_to_allocate", r.oom->wantedBytes},
                     {"device_free", r.oom->deviceFree}, {"allocated", r.oom->allocated}, {"reserved", r.oom->reserved},

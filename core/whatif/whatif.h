@@ -84,7 +84,7 @@ struct WhatIfResult {
     bool allocatorSettingsRecorded = false;
     std::string allocatorReplayed;
     bool allocatorChanged = false; // --alloc-conf changed the allocator: reserved is a prediction
-    FragmentationBreakdown fragmentation; // at the predicted OOM, else at layoutAt (known = false: not taken)
+    FragmentationBreakdown fragmentationDetail; // at the predicted OOM, else at layoutAt (known = false: not taken)
     int64_t replayedAllocations = 0; // allocator requests made (originals and injected)
     int64_t replayUs = 0;            // time spent replaying (wall clock)
 };

@@ -172,9 +172,9 @@ public:
                 m_out.peakReservedAt = idx;
                 m_out.blockBytesAtPeakReserved = m_sim.stats().allocated;
             }
-            if (options.layoutAt && *options.layoutAt == idx && !m_out.fragmentation.known) {
-                m_out.fragmentation = fragmentationOf(m_sim.segments());
-                m_out.fragmentation.source = "the replay after event " + std::to_string(idx);
+            if (options.layoutAt && *options.layoutAt == idx && !m_out.fragmentationDetail.known) {
+                m_out.fragmentationDetail = fragmentationOf(m_sim.segments());
+                m_out.fragmentationDetail.source = "the replay after event " + std::to_string(idx);
             }
             if (compare && allocated + recordedOffset != m_dev.allocated[i]) {
                 if (m_out.allocatedMismatches++ == 0)
@@ -267,8 +267,8 @@ private:
     void noteOom(const ReplayOom& oom)
     {
         m_out.oom = oom;
-        m_out.fragmentation = fragmentationOf(m_sim.segments(), oom.roundedSize);
-        m_out.fragmentation.source = "the replay at the OOM (event " + std::to_string(oom.index) + "), after the cache flush";
+        m_out.fragmentationDetail = fragmentationOf(m_sim.segments(), oom.roundedSize);
+        m_out.fragmentationDetail.source = "the replay at the OOM (event " + std::to_string(oom.index) + "), after the cache flush";
     }
 
     const DeviceTrace& m_dev;
@@ -391,18 +391,18 @@ WhatIfResult replayPlan(const Trace& trace, const DeviceTrace& dev, const TraceM
     if (!scenario.allocConf.empty()) {
         std::vector<std::string> ignored;
         if (const std::string problem = applyAllocConfStrict(config, scenario.allocConf, &ignored); !problem.empty())
-            notes.push_back("allocator: " + problem + "; replayed with the run's own settings");
+            notes.push_back("--alloc-conf: " + problem + "; replayed with the run's own settings");
         for (const auto& key : ignored)
-            notes.push_back("allocator: " + key + " does not change where blocks land; not simulated");
+            notes.push_back(key + " does not change where blocks land; not simulated");
     }
     out.allocatorChanged = !(config == recorded);
     out.allocatorReplayed = describeAllocConf(config);
     if (config.gcThreshold > 0) {
         if (out.capacity)
-            notes.push_back("allocator: garbage_collection_threshold acts only after torch.cuda.set_per_process_memory_fraction(); "
+            notes.push_back("garbage_collection_threshold acts only after torch.cuda.set_per_process_memory_fraction(); "
                             "the replay assumes the fraction allows " + formatBytes(*out.capacity));
         else
-            notes.push_back("allocator: garbage_collection_threshold needs the allowed memory (--capacity): not simulated");
+            notes.push_back("garbage_collection_threshold needs the allowed memory (--capacity): not simulated");
     }
     if (out.capacity)
         config.deviceTotalMemory = *out.capacity;

@@ -196,11 +196,11 @@ void TestAllocatorSettings::fragmentingRunFitsWithExpandableOrSplitLimit()
     QCOMPARE(base.oom->index, dev.ooms.front().index);
     QVERIFY(base.allocatorSettingsRecorded);
     // The layout after the flush: 4 x 90 MiB free, each too small for the 150 MiB request, none returnable.
-    QVERIFY(base.fragmentation.known);
-    QCOMPARE(base.fragmentation.freeBytes, 360 * MiB);
-    QCOMPARE(base.fragmentation.largestFree, 90 * MiB);
-    QCOMPARE(base.fragmentation.tooSmallBlocks, int64_t(4));
-    QCOMPARE(base.fragmentation.releasable, int64_t(0));
+    QVERIFY(base.fragmentationDetail.known);
+    QCOMPARE(base.fragmentationDetail.freeBytes, 360 * MiB);
+    QCOMPARE(base.fragmentationDetail.largestFree, 90 * MiB);
+    QCOMPARE(base.fragmentationDetail.tooSmallBlocks, int64_t(4));
+    QCOMPARE(base.fragmentationDetail.releasable, int64_t(0));
 
     // expandable_segments:True: one growing segment, mapped 20 MiB pages at a time; the free tail of
     // each step is reused by the next, so reserved grows by the kept block and a page of slack.
@@ -211,7 +211,7 @@ void TestAllocatorSettings::fragmentingRunFitsWithExpandableOrSplitLimit()
     QVERIFY(exp.fits());
     QCOMPARE(exp.peakReserved, 600 * MiB);
     QCOMPARE(exp.peakAllocated, base.peakAllocated); // the allocator moves no tensor
-    QVERIFY(exp.fragmentation.known); // taken at the reserved peak by a second replay
+    QVERIFY(exp.fragmentationDetail.known); // taken at the reserved peak by a second replay
 
     // max_split_size_mb:128: the 200 MiB temporaries become oversize blocks that are never split, so
     // the kept blocks get segments of their own and one temporary segment is reused.
