@@ -58,7 +58,8 @@ std::vector<LiveAllocation> largestAlive(const DeviceDocument& doc, EventIndex a
 }
 
 // Fragmentation, allocator advice and memory outside PyTorch at the moment (issue 25).
-void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::optional<DeviceTotal>& deviceTotal, MomentReport& m)
+void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::optional<DeviceTotal>& deviceTotal, bool advise,
+                       MomentReport& m)
 {
     const DeviceTrace& dev = doc.device();
     if (!dev.segments.empty() || dev.eventCount() > 0) {
@@ -67,15 +68,9 @@ void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::opti
     }
     if (!m.oom)
         return;
-    if (doc.classified())
-        if (const auto model = doc.traceModel()) {
-            m.allocatorAdvice = adviseAllocatorAtOom(doc.trace(), dev, *model, at);
-            if (!m.allocatorAdvice->sentence.empty()) {
-                // The verdict names an allocator setting only when the replay shows it fits.
-                m.verdict.advice += " " + m.allocatorAdvice->sentence;
-                m.verdict.sentence += " " + m.allocatorAdvice->sentence;
-            }
-        }
+    if (advise && doc.classified())
+        if (const auto model = doc.traceModel())
+            applyAllocatorAdvice(m, adviseAllocatorAtOom(doc.trace(), dev, *model, at));
     m.outside = outsideMemory(deviceTotalFor(doc.trace(), dev.device, deviceTotal), m.reserved, m.oom->deviceFree);
 }
 
@@ -83,8 +78,18 @@ void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::opti
 
 std::string defaultMomentSpec(const DeviceTrace& device) { return device.ooms.empty() ? "peak" : "oom"; }
 
+void applyAllocatorAdvice(MomentReport& m, AllocatorAdvice advice)
+{
+    // The verdict names an allocator setting only when the replay shows it fits.
+    if (m.classified && !advice.sentence.empty()) {
+        m.verdict.advice += " " + advice.sentence;
+        m.verdict.sentence += " " + advice.sentence;
+    }
+    m.allocatorAdvice = std::move(advice);
+}
+
 MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::string& spec, int top,
-                          const std::optional<DeviceTotal>& deviceTotal)
+                          const std::optional<DeviceTotal>& deviceTotal, bool adviseAllocator)
 {
     const DeviceTrace& dev = doc.device();
     MomentReport m;
@@ -111,7 +116,7 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
         m.confidence = m.evidence.confidence;
         m.verdict = makeVerdict(m.words, m.pools, m.evidence);
     }
-    addAllocatorFacts(doc, at, deviceTotal, m);
+    addAllocatorFacts(doc, at, deviceTotal, adviseAllocator, m);
     m.top = largestAlive(doc, at, std::move(alive), top);
     return m;
 }

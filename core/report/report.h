@@ -92,8 +92,13 @@ Report buildReport(const Document& doc, const ReportOptions& options);
 DeviceReport deviceReport(const DeviceDocument& dev, const ReportOptions& options);
 // The moment at `event` (labelled by `spec`, or by the event when `spec` is empty), with the `top`
 // largest live allocations.
+// At an OOM the allocator settings are judged by replaying the trace a few times (adviseAllocatorAtOom);
+// `adviseAllocator` false leaves that to the caller (the window caches it per OOM), who then calls
+// applyAllocatorAdvice.
 MomentReport momentReport(const DeviceDocument& dev, EventIndex event, const std::string& spec, int top,
-                          const std::optional<DeviceTotal>& deviceTotal = std::nullopt);
+                          const std::optional<DeviceTotal>& deviceTotal = std::nullopt, bool adviseAllocator = true);
+// Keeps the advice in the moment and, when it has a sentence, adds it to the verdict.
+void applyAllocatorAdvice(MomentReport& moment, AllocatorAdvice advice);
 
 // The verdict with what the moment itself adds: at an OOM, what the failed request asked for and
 // what was free; elsewhere, the headroom to `capacity` (< 0: unknown). The window and the review
