@@ -141,7 +141,7 @@ std::string fragmentationText(const FragmentationBreakdown& f, const std::string
     std::string out;
     auto line = [&](const std::string& label, const std::string& value) {
         std::string l = label;
-        l.resize(std::max<size_t>(l.size(), 22), ' ');
+        l.resize(std::max<size_t>(l.size() + 1, 22), ' ');
         out += indent + l + value + "\n";
     };
     line("fragmentation", "from " + f.source);

@@ -63,8 +63,19 @@ void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::opti
 {
     const DeviceTrace& dev = doc.device();
     if (!dev.segments.empty() || dev.eventCount() > 0) {
-        const int64_t request = m.oom ? roundSize(allocatorConfigFromSettings(doc.trace().allocatorSettings), m.oom->requestedBytes) : 0;
-        m.fragmentation = fragmentationOfLayout(segmentLayoutAt(dev, doc.alive(), at), dev, request);
+        // Exact: the trace replayed up to the moment (milliseconds up to a few hundred thousand events).
+        // Past that, or where expandable segments existed before recording (the replay cannot seed
+        // their pages), the window's layout: block sizes of tensors freed before the dump's end are
+        // estimated there (512-byte rounding, no unsplit slack), so free bytes can read a little high.
+        constexpr size_t kExactUpTo = 300'000;
+        const bool seedable = std::none_of(dev.segments.begin(), dev.segments.end(), [](const Segment& s) { return s.isExpandable; });
+        if (seedable && dev.eventCount() <= kExactUpTo) {
+            m.fragmentation = fragmentationAt(doc.trace(), dev, at, m.oom ? m.oom->requestedBytes : 0);
+        } else {
+            const int64_t request = m.oom ? roundSize(allocatorConfigFromSettings(doc.trace().allocatorSettings), m.oom->requestedBytes) : 0;
+            m.fragmentation = fragmentationOfLayout(segmentLayoutAt(dev, doc.alive(), at), dev, request);
+            m.fragmentation.source += " (sizes of blocks freed later estimated)";
+        }
     }
     if (!m.oom)
         return;

@@ -116,7 +116,12 @@ void TestAllocatorSettings::strictSyntax()
     QCOMPARE(QString::fromStdString(describeAllocConf(AllocatorConfig{})), QString("PyTorch's defaults"));
     AllocatorConfig list;
     QVERIFY(applyAllocConfStrict(list, "roundup_power2_divisions:[256:1,512:2,>:4]").empty());
-    QCOMPARE(roundupPower2Divisions(list, 600 * MiB), int64_t(2));
+    QCOMPARE(roundupPower2Divisions(list, 100 * MiB), int64_t(1)); // the first entry also covers what lies below it
+    QCOMPARE(roundupPower2Divisions(list, 300 * MiB), int64_t(1));
+    // CUDAAllocatorConfig::parseRoundUpPower2Divisions fills '>' from the last listed interval on,
+    // that interval included: 512 MiB ends up with 4, not 2. The replay does what PyTorch does.
+    QCOMPARE(roundupPower2Divisions(list, 600 * MiB), int64_t(4));
+    QCOMPARE(roundupPower2Divisions(list, int64_t(8) << 30), int64_t(4));
     // Each error names the option, and leaves the configuration as it was.
     const struct {
         const char* conf;
@@ -271,7 +276,7 @@ void TestAllocatorSettings::outsidePyTorch()
     QVERIFY(o);
     QCOMPARE(o->outside, int64_t(19) << 30);
     QVERIFY(o->likely.find("another process") != std::string::npos);
-    const auto ctx = outsideMemory(parseDeviceTotal("80GiB"), (int64_t(79) << 30) - 600 * MiB, 100 * MiB);
+    const auto ctx = outsideMemory(parseDeviceTotal("80GiB"), (int64_t(80) << 30) - 600 * MiB, 100 * MiB);
     QCOMPARE(ctx->outside, 500 * MiB);
     QVERIFY(ctx->likely.find("CUDA context") != std::string::npos);
     QVERIFY(outsideMemory(parseDeviceTotal("10GiB"), int64_t(20) << 30, 0)->likely.find("not this device's") != std::string::npos);

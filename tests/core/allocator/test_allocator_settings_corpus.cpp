@@ -13,6 +13,7 @@
 #include "core/whatif/whatif.h"
 
 #include <QDir>
+#include <algorithm>
 #include <QtTest>
 
 using namespace poolscope;
@@ -45,7 +46,7 @@ void TestAllocatorSettingsCorpus::everyDump()
         QSKIP("corpus not available");
     const QStringList files = dir.entryList({"*.pickle", "*.pkl", "*.pickle.json"}, QDir::Files, QDir::Name);
     QVERIFY(!files.isEmpty());
-    int replayed = 0, flippedOn = 0, flippedOff = 0;
+    int reservedExact = 0, replayed = 0, flippedOn = 0, flippedOff = 0, crossChecked = 0, layoutOnly = 0, layoutExact = 0;
     for (const QString& name : files) {
         const auto doc = open(dir.filePath(name));
         QVERIFY(doc);
@@ -53,16 +54,39 @@ void TestAllocatorSettingsCorpus::everyDump()
             const DeviceDocument& dd = doc->device(d);
             const DeviceTrace& dev = dd.device();
             // Layout (cheap, the window's) and exact replay agree on the free bytes at the peak and at the end.
+            // Not where expandable segments existed before recording: the replay does not seed their
+            // layout (replay.cpp says so), so there the layout is the only source.
+            const bool expandableBefore = std::any_of(dev.segments.begin(), dev.segments.end(), [](const Segment& s) { return s.isExpandable; });
             for (EventIndex at : {dev.peakIndex, dev.eventCount() > 0 ? EventIndex(dev.eventCount() - 1) : kNoEvent}) {
                 if (dev.segments.empty())
                     continue;
                 const FragmentationBreakdown viaLayout = fragmentationOfLayout(segmentLayoutAt(dev, dd.alive(), at), dev);
-                const FragmentationBreakdown viaReplay = fragmentationAt(doc->trace(), dev, at);
                 const QByteArray where = (name + " " + QString::fromStdString(dev.label()) + " event " + QString::number(at)).toUtf8();
-                QVERIFY2(viaLayout.known && viaReplay.known, where.constData());
-                QVERIFY2(viaLayout.freeBytes == viaReplay.freeBytes, where.constData()); // both count awaiting-stream blocks as taken
-                QVERIFY2(viaLayout.largestFree == viaReplay.largestFree, where.constData());
-                QVERIFY2(viaLayout.releasable == viaReplay.releasable, where.constData());
+                QVERIFY2(viaLayout.known, where.constData());
+                if (expandableBefore && dev.eventCount() > 0) {
+                    ++layoutOnly;
+                    continue;
+                }
+                const FragmentationBreakdown viaReplay = fragmentationAt(doc->trace(), dev, at);
+                QVERIFY2(viaReplay.known, where.constData());
+                // Both are exact on reserved bytes; the layout estimates the blocks of tensors freed
+                // before the dump's end (no unsplit slack), so it may read more free bytes, never fewer.
+                QVERIFY2(viaLayout.reserved == viaReplay.reserved, where.constData());
+                QVERIFY2(viaLayout.freeBytes >= viaReplay.freeBytes, where.constData());
+                if (viaLayout.freeBytes == viaReplay.freeBytes && viaLayout.largestFree == viaReplay.largestFree &&
+                    viaLayout.releasable == viaReplay.releasable)
+                    ++layoutExact;
+                else
+                    qInfo("%s: free %.1f MiB from the layout, %.1f MiB by replay (largest %.1f / %.1f, empty_cache %.1f / %.1f)",
+                          where.constData(), mib(viaLayout.freeBytes), mib(viaReplay.freeBytes), mib(viaLayout.largestFree),
+                          mib(viaReplay.largestFree), mib(viaLayout.releasable), mib(viaReplay.releasable));
+                // The report takes the replay's where it can.
+                if (at == dev.peakIndex && dev.eventCount() <= 300'000) {
+                    const MomentReport m = momentReport(dd, at, "peak", 0);
+                    QVERIFY2(m.fragmentation.freeBytes == viaReplay.freeBytes && m.fragmentation.largestFree == viaReplay.largestFree,
+                             where.constData());
+                }
+                ++crossChecked;
             }
             if (dev.eventCount() == 0 || dev.allocations.empty())
                 continue;
@@ -71,7 +95,19 @@ void TestAllocatorSettingsCorpus::everyDump()
             const QByteArray what = (name + " " + QString::fromStdString(dev.label())).toUtf8();
             QVERIFY2(same.identity, what.constData());
             QVERIFY2(same.allocatedMismatches == 0, what.constData());
-            QVERIFY2(same.reservedMatches == same.reservedCompared, what.constData());
+            // Reserved too, except where expandable segments existed before recording (bol_*): the
+            // replay does not seed their pages, so reserved differs there, as it did before issue 25.
+            // Not either with several streams (mp_10streams, mosaic): when another stream's work let a
+            // block go is not in the trace. Both as before issue 25; the allocated series is exact everywhere.
+            const bool multiStream = std::any_of(dev.allocations.begin(), dev.allocations.end(),
+                                                 [&](const Allocation& a) { return a.stream != dev.allocations.front().stream; });
+            if (!expandableBefore && !multiStream) {
+                QVERIFY2(same.reservedMatches == same.reservedCompared, what.constData());
+                ++reservedExact;
+            } else {
+                qInfo("%s: reserved equal after %lld / %lld events (%s)", what.constData(), qint64(same.reservedMatches),
+                      qint64(same.reservedCompared), expandableBefore ? "expandable segments made before recording are not seeded" : "several streams");
+            }
             ++replayed;
 
             const bool recordedExpandable = allocatorConfigFromSettings(doc->trace().allocatorSettings).expandableSegments;
@@ -91,7 +127,12 @@ void TestAllocatorSettingsCorpus::everyDump()
                   qint64(flipped.replayUs));
         }
     }
-    qInfo("replayed %d devices; expandable segments turned on for %d, off for %d", replayed, flippedOn, flippedOff);
+    qInfo("replayed %d devices; expandable segments turned on for %d, off for %d; fragmentation from the layout equal to the "
+          "replay's at %d of %d moments (%d moments with pre-recording expandable segments: layout only)",
+          replayed, flippedOn, flippedOff, layoutExact, crossChecked, layoutOnly);
+    qInfo("identity replay: allocated exact on %d devices, reserved exact on %d", replayed, reservedExact);
+    QVERIFY(crossChecked >= 40);
+    QVERIFY(reservedExact >= 20);
     QVERIFY(replayed >= 20);
     QVERIFY(flippedOn > 0);
     QVERIFY(flippedOff > 0); // the bol_* dumps were recorded with expandable segments
