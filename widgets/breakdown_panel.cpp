@@ -7,6 +7,8 @@
 
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollArea>
+#include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -42,8 +44,17 @@ BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
     m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 6);
     layout->addWidget(m_momentLabel);
     layout->addWidget(m_verdictLabel);
-    layout->addWidget(m_view, 1);
-    layout->addWidget(m_fragmentation);
+    // The pools and, one tab over, the fragmentation (issue 25): the dock is short, and both need rows.
+    auto* tabs = new QTabWidget(this);
+    tabs->setObjectName(QStringLiteral("breakdownTabs"));
+    tabs->setDocumentMode(true);
+    tabs->addTab(m_view, tr("Pools"));
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidget(m_fragmentation);
+    tabs->addTab(scroll, tr("Fragmentation"));
+    layout->addWidget(tabs, 1);
     connect(m_workspace, &Workspace::momentChanged, this, &BreakdownPanel::refresh);
     connect(m_workspace, &Workspace::documentChanged, this, &BreakdownPanel::refresh);
 }
