@@ -58,6 +58,7 @@ MainWindow::MainWindow(QWidget* parent)
 
     buildActions();
     buildDocks();
+    buildStepsAndSites();
     buildMenus();
     // The shipped rules as compiled in, until the application says which files apply.
     setRules(std::make_shared<const RuleSet>(RuleSet::builtin()));

@@ -59,6 +59,7 @@ public:
     EventIndex eventAtPixel(double px) const;
     double eventKey(EventIndex event) const; // x coordinate (plot units) where an event's state starts
     QString xAxisTitle() const;
+    double yUnitBytes() const { return m_unit; } // bytes per unit of the y axis (GiB, MiB, KiB)
 
     // Re-queries the level of detail for the visible range and width. Called on range and size
     // changes; public so the benchmark can time it.
