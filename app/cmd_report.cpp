@@ -34,6 +34,7 @@ CommandBody defineReport(CLI::App& app)
         bool json = false, noPools = false;
         std::string failOver, failStepGrowth;
         std::vector<std::string> failPools;
+        std::string capacity;
         std::vector<std::string> between;
         bool bySite = false;
     };
@@ -43,10 +44,11 @@ CommandBody defineReport(CLI::App& app)
     app.add_option("--at", s->at, "the moment: peak, oom, end or an event INDEX (default: the OOM, else the peak)")->type_name("MOMENT");
     app.add_option("--top", s->top, "how many of the largest live tensors to list")->capture_default_str()->check(CLI::NonNegativeNumber);
     app.add_option("--capacity", s->capacity,
-                   "the device's memory: the verdict names a wall at an OOM or near this capacity, else the largest pool "
-                   "(default: reserved + free at the recorded OOM)")
-        ->type_name("SIZE")
-        ->check(sizeCheck());
+                   "the device's total memory, for the memory outside PyTorch at an OOM: a size (80GiB) or a preset (" +
+                       deviceTotalPresetNames() + ")")
+        ->check(valueCheck([](const std::string& v) { return bool(parseDeviceTotal(v)); }, "SIZE",
+                           "a size such as 80GiB or a preset (" + deviceTotalPresetNames() + ")"))
+        ->type_name("SIZE|PRESET");
     addRulesOption(app, s->rulesFile);
     const auto noPools = app.add_flag("--no-pools", s->noPools, "skip classification (faster; no pools, no verdict)");
     app.add_flag("--json", s->json, "one JSON object instead of text");
@@ -76,7 +78,7 @@ CommandBody defineReport(CLI::App& app)
         options.at = s->at;
         options.top = s->top;
         if (!s->capacity.empty())
-            options.capacity = parseBytes(s->capacity);
+            options.deviceTotal = parseDeviceTotal(s->capacity);
         const bool classify = !s->noPools;
         std::vector<MemoryLimit> limits;
         if (!s->failOver.empty())

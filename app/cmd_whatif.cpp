@@ -4,6 +4,7 @@
 
 #include "app/rules_config.h"
 
+#include "core/allocator/allocator_config.h"
 #include "core/engine/document.h"
 #include "core/util/units.h"
 #include "core/whatif/whatif.h"
@@ -70,6 +71,17 @@ void addWhatIfKnobs(CLI::App& app, WhatIfKnobs& k)
     k.capacityOption = add(app.add_option("--capacity", k.capacity, "the device's memory: an OOM above it, the capacity line (default: reserved + free at the recorded OOM)")
                                ->check(sizeCheck())
                                ->type_name("SIZE"));
+    // The problem PyTorch would raise, naming the option, is the usage error.
+    add(app.add_option("--alloc-conf", k.allocConf,
+                       "replay under another allocator: PYTORCH_CUDA_ALLOC_CONF in PyTorch's syntax, e.g. "
+                       "expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.8,roundup_power2_divisions:4")
+            ->check(CLI::Validator(
+                [](std::string& v) {
+                    AllocatorConfig probe;
+                    return applyAllocConfStrict(probe, v);
+                },
+                "CONF"))
+            ->type_name("CONF"));
 }
 
 Scenario whatIfScenario(const WhatIfKnobs& k)
@@ -97,6 +109,7 @@ Scenario whatIfScenario(const WhatIfKnobs& k)
     s.accumulate = k.accumulate;
     if (!k.capacity.empty())
         s.capacity = parseBytes(k.capacity);
+    s.allocConf = k.allocConf;
     if (const std::string problem = s.validate(); !problem.empty())
         throw UsageError(problem);
     return s;
@@ -132,7 +145,7 @@ CommandBody defineWhatIf(CLI::App& app)
 
 const CommandRegistrar kRegister({"whatif",
                                   "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer, sharding, precision, "
-                                  "trainable share or gradient accumulation",
+                                  "trainable share, gradient accumulation or allocator setting (PYTORCH_CUDA_ALLOC_CONF, replayed)",
                                   defineWhatIf});
 
 } // namespace

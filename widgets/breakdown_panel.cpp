@@ -2,10 +2,13 @@
 
 #include "core/util/units.h"
 #include "widgets/breakdown_model.h"
+#include "widgets/fragmentation_view.h"
 #include "widgets/workspace.h"
 
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollArea>
+#include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -18,7 +21,8 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
     : QWidget(parent), m_workspace(workspace), m_model(new BreakdownModel(this)), m_momentLabel(new QLabel(this)),
-      m_verdictLabel(new QLabel(this)), m_view(new QTableView(this))
+      m_verdictLabel(new QLabel(this)), m_view(new QTableView(this)),
+      m_fragmentation(new FragmentationView(this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
@@ -40,7 +44,17 @@ BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
     m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 6);
     layout->addWidget(m_momentLabel);
     layout->addWidget(m_verdictLabel);
-    layout->addWidget(m_view, 1);
+    // The pools and, one tab over, the fragmentation (issue 25): the dock is short, and both need rows.
+    auto* tabs = new QTabWidget(this);
+    tabs->setObjectName(QStringLiteral("breakdownTabs"));
+    tabs->setDocumentMode(true);
+    tabs->addTab(m_view, tr("Pools"));
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidget(m_fragmentation);
+    tabs->addTab(scroll, tr("Fragmentation"));
+    layout->addWidget(tabs, 1);
     connect(m_workspace, &Workspace::momentChanged, this, &BreakdownPanel::refresh);
     connect(m_workspace, &Workspace::documentChanged, this, &BreakdownPanel::refresh);
 }
@@ -56,6 +70,7 @@ void BreakdownPanel::refresh()
         m_model->clear();
         m_momentLabel->clear();
         m_verdictLabel->clear();
+        m_fragmentation->setFacts({}, std::nullopt);
         return;
     }
     const CursorMoment& m = m_workspace->moment();
@@ -76,6 +91,7 @@ void BreakdownPanel::refresh()
         moment += tr(" · <b style='color:#d50000'>OOM</b>: tried to allocate %1").arg(qs(formatBytes(m.report.oom->requestedBytes)));
     m_momentLabel->setText(moment);
     m_verdictLabel->setText(qs(m.sentence));
+    m_fragmentation->setFacts(m.report.fragmentation, m.report.outside);
     // Without history the caveat leads the sentence; the label says so in colour too.
     m_verdictLabel->setStyleSheet(m.report.classified && !m.report.evidence.history ? QStringLiteral("color: #a05a00;") : QString());
 }

@@ -9,6 +9,7 @@ class QTableView;
 namespace poolscope {
 
 class BreakdownModel;
+class FragmentationView;
 class Workspace;
 
 // "Breakdown at cursor": the moment (event, time, peak, OOM), the verdict sentence and the table of
@@ -30,6 +31,7 @@ private:
     QLabel* m_momentLabel;
     QLabel* m_verdictLabel;
     QTableView* m_view;
+    FragmentationView* m_fragmentation; // issue 25: free bytes against the failing request, memory outside PyTorch
 };
 
 } // namespace poolscope

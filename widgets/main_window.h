@@ -118,6 +118,7 @@ private:
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void rebuildCapacityChoices();
+    void updateOutsideBand(int64_t capacity); // the chart's band of memory outside PyTorch (issue 25)
     void chooseCapacity(int comboIndex);
     void customCapacity();
     void stepCursor(EventIndex delta);

@@ -2,6 +2,8 @@
 // panels follow the Workspace on their own.
 #include "widgets/main_window.h"
 
+#include "core/report/device_memory.h"
+
 #include "core/timeline/moment.h"
 #include "core/timeline/phase_bands.h"
 #include "core/util/units.h"
@@ -316,8 +318,27 @@ void MainWindow::customCapacity()
 
 void MainWindow::setCapacity(int64_t bytes, const QString& label)
 {
+    updateOutsideBand(bytes);
     m_plot->setCapacity(bytes, label);
     m_workspace->setCapacity(bytes, label);
+}
+
+void MainWindow::updateOutsideBand(int64_t capacity)
+{
+    // Issue 25: at the last OOM, the device memory held outside PyTorch, under the device's total
+    // (the capacity picked here when it is not the OOM's own reserved + free, else the capture helper's).
+    std::optional<OutsideMemory> o;
+    if (const DeviceDocument* dev = m_workspace->deviceDocument()) {
+        std::optional<DeviceTotal> given;
+        if (capacity > 0 && capacity != dev->oomCapacity())
+            given = DeviceTotal{capacity, "the window's capacity", 0};
+        o = outsideAtLastOom(dev->trace(), dev->device(), given);
+    }
+    if (o && o->outside > 0)
+        m_plot->setOutsidePyTorch(o->total.bytes, o->outside,
+                                  tr("outside PyTorch at the OOM: %1 (CUDA context, NCCL, other processes)").arg(qs(formatBytes(o->outside))));
+    else
+        m_plot->setOutsidePyTorch(-1, 0, {});
 }
 
 void MainWindow::flushPanels() { m_workspace->flush(); }

@@ -81,6 +81,17 @@ TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(Poo
     // Left end of the line: OOM markers (and the cursor label) crowd the right end.
     m_capacityText->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
     m_capacityText->setClipToAxisRect(true);
+    m_outsideBand = new QCPItemRect(this);
+    m_outsideBand->topLeft->setTypeX(QCPItemPosition::ptAxisRectRatio);
+    m_outsideBand->bottomRight->setTypeX(QCPItemPosition::ptAxisRectRatio);
+    m_outsideBand->setPen(Qt::NoPen);
+    m_outsideBand->setBrush(QBrush(QColor(0x60, 0x60, 0x60, 110), Qt::BDiagPattern));
+    m_outsideBand->setVisible(false);
+    m_outsideText = new QCPItemText(this);
+    m_outsideText->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+    m_outsideText->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
+    m_outsideText->setClipToAxisRect(true);
+    m_outsideText->setVisible(false);
 
     m_highlight = new QCPItemRect(this);
     m_highlight->setLayer(m_cursorLayer);
@@ -290,7 +301,7 @@ void TimelinePlot::rebuildGraphs()
     std::vector<StackLod::Extrema> e(lod.layerCount());
     lod.rangeExtrema(0, lod.sampleCount() - 1, e);
     int64_t top = e.empty() ? 0 : e.back().max;
-    top = std::max({top, m_capacity, m_prediction.top()});
+    top = std::max({top, m_capacity, m_prediction.top(), m_outsideBytes > 0 ? m_outsideTotal : int64_t(0)});
     if (top >= kGiB) {
         m_unit = double(kGiB);
         m_unitName = QStringLiteral("GiB");
@@ -318,6 +329,13 @@ void TimelinePlot::fitToSize(QSize plotSize)
 {
     fitLegend(plotSize.width());
     applyYRange(plotSize.height() - kAxisChrome);
+}
+
+void TimelinePlot::setOutsidePyTorch(int64_t total, int64_t outside, const QString& label)
+{
+    m_outsideTotal = total;
+    m_outsideBytes = outside;
+    m_outsideLabel = label;
 }
 
 void TimelinePlot::setCapacity(int64_t bytes, const QString& label)

@@ -39,6 +39,9 @@ public:
     // Capacity line; bytes < 0 hides it.
     void setCapacity(int64_t bytes, const QString& label);
     int64_t capacity() const { return m_capacity; }
+    // Memory outside PyTorch (issue 25): a hatched band from total - outside up to the device's
+    // total; outside <= 0 hides it. Takes effect with the next setCapacity (which rebuilds markers).
+    void setOutsidePyTorch(int64_t total, int64_t outside, const QString& label);
 
     EventIndex cursorEvent() const { return m_cursor; }
     void setCursorEvent(EventIndex event); // clamps; emits cursorMoved when it changes
@@ -125,6 +128,11 @@ private:
     QCPItemRect* m_highlight = nullptr;
     QCPItemStraightLine* m_capacityLine = nullptr;
     QCPItemText* m_capacityText = nullptr;
+    int64_t m_outsideTotal = -1;
+    int64_t m_outsideBytes = 0;
+    QString m_outsideLabel;
+    QCPItemRect* m_outsideBand = nullptr;
+    QCPItemText* m_outsideText = nullptr;
     std::vector<QCPAbstractItem*> m_markers; // OOM, peak
     QCPItemText* m_peakText = nullptr;
     std::vector<std::pair<QCPRange, QCPItemText*>> m_bandItems; // band keys and label

@@ -61,6 +61,17 @@ void TimelinePlot::rebuildMarkers()
         m_capacityText->setText(m_capacityLabel.isEmpty() ? tr("capacity %1").arg(qs(formatBytes(m_capacity)))
                                                            : m_capacityLabel);
     }
+    const bool outside = m_timeline && m_outsideBytes > 0 && m_outsideTotal > 0;
+    m_outsideBand->setVisible(outside);
+    m_outsideText->setVisible(outside);
+    if (outside) {
+        const double top = double(m_outsideTotal) / m_unit;
+        m_outsideBand->topLeft->setCoords(0, top);
+        m_outsideBand->bottomRight->setCoords(1, double(m_outsideTotal - m_outsideBytes) / m_unit);
+        m_outsideText->position->setCoords(0.995, top);
+        m_outsideText->setText(m_outsideLabel);
+        m_outsideText->setColor(m_palette.dark() ? QColor(0xc0, 0xc0, 0xc0) : QColor(0x50, 0x50, 0x50));
+    }
     if (!m_timeline) {
         updateCursorItems();
         return;

@@ -21,6 +21,8 @@
 #include <QTimer>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include <algorithm>
+
 namespace poolscope {
 namespace {
 
@@ -181,6 +183,34 @@ void WhatIfPanel::buildUi()
     m_capacity->setObjectName(QStringLiteral("capacity"));
     m_capacity->setPlaceholderText(tr("e.g. 80GiB"));
     m_capacity->setToolTip(tr("Device memory to judge the fit against (empty: the recorded OOM's device)"));
+    // The allocator's settings in PyTorch's names; the replay applies them over the run's own.
+    m_expandable = new QComboBox(this);
+    m_expandable->setObjectName(QStringLiteral("expandableSegments"));
+    m_expandable->addItem(tr("as recorded"), QString());
+    m_expandable->addItem(tr("on"), QStringLiteral("True"));
+    m_expandable->addItem(tr("off"), QStringLiteral("False"));
+    m_expandable->setToolTip(tr("expandable_segments: one growing segment per stream, mapped in 20 MiB pages"));
+    m_maxSplit = new QSpinBox(this);
+    m_maxSplit->setObjectName(QStringLiteral("maxSplitSizeMb"));
+    m_maxSplit->setRange(0, 1 << 20);
+    m_maxSplit->setSpecialValueText(tr("as recorded"));
+    m_maxSplit->setSuffix(QStringLiteral(" MiB"));
+    m_maxSplit->setSingleStep(64);
+    m_maxSplit->setToolTip(tr("max_split_size_mb: blocks at or above it are never split (PyTorch requires more than 20)"));
+    m_gcThreshold = new QDoubleSpinBox(this);
+    m_gcThreshold->setObjectName(QStringLiteral("gcThreshold"));
+    m_gcThreshold->setRange(0.0, 0.99);
+    m_gcThreshold->setDecimals(2);
+    m_gcThreshold->setSingleStep(0.05);
+    m_gcThreshold->setSpecialValueText(tr("as recorded"));
+    m_gcThreshold->setToolTip(tr("garbage_collection_threshold: free old cached segments once reserved passes this share of the "
+                                 "capacity (PyTorch: only with set_per_process_memory_fraction)"));
+    m_roundup = new QComboBox(this);
+    m_roundup->setObjectName(QStringLiteral("roundupDivisions"));
+    m_roundup->addItem(tr("as recorded"), 0);
+    for (int d : {1, 2, 4, 8, 16})
+        m_roundup->addItem(QString::number(d), d);
+    m_roundup->setToolTip(tr("roundup_power2_divisions: round requests up to one of N steps between powers of two"));
     m_runButton = new QPushButton(tr("Predict"), this);
     m_liveBox = new QCheckBox(tr("as knobs change"), this);
     m_liveBox->setToolTip(tr("Predict on every change (offered for traces that replay in about 100 ms)"));
@@ -203,8 +233,10 @@ void WhatIfPanel::buildUi()
         connect(b, &QDoubleSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
     for (QSpinBox* b : {m_ranks, m_accumulate})
         connect(b, &QSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
-    for (QComboBox* c : {m_checkpoint, m_optimizer, m_sharding, m_autocast})
+    for (QComboBox* c : {m_checkpoint, m_optimizer, m_sharding, m_autocast, m_expandable, m_roundup})
         connect(c, &QComboBox::currentIndexChanged, this, &WhatIfPanel::knobChanged);
+    connect(m_maxSplit, &QSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
+    connect(m_gcThreshold, &QDoubleSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
     connect(m_offload, &QCheckBox::toggled, this, &WhatIfPanel::knobChanged);
     for (QLineEdit* e : {m_freeze, m_capacity})
         connect(e, &QLineEdit::editingFinished, this, &WhatIfPanel::knobChanged);
@@ -240,6 +272,8 @@ void WhatIfPanel::buildUi()
     knobs->addWidget(m_capacity, row, 1);
     knobs->addWidget(m_offload, row, 2, 1, 2);
     ++row;
+    pair(tr("Expandable"), m_expandable, tr("Split limit"), m_maxSplit);
+    pair(tr("GC threshold"), m_gcThreshold, tr("Round-up"), m_roundup);
     auto* actions = new QHBoxLayout;
     actions->addWidget(m_runButton);
     actions->addWidget(m_liveBox);
@@ -320,6 +354,16 @@ Scenario WhatIfPanel::scenario() const
     s.accumulate = m_accumulate->value();
     if (const int64_t bytes = parseBytes(m_capacity->text().trimmed().toStdString()); bytes > 0)
         s.capacity = bytes;
+    QStringList conf;
+    if (const QString v = m_expandable->currentData().toString(); !v.isEmpty())
+        conf << QStringLiteral("expandable_segments:") + v;
+    if (m_maxSplit->value() > 0)
+        conf << QStringLiteral("max_split_size_mb:%1").arg(std::max(m_maxSplit->value(), 21));
+    if (m_gcThreshold->value() > 0)
+        conf << QStringLiteral("garbage_collection_threshold:%1").arg(m_gcThreshold->value(), 0, 'g', 3);
+    if (const int d = m_roundup->currentData().toInt(); d > 0)
+        conf << QStringLiteral("roundup_power2_divisions:%1").arg(d);
+    s.allocConf = conf.join(',').toStdString();
     return s;
 }
 
@@ -341,6 +385,23 @@ void WhatIfPanel::setScenario(const Scenario& s)
     m_trainable->setValue(s.trainable.value());
     m_freeze->setText(QString::fromStdString(s.freeze));
     m_accumulate->setValue(s.accumulate);
+    // PYTORCH_CUDA_ALLOC_CONF back into the allocator knobs (a roundup list has no knob: left as recorded).
+    m_expandable->setCurrentIndex(0);
+    m_maxSplit->setValue(0);
+    m_gcThreshold->setValue(0);
+    m_roundup->setCurrentIndex(0);
+    for (const QString& item : QString::fromStdString(s.allocConf).split(',', Qt::SkipEmptyParts)) {
+        const QString key = item.section(':', 0, 0).trimmed();
+        const QString value = item.section(':', 1).trimmed();
+        if (key == QLatin1String("expandable_segments"))
+            m_expandable->setCurrentIndex(std::max(0, m_expandable->findData(value)));
+        else if (key == QLatin1String("max_split_size_mb"))
+            m_maxSplit->setValue(value.toInt());
+        else if (key == QLatin1String("garbage_collection_threshold"))
+            m_gcThreshold->setValue(value.toDouble());
+        else if (key == QLatin1String("roundup_power2_divisions"))
+            m_roundup->setCurrentIndex(std::max(0, m_roundup->findData(value.toInt())));
+    }
     m_settingScenario = false;
 }
 
@@ -461,6 +522,15 @@ void WhatIfPanel::showResult()
     if (!r.recompute.empty())
         notes << tr("Recompute: %1").arg(QString::fromStdString(r.recompute));
     notes << tr("Reserved but unallocated at the reserved peak: %1").arg(bytesText(r.fragmentation()));
+    notes << tr("Allocator: %1").arg(QString::fromStdString(r.allocatorBaseline));
+    if (r.allocatorChanged)
+        notes << tr("Replayed with: %1 (the dashed line is its reserved bytes)").arg(QString::fromStdString(r.allocatorReplayed));
+    if (r.oom && r.capacity && r.oom->requestedLive + r.oom->requested > *r.capacity)
+        notes << tr("Allocated alone (%1 alive + the %2 request) is over the capacity: no allocator setting helps")
+                     .arg(bytesText(r.oom->requestedLive), bytesText(r.oom->requested));
+    if (r.fragmentationDetail.known)
+        for (const QString& line : QString::fromStdString(fragmentationText(r.fragmentationDetail, "")).split('\n', Qt::SkipEmptyParts))
+            notes << line;
     if (r.identity)
         notes << tr("Replay check: allocated equal after %1 of %2 events; reserved after %3 of %4")
                      .arg(r.events - r.allocatedMismatches)

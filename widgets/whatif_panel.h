@@ -132,6 +132,11 @@ private:
     bool m_settingScenario = false;
     int64_t m_lastReplayUs = -1;
     QLineEdit* m_capacity = nullptr;
+    // The allocator (PYTORCH_CUDA_ALLOC_CONF), each "as recorded" by default (issue 25).
+    QComboBox* m_expandable = nullptr;
+    QSpinBox* m_maxSplit = nullptr;       // MiB; 0: as recorded
+    QDoubleSpinBox* m_gcThreshold = nullptr; // 0: as recorded
+    QComboBox* m_roundup = nullptr;
     QPushButton* m_runButton = nullptr;
     QLabel* m_verdict = nullptr;
     QTableView* m_table = nullptr;

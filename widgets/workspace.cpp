@@ -19,6 +19,7 @@ void Workspace::setDocument(std::shared_ptr<const Document> doc, const QString& 
     m_event = kNoEvent;
     m_selected = AllocId{};
     m_momentValid = false;
+    m_adviceCache.clear();
     emit documentChanged();
     schedule();
 }
@@ -83,7 +84,19 @@ const CursorMoment& Workspace::moment()
     m_moment.event = m_event;
     if (const DeviceDocument* dev = deviceDocument()) {
         // The report's own moment (no table of live tensors: the tensor panel lists them all).
-        m_moment.report = momentReport(*dev, m_event, {}, 0);
+        // The window's capacity is the device's total when the user picked it (a preset, a custom
+        // size); reserved + free at the OOM is what PyTorch could use, not a total.
+        std::optional<DeviceTotal> total;
+        if (m_capacity > 0 && m_capacity != dev->oomCapacity())
+            total = DeviceTotal{m_capacity, "the window's capacity", 0};
+        m_moment.report = momentReport(*dev, m_event, {}, 0, total, /*adviseAllocator=*/false);
+        if (m_moment.report.oom && dev->classified())
+            if (const auto model = dev->traceModel()) {
+                auto [it, fresh] = m_adviceCache.try_emplace({m_device, m_event});
+                if (fresh)
+                    it->second = adviseAllocatorAtOom(dev->trace(), dev->device(), *model, m_event);
+                applyAllocatorAdvice(m_moment.report, it->second);
+            }
         m_moment.breakdown = dev->timeline().breakdownAt(m_event, m_capacity);
         m_moment.layout = segmentLayoutAt(dev->device(), dev->alive(), m_event);
         m_moment.sentence = momentSentence(m_moment.report, m_capacity);

@@ -7,7 +7,9 @@
 #include <QString>
 #include <QTimer>
 
+#include <map>
 #include <memory>
+#include <utility>
 
 namespace poolscope {
 
@@ -86,6 +88,8 @@ private:
     CursorMoment m_moment;
     bool m_momentValid = false;
     QTimer m_timer;
+    // The allocator advice at each OOM (a few replays of the trace): once per document, device and OOM.
+    std::map<std::pair<size_t, EventIndex>, AllocatorAdvice> m_adviceCache;
 };
 
 } // namespace poolscope

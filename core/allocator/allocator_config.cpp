@@ -4,6 +4,8 @@
 #include <bit>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string_view>
 
@@ -38,6 +40,20 @@ std::optional<bool> parseBool(std::string_view s)
     if (t == "false" || t == "0")
         return false;
     return std::nullopt;
+}
+
+// garbage_collection_threshold: CUDAAllocatorConfig::parseGarbageCollectionThreshold accepts
+// 0 < value < 1 only.
+std::optional<double> parseFraction(std::string_view s)
+{
+    const std::string t = trim(s);
+    if (t.empty())
+        return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (end != t.c_str() + t.size() || !(v > 0.0 && v < 1.0))
+        return std::nullopt;
+    return v;
 }
 
 void note(std::vector<std::string>* notes, std::string text)
@@ -179,9 +195,15 @@ bool applyAllocConf(AllocatorConfig& config, const std::string& conf, std::vecto
                 note(notes, "PYTORCH_CUDA_ALLOC_CONF: malformed roundup_power2_divisions");
                 return false;
             }
+        } else if (key == "garbage_collection_threshold") {
+            auto v = parseFraction(tok[i]);
+            if (!v) {
+                ok = false;
+                continue;
+            }
+            config.gcThreshold = *v;
         } else {
-            // garbage_collection_threshold, pinned_*, release_lock_on_cudamalloc, backend: they do not
-            // change where a block lands (GC needs a memory fraction, which snapshots do not record).
+            // pinned_*, release_lock_on_cudamalloc, backend: they do not change where a block lands.
             if (tok[i] == "[")
                 while (i < tok.size() && tok[i] != "]")
                     ++i;
@@ -220,6 +242,16 @@ AllocatorConfig allocatorConfigFromSettings(const std::map<std::string, std::str
         else
             config.expandableSegments = *b;
     }
+    if (auto it = settings.find("garbage_collection_threshold"); it != settings.end()) {
+        // Rendered as "0.000000" when unset; anything else out of (0, 1) is not a threshold.
+        const std::string t = trim(it->second);
+        char* end = nullptr;
+        const double v = std::strtod(t.c_str(), &end);
+        if (t.empty() || end != t.c_str() + t.size() || v < 0.0 || v >= 1.0)
+            note(notes, "allocator_settings.garbage_collection_threshold: not a fraction in [0, 1): " + it->second);
+        else
+            config.gcThreshold = v;
+    }
     if (auto it = settings.find("roundup_power2_divisions"); it != settings.end()) {
         const auto ints = integersIn(it->second);
         if (ints.size() % 2 != 0) {
@@ -232,6 +264,90 @@ AllocatorConfig allocatorConfigFromSettings(const std::map<std::string, std::str
         }
     }
     return config;
+}
+
+std::string applyAllocConfStrict(AllocatorConfig& config, const std::string& conf, std::vector<std::string>* ignored)
+{
+    // Checked like CUDAAllocatorConfig::parseArgs, which raises on each of these.
+    AllocatorConfig out = config;
+    const auto tok = lexArgs(conf);
+    for (size_t i = 0; i < tok.size(); ++i) {
+        if (tok[i] == ",")
+            continue;
+        const std::string key = tok[i];
+        if (key == ":" || key == "[" || key == "]")
+            return "unexpected '" + key + "' (expected OPTION:VALUE[,OPTION:VALUE...])";
+        if (i + 2 >= tok.size() || tok[i + 1] != ":")
+            return "option '" + key + "' has no value (expected " + key + ":VALUE)";
+        i += 2;
+        const std::string value = tok[i];
+        if (key == "max_split_size_mb") {
+            auto mb = parseInt(value);
+            if (!mb || *mb <= (kLargeBuffer >> 20))
+                return "max_split_size_mb expects a whole number of MiB above " + std::to_string(kLargeBuffer >> 20) + ", got '" + value + "'";
+            out.maxSplitSize = std::min<int64_t>(*mb, kNoSplitLimit >> 20) << 20;
+        } else if (key == "max_non_split_rounding_mb") {
+            auto mb = parseInt(value);
+            if (!mb || *mb <= 0)
+                return "max_non_split_rounding_mb expects a whole number of MiB, got '" + value + "'";
+            out.maxNonSplitRoundingSize = std::max<int64_t>(*mb, kLargeBuffer >> 20) << 20;
+        } else if (key == "expandable_segments") {
+            if (value != "True" && value != "False")
+                return "expandable_segments expects True or False, got '" + value + "'";
+            out.expandableSegments = value == "True";
+        } else if (key == "garbage_collection_threshold") {
+            auto v = parseFraction(value);
+            if (!v)
+                return "garbage_collection_threshold expects a fraction between 0 and 1 (exclusive), got '" + value + "'";
+            out.gcThreshold = *v;
+        } else if (key == "roundup_power2_divisions") {
+            if (!parseRoundupDivisions(out, tok, i))
+                return "roundup_power2_divisions expects a power of two (4) or a list such as [256:1,512:2,>:4]";
+        } else if (key == "backend" || key == "release_lock_on_cudamalloc" || key == "pinned_use_cuda_host_register" ||
+                   key == "pinned_num_register_threads" || key == "pinned_use_background_threads" ||
+                   key == "graph_capture_record_stream_reuse" || key == "per_process_memory_fraction") {
+            if (ignored)
+                ignored->push_back(key);
+            if (value == "[")
+                while (i < tok.size() && tok[i] != "]")
+                    ++i;
+        } else {
+            return "unknown option '" + key + "' (PyTorch's names: expandable_segments, max_split_size_mb, "
+                   "garbage_collection_threshold, roundup_power2_divisions, max_non_split_rounding_mb)";
+        }
+    }
+    config = out;
+    return {};
+}
+
+std::string describeAllocConf(const AllocatorConfig& config)
+{
+    const AllocatorConfig defaults;
+    std::string out;
+    auto add = [&](const std::string& item) { out += (out.empty() ? "" : ",") + item; };
+    if (config.expandableSegments)
+        add("expandable_segments:True");
+    if (config.maxSplitSize != defaults.maxSplitSize)
+        add("max_split_size_mb:" + std::to_string(config.maxSplitSize >> 20));
+    if (config.maxNonSplitRoundingSize != defaults.maxNonSplitRoundingSize)
+        add("max_non_split_rounding_mb:" + std::to_string(config.maxNonSplitRoundingSize >> 20));
+    if (config.gcThreshold > 0) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", config.gcThreshold);
+        add(std::string("garbage_collection_threshold:") + buf);
+    }
+    if (config.roundupPower2Divisions != defaults.roundupPower2Divisions) {
+        const auto& d = config.roundupPower2Divisions;
+        if (std::all_of(d.begin(), d.end(), [&](int64_t v) { return v == d[0]; })) {
+            add("roundup_power2_divisions:" + std::to_string(d[0]));
+        } else {
+            std::string list;
+            for (size_t k = 0; k < d.size(); ++k)
+                list += (list.empty() ? "" : ",") + std::to_string(int64_t(1) << k) + ":" + std::to_string(d[k]);
+            add("roundup_power2_divisions:[" + list + "]");
+        }
+    }
+    return out.empty() ? "PyTorch's defaults" : out;
 }
 
 int64_t roundupPower2Divisions(const AllocatorConfig& config, int64_t size)

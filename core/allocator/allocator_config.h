@@ -26,6 +26,11 @@ struct AllocatorConfig {
     // Index i covers sizes in [2^i MiB, 2^(i+1) MiB); index 0 also covers everything below 1 MiB.
     std::array<int64_t, kRoundUpPowerOfTwoIntervals> roundupPower2Divisions{};
     bool expandableSegments = false;
+    // garbage_collection_threshold: before cudaMalloc, free whole cached segments by age once reserved
+    // exceeds this fraction of the allowed memory. PyTorch runs it only when
+    // torch.cuda.set_per_process_memory_fraction was called (set_fraction); the simulator runs it when
+    // it has a capacity, which then stands for the allowed maximum. 0: off.
+    double gcThreshold = 0.0;
     // Only sizes the virtual address range of an expandable segment (1 1/8 of the device memory).
     int64_t deviceTotalMemory = int64_t(80) << 30;
 
@@ -41,6 +46,15 @@ AllocatorConfig allocatorConfigFromSettings(const std::map<std::string, std::str
 // Applies a PYTORCH_CUDA_ALLOC_CONF string ("max_split_size_mb:128,expandable_segments:True,
 // roundup_power2_divisions:[256:1,512:2,>:4]") on top of `config`; returns false on a malformed option.
 bool applyAllocConf(AllocatorConfig& config, const std::string& conf, std::vector<std::string>* notes = nullptr);
+
+// PYTORCH_CUDA_ALLOC_CONF as a user types it on the command line: PyTorch's own names and syntax.
+// Unlike applyAllocConf, anything PyTorch itself would refuse is an error: returns "" when the string
+// was applied, else one line naming the option and what it expects. Options that do not change where
+// a block lands (backend, release_lock_on_cudamalloc, pinned_*) are accepted and listed in `ignored`.
+std::string applyAllocConfStrict(AllocatorConfig& config, const std::string& conf, std::vector<std::string>* ignored = nullptr);
+// The settings that differ from PyTorch's defaults, in PYTORCH_CUDA_ALLOC_CONF syntax
+// ("expandable_segments:True,max_split_size_mb:512"); "PyTorch's defaults" when none do.
+std::string describeAllocConf(const AllocatorConfig& config);
 
 int64_t roundupPower2Divisions(const AllocatorConfig& config, int64_t size);
 // round_size(): the block size a request of `size` bytes asks the pools for.

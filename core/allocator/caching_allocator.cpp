@@ -95,6 +95,8 @@ AllocResult CachingAllocatorSim::malloc(int64_t size, int64_t stream)
 
     bool found = getFreeBlock(r);
     if (!found) {
+        if (gcEnabled())
+            garbageCollectCachedBlocks();
         found = allocBlock(r, false) || (releaseAvailableCachedBlocks(r) && allocBlock(r, false)) ||
                 (releaseCachedBlocks(), allocBlock(r, true));
     }
@@ -116,6 +118,8 @@ AllocResult CachingAllocatorSim::malloc(int64_t size, int64_t stream)
 
 bool CachingAllocatorSim::getFreeBlock(Request& r)
 {
+    if (gcEnabled())
+        ++r.pool->getFreeCalls; // block ages count get_free_block calls on their pool
     auto& blocks = r.pool->blocks;
     const SizeKey key{uint64_t(r.stream), r.size, 0, -1};
     auto it = blocks.lower_bound(key);
@@ -179,6 +183,55 @@ bool CachingAllocatorSim::allocBlock(Request& r, bool isRetry)
     ++m_stats.numDeviceAlloc;
     recordEvent(SimEventKind::SegmentAlloc, addr, r.allocSize, r.stream, k.small);
     return true;
+}
+
+void CachingAllocatorSim::insertFree(Pool& pool, int32_t b)
+{
+    // BlockPool::insert_into_blocks: a block's age counts from the moment it is cached.
+    m_blocks[size_t(b)].gcBase = pool.getFreeCalls;
+    pool.blocks.insert(sizeKey(b));
+}
+
+void CachingAllocatorSim::garbageCollectCachedBlocks()
+{
+    // garbage_collect_cached_blocks(): once reserved exceeds threshold x the allowed maximum, free
+    // whole (unsplit, non-expandable) cached large-pool segments whose age is at least the mean age,
+    // pass after pass, until the excess is reclaimed or nothing more can go. No stream sync.
+    const auto threshold = int64_t(m_config.gcThreshold * double(*m_capacity));
+    if (m_stats.reserved <= threshold)
+        return;
+    const int64_t target = m_stats.reserved - threshold;
+    const int64_t now = m_large.getFreeCalls;
+    auto age = [&](int32_t b) { return now - m_blocks[size_t(b)].gcBase; };
+    auto freeable = [&](int32_t b) {
+        const Block& k = m_blocks[size_t(b)];
+        return k.prev < 0 && k.next < 0 && k.expandable < 0;
+    };
+    double totalAge = 0;
+    int64_t count = 0;
+    for (const auto& key : m_large.blocks)
+        if (freeable(key.index)) {
+            totalAge += double(age(key.index));
+            ++count;
+        }
+    int64_t reclaimed = 0;
+    bool freed = true;
+    while (reclaimed < target && freed && count > 0) {
+        const double ageThreshold = totalAge / double(count);
+        freed = false;
+        std::vector<int32_t> victims;
+        for (const auto& key : m_large.blocks)
+            if (freeable(key.index) && double(age(key.index)) >= ageThreshold)
+                victims.push_back(key.index);
+        for (int32_t b : victims) {
+            freed = true;
+            reclaimed += m_blocks[size_t(b)].size;
+            totalAge -= double(age(b));
+            --count;
+            m_stats.gcReleasedBytes += m_blocks[size_t(b)].size;
+            releaseBlock(b);
+        }
+    }
 }
 
 bool CachingAllocatorSim::releaseAvailableCachedBlocks(const Request& r)
@@ -298,7 +351,7 @@ uint64_t CachingAllocatorSim::allocFoundBlock(Request& r, int64_t requested, boo
         rem.prev = b;
         rem.addr += uint64_t(r.size);
         rem.size -= r.size;
-        r.pool->blocks.insert(sizeKey(remaining));
+        insertFree(*r.pool, remaining);
     }
     Block& blk = m_blocks[size_t(b)];
     blk.allocated = true;
@@ -360,7 +413,7 @@ void CachingAllocatorSim::freeBlock(int32_t b)
     tryMergeBlocks(b, prev, pool);
     tryMergeBlocks(b, next, pool);
     m_blocks[size_t(b)].requested = 0;
-    pool.blocks.insert(sizeKey(b));
+    insertFree(pool, b);
 }
 
 int64_t CachingAllocatorSim::tryMergeBlocks(int32_t dst, int32_t src, Pool& pool)
@@ -441,7 +494,7 @@ bool CachingAllocatorSim::addExistingSegment(uint64_t addr, int64_t size, int64_
     if (cursor < addr + uint64_t(size))
         freeBlocks.push_back(append(cursor, int64_t(addr + uint64_t(size) - cursor), nullptr));
     for (int32_t b : freeBlocks)
-        pool.blocks.insert(sizeKey(b));
+        insertFree(pool, b);
     addReserved(size, true);
     m_stats.peakAllocated = std::max(m_stats.peakAllocated, m_stats.allocated);
     m_stats.peakActive = std::max(m_stats.peakActive, m_stats.active);

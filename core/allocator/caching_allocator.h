@@ -52,6 +52,7 @@ struct AllocatorStats {
     int64_t numOoms = 0;
     int64_t numDeviceAlloc = 0;
     int64_t numDeviceFree = 0;
+    int64_t gcReleasedBytes = 0; // segments garbage_collection_threshold gave back
 };
 
 // A block that was allocated when simulation begins (seeding a recorded trace's initial state).
@@ -131,6 +132,7 @@ private:
         bool pending = false; // free requested, waiting for free_completed
         bool mapped = true;
         bool inUse = false;   // slot holds a block (false: on the free-slot list)
+        int64_t gcBase = 0;   // the pool's get_free_block count when the block was cached (its age starts there)
     };
     struct SizeKey {
         uint64_t stream;
@@ -156,6 +158,7 @@ private:
         bool small = false;
         std::set<SizeKey> blocks;   // free, mapped
         std::set<AddrKey> unmapped; // expandable address space without memory behind it
+        int64_t getFreeCalls = 0;   // get_free_blocks_call_count: the clock of garbage collection
     };
     struct ExpandableSegment {
         uint64_t base = 0;
@@ -188,6 +191,9 @@ private:
     bool getFreeBlock(Request& r);
     bool allocBlock(Request& r, bool isRetry);
     bool releaseAvailableCachedBlocks(const Request& r);
+    bool gcEnabled() const { return m_config.gcThreshold > 0 && m_capacity.has_value(); }
+    void insertFree(Pool& pool, int32_t b);
+    void garbageCollectCachedBlocks();
     void releaseCachedBlocks();
     void releaseBlocks(Pool& pool);
     void releaseBlock(int32_t b);

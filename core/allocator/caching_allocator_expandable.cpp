@@ -104,7 +104,7 @@ bool CachingAllocatorSim::mapBlock(int32_t toMap, int64_t size)
     }
     tryMergeBlocks(toMap, m_blocks[size_t(toMap)].prev, pool);
     tryMergeBlocks(toMap, m_blocks[size_t(toMap)].next, pool);
-    pool.blocks.insert(sizeKey(toMap));
+    insertFree(pool, toMap);
     addReserved(mappedBytes, false);
     ++m_stats.numDeviceAlloc;
     const Block& done = m_blocks[size_t(toMap)];
@@ -162,7 +162,7 @@ void CachingAllocatorSim::unmapBlock(int32_t b)
         bf.small = cur.small;
         bf.expandable = cur.expandable;
         splice(f, cur.prev, b);
-        pool.blocks.insert(sizeKey(f));
+        insertFree(pool, f);
     }
     const int64_t after = m_blocks[size_t(b)].size - (before + unmappedBytes);
     if (after > 0) {
@@ -175,7 +175,7 @@ void CachingAllocatorSim::unmapBlock(int32_t b)
         af.small = cur.small;
         af.expandable = cur.expandable;
         splice(f, b, cur.next);
-        pool.blocks.insert(sizeKey(f));
+        insertFree(pool, f);
     }
     Block& u = m_blocks[size_t(b)];
     u.addr = unmappedPtr;

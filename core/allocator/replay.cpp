@@ -256,6 +256,11 @@ ReplayResult replayDevice(const DeviceTrace& dev, const AllocatorConfig& config,
     out.initialAllocated = sim.stats().allocated;
     out.initialReserved = sim.stats().reserved;
     sim.clearEvents();
+    if (options.snapshotAfter && *options.snapshotAfter < 0) {
+        out.segmentsAtStop = sim.segments();
+        out.finalStats = sim.stats();
+        return out;
+    }
 
     if (options.keepSeries) {
         out.allocated.reserve(n);
@@ -289,7 +294,8 @@ ReplayResult replayDevice(const DeviceTrace& dev, const AllocatorConfig& config,
         AllocResult r = sim.malloc(size, stream);
         drain(i);
         if (!r.ok && !out.oom)
-            out.oom = ReplayOom{i, size, r.roundedSize, r.wantedBytes, r.deviceFree, sim.stats().allocated, sim.stats().reserved};
+            out.oom = ReplayOom{i, size, r.roundedSize, r.wantedBytes, r.deviceFree, sim.stats().allocated, sim.stats().reserved,
+                                sim.stats().requested};
         return r;
     };
 
@@ -347,6 +353,11 @@ ReplayResult replayDevice(const DeviceTrace& dev, const AllocatorConfig& config,
         if (i < dev.reserved.size() && !isSegmentAction(ev.action[i])) {
             ++out.reservedCompared;
             out.reservedMatches += sim.stats().reserved == dev.reserved[i];
+        }
+        if (options.snapshotAfter && *options.snapshotAfter == idx) {
+            out.segmentsAtStop = sim.segments();
+            out.stoppedAt = idx;
+            break;
         }
     }
     out.finalStats = sim.stats();

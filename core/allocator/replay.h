@@ -22,6 +22,9 @@ struct ReplayOptions {
     // device, which shows how much the initial state matters).
     bool seedInitialState = true;
     const FrameTable* frames = nullptr; // to recognise empty_cache stacks; replayTraceDevice sets it
+    // Stop after this event (kNoEvent: after seeding) and keep the simulated segments there
+    // (ReplayResult::segmentsAtStop): the block layout at a moment, for the fragmentation breakdown.
+    std::optional<EventIndex> snapshotAfter;
 };
 
 // One segment event, simulated or recorded, tied to the trace event it belongs to: the alloc (or
@@ -54,6 +57,7 @@ struct ReplayOom {
     int64_t deviceFree = 0;
     int64_t allocated = 0;
     int64_t reserved = 0;
+    int64_t requestedLive = 0; // caller bytes alive when it failed: no allocator setting gets under this
 };
 
 struct ReplayResult {
@@ -80,6 +84,7 @@ struct ReplayResult {
     EventIndex stoppedAt = kNoEvent; // set when stopAtOom ended the replay early
     SegmentEventComparison comparison;
     AllocatorStats finalStats;
+    std::vector<SimSegmentInfo> segmentsAtStop; // with ReplayOptions::snapshotAfter
     std::vector<std::string> warnings;
 };
 

@@ -475,6 +475,30 @@ void SnapshotDecoder::decodeAnnotations(const PyValue& list)
     }
 }
 
+void SnapshotDecoder::decodeDeviceProperties(const PyValue& list)
+{
+    // Written by resources/capture/poolscope_capture.py: [{device, name, total_memory, free_at_dump}].
+    if (list.kind != PyKind::List)
+        fail("poolscope_device_properties", "a list of dicts {device, name, total_memory, free_at_dump}", list);
+    size_t i = 0;
+    for (const PyValue& d : m_arena.items(list)) {
+        const std::string where = "poolscope_device_properties[" + std::to_string(i++) + "]";
+        if (d.kind != PyKind::Dict)
+            fail(where, "a dict {device, name, total_memory, free_at_dump}", d);
+        DeviceProperties p;
+        p.device = int(intField(d, "device", where, 0));
+        p.totalMemory = intField(d, "total_memory", where, -1);
+        p.freeAtDump = intField(d, "free_at_dump", where, -1);
+        const auto kv = m_arena.items(d);
+        for (size_t k = 0; k + 1 < kv.size(); k += 2)
+            if (kv[k].kind == PyKind::Str && m_arena.str(kv[k]) == "name" && kv[k + 1].kind == PyKind::Str)
+                p.name = std::string(m_arena.str(kv[k + 1]));
+        if (p.totalMemory < -1 || p.freeAtDump < -1)
+            throw LoadError(LoadErrorCode::Malformed, m_name, -1, "field " + where + ": a negative byte count");
+        m_out.trace().deviceProperties.push_back(std::move(p));
+    }
+}
+
 void SnapshotDecoder::decodeRoot(const PyValue& root)
 try {
     if (root.kind == PyKind::List) { // the oldest form: torch.cuda.memory_snapshot(), a bare list of segments
@@ -500,6 +524,8 @@ try {
             decodeSettings(v);
         } else if (key == "external_annotations") {
             decodeAnnotations(v);
+        } else if (key == "poolscope_device_properties") {
+            decodeDeviceProperties(v);
         } else if (key == "host_segments" || key == "host_traces") {
             m_out.trace().versionHints.push_back("PyTorch >= 2.6 (" + std::string(key) + ", pinned host memory: not shown)");
         } else {

@@ -102,6 +102,7 @@ private:
     void decodeDeviceTraces(const PyValue& list);
     void decodeSettings(const PyValue& dict);
     void decodeAnnotations(const PyValue& list);
+    void decodeDeviceProperties(const PyValue& list);
     void moveTrace(int device, PendingTrace& pending);
 
     int64_t intField(const PyValue& dict, std::string_view key, const Where& where, int64_t fallback, bool required = false) const;

@@ -130,6 +130,17 @@ struct Annotation {
     int64_t timeUs = kNoTime;
 };
 
+// What the capture helper (resources/capture/poolscope_capture.py) records beside the snapshot,
+// under the key `poolscope_device_properties`: torch.cuda.get_device_properties(d).name and
+// .total_memory, and torch.cuda.mem_get_info(d)'s free bytes when the dump was written. PyTorch's own
+// snapshot records neither, so without the helper the device's total is unknown.
+struct DeviceProperties {
+    int device = 0;
+    std::string name;
+    int64_t totalMemory = -1; // -1: not recorded
+    int64_t freeAtDump = -1;
+};
+
 // A loaded dump. Immutable once built; shared as shared_ptr<const Trace> by views and what-if runs.
 struct Trace {
     std::string path;
@@ -140,6 +151,14 @@ struct Trace {
     std::vector<DeviceTrace> devices;
     std::vector<Annotation> annotations;
     std::map<std::string, std::string> allocatorSettings; // values rendered as text
+    std::vector<DeviceProperties> deviceProperties;        // from the capture helper; empty otherwise
+    const DeviceProperties* findDeviceProperties(int device) const
+    {
+        for (const auto& p : deviceProperties)
+            if (p.device == device)
+                return &p;
+        return nullptr;
+    }
     std::vector<std::string> warnings;                     // aggregated, human-readable
     std::map<std::string, int64_t> unknownKeys;            // key -> count, ignored but reported
     int64_t inputBytes = 0;                                // decompressed size

@@ -1,6 +1,8 @@
 #include "core/report/report.h"
 
+#include "core/allocator/allocator_config.h"
 #include "core/timeline/moment.h"
+#include "core/timeline/segment_layout.h"
 #include "core/util/units.h"
 
 #include <algorithm>
@@ -55,11 +57,50 @@ std::vector<LiveAllocation> largestAlive(const DeviceDocument& doc, EventIndex a
     return rows;
 }
 
+// Fragmentation, allocator advice and memory outside PyTorch at the moment (issue 25).
+void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::optional<DeviceTotal>& deviceTotal, bool advise,
+                       MomentReport& m)
+{
+    const DeviceTrace& dev = doc.device();
+    if (!dev.segments.empty() || dev.eventCount() > 0) {
+        // Exact: the trace replayed up to the moment (milliseconds up to a few hundred thousand events).
+        // Past that, or where expandable segments existed before recording (the replay cannot seed
+        // their pages), the window's layout: block sizes of tensors freed before the dump's end are
+        // estimated there (512-byte rounding, no unsplit slack), so free bytes can read a little high.
+        constexpr size_t kExactUpTo = 300'000;
+        const bool seedable = std::none_of(dev.segments.begin(), dev.segments.end(), [](const Segment& s) { return s.isExpandable; });
+        if (seedable && dev.eventCount() <= kExactUpTo) {
+            m.fragmentation = fragmentationAt(doc.trace(), dev, at, m.oom ? m.oom->requestedBytes : 0);
+        } else {
+            const int64_t request = m.oom ? roundSize(allocatorConfigFromSettings(doc.trace().allocatorSettings), m.oom->requestedBytes) : 0;
+            m.fragmentation = fragmentationOfLayout(segmentLayoutAt(dev, doc.alive(), at), dev, request);
+            m.fragmentation.source += " (sizes of blocks freed later estimated)";
+        }
+    }
+    if (!m.oom)
+        return;
+    if (advise && doc.classified())
+        if (const auto model = doc.traceModel())
+            applyAllocatorAdvice(m, adviseAllocatorAtOom(doc.trace(), dev, *model, at));
+    m.outside = outsideMemory(deviceTotalFor(doc.trace(), dev.device, deviceTotal), m.reserved, m.oom->deviceFree);
+}
+
 } // namespace
 
 std::string defaultMomentSpec(const DeviceTrace& device) { return device.ooms.empty() ? "peak" : "oom"; }
 
-MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::string& spec, int top, int64_t capacity)
+void applyAllocatorAdvice(MomentReport& m, AllocatorAdvice advice)
+{
+    // The verdict names an allocator setting only when the replay shows it fits.
+    if (m.classified && !advice.sentence.empty()) {
+        m.verdict.advice += " " + advice.sentence;
+        m.verdict.sentence += " " + advice.sentence;
+    }
+    m.allocatorAdvice = std::move(advice);
+}
+
+MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::string& spec, int top,
+                          const std::optional<DeviceTotal>& deviceTotal, bool adviseAllocator)
 {
     const DeviceTrace& dev = doc.device();
     MomentReport m;
@@ -84,11 +125,14 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
         m.pools = doc.poolsAt(at);
         m.evidence = momentEvidence(*c, dev.allocations, alive);
         m.evidence.atOom = m.oom.has_value();
-        m.evidence.capacity = capacity > 0 ? capacity : doc.oomCapacity();
+        // A wall is named at an OOM or near the device's memory: the user's total when given, else what
+        // the OOM showed PyTorch could use.
+        m.evidence.capacity = deviceTotal && deviceTotal->bytes > 0 ? deviceTotal->bytes : doc.oomCapacity();
         m.evidence.reserved = m.reservedKnown ? m.reserved : -1;
         m.confidence = m.evidence.confidence;
         m.verdict = makeVerdict(m.words, m.pools, m.evidence);
     }
+    addAllocatorFacts(doc, at, deviceTotal, adviseAllocator, m);
     m.top = largestAlive(doc, at, std::move(alive), top);
     return m;
 }
@@ -141,7 +185,7 @@ DeviceReport deviceReport(const DeviceDocument& doc, const ReportOptions& option
     const auto moment = resolveMoment(dev, spec, &error);
     if (!moment)
         throw std::invalid_argument(dev.label() + ": " + error);
-    d.moment = momentReport(doc, moment->event, spec, options.top, options.capacity);
+    d.moment = momentReport(doc, moment->event, spec, options.top, options.deviceTotal);
     return d;
 }
 

@@ -1,5 +1,8 @@
 #pragma once
 #include "core/engine/document.h"
+#include "core/allocator/fragmentation.h"
+#include "core/report/allocator_advice.h"
+#include "core/report/device_memory.h"
 #include "core/report/verdict.h"
 
 #include <map>
@@ -17,9 +20,7 @@ struct ReportOptions {
     std::optional<int> device; // every device when unset
     std::string at;            // peak | oom | end | INDEX; empty: the default moment (defaultMomentSpec)
     int top = 10;
-    // The device's capacity in bytes when the user gives one (-1: unknown; an OOM's reserved + free
-    // is used where the trace has one): the verdict names a wall only at an OOM or near capacity.
-    int64_t capacity = -1;
+    std::optional<DeviceTotal> deviceTotal; // --capacity: the device's total memory (bytes or a preset)
 };
 
 // One of the largest allocations alive at the moment.
@@ -51,6 +52,11 @@ struct MomentReport {
     MomentEvidence evidence;   // when classified: history, evidence per pool, private pools (issue 15)
     Verdict verdict;           // when classified
     std::optional<OomEvent> oom; // the OOM at this very event, if any
+    // Issue 25: the free bytes inside the segments at this moment, against the failing request at an
+    // OOM; the allocator settings the replay proves (or refutes) there; the device memory outside PyTorch.
+    FragmentationBreakdown fragmentation;
+    std::optional<AllocatorAdvice> allocatorAdvice;
+    std::optional<OutsideMemory> outside;
     std::vector<LiveAllocation> top;
 };
 
@@ -86,7 +92,13 @@ Report buildReport(const Document& doc, const ReportOptions& options);
 DeviceReport deviceReport(const DeviceDocument& dev, const ReportOptions& options);
 // The moment at `event` (labelled by `spec`, or by the event when `spec` is empty), with the `top`
 // largest live allocations.
-MomentReport momentReport(const DeviceDocument& dev, EventIndex event, const std::string& spec, int top, int64_t capacity = -1);
+// At an OOM the allocator settings are judged by replaying the trace a few times (adviseAllocatorAtOom);
+// `adviseAllocator` false leaves that to the caller (the window caches it per OOM), who then calls
+// applyAllocatorAdvice.
+MomentReport momentReport(const DeviceDocument& dev, EventIndex event, const std::string& spec, int top,
+                          const std::optional<DeviceTotal>& deviceTotal = std::nullopt, bool adviseAllocator = true);
+// Keeps the advice in the moment and, when it has a sentence, adds it to the verdict.
+void applyAllocatorAdvice(MomentReport& moment, AllocatorAdvice advice);
 
 // The verdict with what the moment itself adds: at an OOM, what the failed request asked for and
 // what was free; elsewhere, the headroom to `capacity` (< 0: unknown). The window and the review

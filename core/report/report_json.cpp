@@ -47,6 +47,9 @@ json momentJson(const MomentReport& m)
         j["private_pools"] = privatePools;
         j["verdict"] = m.verdict.sentence;
     }
+    j["fragmentation"] = fragmentationJson(m.fragmentation);
+    j["allocator_advice"] = m.allocatorAdvice ? allocatorAdviceJson(*m.allocatorAdvice) : json(nullptr);
+    j["outside_pytorch"] = m.outside ? outsideJson(*m.outside) : json(nullptr);
     json top = json::array();
     for (const LiveAllocation& a : m.top) {
         json row = {{"id", a.id.value},

@@ -28,6 +28,13 @@ void momentText(std::string& out, const MomentReport& m)
     } else {
         line("reserved", "unknown (this source records no reserved bytes: no segments, no totals)");
     }
+    if (m.outside)
+        out += outsideText(*m.outside, "  ");
+    else if (m.oom && m.oom->deviceFree >= 0)
+        line("outside PyTorch", "unknown: the dump has no device total (pass --capacity 80GiB or a preset such as a100-80gb, "
+                                "or record with the capture helper)");
+    if (m.fragmentation.known)
+        out += fragmentationText(m.fragmentation, "  ");
     if (m.classified)
         out += "\n  " + m.verdict.sentence + "\n";
     const bool anyPool = m.classified && std::any_of(m.pools.begin(), m.pools.end(), [](int64_t b) { return b != 0; });

@@ -84,7 +84,10 @@ std::string_view poolAdvice(Pool pool)
     case Pool::Unknown:
         return "run poolscope explain on its largest allocations, or add a rule that names them";
     case Pool::CachedFree:
-        return "the allocator holds memory it cannot reuse; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb)";
+        // No rule of thumb: at an OOM the report replays the trace under other allocator settings and
+        // names one only when it fits (core/report/allocator_advice.cpp); elsewhere the user asks.
+        return "the allocator holds memory it could not hand out; whether an allocator setting would help is answered by "
+               "replay (poolscope whatif FILE --alloc-conf expandable_segments:True)";
     }
     return "";
 }

@@ -233,6 +233,8 @@ std::string Scenario::describe() const
         add("frozen '" + freeze + "'");
     if (accumulate > 1)
         add("gradient accumulation over " + std::to_string(accumulate) + " micro-steps");
+    if (!allocConf.empty())
+        add("allocator " + allocConf);
     if (out.empty())
         out = "as recorded";
     if (capacity)

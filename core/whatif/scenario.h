@@ -65,6 +65,9 @@ struct Scenario {
                              // (a leading '!' freezes the ones it does not match)
     int accumulate = 1;      // gradient accumulation: micro-batch / K, K forward/backward passes per step
     std::optional<int64_t> capacity; // device bytes; nullopt: the recorded OOM's, if any
+    // PYTORCH_CUDA_ALLOC_CONF applied over the run's own allocator settings ("expandable_segments:True");
+    // empty: the run's own. It moves no tensor (isIdentity ignores it): only the replay's allocator changes.
+    std::string allocConf;
 
     bool isIdentity() const;
     // Empty when consistent; otherwise one line saying what is wrong (e.g. sharding with 1 rank).

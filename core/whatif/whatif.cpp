@@ -77,6 +77,17 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
 {
     const Plan plan = buildPlan(dev, model, scenario, &trace.frames);
     WhatIfResult r = replayPlan(trace, dev, model, plan, scenario, options);
+    if (!scenario.allocConf.empty() && !r.oom && !r.cancelled && r.peakReservedAt != kNoEvent && !options.layoutAt) {
+        // The layout at the predicted reserved peak is known only once the peak is: a second replay
+        // (milliseconds; a what-if of the allocator is asked for once, not per frame).
+        WhatIfOptions again;
+        again.keepSeries = false;
+        again.cancel = options.cancel;
+        again.layoutAt = r.peakReservedAt;
+        r.fragmentationDetail = replayPlan(trace, dev, model, plan, scenario, again).fragmentationDetail;
+        if (r.fragmentationDetail.known)
+            r.fragmentationDetail.source = "the replay at its reserved peak (event " + std::to_string(r.peakReservedAt) + ")";
+    }
     recordedFigures(dev, model, r);
     r.dims = model.dims;
     r.ambiguousBytes = model.ambiguousBytes;
@@ -127,6 +138,14 @@ std::string renderWhatIfText(const WhatIfResult& r)
         out += "  fits in " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): headroom " +
                formatBytes(*r.capacity - r.peakReserved) + " over the predicted reserved peak\n";
     }
+    out += "  allocator: " + r.allocatorBaseline + "\n";
+    if (r.allocatorChanged)
+        out += "  replayed with: " + r.allocatorReplayed + "\n";
+    if (r.oom && r.capacity && r.oom->requestedLive + r.oom->requested > *r.capacity)
+        out += "  allocated alone (" + formatBytes(r.oom->requestedLive) + " alive + the " + formatBytes(r.oom->requested) +
+               " request) is over the capacity: no allocator setting helps\n";
+    if (r.fragmentationDetail.known && (!r.scenario.allocConf.empty() || r.oom))
+        out += fragmentationText(r.fragmentationDetail, "  ");
     if (!r.recompute.empty())
         out += "  recompute: " + r.recompute + "\n";
     if (r.identity) {
@@ -164,7 +183,8 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
                      {"autocast", std::string(autocastName(r.scenario.autocast))},
                      {"trainable", r.scenario.trainable.text()},
                      {"freeze", r.scenario.freeze},
-                     {"accumulate", r.scenario.accumulate}};
+                     {"accumulate", r.scenario.accumulate},
+                     {"alloc_conf", r.scenario.allocConf}};
     j["events"] = r.events;
     j["cancelled"] = r.cancelled;
     j["recorded"] = {{"peak_allocated", r.recordedPeakAllocated},
@@ -189,9 +209,17 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
     j["capacity"] = r.capacity ? json(*r.capacity) : json(nullptr);
     j["capacity_source"] = r.capacitySource;
     j["fits"] = r.capacity ? json(r.fits()) : json(nullptr);
+    j["allocator"] = {{"baseline", r.allocatorBaseline},
+                      {"settings_recorded", r.allocatorSettingsRecorded},
+                      {"replayed", r.allocatorReplayed},
+                      {"changed", r.allocatorChanged},
+                      {"alloc_conf", r.scenario.allocConf}};
+    j["fragmentation"] = fragmentationJson(r.fragmentationDetail);
     if (r.oom)
         j["oom"] = {{"index", r.oom->index},          {"requested", r.oom->requested}, {"tried_to_allocate", r.oom->wantedBytes},
-                    {"device_free", r.oom->deviceFree}, {"allocated", r.oom->allocated}, {"reserved", r.oom->reserved}};
+                    {"device_free", r.oom->deviceFree}, {"allocated", r.oom->allocated}, {"reserved", r.oom->reserved},
+                    {"alive_requested", r.oom->requestedLive},
+                    {"no_allocator_setting_helps", r.capacity && r.oom->requestedLive + r.oom->requested > *r.capacity}};
     else
         j["oom"] = nullptr;
     j["recorded_oom"] = r.recordedOom;

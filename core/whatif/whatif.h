@@ -1,4 +1,5 @@
 #pragma once
+#include "core/allocator/fragmentation.h"
 #include "core/allocator/replay.h"
 #include "core/classify/classifier.h"
 #include "core/classify/pool_series.h"
@@ -21,6 +22,9 @@ struct WhatIfOptions {
     bool keepSeries = true;                   // predicted allocated/reserved after every event
     bool keepPoolSeries = false;              // and each pool's bytes after every event (the predicted stack)
     const std::atomic<bool>* cancel = nullptr; // polled every few thousand events
+    // Keep the replay's block layout after this event (WhatIfResult::fragmentation); the first OOM's
+    // layout is always kept.
+    std::optional<EventIndex> layoutAt;
 };
 
 // The answer to one scenario on one device: the recorded figures next to the predicted ones, from
@@ -78,6 +82,12 @@ struct WhatIfResult {
     RunDims dims;                            // the run's dimensions the laws were read from
     int64_t ambiguousBytes = 0;              // allocations whose law nothing decided
     std::vector<std::string> allocatorWarnings;
+    // The allocator: the run's own settings (or what was assumed without them) and the ones replayed.
+    std::string allocatorBaseline;
+    bool allocatorSettingsRecorded = false;
+    std::string allocatorReplayed;
+    bool allocatorChanged = false; // --alloc-conf changed the allocator: reserved is a prediction
+    FragmentationBreakdown fragmentationDetail; // at the predicted OOM, else at layoutAt (known = false: not taken)
     int64_t replayedAllocations = 0; // allocator requests made (originals and injected)
     int64_t replayUs = 0;            // time spent replaying (wall clock)
 };

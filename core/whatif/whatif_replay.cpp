@@ -4,6 +4,7 @@
 #include "core/whatif/whatif.h"
 
 #include "core/allocator/allocator_config.h"
+#include "core/util/units.h"
 
 #include <algorithm>
 #include <chrono>
@@ -105,7 +106,7 @@ public:
                 series.reserve(n);
         }
         const bool compare = m_plan.identity && m_dev.allocated.size() == n;
-        const bool compareReserved = m_plan.identity && m_dev.reserved.size() == n;
+        const bool compareReserved = m_plan.identity && !m_out.allocatorChanged && m_dev.reserved.size() == n;
         for (size_t i = 0; i < n; ++i) {
             if ((i & 0xffff) == 0 && options.cancel && options.cancel->load(std::memory_order_relaxed)) {
                 m_out.cancelled = true;
@@ -171,6 +172,10 @@ public:
                 m_out.peakReservedAt = idx;
                 m_out.blockBytesAtPeakReserved = m_sim.stats().allocated;
             }
+            if (options.layoutAt && *options.layoutAt == idx && !m_out.fragmentationDetail.known) {
+                m_out.fragmentationDetail = fragmentationOf(m_sim.segments());
+                m_out.fragmentationDetail.source = "the replay after event " + std::to_string(idx);
+            }
             if (compare && allocated + recordedOffset != m_dev.allocated[i]) {
                 if (m_out.allocatedMismatches++ == 0)
                     m_out.firstAllocatedMismatch = idx;
@@ -207,8 +212,8 @@ private:
         AllocResult r = m_sim.malloc(m_size[h], m_stream[h]);
         if (!r.ok) {
             if (!m_out.oom)
-                m_out.oom = ReplayOom{at, m_size[h], r.roundedSize, r.wantedBytes, r.deviceFree, m_sim.stats().allocated,
-                                      m_sim.stats().reserved};
+                noteOom(ReplayOom{at, m_size[h], r.roundedSize, r.wantedBytes, r.deviceFree, m_sim.stats().allocated,
+                                  m_sim.stats().reserved, m_sim.stats().requested});
             // Go on without a limit: the rest of the run still shows what it would need.
             m_sim.setCapacity(std::nullopt);
             r = m_sim.malloc(m_size[h], m_stream[h]);
@@ -253,8 +258,17 @@ private:
             m_sim.free(r.addr);
             m_sim.clearEvents();
         } else if (!m_out.oom) {
-            m_out.oom = ReplayOom{at, size, r.roundedSize, r.wantedBytes, r.deviceFree, m_sim.stats().allocated, m_sim.stats().reserved};
+            noteOom(ReplayOom{at, size, r.roundedSize, r.wantedBytes, r.deviceFree, m_sim.stats().allocated, m_sim.stats().reserved,
+                              m_sim.stats().requested});
         }
+    }
+
+    // The first OOM, with the layout the allocator was left with after its cache flush.
+    void noteOom(const ReplayOom& oom)
+    {
+        m_out.oom = oom;
+        m_out.fragmentationDetail = fragmentationOf(m_sim.segments(), oom.roundedSize);
+        m_out.fragmentationDetail.source = "the replay at the OOM (event " + std::to_string(oom.index) + "), after the cache flush";
     }
 
     const DeviceTrace& m_dev;
@@ -358,7 +372,7 @@ WhatIfResult replayPlan(const Trace& trace, const DeviceTrace& dev, const TraceM
     out.scenario = scenario;
     out.device = dev.label();
     out.events = int64_t(dev.eventCount());
-    out.identity = plan.identity;
+    out.identity = plan.identity; // cleared below when the allocator changed
     out.recordedOom = !dev.ooms.empty();
     if (scenario.capacity) {
         out.capacity = scenario.capacity;
@@ -369,11 +383,34 @@ WhatIfResult replayPlan(const Trace& trace, const DeviceTrace& dev, const TraceM
     }
     std::vector<std::string> notes;
     AllocatorConfig config = allocatorConfigFromSettings(trace.allocatorSettings, &notes);
+    const AllocatorConfig recorded = config;
+    out.allocatorSettingsRecorded = !trace.allocatorSettings.empty();
+    out.allocatorBaseline = describeAllocConf(config) +
+                            (out.allocatorSettingsRecorded ? " (the run's allocator_settings)"
+                                                           : " (assumed: the dump does not record allocator_settings)");
+    if (!scenario.allocConf.empty()) {
+        std::vector<std::string> ignored;
+        if (const std::string problem = applyAllocConfStrict(config, scenario.allocConf, &ignored); !problem.empty())
+            notes.push_back("--alloc-conf: " + problem + "; replayed with the run's own settings");
+        for (const auto& key : ignored)
+            notes.push_back(key + " does not change where blocks land; not simulated");
+    }
+    out.allocatorChanged = !(config == recorded);
+    out.allocatorReplayed = describeAllocConf(config);
+    if (config.gcThreshold > 0) {
+        if (out.capacity)
+            notes.push_back("garbage_collection_threshold acts only after torch.cuda.set_per_process_memory_fraction(); "
+                            "the replay assumes the fraction allows " + formatBytes(*out.capacity));
+        else
+            notes.push_back("garbage_collection_threshold needs the allowed memory (--capacity): not simulated");
+    }
     if (out.capacity)
         config.deviceTotalMemory = *out.capacity;
     const auto t0 = std::chrono::steady_clock::now();
     PlanReplayer replayer(dev, model, plan, config, out.capacity, out);
     replayer.run(options);
+    if (out.allocatorChanged)
+        out.identity = false;
     out.replayUs = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     out.allocatorWarnings.insert(out.allocatorWarnings.end(), notes.begin(), notes.end());
     return out;

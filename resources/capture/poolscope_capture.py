@@ -46,6 +46,11 @@ What it does, in PyTorch terms (2.1 and later):
 * File names carry a timestamp and the rank (``torch.distributed`` when initialised, else the
   ``RANK`` or ``LOCAL_RANK`` environment variable, else 0), so every rank of a job can write
   into the same folder: ``poolscope-<YYYYmmdd-HHMMSS>-rank<R>-<kind>.pickle``.
+* Beside PyTorch's keys the dump holds ``poolscope_device_properties``: for each device with
+  segments, ``torch.cuda.get_device_properties(d).name`` and ``.total_memory`` and the free bytes
+  ``torch.cuda.mem_get_info(d)`` reports when the dump is written. PyTorch's snapshot has no device
+  total; with it PoolScope shows the memory held outside PyTorch (CUDA context, NCCL, other
+  processes) at an OOM. Viewers that do not know the key ignore it.
 * With ``units=model.layers`` (any iterable of modules), each unit's forward runs inside a
   ``poolscope::unit`` scope: PoolScope's what-if checkpoints and shards by these units when the
   model's repetition is not visible from its call sites (a GNN's steps, UNet blocks, experts).
@@ -142,9 +147,50 @@ def _dump_path(path_dir, rank, kind, now=None):
     return path
 
 
+DEVICE_PROPERTIES_KEY = "poolscope_device_properties"
+
+
+def _device_properties(torch, snapshot):
+    """Name, total memory and free memory of the devices the snapshot covers.
+
+    PyTorch's snapshot records what its allocator reserved and, at an OOM, the device's free bytes,
+    but not the device's total: without it the memory held outside PyTorch (CUDA context, NCCL,
+    other libraries, other processes) cannot be told. Only devices that already hold segments are
+    asked, because torch.cuda.mem_get_info creates a CUDA context on a device that has none.
+    Never raises: a dump without these figures is still a dump.
+    """
+    out = []
+    try:
+        devices = sorted({int(seg.get("device", 0)) for seg in snapshot.get("segments", []) if isinstance(seg, dict)})
+    except Exception:
+        return out
+    cuda = torch.cuda
+    for d in devices:
+        entry = {"device": d}
+        try:
+            props = cuda.get_device_properties(d)
+            entry["name"] = str(props.name)
+            entry["total_memory"] = int(props.total_memory)
+        except Exception:
+            continue
+        try:
+            free, _total = cuda.mem_get_info(d)
+            entry["free_at_dump"] = int(free)
+        except Exception:
+            pass
+        out.append(entry)
+    return out
+
+
 def _write_snapshot(torch, path):
     """Take the allocator snapshot and pickle it (protocol 4) to path; returns the byte size."""
     snapshot = torch.cuda.memory._snapshot()
+    if isinstance(snapshot, dict):
+        # Beside PyTorch's own keys; viewers that do not know it ignore it (PoolScope reads it).
+        props = _device_properties(torch, snapshot)
+        if props:
+            snapshot = dict(snapshot)
+            snapshot[DEVICE_PROPERTIES_KEY] = props
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)

@@ -82,7 +82,7 @@ class FakeOutOfMemoryError(RuntimeError):
     pass
 
 
-def make_fake_torch(cuda=True, rank=None, with_global_annotations=False, with_observer=True):
+def make_fake_torch(cuda=True, rank=None, with_global_annotations=False, with_observer=True, with_properties=False):
     """A torch stand-in with the attributes poolscope_capture touches; calls land in torch.calls."""
     calls = []
     torch = types.ModuleType("torch")
@@ -123,6 +123,17 @@ def make_fake_torch(cuda=True, rank=None, with_global_annotations=False, with_ob
     cuda_mod.memory = memory
     cuda_mod.is_available = lambda: cuda
     cuda_mod.OutOfMemoryError = FakeOutOfMemoryError
+    if with_properties:
+        def get_device_properties(d):
+            calls.append(("get_device_properties", d))
+            return types.SimpleNamespace(name="Fake GPU %d" % d, total_memory=(80 << 30) + d)
+
+        def mem_get_info(d):
+            calls.append(("mem_get_info", d))
+            return (3 << 30, (80 << 30) + d)
+
+        cuda_mod.get_device_properties = get_device_properties
+        cuda_mod.mem_get_info = mem_get_info
     torch.cuda = cuda_mod
 
     c = types.ModuleType("torch._C")
@@ -201,12 +212,16 @@ class CaptureTestCase(unittest.TestCase):
         with open(path, "rb") as f:
             raw = f.read()
         self.assertEqual(raw[:2], b"\x80\x04", "pickle protocol 4 expected")
-        self.assertEqual(pickle.loads(raw), torch.snapshot)
+        loaded = pickle.loads(raw)
+        props = loaded.pop(pc.DEVICE_PROPERTIES_KEY, None)
+        self.assertEqual(loaded, torch.snapshot)
+        self.assertNotIn(pc.DEVICE_PROPERTIES_KEY, torch.snapshot, "PyTorch's own dict must not be modified")
         self.assertFalse(os.path.exists(path + ".partial"))
         messages = [mm for mm in MESSAGE.finditer(stderr_text) if mm.group(1) == path]
         self.assertEqual(len(messages), 1, stderr_text)
         self.assertEqual(messages[0].group(3), path)
         self.assertEqual(messages[0].group(2), "%.1f" % (len(raw) / 1048576.0))
+        return props
 
 
 class ImportTest(unittest.TestCase):
@@ -299,6 +314,31 @@ class OomTest(CaptureTestCase):
         before = os.listdir(self.dir)
         torch.observers[0](0, 1, 2, 3)
         self.assertEqual(os.listdir(self.dir), before)
+
+    def test_device_total_recorded_beside_the_snapshot(self):
+        torch = self.install(with_properties=True)
+        torch.snapshot["segments"].append({"device": 2, "address": 1 << 41, "total_size": 2097152, "blocks": []})
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            path = pc.dump(self.dir)
+        props = self.check_dump(torch, path, err.getvalue(), rank=0, kind="manual")
+        self.assertEqual(props, [
+            {"device": 0, "name": "Fake GPU 0", "total_memory": 80 << 30, "free_at_dump": 3 << 30},
+            {"device": 2, "name": "Fake GPU 2", "total_memory": (80 << 30) + 2, "free_at_dump": 3 << 30},
+        ])
+        # Only devices holding segments are asked: mem_get_info would create a context elsewhere.
+        self.assertEqual([a for n, a in torch.calls if n == "mem_get_info"], [0, 2])
+
+    def test_device_properties_failure_still_dumps(self):
+        torch = self.install(with_properties=True)
+
+        def broken(d):
+            raise RuntimeError("no driver")
+        torch.cuda.get_device_properties = broken
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            path = pc.dump(self.dir)
+        self.assertIsNone(self.check_dump(torch, path, err.getvalue(), rank=0, kind="manual"))
 
     def test_rank_from_env(self):
         for env, expected in (({"RANK": "5", "LOCAL_RANK": "1"}, 5), ({"LOCAL_RANK": "2"}, 2), ({}, 0)):

@@ -80,6 +80,8 @@ private slots:
         QCOMPARE(QString::fromStdString(v.breakdown),
                  QString("At the OOM: activation 6.00 GiB (55% of allocated), parameter 5.00 GiB; cached free 9.00 GiB reserved but not allocated."));
         QVERIFY(v.advice.find("expandable_segments:True") != std::string::npos);
+        QVERIFY(v.advice.find("set PYTORCH_CUDA_ALLOC_CONF") == std::string::npos);
+        QVERIFY(v.advice.find("replay") != std::string::npos);
     }
 
     // Below kSureConfidence the wall is "probably" the pool, with the figure; at or above it, plain.
