@@ -2,6 +2,7 @@
 
 #include "core/util/units.h"
 #include "widgets/breakdown_model.h"
+#include "widgets/text_scroll.h"
 #include "widgets/workspace.h"
 
 #include <QHeaderView>
@@ -17,16 +18,16 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 } // namespace
 
 BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
-    : QWidget(parent), m_workspace(workspace), m_model(new BreakdownModel(this)), m_momentLabel(new QLabel(this)),
-      m_verdictLabel(new QLabel(this)), m_view(new QTableView(this))
+    : QWidget(parent), m_workspace(workspace), m_model(new BreakdownModel(this)), m_text(new TextScroll(0.55, this)),
+      m_momentLabel(m_text->addLabel()), m_verdictLabel(m_text->addLabel()), m_view(new QTableView(this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
+    // The moment and the verdict scroll (never cut mid-sentence) in up to half the panel; the
+    // table takes the rest and scrolls on its own.
+    m_text->setObjectName(QStringLiteral("breakdownText"));
     m_momentLabel->setObjectName(QStringLiteral("momentLabel"));
-    m_momentLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_verdictLabel->setObjectName(QStringLiteral("verdictLabel"));
-    m_verdictLabel->setWordWrap(true);
-    m_verdictLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     QFont bold = m_verdictLabel->font();
     bold.setBold(true);
     m_verdictLabel->setFont(bold);
@@ -38,8 +39,8 @@ BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
     m_view->setSelectionMode(QAbstractItemView::NoSelection);
     m_view->setAlternatingRowColors(true);
     m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 6);
-    layout->addWidget(m_momentLabel);
-    layout->addWidget(m_verdictLabel);
+    m_view->setMinimumHeight(m_view->verticalHeader()->defaultSectionSize() * 4);
+    layout->addWidget(m_text);
     layout->addWidget(m_view, 1);
     connect(m_workspace, &Workspace::momentChanged, this, &BreakdownPanel::refresh);
     connect(m_workspace, &Workspace::documentChanged, this, &BreakdownPanel::refresh);

@@ -6,6 +6,7 @@
 #include "widgets/allocator_view.h"
 #include "widgets/breakdown_panel.h"
 #include "widgets/compare_window.h"
+#include "widgets/devices_strip.h"
 #include "widgets/ranks_panel.h"
 #include "widgets/stack_panel.h"
 #include "widgets/tensor_panel.h"
@@ -54,7 +55,15 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle(tr("PoolScope"));
 
     setAcceptDrops(true);
-    setCentralWidget(m_plot);
+    // The chart, with the devices strip over it for a dump of several devices.
+    auto* centre = new QWidget(this);
+    auto* centreLayout = new QVBoxLayout(centre);
+    centreLayout->setContentsMargins(0, 0, 0, 0);
+    centreLayout->setSpacing(0);
+    m_devices = new DevicesStrip(m_workspace, centre);
+    centreLayout->addWidget(m_devices);
+    centreLayout->addWidget(m_plot, 1);
+    setCentralWidget(centre);
 
     buildActions();
     buildDocks();
@@ -479,6 +488,8 @@ void MainWindow::applySystemPalette()
         m_ranks->setPoolPalette(palette);
     if (m_allocator)
         m_allocator->setPoolPalette(palette);
+    if (m_devices)
+        m_devices->setPoolPalette(palette);
 }
 
 } // namespace poolscope

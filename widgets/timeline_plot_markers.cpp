@@ -61,7 +61,8 @@ void TimelinePlot::rebuildMarkers()
         m_capacityText->setText(m_capacityLabel.isEmpty() ? tr("capacity %1").arg(qs(formatBytes(m_capacity)))
                                                            : m_capacityLabel);
     }
-    if (!m_timeline) {
+    rebuildMomentBar();
+    if (!m_timeline || m_oneMoment) { // one moment: the bar says it all, no event to mark
         updateCursorItems();
         return;
     }
