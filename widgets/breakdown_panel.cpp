@@ -3,6 +3,7 @@
 #include "core/util/units.h"
 #include "widgets/breakdown_model.h"
 #include "widgets/text_scroll.h"
+#include "widgets/timeline_plot.h"
 #include "widgets/workspace.h"
 
 #include <QHeaderView>
@@ -66,7 +67,8 @@ void BreakdownPanel::refresh()
 
     // Event -1 is the state before the first recorded event: the whole dump when nothing was recorded.
     const EventIndex e = m.event;
-    QString moment = d.eventCount() == 0 ? tr("<b>final state</b> (no events recorded)")
+    QString moment = d.eventCount() == 0        ? tr("<b>final state</b> (no events recorded)")
+                     : !hasAllocationHistory(d) ? tr("<b>the dump's state</b> (snapshot only: no allocation history)")
                      : e < 0             ? tr("<b>before the first event</b> of %1").arg(d.eventCount())
                                          : tr("<b>event %1</b> of %2").arg(e).arg(d.eventCount());
     if (tl.hasTime() && e >= 0)

@@ -65,7 +65,7 @@ void DevicesStrip::rebuild()
 QSize DevicesStrip::sizeHint() const
 {
     const QFontMetrics fm(font());
-    return {200 * int(std::max<size_t>(1, m_entries.size())), fm.height() + 14 + 2 * kPad};
+    return {200 * int(std::max<size_t>(1, m_entries.size())), fm.height() + 22 + 2 * kPad}; // a bar of ~14 px under the name
 }
 
 QSize DevicesStrip::minimumSizeHint() const { return {100, sizeHint().height()}; }

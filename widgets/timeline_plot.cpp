@@ -497,7 +497,7 @@ void TimelinePlot::setPredictedStackVisible(bool on)
 
 void TimelinePlot::setHighlight(EventIndex from, EventIndex to)
 {
-    if (!m_timeline)
+    if (!m_timeline || m_oneMoment) // one moment: no lifetime to span
         return;
     const double a = from < 0 ? toKey(-1) : eventKey(from);
     const double b = to < 0 ? toKey(m_timeline->axis(m_mode).end()) : eventKey(to);

@@ -97,7 +97,7 @@ private slots:
         m.vocab = 32000;
         m.dtype = SynthDtype::Fp32;
         const QString path = m_dir.filePath(QStringLiteral("dp3-large.json"));
-        poolscope::testing::writeDataParallelOom(path.toStdString(), m, {1, 16, 4}, int64_t(80) << 30);
+        poolscope::testing::writeDataParallelOom(path.toStdString(), m, {4, 52, 12}, int64_t(80) << 30);
         MainWindow w;
         w.resize(1600, 1000);
         QSignalSpy opened(&w, &MainWindow::documentChanged);

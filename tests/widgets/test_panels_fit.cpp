@@ -91,16 +91,16 @@ private slots:
         w.workspace()->select(tensors->allocationAt(largest));
         QTest::qWait(100); // layouts settle
         QApplication::processEvents();
+        if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty()) {
+            const QString base = file.isEmpty() ? QStringLiteral("synth") : QFileInfo(file).completeBaseName().section('.', 0, 0);
+            w.grab().save(QString::fromLocal8Bit(dir) + QStringLiteral("/main-%1-%2x%3.png").arg(base).arg(size.width()).arg(size.height()));
+        }
 
         checkWhole(w.breakdownPanel()->verdictLabel(), "verdict");
         checkWhole(w.stackPanel()->reasonLabel(), "reason");
         // The tables keep rows to read beside the text.
         QTreeView* stack = w.stackPanel()->view();
         QVERIFY2(stack->viewport()->height() >= 5 * stack->fontMetrics().height(), qPrintable(QString::number(stack->viewport()->height())));
-        if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty()) {
-            const QString base = file.isEmpty() ? QStringLiteral("synth") : QFileInfo(file).completeBaseName().section('.', 0, 0);
-            w.grab().save(QString::fromLocal8Bit(dir) + QStringLiteral("/main-%1-%2x%3.png").arg(base).arg(size.width()).arg(size.height()));
-        }
     }
 };
 
