@@ -4,6 +4,7 @@
 
 #include "core/util/units.h"
 #include "widgets/tensor_model.h"
+#include "widgets/text_scroll.h"
 
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -209,16 +210,17 @@ AllocatorView::AllocatorView(QWidget* parent) : QWidget(parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     auto* top = new QHBoxLayout;
-    m_summary = new QLabel(this);
-    m_summary->setWordWrap(true);
-    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    // The header wraps and scrolls in up to a third of the dock: never cut.
+    auto* summaryArea = new TextScroll(0.34, this);
+    m_summary = summaryArea->addLabel();
+    m_summary->setObjectName(QStringLiteral("segmentsHeader"));
     m_order = new QComboBox(this);
     m_order->addItems({tr("Most free first"), tr("Largest first"), tr("By address")});
     m_scale = new QComboBox(this);
     m_scale->setObjectName(QStringLiteral("segmentScale"));
     m_scale->addItems({tr("Bars to scale"), tr("Each bar full width")});
     m_scale->setToolTip(tr("To scale: a bar's length is its segment's size. Full width: every segment's blocks spread over the row"));
-    top->addWidget(m_summary, 1);
+    top->addWidget(summaryArea, 1);
     top->addWidget(m_scale);
     top->addWidget(m_order);
     connect(m_scale, &QComboBox::currentIndexChanged, this, [this](int i) { m_rows->setToScale(i == 0); });

@@ -101,6 +101,9 @@ private slots:
             // The label column holds every label whole.
             QVERIFY(fm.horizontalAdvance(rows->rowLabel(s)) <= rows->labelWidth() - 8);
         }
+        QTest::qWait(50); // the header's layout settles
+        if (const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !shots.isEmpty())
+            view.grab().save(QString::fromLocal8Bit(shots) + QStringLiteral("/allocator-to-scale.png"));
         // Full width on request: every bar as long as the row.
         auto* scale = view.findChild<QComboBox*>(QStringLiteral("segmentScale"));
         QVERIFY(scale);

@@ -1,6 +1,7 @@
 // The window's panels at the sizes people run it at (1280×720, 1600×1000): the breakdown's verdict
 // and the stack panel's reason are never cut (each label gets the height its wrapped text needs,
 // inside an area that scrolls when the panel is shorter), and the tables keep rows to read.
+#include "core/run_poolscope.h"
 #include "synth_document.h"
 #include "widgets/breakdown_panel.h"
 #include "widgets/main_window.h"
@@ -14,6 +15,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTableView>
+#include <QTemporaryDir>
 #include <QTest>
 #include <QTreeView>
 
@@ -101,6 +103,30 @@ private slots:
         // The tables keep rows to read beside the text.
         QTreeView* stack = w.stackPanel()->view();
         QVERIFY2(stack->viewport()->height() >= 5 * stack->fontMetrics().height(), qPrintable(QString::number(stack->viewport()->height())));
+    }
+
+    // resources/screenshots/main-window.png (POOLSCOPE_SCREENSHOT_DIR): the window on ./run.sh's
+    // example (its synth command line), at the OOM, at 1600×900.
+    void readmeScreenshot()
+    {
+        const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR");
+        if (shots.isEmpty())
+            QSKIP("POOLSCOPE_SCREENSHOT_DIR not set");
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("example_oom.pickle.zst"));
+        const auto r = poolscope::testing::runPoolscope({"synth", "--layers", "24", "--hidden", "2048", "--heads", "16", "--seq", "1024", "--batch", "2",
+                                                         "--optimizer", "adamw", "--steps", "2", "--capacity", "20GiB", "-o", file});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        MainWindow w;
+        w.resize(1600, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QSignalSpy opened(&w, &MainWindow::documentChanged);
+        w.openFile(file);
+        QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 120000);
+        w.flushPanels();
+        QTest::qWait(200);
+        w.grab().save(QString::fromLocal8Bit(shots) + QStringLiteral("/main-window.png"));
     }
 };
 
