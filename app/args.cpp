@@ -2,82 +2,62 @@
 
 #include "core/util/atomic_file.h"
 #include "core/util/load_error.h"
+#include "core/util/units.h"
 
 #include <iostream>
 
 namespace poolscope::app {
 
-std::optional<std::string> Args::option(const std::string& name)
+CLI::Validator valueCheck(std::function<bool(const std::string&)> accepts, const std::string& kind, const std::string& what)
 {
-    for (size_t i = 0; i < m_args.size(); ++i) {
-        if (m_args[i] == name) {
-            if (i + 1 >= m_args.size())
-                throw UsageError(name + " needs a value");
-            std::string v = m_args[i + 1];
-            m_args.erase(m_args.begin() + ptrdiff_t(i), m_args.begin() + ptrdiff_t(i) + 2);
-            return v;
-        }
-        if (m_args[i].rfind(name + "=", 0) == 0) {
-            std::string v = m_args[i].substr(name.size() + 1);
-            m_args.erase(m_args.begin() + ptrdiff_t(i));
-            return v;
-        }
-    }
-    return std::nullopt;
+    return CLI::Validator(
+        [accepts = std::move(accepts), what](std::string& value) -> std::string {
+            return accepts(value) ? std::string() : "expects " + what + ", got '" + value + "'";
+        },
+        // A set of choices reads best beside the type ("TEXT:{full,selective,sqrt}"); a plain kind is
+        // the option's type name instead (set where the option is declared).
+        kind.rfind('{', 0) == 0 ? kind : std::string());
 }
 
-bool Args::flag(const std::string& name)
+CLI::Validator sizeCheck(const std::string& example)
 {
-    for (size_t i = 0; i < m_args.size(); ++i)
-        if (m_args[i] == name) {
-            m_args.erase(m_args.begin() + ptrdiff_t(i));
-            return true;
-        }
-    return false;
+    return valueCheck([](const std::string& v) { return parseBytes(v) > 0; }, "SIZE", "a size such as " + example);
 }
 
-int Args::intOption(const std::string& name, int fallback)
+CLI::Option* addOptionalInt(CLI::App& app, const std::string& name, std::optional<int>& target, const std::string& description)
 {
-    const auto v = option(name);
-    if (!v)
-        return fallback;
-    try {
-        size_t used = 0;
-        const int n = std::stoi(*v, &used);
-        if (used != v->size())
-            throw std::invalid_argument("");
-        return n;
-    } catch (const std::exception&) {
-        throw UsageError(name + " expects an integer, got '" + *v + "'");
-    }
+    return app.add_option_function<int>(name, [&target](const int& v) { target = v; }, description)->type_name("INT");
 }
 
-std::vector<std::string> Args::positionals()
+CLI::Option* addDeviceOption(CLI::App& app, std::optional<int>& target)
 {
-    for (const auto& a : m_args)
-        if (a.size() > 1 && a[0] == '-' && a != "-")
-            throw UsageError("unknown option " + a);
-    return m_args;
+    return addOptionalInt(app, "--device", target, "the CUDA device to read (default: the one that ran out of memory, else the busiest)");
+}
+
+CLI::Option* addRulesOption(CLI::App& app, std::string& target)
+{
+    return app.add_option("--rules", target, "extra classifier rules (JSON), on top of the shipped and per-user ones")->type_name("FILE");
 }
 
 int guarded(const char* command, const std::function<int()>& body)
 {
+    const std::string prefix = std::string("poolscope ") + command + ": ";
     try {
         return body();
     } catch (const LoadError& e) {
-        std::cerr << "poolscope " << command << ": " << e.what() << "\n";
+        std::cerr << prefix << e.what() << "\n";
         return 2;
     } catch (const UsageError& e) {
-        std::cerr << "poolscope " << command << ": " << e.what() << " (see poolscope --help)\n";
+        std::cerr << prefix << e.what() << " (see poolscope " << command << " --help)\n";
         return 2;
     } catch (const WriteError& e) {
-        std::cerr << "poolscope " << command << ": " << e.what() << "\n";
+        std::cerr << prefix << e.what() << "\n";
         return 2;
     } catch (const std::invalid_argument& e) {
-        std::cerr << "poolscope " << command << ": " << e.what() << "\n";
+        std::cerr << prefix << e.what() << "\n";
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "poolscope " << command << ": internal error: " << e.what() << "\n";
+        std::cerr << prefix << "internal error: " << e.what() << "\n";
         return 1;
     }
 }

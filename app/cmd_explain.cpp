@@ -11,51 +11,50 @@
 namespace poolscope::app {
 namespace {
 
-uint64_t parseAddress(const std::string& text)
+std::optional<uint64_t> parseAddress(const std::string& text)
 {
     try {
         size_t used = 0;
         const bool hex = text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0;
         const uint64_t v = std::stoull(hex ? text.substr(2) : text, &used, hex ? 16 : 10);
         if (used != text.size() - (hex ? 2 : 0) || text.empty())
-            throw std::invalid_argument("");
+            return std::nullopt;
         return v;
     } catch (const std::exception&) {
-        throw UsageError("--addr expects an address such as 0x7f2a3c000000, got '" + text + "'");
+        return std::nullopt;
     }
 }
 
-int runExplain(const std::vector<std::string>& argv)
+CommandBody defineExplain(CLI::App& app)
 {
-    return guarded("explain", [&] {
-        Args args(argv);
-        const auto addrText = args.option("--addr");
-        if (!addrText)
-            throw UsageError("explain needs --addr ADDRESS");
-        const uint64_t addr = parseAddress(*addrText);
-        std::optional<EventIndex> index;
-        if (auto v = args.option("--index"))
-            index = Args({"--index", *v}).intOption("--index", 0);
-        std::optional<int> deviceNumber;
-        if (auto v = args.option("--device"))
-            deviceNumber = Args({"--device", *v}).intOption("--device", 0);
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const bool asJson = args.flag("--json");
-        const auto files = args.positionals();
-        if (files.size() != 1)
-            throw UsageError("explain expects one FILE");
+    struct State {
+        std::string file, address, rulesFile;
+        std::optional<int> index, device;
+        bool json = false;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the dump")->required();
+    app.add_option("--addr", s->address, "the allocation's address, hex (0x7f2a3c000000) or decimal")
+        ->required()
+        ->check(valueCheck([](const std::string& v) { return bool(parseAddress(v)); }, "ADDRESS", "an address such as 0x7f2a3c000000"))
+        ->type_name("ADDRESS");
+    addOptionalInt(app, "--index", s->index, "the allocation alive at this event INDEX (addresses are reused; default: the one alive at the peak, else the latest)");
+    addDeviceOption(app, s->device);
+    addRulesOption(app, s->rulesFile);
+    app.add_flag("--json", s->json, "one JSON object instead of text");
+    return [s] {
         ExplainQuery query;
-        query.address = addr;
-        query.index = index;
-        query.device = deviceNumber;
-        const ExplainReport r = explainAllocation(*openDocument(files[0], rulesFile), query);
-        std::cout << (asJson ? explainJsonText(r) : explainText(r));
+        query.address = *parseAddress(s->address);
+        if (s->index)
+            query.index = EventIndex(*s->index);
+        query.device = s->device;
+        const ExplainReport r = explainAllocation(*openDocument(s->file, s->rulesFile), query);
+        std::cout << (s->json ? explainJsonText(r) : explainText(r));
         return 0;
-    });
+    };
 }
 
-const CommandRegistrar kRegister({"explain", "explain FILE --addr 0x... [--index N] [--device N] [--rules FILE] [--json]",
-                                  "one allocation's pool, the rule and evidence that decided it, and its stack", runExplain});
+const CommandRegistrar kRegister({"explain", "one allocation's pool, the rule and evidence that decided it, and its stack", defineExplain});
 
 } // namespace
 } // namespace poolscope::app

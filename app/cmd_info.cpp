@@ -9,22 +9,23 @@
 namespace poolscope::app {
 namespace {
 
-int runInfo(const std::vector<std::string>& argv)
+CommandBody defineInfo(CLI::App& app)
 {
-    return guarded("info", [&] {
-        Args args(argv);
-        const bool asJson = args.flag("--json");
-        const auto files = args.positionals();
-        if (files.size() != 1)
-            throw UsageError("info expects one FILE");
-        const auto trace = load(files[0]);
-        std::cout << (asJson ? infoJsonText(*trace) : infoText(*trace));
+    struct State {
+        std::string file;
+        bool json = false;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the dump or trace")->required();
+    app.add_flag("--json", s->json, "one JSON object instead of text");
+    return [s] {
+        const auto trace = load(s->file);
+        std::cout << (s->json ? infoJsonText(*trace) : infoText(*trace));
         return 0;
-    });
+    };
 }
 
-const CommandRegistrar kRegister({"info", "info FILE [--json]", "format detected, version hints, devices, entries, time span, warnings",
-                                  runInfo});
+const CommandRegistrar kRegister({"info", "format detected, version hints, devices, entries, time span, warnings", defineInfo});
 
 } // namespace
 } // namespace poolscope::app

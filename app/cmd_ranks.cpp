@@ -11,38 +11,40 @@
 namespace poolscope::app {
 namespace {
 
-int runRanks(const std::vector<std::string>& argv)
+CommandBody defineRanks(CLI::App& app)
 {
-    return guarded("ranks", [&] {
-        Args args(argv);
-        const bool asJson = args.flag("--json");
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const bool classify = !args.flag("--no-pools");
-        const int workers = args.intOption("--workers", 0);
-        if (workers < 0)
-            throw UsageError("--workers expects 0 (one per core) or more");
-        const auto inputs = args.positionals();
-        if (inputs.empty())
-            throw UsageError("ranks expects FILE... or a DIR");
-        const std::vector<std::string> files = expandRankInputs(inputs);
+    struct State {
+        std::vector<std::string> inputs;
+        std::string rulesFile;
+        bool json = false, noPools = false;
+        int workers = 0;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILES", s->inputs, "the ranks' dumps, reports that `report --json` wrote, or a DIR holding them")->required()->type_name("FILE... | DIR");
+    app.add_flag("--json", s->json, "one JSON object instead of text");
+    app.add_option("--workers", s->workers, "files read at once (0: one per core)")->capture_default_str()->check(CLI::NonNegativeNumber);
+    addRulesOption(app, s->rulesFile);
+    app.add_flag("--no-pools", s->noPools, "skip classification (faster; no pool at the peak)");
+    return [s] {
+        const std::vector<std::string> files = expandRankInputs(s->inputs);
         if (files.empty())
-            throw std::invalid_argument("no dumps or reports found in " + inputs.front());
+            throw std::invalid_argument("no dumps or reports found in " + s->inputs.front());
         RanksOptions options;
-        if (classify)
-            options.rules = loadRules(rulesFile);
-        options.workers = unsigned(workers);
+        if (!s->noPools)
+            options.rules = loadRules(s->rulesFile);
+        options.workers = unsigned(s->workers);
         TerminalProgress line("ranks");
         options.progress = [&](size_t done, size_t total) { line.show(std::to_string(done) + " of " + std::to_string(total) + " files"); };
         const RankTable table = summarizeRanks(files, options);
-        std::cout << (asJson ? ranksJsonText(table) : ranksText(table));
+        std::cout << (s->json ? ranksJsonText(table) : ranksText(table));
         return 0;
-    });
+    };
 }
 
-const CommandRegistrar kRegister({"ranks", "ranks FILE... | DIR [--json] [--workers N] [--rules FILE] [--no-pools]",
+const CommandRegistrar kRegister({"ranks",
                                   "one row per rank and device (dumps, or reports that `report --json` wrote): peak, pool at the "
                                   "peak, reserved, OOM; which rank ran out first, and how unequal they were",
-                                  runRanks});
+                                  defineRanks});
 
 } // namespace
 } // namespace poolscope::app

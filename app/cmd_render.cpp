@@ -42,20 +42,20 @@ std::unique_ptr<QApplication> paintingApplication()
     return std::make_unique<QApplication>(argc, argv);
 }
 
-QSize parseSize(const std::string& text)
+std::optional<QSize> parseSize(const std::string& text)
 {
     const auto x = text.find('x');
     try {
         if (x != std::string::npos) {
-            size_t used = 0;
+            size_t used = 0, usedH = 0;
             const int w = std::stoi(text.substr(0, x), &used);
-            const int h = std::stoi(text.substr(x + 1));
-            if (used == x && w >= 320 && h >= 240 && w <= 8000 && h <= 8000)
+            const int h = std::stoi(text.substr(x + 1), &usedH);
+            if (used == x && x + 1 + usedH == text.size() && w >= 320 && h >= 240 && w <= 8000 && h <= 8000)
                 return QSize(w, h);
         }
     } catch (const std::exception&) {
     }
-    throw UsageError("--size expects WIDTHxHEIGHT between 320x240 and 8000x8000, got '" + text + "'");
+    return std::nullopt;
 }
 
 // The whole desktop window at the moment, as a user would see it (docs, bug reports). Settings go to a
@@ -87,15 +87,12 @@ int renderWindow(std::shared_ptr<const Document> doc, const QString& path, size_
 
 // `render A --compare B`: the comparison's review image (B's stack filled, A's as outlines on one
 // aligned axis, the per-pool table, the axes and the verdict).
-int renderComparison(const std::string& fileA, const std::string& fileB, const std::string& rulesFile, const std::optional<std::string>& deviceOpt,
+int renderComparison(const std::string& fileA, const std::string& fileB, const std::string& rulesFile, std::optional<int> device,
                      const std::string& at, QSize size, bool dark, const QString& outPath)
 {
     std::optional<CompareMoment> moment;
     if (!at.empty() && !(moment = parseCompareMoment(at)))
         throw UsageError("--at with --compare expects peak, oom, end, forward_end, backward_end or step_end, got '" + at + "'");
-    std::optional<int> device;
-    if (deviceOpt)
-        device = Args({"--device", *deviceOpt}).intOption("--device", 0);
     const auto docA = openDocument(fileA, rulesFile);
     const auto docB = openDocument(fileB, rulesFile);
     const DocumentComparison c = compareDevicesWithChart(docA->pickDevice(device), docB->pickDevice(device), moment);
@@ -107,56 +104,62 @@ int renderComparison(const std::string& fileA, const std::string& fileB, const s
     return 0;
 }
 
-int runRender(const std::vector<std::string>& argv)
+CommandBody defineRender(CLI::App& app)
 {
-    return guarded("render", [&] {
-        Args args(normaliseWhatIfArgs(argv));
-        // --whatif: the same knobs as `poolscope whatif`, the prediction drawn over the chart.
-        const bool whatIf = args.flag("--whatif");
-        const bool predictedStack = args.flag("--predicted-stack");
+    struct State {
+        std::string file, at, size = "1600x900", rulesFile, compareWith, out;
+        std::optional<int> device;
+        bool dark = false, indexAxis = false, window = false, whatIf = false, predictedStack = false;
+        WhatIfKnobs knobs;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the dump (with --compare: run A)")->required();
+    app.add_option("-o,--output", s->out, "the image to write: .png, .svg or .pdf")
+        ->required()
+        ->type_name("OUT")
+        ->check(valueCheck(
+            [](const std::string& v) { return reviewImageFormats().contains(QFileInfo(QString::fromStdString(v)).suffix().toLower()); },
+            "OUT", "a file ending in .png, .svg or .pdf"));
+    addDeviceOption(app, s->device);
+    app.add_option("--at", s->at, "the moment: peak, oom, end or an event INDEX (with --compare: a paired moment; default: the OOM, else the peak)")
+        ->type_name("MOMENT");
+    app.add_option("--size", s->size, "the image's size in pixels")
+        ->capture_default_str()
+        ->check(valueCheck([](const std::string& v) { return bool(parseSize(v)); }, "WIDTHxHEIGHT",
+                           "WIDTHxHEIGHT between 320x240 and 8000x8000"))
+        ->type_name("WxH");
+    app.add_flag("--index-axis", s->indexAxis, "events on the horizontal axis instead of wall time");
+    app.add_flag("--dark", s->dark, "dark colours (for dark slides and pages)");
+    auto* window = app.add_flag("--window", s->window, "a screenshot of the whole desktop window instead (PNG)");
+    auto* compare = app.add_option("--compare", s->compareWith, "the comparison of FILE (A) with B instead")->type_name("B");
+    addRulesOption(app, s->rulesFile);
+    auto* whatIf = app.add_flag("--whatif", s->whatIf, "the predicted run under `poolscope whatif`'s knobs drawn over the recorded one");
+    app.add_flag("--predicted-stack", s->predictedStack, "with --whatif: the predicted pools as a stack too")->needs(whatIf);
+    addWhatIfKnobs(app, s->knobs);
+    for (CLI::Option* knob : s->knobs.options)
+        if (knob != s->knobs.capacityOption) // the capacity line is drawn with or without a prediction
+            knob->needs(whatIf)->group("What-if knobs (with --whatif)");
+    compare->excludes(window)->excludes(whatIf);
+    whatIf->excludes(window);
+    return [s] {
         std::optional<Scenario> scenario;
-        if (whatIf)
-            scenario = whatIfScenario(args);
-        const auto deviceOpt = args.option("--device");
-        const std::string at = args.option("--at").value_or("");
-        const QSize size = parseSize(args.option("--size").value_or("1600x900"));
-        const auto capacityOpt = args.option("--capacity");
-        const bool dark = args.flag("--dark");
-        const bool indexAxis = args.flag("--index-axis");
-        const bool window = args.flag("--window");
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const auto compareWith = args.option("--compare");
-        auto out = args.option("-o");
-        if (!out)
-            out = args.option("--output");
-        const auto files = args.positionals();
-        if (files.size() != 1 || !out)
-            throw UsageError("render expects one FILE and -o OUT.png|svg|pdf");
-        const QString outPath = QString::fromStdString(*out);
-        if (!reviewImageFormats().contains(QFileInfo(outPath).suffix().toLower()))
-            throw UsageError("-o must end in .png, .svg or .pdf");
-        if (window && QFileInfo(outPath).suffix().toLower() != QLatin1String("png"))
+        if (s->whatIf)
+            scenario = whatIfScenario(s->knobs);
+        const QSize size = *parseSize(s->size);
+        const QString outPath = QString::fromStdString(s->out);
+        if (s->window && QFileInfo(outPath).suffix().toLower() != QLatin1String("png"))
             throw UsageError("--window writes a screenshot: -o must end in .png");
-        int64_t capacity = -1;
-        if (capacityOpt && (capacity = parseBytes(*capacityOpt)) <= 0)
-            throw UsageError("--capacity expects a size such as 80GiB, got '" + *capacityOpt + "'");
-        if (scenario && scenario->capacity)
-            capacity = *scenario->capacity;
-        if (window && whatIf)
-            throw UsageError("--whatif draws the review image: leave out --window");
-
-        if (compareWith) {
-            if (window)
-                throw UsageError("--compare and --window exclude each other");
-            if (whatIf)
-                throw UsageError("--compare and --whatif exclude each other");
-            return renderComparison(files[0], *compareWith, rulesFile, deviceOpt, at, size, dark, outPath);
-        }
+        int64_t capacity = s->knobs.capacity.empty() ? -1 : parseBytes(s->knobs.capacity);
+        const std::vector<std::string> files{s->file};
+        const std::optional<std::string> out = s->out;
+        const std::string& at = s->at;
+        const bool dark = s->dark, indexAxis = s->indexAxis, predictedStack = s->predictedStack;
+        if (!s->compareWith.empty())
+            return renderComparison(s->file, s->compareWith, s->rulesFile, s->device, at, size, dark, outPath);
+        const std::string& rulesFile = s->rulesFile;
+        const bool window = s->window;
         const auto doc = openDocument(files[0], rulesFile, true, /*eagerTimelines=*/true);
-        std::optional<int> wanted;
-        if (deviceOpt)
-            wanted = Args({"--device", *deviceOpt}).intOption("--device", 0);
-        const DeviceDocument& dev = doc->pickDevice(wanted);
+        const DeviceDocument& dev = doc->pickDevice(s->device);
         const size_t device = dev.index();
         std::string error;
         const auto moment = resolveMoment(dev.device(), at.empty() ? defaultMomentSpec(dev.device()) : at, &error);
@@ -198,17 +201,15 @@ int runRender(const std::vector<std::string>& argv)
             throw WriteError(why.toStdString());
         std::cout << "wrote " << *out << " (" << dev.label() << ", " << moment->label << ")\n";
         return 0;
-    });
+    };
 }
 
 const CommandRegistrar kRegister({"render",
-                                  "render FILE [--device N] [--at peak|oom|end|INDEX] [--size 1600x900] [--capacity 80GiB] "
-                                  "[--index-axis] [--dark] [--window] [--compare B] [--rules FILE] "
-                                  "[--whatif KNOBS... [--predicted-stack]] -o OUT.png|svg|pdf",
                                   "the review image (stacked pools, breakdown, verdict) without a display; --window: a "
                                   "screenshot of the whole desktop window instead; --compare B: the comparison of FILE (A) "
                                   "with B; --whatif with `poolscope whatif`'s knobs: the predicted run drawn over the "
-                                  "recorded one", runRender});
+                                  "recorded one",
+                                  defineRender});
 
 } // namespace
 } // namespace poolscope::app

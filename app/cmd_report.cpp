@@ -10,56 +10,70 @@
 namespace poolscope::app {
 namespace {
 
-int runReport(const std::vector<std::string>& argv)
+// A limit checker from gate.h's parser, so that its own message ("expected a size such as 40GiB")
+// reaches the user beside the option's name.
+CLI::Validator limitCheck(bool withPool)
 {
-    return guarded("report", [&] {
-        Args args(argv);
+    return CLI::Validator(
+        [withPool](std::string& v) {
+            std::string why;
+            return parseMemoryLimit(v, withPool, &why) ? std::string() : why;
+        },
+        withPool ? "POOL>SIZE" : "SIZE");
+}
+
+CommandBody defineReport(CLI::App& app)
+{
+    struct State {
+        std::string file, rulesFile, at;
+        std::optional<int> device;
+        int top = 10;
+        bool json = false, noPools = false;
+        std::string failOver;
+        std::vector<std::string> failPools;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the dump (pickle, JSON, zstd/gzip, memory_viz HTML) or a Kineto trace")->required();
+    addOptionalInt(app, "--device", s->device, "only this CUDA device (default: every device)");
+    app.add_option("--at", s->at, "the moment: peak, oom, end or an event INDEX (default: the OOM, else the peak)")->type_name("MOMENT");
+    app.add_option("--top", s->top, "how many of the largest live tensors to list")->capture_default_str()->check(CLI::NonNegativeNumber);
+    addRulesOption(app, s->rulesFile);
+    const auto noPools = app.add_flag("--no-pools", s->noPools, "skip classification (faster; no pools, no verdict)");
+    app.add_flag("--json", s->json, "one JSON object instead of text");
+    app.add_option("--fail-over", s->failOver, "exit 3 when a device's peak allocated is over SIZE (CI)")->check(limitCheck(false));
+    app.add_option("--fail-pool", s->failPools, "exit 3 when a pool's peak is over SIZE, e.g. optimizer_state>40GiB; may be repeated (CI)")
+        ->check(limitCheck(true))
+        ->allow_extra_args(false)
+        ->excludes(noPools);
+    return [s] {
         ReportOptions options;
-        if (auto d = args.option("--device"))
-            options.device = Args({"--device", *d}).intOption("--device", 0);
-        options.at = args.option("--at").value_or("");
-        options.top = args.intOption("--top", 10);
-        const bool asJson = args.flag("--json");
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const bool classify = !args.flag("--no-pools");
+        options.device = s->device;
+        options.at = s->at;
+        options.top = s->top;
+        const bool classify = !s->noPools;
         std::vector<MemoryLimit> limits;
-        std::string why;
-        if (auto v = args.option("--fail-over")) {
-            const auto l = parseMemoryLimit(*v, false, &why);
-            if (!l)
-                throw UsageError("--fail-over " + why);
-            limits.push_back(*l);
-        }
-        while (auto v = args.option("--fail-pool")) { // may be given more than once
-            const auto l = parseMemoryLimit(*v, true, &why);
-            if (!l)
-                throw UsageError("--fail-pool " + why);
-            if (!classify)
-                throw UsageError("--fail-pool needs the pools: drop --no-pools");
-            limits.push_back(*l);
-        }
-        const auto files = args.positionals();
-        if (files.size() != 1)
-            throw UsageError("report expects one FILE");
-        const Report report = buildReport(*openDocument(files[0], rulesFile, classify), options);
-        std::cout << (asJson ? reportJsonText(report) : reportText(report));
+        if (!s->failOver.empty())
+            limits.push_back(*parseMemoryLimit(s->failOver, false, nullptr));
+        for (const auto& v : s->failPools)
+            limits.push_back(*parseMemoryLimit(v, true, nullptr));
+        const Report report = buildReport(*openDocument(s->file, s->rulesFile, classify), options);
+        std::cout << (s->json ? reportJsonText(report) : reportText(report));
         const auto over = checkLimits(report, limits);
         if (over.empty())
             return 0;
         std::cout.flush();
-        std::string line = "poolscope report: " + files[0] + ": over the limit: " + over.front();
+        std::string line = "poolscope report: " + s->file + ": over the limit: " + over.front();
         for (size_t k = 1; k < over.size(); ++k)
             line += "; " + over[k];
         std::cerr << line << "\n";
         return kGateExitCode;
-    });
+    };
 }
 
-const CommandRegistrar kRegister({"report", "report FILE [--device N] [--at peak|oom|end|INDEX] [--top K] [--rules FILE] [--no-pools] [--json] "
-                                  "[--fail-over SIZE] [--fail-pool POOL>SIZE]...",
+const CommandRegistrar kRegister({"report",
                                   "per-device totals, peak and OOM, pools and the verdict at the moment (default: the OOM, else "
                                   "the peak), the largest live tensors; --fail-over/--fail-pool: exit 3 when a peak is over a limit (CI)",
-                                  runReport});
+                                  defineReport});
 
 } // namespace
 } // namespace poolscope::app

@@ -10,45 +10,43 @@
 namespace poolscope::app {
 namespace {
 
-int runSeries(const std::vector<std::string>& argv)
+CommandBody defineSeries(CLI::App& app)
 {
-    return guarded("series", [&] {
-        Args args(argv);
+    struct State {
+        std::string file, rulesFile;
         std::optional<int> device;
-        if (auto d = args.option("--device"))
-            device = Args({"--device", *d}).intOption("--device", 0);
-        const int every = args.intOption("--every", 0);
-        const int points = args.intOption("--points", 0);
-        if (every < 0 || points < 0 || (every > 0 && points > 0))
-            throw UsageError("give --every N or --points N (positive), not both");
-        const bool csv = args.flag("--csv");
-        const bool jsonl = args.flag("--jsonl");
-        if (csv && jsonl)
-            throw UsageError("--csv and --jsonl exclude each other");
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const bool classify = !args.flag("--no-pools");
-        const auto files = args.positionals();
-        if (files.size() != 1)
-            throw UsageError("series expects one FILE");
-        const auto doc = openDocument(files[0], rulesFile, classify);
-        const DeviceDocument& dev = doc->pickDevice(device);
+        int every = 0, points = 0;
+        bool csv = false, jsonl = false, noPools = false;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the dump")->required();
+    addDeviceOption(app, s->device);
+    auto* every = app.add_option("--every", s->every, "one row every N events (peaks are always kept)")->check(CLI::PositiveNumber);
+    app.add_option("--points", s->points, "about N rows in all (peaks are always kept)")->check(CLI::PositiveNumber)->excludes(every);
+    auto* csv = app.add_flag("--csv", s->csv, "comma-separated values with a header (the default)");
+    app.add_flag("--jsonl", s->jsonl, "one JSON object per line")->excludes(csv);
+    addRulesOption(app, s->rulesFile);
+    app.add_flag("--no-pools", s->noPools, "allocated and reserved only (faster)");
+    return [s] {
+        const auto doc = openDocument(s->file, s->rulesFile, !s->noPools);
+        const DeviceDocument& dev = doc->pickDevice(s->device);
         SeriesOptions options;
         const int64_t n = int64_t(dev.device().eventCount());
-        options.every = every > 0 ? every : points > 0 ? std::max<int64_t>(1, (n + points - 1) / points) : 1;
+        options.every = s->every > 0 ? s->every : s->points > 0 ? std::max<int64_t>(1, (n + s->points - 1) / s->points) : 1;
         std::ios::sync_with_stdio(false); // a million rows
-        if (jsonl)
+        if (s->jsonl)
             writeSeriesJsonl(std::cout, dev, options);
         else
             writeSeriesCsv(std::cout, dev, options);
         std::cout.flush();
         return 0;
-    });
+    };
 }
 
-const CommandRegistrar kRegister({"series", "series FILE [--device N] [--every N | --points N] [--csv | --jsonl] [--rules FILE] [--no-pools]",
+const CommandRegistrar kRegister({"series",
                                   "allocated, reserved and every pool after each event (CSV or JSON lines); thinned with --every/--points, "
                                   "keeping every peak",
-                                  runSeries});
+                                  defineSeries});
 
 } // namespace
 } // namespace poolscope::app

@@ -25,118 +25,89 @@ bool endsWith(const std::string& s, const std::string& suffix)
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-int64_t positive(Args& args, const std::string& name, int64_t fallback)
+CommandBody defineSynth(CLI::App& app)
 {
-    const auto v = args.option(name);
-    if (!v)
-        return fallback;
-    size_t used = 0;
-    int64_t n = 0;
-    try {
-        n = std::stoll(*v, &used);
-    } catch (...) {
-        used = 0;
-    }
-    if (used != v->size() || n < 0)
-        throw UsageError(name + " expects a non-negative integer, got '" + *v + "'");
-    return n;
-}
-
-int64_t bytesOption(Args& args, const std::string& name)
-{
-    const auto v = args.option(name);
-    if (!v)
-        return -1;
-    const int64_t bytes = parseBytes(*v);
-    if (bytes <= 0)
-        throw UsageError(name + " expects a size such as 24GiB, got '" + *v + "'");
-    return bytes;
-}
-
-int runSynth(const std::vector<std::string>& argv)
-{
-    return guarded("synth", [&] {
-        Args args(argv);
+    struct State {
         SynthModel m;
-        m.layers = int(positive(args, "--layers", m.layers));
-        m.hidden = positive(args, "--hidden", m.hidden);
-        m.heads = positive(args, "--heads", m.heads);
-        m.seq = positive(args, "--seq", m.seq);
-        m.microBatch = positive(args, "--batch", m.microBatch);
-        m.vocab = positive(args, "--vocab", m.vocab);
-        m.steps = int(positive(args, "--steps", m.steps));
-        m.dataParallel = int(positive(args, "--ranks", m.dataParallel));
-        m.zeroStage = int(positive(args, "--zero", m.zeroStage));
-        m.targetEntries = positive(args, "--entries", 0);
-        m.checkpointing = args.flag("--checkpointing");
-        m.positions = positive(args, "--positions", 0);
-        m.ffn = positive(args, "--ffn", 0);
-        m.accumulate = int(positive(args, "--accumulate", 1));
-        m.normsOnly = args.flag("--norms-only");
-        if (auto a = args.option("--attention")) {
-            auto k = parseSynthAttention(*a);
-            if (!k)
-                throw UsageError("--attention expects softmax, inline, manual or recompute");
-            m.attention = *k;
+        std::string out, truthPath, lawsPath, attention, mlp, dtype, optimizer, capacity, maxSplit, scenario;
+        int protocol = 4, scale = 1;
+    };
+    auto s = std::make_shared<State>();
+    SynthModel& m = s->m;
+    const auto nonNegative = CLI::NonNegativeNumber;
+    app.add_option("-o,--output", s->out, "the file to write: .pickle, .json, optionally .zst-compressed")->required()->type_name("OUT");
+    app.add_option("--layers", m.layers, "transformer layers")->capture_default_str()->check(nonNegative);
+    app.add_option("--hidden", m.hidden, "hidden size")->capture_default_str()->check(nonNegative);
+    app.add_option("--heads", m.heads, "attention heads")->capture_default_str()->check(nonNegative);
+    app.add_option("--seq", m.seq, "sequence length")->capture_default_str()->check(nonNegative);
+    app.add_option("--batch", m.microBatch, "micro-batch")->capture_default_str()->check(nonNegative);
+    app.add_option("--vocab", m.vocab, "vocabulary")->capture_default_str()->check(nonNegative);
+    app.add_option("--dtype", s->dtype, "weights and compute precision (default: mixed)")
+        ->check(choiceCheck(parseSynthDtype, "fp32|bf16|mixed|autocast"));
+    app.add_option("--optimizer", s->optimizer, "the optimizer (default: adamw)")
+        ->check(choiceCheck(parseSynthOptimizer, "adamw|adam|sgd|sgd-momentum|lion|adafactor"));
+    app.add_option("--steps", m.steps, "training steps")->capture_default_str()->check(nonNegative);
+    app.add_option("--entries", m.targetEntries, "repeat steps until about N trace entries (0: --steps)")->check(nonNegative);
+    app.add_flag("--checkpointing", m.checkpointing, "full activation checkpointing (one layer input kept per layer)");
+    app.add_option("--trainable", m.trainable, "the share of layers that train; the lowest are frozen")
+        ->capture_default_str()
+        ->check(valueCheck(
+            [](const std::string& v) {
+                try {
+                    size_t used = 0;
+                    const double f = std::stod(v, &used);
+                    return used == v.size() && f > 0 && f <= 1;
+                } catch (const std::exception&) {
+                    return false;
+                }
+            },
+            "F", "a fraction in (0, 1]"))
+        ->type_name("F");
+    app.add_option("--ranks", m.dataParallel, "data-parallel ranks (the trace is rank 0's)")->capture_default_str()->check(nonNegative);
+    app.add_option("--zero", m.zeroStage, "ZeRO stage")->capture_default_str()->check(CLI::Range(0, 3));
+    app.add_option("--capacity", s->capacity, "device memory: the run stops at the first OOM")->check(sizeCheck("24GiB"))->type_name("SIZE");
+    app.add_flag("--expandable-segments", m.allocator.expandableSegments, "the allocator's expandable segments");
+    app.add_option("--max-split-size", s->maxSplit, "the allocator's max_split_size_mb, as a size")->check(sizeCheck("200MiB"))->type_name("SIZE");
+    app.add_option("--protocol", s->protocol, "pickle protocol")->capture_default_str()->check(CLI::Range(2, 5));
+    app.add_option("--truth", s->truthPath, "also write each allocation's true pool (JSON)")->type_name("POOLS.json");
+    auto* laws = app.add_option("--truth-laws", s->lawsPath, "also write each allocation's size law (JSON)")->type_name("LAWS.json");
+    app.add_option("--attention", s->attention, "attention implementation (default: softmax)")
+        ->check(choiceCheck(parseSynthAttention, "softmax|inline|manual|recompute"));
+    app.add_option("--mlp", s->mlp, "MLP kind (default: gelu)")->check(choiceCheck(parseSynthMlp, "gelu|swiglu"));
+    app.add_option("--ffn", m.ffn, "the MLP's width (0: 4 x hidden)")->check(nonNegative);
+    app.add_option("--positions", m.positions, "rows of the position embedding (0: --seq)")->check(nonNegative);
+    app.add_option("--accumulate", m.accumulate, "gradient accumulation micro-steps")->capture_default_str()->check(nonNegative);
+    app.add_flag("--norms-only", m.normsOnly, "only the norms' weights train");
+    app.add_option("--scenario", s->scenario, "instead of the training model: a short dump in the shape a real stack leaves")
+        ->check(choiceCheck(parseStackScenario, "vllm|megatron|dp-oom|no-history|no-history-bare"))
+        ->excludes(laws);
+    app.add_option("--scale", s->scale, "the --scenario dump's size factor")->capture_default_str()->check(nonNegative);
+    return [s] {
+        SynthModel m = s->m;
+        if (!s->attention.empty())
+            m.attention = *parseSynthAttention(s->attention);
+        if (!s->mlp.empty())
+            m.mlp = *parseSynthMlp(s->mlp);
+        if (!s->dtype.empty())
+            m.dtype = *parseSynthDtype(s->dtype);
+        if (!s->optimizer.empty())
+            m.optimizer = *parseSynthOptimizer(s->optimizer);
+        if (!s->capacity.empty()) {
+            m.capacity = parseBytes(s->capacity);
+            m.allocator.deviceTotalMemory = *m.capacity;
         }
-        if (auto l = args.option("--mlp")) {
-            auto k = parseSynthMlp(*l);
-            if (!k)
-                throw UsageError("--mlp expects gelu or swiglu");
-            m.mlp = *k;
-        }
-        if (auto t = args.option("--trainable")) {
-            try {
-                size_t used = 0;
-                m.trainable = std::stod(*t, &used);
-                if (used != t->size())
-                    throw std::invalid_argument("");
-            } catch (const std::exception&) {
-                throw UsageError("--trainable expects a fraction in (0, 1], got '" + *t + "'");
-            }
-            if (!(m.trainable > 0 && m.trainable <= 1))
-                throw UsageError("--trainable expects a fraction in (0, 1], got '" + *t + "'");
-        }
-        if (auto d = args.option("--dtype")) {
-            auto dt = parseSynthDtype(*d);
-            if (!dt)
-                throw UsageError("--dtype expects fp32, bf16, mixed or autocast");
-            m.dtype = *dt;
-        }
-        if (auto o = args.option("--optimizer")) {
-            auto opt = parseSynthOptimizer(*o);
-            if (!opt)
-                throw UsageError("--optimizer expects adamw, adam, sgd, sgd-momentum, lion or adafactor");
-            m.optimizer = *opt;
-        }
-        if (const int64_t cap = bytesOption(args, "--capacity"); cap > 0) {
-            m.capacity = cap;
-            m.allocator.deviceTotalMemory = cap;
-        }
-        if (const int64_t split = bytesOption(args, "--max-split-size"); split > 0)
-            m.allocator.maxSplitSize = std::max(split, kLargeBuffer);
-        m.allocator.expandableSegments = args.flag("--expandable-segments");
-        const int protocol = int(positive(args, "--protocol", 4));
-        if (protocol < 2 || protocol > 5)
-            throw UsageError("--protocol expects 2, 3, 4 or 5");
+        if (!s->maxSplit.empty())
+            m.allocator.maxSplitSize = std::max(parseBytes(s->maxSplit), kLargeBuffer);
+        const int protocol = s->protocol;
         // --scenario: a short dump in the shape a real stack leaves (issue 15 fixtures), not the
         // training model above.
         std::optional<StackScenario> scenario;
-        if (const auto name = args.option("--scenario")) {
-            scenario = parseStackScenario(*name);
-            if (!scenario)
-                throw UsageError("--scenario expects vllm, megatron, dp-oom, no-history or no-history-bare");
-        }
-        const int scale = int(positive(args, "--scale", 1));
-        const auto out = args.option("-o");
-        const auto truthPath = args.option("--truth");
-        const auto lawsPath = args.option("--truth-laws");
-        if (!args.positionals().empty())
-            throw UsageError("synth takes options only");
-        if (scenario && lawsPath)
-            throw UsageError("--truth-laws describes the training model, not a --scenario dump");
-        if (!out)
-            throw UsageError("synth needs -o OUT.pickle|OUT.json|OUT.pickle.zst");
+        if (!s->scenario.empty())
+            scenario = parseStackScenario(s->scenario);
+        const int scale = s->scale;
+        const std::optional<std::string> out = s->out;
+        const auto truthPath = s->truthPath.empty() ? std::nullopt : std::optional(s->truthPath);
+        const auto lawsPath = s->lawsPath.empty() ? std::nullopt : std::optional(s->lawsPath);
 
         const auto t0 = std::chrono::steady_clock::now();
         const SynthResult r = scenario ? synthesizeScenario(*scenario, scale) : synthesize(m);
@@ -197,18 +168,11 @@ int runSynth(const std::vector<std::string>& argv)
                   << formatBytes(r.sizes.activationBytesPerLayer) << "\n  generated in " << genS << " s, wrote " << *out
                   << " in " << writeS << " s\n";
         return 0;
-    });
+    };
 }
 
-const CommandRegistrar kRegister(
-    {"synth",
-     "synth -o OUT.pickle|OUT.json|OUT.pickle.zst [--layers N] [--hidden H] [--heads A] [--seq S] [--batch B] [--vocab V] "
-     "[--dtype fp32|bf16|mixed|autocast] [--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor] [--steps K] [--entries N] "
-     "[--checkpointing] [--trainable F] [--ranks N] [--zero 0-3] [--capacity 24GiB] [--expandable-segments] [--max-split-size SIZE] "
-     "[--protocol 2-5] [--truth POOLS.json] [--truth-laws LAWS.json] [--attention softmax|inline|manual|recompute] "
-     "[--mlp gelu|swiglu] [--ffn F] [--positions P] [--accumulate K] [--norms-only] "
-     "| --scenario vllm|megatron|dp-oom|no-history|no-history-bare [--scale K]",
-     "write a synthetic training trace (simulated allocator, realistic frames), optionally ending in an OOM", runSynth});
+const CommandRegistrar kRegister({"synth", "write a synthetic training trace (simulated allocator, realistic frames), optionally ending in an OOM",
+                                  defineSynth});
 
 } // namespace
 } // namespace poolscope::app

@@ -13,16 +13,12 @@
 namespace poolscope::app {
 namespace {
 
-Ratio ratioOption(Args& args, const char* name)
+CLI::Validator ratioCheck(const std::string& what)
 {
-    const auto v = args.option(name);
-    if (!v)
-        return {};
-    const auto r = parseRatio(*v);
-    if (!r)
-        throw UsageError(std::string(name) + " expects a positive factor such as 2 or 0.5, got '" + *v + "'");
-    return *r;
+    return valueCheck([](const std::string& v) { return bool(parseRatio(v)); }, "X", what);
 }
+
+Ratio ratioOr(const std::string& text, Ratio fallback = {}) { return text.empty() ? fallback : *parseRatio(text); }
 
 } // namespace
 
@@ -42,63 +38,60 @@ std::vector<std::string> normaliseWhatIfArgs(std::vector<std::string> argv)
     return argv;
 }
 
-Scenario whatIfScenario(Args& args)
+void addWhatIfKnobs(CLI::App& app, WhatIfKnobs& k)
+{
+    const std::string factor = "a positive factor such as 2 or 0.5";
+    auto add = [&](CLI::Option* o) {
+        k.options.push_back(o);
+        return o;
+    };
+    add(app.add_option("--batch-scale", k.batchScale, "micro-batch times X: every allocation that follows the tokens")->check(ratioCheck(factor))->type_name("X"));
+    add(app.add_option("--activation-scale", k.activationScale, "the activation pool times X")->check(ratioCheck(factor))->type_name("X"));
+    add(app.add_option("--seq-scale", k.seqScale, "sequence length times X: linear terms x X, attention scores x X^2")->check(ratioCheck(factor))->type_name("X"));
+    add(app.add_option("--checkpoint", k.checkpoint, "activation checkpointing; alone: full")->check(choiceCheck(parseCheckpoint, "full|selective|sqrt")));
+    add(app.add_option("--optimizer", k.optimizer, "another optimizer's state")
+            ->check(choiceCheck(parseOptimizer, "adamw|adam|sgd|sgd-momentum|lion|adafactor|adam8bit")));
+    auto* zero = add(app.add_option("--zero", k.zero, "DeepSpeed ZeRO stage, sharded over --ranks")->check(choiceCheck(parseZeroStage, "1|2|3")));
+    auto* fsdp = add(app.add_option("--fsdp", k.fsdp, "FSDP sharding strategy, over --ranks")->check(choiceCheck(parseFsdp, "full|grad-op|hybrid")));
+    zero->excludes(fsdp);
+    add(addOptionalInt(app, "--ranks", k.ranks, "data-parallel ranks (default: 8 with --zero/--fsdp, else 1)"));
+    add(app.add_flag("--offload-optimizer", k.offloadOptimizer, "optimizer state moved to the CPU"));
+    add(app.add_option("--autocast", k.autocast, "autocast's compute type (off: everything in fp32)")->check(choiceCheck(parseAutocast, "bf16|fp16|off")));
+    auto* trainable = add(app.add_option("--trainable", k.trainable, "the trainable share of the weights' gradients and optimizer state (LoRA-like)")
+                              ->check(valueCheck([](const std::string& v) { return bool(parseRatio(v)); }, "F", "a fraction such as 0.1 or 1/8"))->type_name("F"));
+    auto* freeze = add(app.add_option("--freeze", k.freeze, "freeze the weights whose gradients' stacks match this regular expression ('!' inverts)")
+                           ->type_name("PATTERN"));
+    trainable->excludes(freeze);
+    add(app.add_option("--accumulate", k.accumulate, "gradient accumulation: micro-batch / K, K passes per step")->capture_default_str());
+    k.capacityOption = add(app.add_option("--capacity", k.capacity, "the device's memory: an OOM above it, the capacity line (default: reserved + free at the recorded OOM)")
+                               ->check(sizeCheck())
+                               ->type_name("SIZE"));
+}
+
+Scenario whatIfScenario(const WhatIfKnobs& k)
 {
     Scenario s;
-    s.batchScale = ratioOption(args, "--batch-scale");
-    s.activationScale = ratioOption(args, "--activation-scale");
-    s.seqScale = ratioOption(args, "--seq-scale");
-    if (auto c = args.option("--checkpoint")) {
-        const auto k = parseCheckpoint(*c);
-        if (!k)
-            throw UsageError("--checkpoint expects full, selective or sqrt, got '" + *c + "'");
-        s.checkpoint = *k;
-    }
-    if (auto o = args.option("--optimizer")) {
-        const auto k = parseOptimizer(*o);
-        if (!k)
-            throw UsageError("--optimizer expects adamw, adam, sgd, sgd-momentum, lion, adafactor or adam8bit, got '" + *o + "'");
-        s.optimizer = *k;
-    }
-    const auto zero = args.option("--zero");
-    const auto fsdp = args.option("--fsdp");
-    if (zero && fsdp)
-        throw UsageError("--zero and --fsdp exclude each other");
-    if (zero) {
-        const auto k = parseZeroStage(*zero);
-        if (!k)
-            throw UsageError("--zero expects 1, 2 or 3, got '" + *zero + "'");
-        s.sharding = *k;
-    }
-    if (fsdp) {
-        const auto k = parseFsdp(*fsdp);
-        if (!k)
-            throw UsageError("--fsdp expects full, grad-op or hybrid, got '" + *fsdp + "'");
-        s.sharding = *k;
-    }
-    s.ranks = args.intOption("--ranks", s.sharding == ShardingKind::None ? 1 : 8);
-    s.offloadOptimizer = args.flag("--offload-optimizer");
-    if (auto a = args.option("--autocast")) {
-        const auto k = parseAutocast(*a);
-        if (!k)
-            throw UsageError("--autocast expects bf16, fp16 or off, got '" + *a + "'");
-        s.autocast = *k;
-    }
-    if (auto t = args.option("--trainable")) {
-        const auto r = parseRatio(*t);
-        if (!r)
-            throw UsageError("--trainable expects a fraction such as 0.1 or 1/8, got '" + *t + "'");
-        s.trainable = *r;
-    }
-    if (auto f = args.option("--freeze"))
-        s.freeze = *f;
-    s.accumulate = args.intOption("--accumulate", 1);
-    if (auto c = args.option("--capacity")) {
-        const int64_t bytes = parseBytes(*c);
-        if (bytes <= 0)
-            throw UsageError("--capacity expects a size such as 80GiB, got '" + *c + "'");
-        s.capacity = bytes;
-    }
+    s.batchScale = ratioOr(k.batchScale);
+    s.activationScale = ratioOr(k.activationScale);
+    s.seqScale = ratioOr(k.seqScale);
+    if (!k.checkpoint.empty())
+        s.checkpoint = *parseCheckpoint(k.checkpoint);
+    if (!k.optimizer.empty())
+        s.optimizer = *parseOptimizer(k.optimizer);
+    if (!k.zero.empty())
+        s.sharding = *parseZeroStage(k.zero);
+    if (!k.fsdp.empty())
+        s.sharding = *parseFsdp(k.fsdp);
+    s.ranks = k.ranks.value_or(s.sharding == ShardingKind::None ? 1 : 8);
+    s.offloadOptimizer = k.offloadOptimizer;
+    if (!k.autocast.empty())
+        s.autocast = *parseAutocast(k.autocast);
+    if (!k.trainable.empty())
+        s.trainable = *parseRatio(k.trainable);
+    s.freeze = k.freeze;
+    s.accumulate = k.accumulate;
+    if (!k.capacity.empty())
+        s.capacity = parseBytes(k.capacity);
     if (const std::string problem = s.validate(); !problem.empty())
         throw UsageError(problem);
     return s;
@@ -106,37 +99,36 @@ Scenario whatIfScenario(Args& args)
 
 namespace {
 
-int runWhatIfCommand(const std::vector<std::string>& argv)
+CommandBody defineWhatIf(CLI::App& app)
 {
-    return guarded("whatif", [&] {
-        Args args(normaliseWhatIfArgs(argv));
+    struct State {
+        std::string file, rulesFile;
         std::optional<int> device;
-        if (auto d = args.option("--device"))
-            device = Args({"--device", *d}).intOption("--device", 0);
-        const bool asJson = args.flag("--json");
-        const std::string rulesFile = args.option("--rules").value_or("");
-        const Scenario scenario = whatIfScenario(args);
-        const auto files = args.positionals();
-        if (files.size() != 1)
-            throw UsageError("whatif expects one FILE");
-        const auto doc = openDocument(files[0], rulesFile);
-        const DeviceDocument& dev = doc->pickDevice(device);
+        bool json = false;
+        WhatIfKnobs knobs;
+    };
+    auto s = std::make_shared<State>();
+    app.add_option("FILE", s->file, "the dump (with its trace: the run is replayed)")->required();
+    addDeviceOption(app, s->device);
+    addWhatIfKnobs(app, s->knobs);
+    addRulesOption(app, s->rulesFile);
+    app.add_flag("--json", s->json, "one JSON object instead of text");
+    return [s] {
+        const Scenario scenario = whatIfScenario(s->knobs);
+        const auto doc = openDocument(s->file, s->rulesFile);
+        const DeviceDocument& dev = doc->pickDevice(s->device);
         if (dev.device().eventCount() == 0)
-            throw std::invalid_argument(files[0] + ": " + dev.label() + " has no trace events to replay (segments only)");
+            throw std::invalid_argument(s->file + ": " + dev.label() + " has no trace events to replay (segments only)");
         const WhatIfResult r = runWhatIf(doc->trace(), dev.device(), *dev.traceModel(), scenario);
-        std::cout << (asJson ? whatIfJsonText(r, doc->path()) : doc->path() + "\n" + renderWhatIfText(r));
+        std::cout << (s->json ? whatIfJsonText(r, doc->path()) : doc->path() + "\n" + renderWhatIfText(r));
         return 0;
-    });
+    };
 }
 
-const CommandRegistrar kRegister(
-    {"whatif",
-     "whatif FILE [--device N] [--batch-scale X] [--activation-scale X] [--seq-scale X] [--checkpoint [full|selective|sqrt]] "
-     "[--optimizer adamw|adam|sgd|sgd-momentum|lion|adafactor|adam8bit] [--zero 1|2|3 | --fsdp full|grad-op|hybrid] "
-     "[--ranks N] [--offload-optimizer] [--autocast bf16|fp16|off] [--trainable 0.1 | --freeze PATTERN] [--accumulate K] "
-     "[--capacity 80GiB] [--rules FILE] [--json]",
-     "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer, sharding, precision, "
-     "trainable share or gradient accumulation", runWhatIfCommand});
+const CommandRegistrar kRegister({"whatif",
+                                  "predict peak memory and OOM under another batch, sequence, checkpointing, optimizer, sharding, precision, "
+                                  "trainable share or gradient accumulation",
+                                  defineWhatIf});
 
 } // namespace
 } // namespace poolscope::app

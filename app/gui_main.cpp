@@ -1,5 +1,4 @@
 // `poolscope [FILE] [--rules FILE]`: the desktop window.
-#include "app/args.h"
 #include "app/commands.h"
 #include "app/rules_config.h"
 
@@ -15,21 +14,8 @@
 
 namespace poolscope::app {
 
-int runGui(int argc, char** argv)
+int runGui(int argc, char** argv, const std::string& file, const std::string& rulesFile)
 {
-    std::string file, rulesFile;
-    try {
-        Args args(std::vector<std::string>(argv + 1, argv + argc));
-        rulesFile = args.option("--rules").value_or("");
-        const auto files = args.positionals();
-        if (files.size() > 1)
-            throw UsageError("the window opens one FILE");
-        if (!files.empty())
-            file = files.front();
-    } catch (const UsageError& e) {
-        std::cerr << "poolscope: " << e.what() << " (see poolscope --help)\n";
-        return 2;
-    }
     // Without a display Qt would abort with a platform-plugin message; say what to do instead.
     if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM")) {
         std::cerr << "poolscope: no display to open a window on (DISPLAY/WAYLAND_DISPLAY unset); "

@@ -2,7 +2,7 @@
 # Installs the Debian packages PoolScope needs, only those missing. Used by run.sh and test.sh.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config qt6-base-dev qt6-svg-dev libgl-dev libqcustomplot-dev
-      nlohmann-json3-dev libzstd-dev zlib1g-dev zstd python3
+      nlohmann-json3-dev libcli11-dev libzstd-dev zlib1g-dev zstd python3
       # the Debian package and its test (tests/install/): cpack's Depends, the desktop entry, MIME type
       dpkg-dev desktop-file-utils shared-mime-info hicolor-icon-theme libglib2.0-bin libxml2-utils)
 [ "${POOLSCOPE_WANT_CLANG:-0}" = 1 ] && PKGS+=(clang libclang-rt-dev)

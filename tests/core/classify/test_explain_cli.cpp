@@ -126,8 +126,8 @@ private slots:
     {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("message");
-        QTest::newRow("no --addr") << QStringList{"explain", "FILE"} << "needs --addr";
-        QTest::newRow("bad address") << QStringList{"explain", "FILE", "--addr", "0xZZ"} << "--addr expects an address";
+        QTest::newRow("no --addr") << QStringList{"explain", "FILE"} << "--addr is required";
+        QTest::newRow("bad address") << QStringList{"explain", "FILE", "--addr", "0xZZ"} << "--addr: expects an address";
         QTest::newRow("nothing there") << QStringList{"explain", "FILE", "--addr", "0x9990000"} << "no allocation at 0x9990000";
         QTest::newRow("no such device") << QStringList{"explain", "FILE", "--addr", "0x1000", "--device", "3"} << "no device 3";
         QTest::newRow("missing file") << QStringList{"explain", "/nonexistent.pickle", "--addr", "0x1000"} << "/nonexistent.pickle";

@@ -68,8 +68,8 @@ private slots:
     {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("says");
-        QTest::newRow("one file") << QStringList{"compare", "A"} << "compare expects two files";
-        QTest::newRow("bad moment") << QStringList{"compare", "A", "B", "--at", "middle"} << "--at expects peak, oom, end";
+        QTest::newRow("one file") << QStringList{"compare", "A"} << "B is required";
+        QTest::newRow("bad moment") << QStringList{"compare", "A", "B", "--at", "middle"} << "--at: expects one of peak, oom, end";
         QTest::newRow("missing file") << QStringList{"compare", "A", "/nonexistent/b.pickle"} << "/nonexistent/b.pickle";
         QTest::newRow("no OOM") << QStringList{"compare", "A", "B", "--at", "oom"} << "cannot compare at the OOM: neither run has an OOM";
         QTest::newRow("no such device") << QStringList{"compare", "A", "B", "--device-b", "3"} << "device 3 is not in this dump";
