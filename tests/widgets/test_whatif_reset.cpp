@@ -1,6 +1,7 @@
 // The what-if panel's Reset: every knob back to the run as recorded, and the prediction taken off
 // the chart.
 #include "synth_document.h"
+#include "widgets/timeline_plot.h"
 #include "widgets/whatif_panel.h"
 
 #include <QPushButton>
@@ -35,6 +36,15 @@ private slots:
         panel.run();
         QVERIFY(done.wait(60000));
         QVERIFY(panel.result());
+        if (const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !shots.isEmpty()) { // the predicted stack, to look at
+            TimelinePlot plot;
+            plot.resize(1200, 600);
+            plot.setTimeline(doc->device(0).timelinePtr());
+            plot.setPredictedStackVisible(true);
+            plot.setPrediction(panel.result());
+            plot.replot();
+            plot.grab().save(QString::fromLocal8Bit(shots) + QStringLiteral("/predicted-stack.png"));
+        }
         // What the chart is handed from now on.
         int handed = 0;
         bool cleared = false;
