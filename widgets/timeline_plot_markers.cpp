@@ -141,6 +141,7 @@ void TimelinePlot::rebuildMarkers()
 void TimelinePlot::updateBandLabels()
 {
     m_prediction.fitLabel(axisRect()->rect());
+    updateCursorItems(); // the cursor label's side depends on where the line now falls in the chart
     // The peak label must not run off the chart when the peak is near an edge.
     if (m_peakText) {
         const double px = m_peakText->position->parentAnchor()->pixelPosition().x();
