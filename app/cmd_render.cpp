@@ -10,6 +10,7 @@
 #include "core/timeline/moment.h"
 #include "core/timeline/phase_bands.h"
 #include "core/util/atomic_file.h"
+#include "core/sites/site_key.h"
 #include "core/util/units.h"
 #include "widgets/compare_view.h"
 #include "widgets/main_window.h"
@@ -26,7 +27,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <algorithm>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace poolscope::app {
 namespace {
@@ -85,6 +88,33 @@ int renderWindow(std::shared_ptr<const Document> doc, const QString& path, size_
     return 0;
 }
 
+// render --by-site: the call sites holding the most bytes at the moment, as rows under the
+// breakdown (the first user frame, as `report` names it; long paths shortened from the left).
+void appendTopSites(ReviewContent& content, const DeviceDocument& dev, EventIndex at)
+{
+    const SiteNames names(dev.trace());
+    std::unordered_map<SiteKey, int64_t> bytes;
+    int64_t total = 0;
+    for (AllocId id : dev.alive().aliveAfter(at)) {
+        const Allocation& a = dev.device().allocations[id.value];
+        bytes[names.key(a)] += a.size;
+        total += a.size;
+    }
+    std::vector<std::pair<int64_t, SiteKey>> order;
+    for (const auto& [k, b] : bytes)
+        order.emplace_back(b, k);
+    std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first != y.first ? x.first > y.first : x.second < y.second; });
+    content.rows.append(QStringList{QString(), QString(), QString()});
+    content.rows.append(QStringList{QObject::tr("top call sites"), QString(), QString()});
+    for (size_t k = 0; k < order.size() && k < 6; ++k) {
+        QString label = QString::fromStdString(names.label(order[k].second));
+        if (label.size() > 46)
+            label = QStringLiteral("…") + label.right(45);
+        content.rows.append(QStringList{label, QString::fromStdString(formatBytes(order[k].first)),
+                                        total > 0 ? QString::number(100.0 * double(order[k].first) / double(total), 'f', 1) + QStringLiteral("%") : QString()});
+    }
+}
+
 // `render A --compare B`: the comparison's review image (B's stack filled, A's as outlines on one
 // aligned axis, the per-pool table, the axes and the verdict).
 int renderComparison(const std::string& fileA, const std::string& fileB, const std::string& rulesFile, std::optional<int> device,
@@ -109,7 +139,7 @@ CommandBody defineRender(CLI::App& app)
     struct State {
         std::string file, at, size = "1600x900", rulesFile, compareWith, out;
         std::optional<int> device;
-        bool dark = false, indexAxis = false, window = false, whatIf = false, predictedStack = false;
+        bool dark = false, indexAxis = false, window = false, whatIf = false, predictedStack = false, bySite = false;
         WhatIfKnobs knobs;
     };
     auto s = std::make_shared<State>();
@@ -139,6 +169,8 @@ CommandBody defineRender(CLI::App& app)
     for (CLI::Option* knob : s->knobs.options)
         if (knob != s->knobs.capacityOption) // the capacity line is drawn with or without a prediction
             knob->needs(whatIf)->group("What-if knobs (with --whatif)");
+    auto* bySite = app.add_flag("--by-site", s->bySite, "the top call sites at the moment under the breakdown (see report --by-site)");
+    bySite->excludes(window)->excludes(whatIf)->excludes(compare);
     compare->excludes(window)->excludes(whatIf);
     whatIf->excludes(window);
     return [s] {
@@ -196,6 +228,8 @@ CommandBody defineRender(CLI::App& app)
             plot.setCursorEvent(std::max<EventIndex>(0, result->peakAt));
             content = whatIfReviewContent(*result, path, dark);
         }
+        if (s->bySite)
+            appendTopSites(content, dev, plot.cursorEvent());
         QString why;
         if (!saveReviewImage(outPath, plot, content, size, &why))
             throw WriteError(why.toStdString());

@@ -1,9 +1,12 @@
 #include "app/args.h"
 #include "app/commands.h"
+#include "app/report_sites.h"
 #include "app/rules_config.h"
 
 #include "core/report/gate.h"
 #include "core/report/report.h"
+#include "core/steps/step_gate.h"
+#include "core/util/units.h"
 
 #include <iostream>
 
@@ -29,8 +32,10 @@ CommandBody defineReport(CLI::App& app)
         std::optional<int> device;
         int top = 10;
         bool json = false, noPools = false;
-        std::string failOver;
+        std::string failOver, failStepGrowth;
         std::vector<std::string> failPools;
+        std::vector<std::string> between;
+        bool bySite = false;
     };
     auto s = std::make_shared<State>();
     app.add_option("FILE", s->file, "the dump (pickle, JSON, zstd/gzip, memory_viz HTML) or a Kineto trace")->required();
@@ -45,7 +50,22 @@ CommandBody defineReport(CLI::App& app)
         ->check(limitCheck(true))
         ->allow_extra_args(false)
         ->excludes(noPools);
+    app.add_option("--fail-if-step-growth", s->failStepGrowth,
+                   "exit 3 when memory alive at step ends grows by more than SIZE per step (a leak; see `poolscope steps`) (CI)")
+        ->check(sizeCheck("100MiB"));
+    auto* between = app.add_option("--between", s->between,
+                                   "what was born, died and grew between two moments A B (peak, oom, end, an event INDEX, step:K or "
+                                   "step:K:start), by pool and by call site")
+                        ->expected(2)
+                        ->type_name("A B");
+    app.add_flag("--by-site", s->bySite, "bytes by call stack at the moment (--at) and over the whole run (bytes x time)")->excludes(between);
     return [s] {
+        if (!s->between.empty() || s->bySite) {
+            const auto doc = openDocument(s->file, s->rulesFile, !s->noPools);
+            std::cout << (s->bySite ? reportBySite(*doc, s->device, s->at, s->json, s->top)
+                                    : reportBetween(*doc, s->device, s->between[0], s->between[1], s->json));
+            return 0;
+        }
         ReportOptions options;
         options.device = s->device;
         options.at = s->at;
@@ -56,9 +76,16 @@ CommandBody defineReport(CLI::App& app)
             limits.push_back(*parseMemoryLimit(s->failOver, false, nullptr));
         for (const auto& v : s->failPools)
             limits.push_back(*parseMemoryLimit(v, true, nullptr));
-        const Report report = buildReport(*openDocument(s->file, s->rulesFile, classify), options);
+        const auto doc = openDocument(s->file, s->rulesFile, classify);
+        const Report report = buildReport(*doc, options);
         std::cout << (s->json ? reportJsonText(report) : reportText(report));
-        const auto over = checkLimits(report, limits);
+        auto over = checkLimits(report, limits);
+        if (!s->failStepGrowth.empty()) {
+            const StepGrowthCheck steps = checkStepGrowth(buildSteps(*doc, options.device), parseBytes(s->failStepGrowth));
+            for (const std::string& u : steps.unjudged)
+                std::cerr << "poolscope report: " << s->file << ": --fail-if-step-growth: " << u << "\n";
+            over.insert(over.end(), steps.over.begin(), steps.over.end());
+        }
         if (over.empty())
             return 0;
         std::cout.flush();
@@ -72,7 +99,9 @@ CommandBody defineReport(CLI::App& app)
 
 const CommandRegistrar kRegister({"report",
                                   "per-device totals, peak and OOM, pools and the verdict at the moment (default: the OOM, else "
-                                  "the peak), the largest live tensors; --fail-over/--fail-pool: exit 3 when a peak is over a limit (CI)",
+                                  "the peak), the largest live tensors; --fail-over/--fail-pool: exit 3 when a peak is over a limit, "
+                                  "--fail-if-step-growth when memory grows from step to step (CI); --between A B: what changed between "
+                                  "two moments; --by-site: bytes by call stack",
                                   defineReport});
 
 } // namespace

@@ -29,7 +29,7 @@ CommandBody defineSynth(CLI::App& app)
 {
     struct State {
         SynthModel m;
-        std::string out, truthPath, lawsPath, attention, mlp, dtype, optimizer, capacity, maxSplit, scenario;
+        std::string out, truthPath, lawsPath, attention, mlp, dtype, optimizer, capacity, maxSplit, scenario, leaks;
         int protocol = 4, scale = 1;
     };
     auto s = std::make_shared<State>();
@@ -78,6 +78,12 @@ CommandBody defineSynth(CLI::App& app)
     app.add_option("--positions", m.positions, "rows of the position embedding (0: --seq)")->check(nonNegative);
     app.add_option("--accumulate", m.accumulate, "gradient accumulation micro-steps")->capture_default_str()->check(nonNegative);
     app.add_flag("--norms-only", m.normsOnly, "only the norms' weights train");
+    // Issue 24: planted leaks and look-alikes, to try `poolscope steps` on known truth.
+    app.add_option("--leaks", s->leaks,
+                   "plant leaks and look-alikes, a comma list of kept-graph, growing-cache, hook (leaks), warmup, bank=N (not leaks)")
+        ->check(valueCheck([](const std::string& v) { return bool(parseSynthLeaks(v)); }, "LIST",
+                           "a comma list of kept-graph, growing-cache, hook, warmup, bank=N"))
+        ->type_name("LIST");
     app.add_option("--scenario", s->scenario, "instead of the training model: a short dump in the shape a real stack leaves")
         ->check(choiceCheck(parseStackScenario, "vllm|megatron|dp-oom|no-history|no-history-bare"))
         ->excludes(laws);
@@ -98,6 +104,8 @@ CommandBody defineSynth(CLI::App& app)
         }
         if (!s->maxSplit.empty())
             m.allocator.maxSplitSize = std::max(parseBytes(s->maxSplit), kLargeBuffer);
+        if (!s->leaks.empty())
+            m.leaks = *parseSynthLeaks(s->leaks);
         const int protocol = s->protocol;
         // --scenario: a short dump in the shape a real stack leaves (issue 15 fixtures), not the
         // training model above.

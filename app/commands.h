@@ -14,7 +14,7 @@ namespace poolscope::app {
 // its CLI11 subcommand (bound to state the command owns; help and validation come from these
 // declarations) and returns the body that runs once parsing succeeded.
 // Exit codes: 0 success (and --help), 2 bad input or usage (one clear line on stderr), 3 a memory
-// gate failed (report --fail-over/--fail-pool, compare --fail-if-grows; one line on stderr), 1
+// gate failed (report --fail-over/--fail-pool/--fail-if-step-growth, compare --fail-if-grows; one line on stderr), 1
 // internal error.
 using CommandBody = std::function<int()>;
 struct Command {

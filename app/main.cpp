@@ -42,7 +42,7 @@ int main(int argc, char** argv)
                   "Without a command: the desktop window (on FILE).",
                   "poolscope");
     root.set_version_flag("--version", "poolscope " POOLSCOPE_VERSION, "print the version and exit");
-    root.footer("Exit codes: 0 success, 2 bad input or usage, 3 a memory limit was exceeded (report --fail-over/--fail-pool, "
+    root.footer("Exit codes: 0 success, 2 bad input or usage, 3 a memory limit was exceeded (report --fail-over/--fail-pool/--fail-if-step-growth, "
                 "compare --fail-if-grows), 1 internal error.\n`poolscope COMMAND --help` lists every option of a command.\n"
                 "To record a dump in a training job: " + poolscope::captureHelperPath() + " (README.md beside it).");
     root.require_subcommand(0, 1);

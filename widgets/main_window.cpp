@@ -55,18 +55,13 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle(tr("PoolScope"));
 
     setAcceptDrops(true);
-    // The chart, with the devices strip over it for a dump of several devices.
-    auto* centre = new QWidget(this);
-    auto* centreLayout = new QVBoxLayout(centre);
-    centreLayout->setContentsMargins(0, 0, 0, 0);
-    centreLayout->setSpacing(0);
-    m_devices = new DevicesStrip(m_workspace, centre);
-    centreLayout->addWidget(m_devices);
-    centreLayout->addWidget(m_plot, 1);
-    setCentralWidget(centre);
+    setCentralWidget(m_plot);
+    // Over the chart for a dump of several devices; placed in the chart area by buildStepsAndSites.
+    m_devices = new DevicesStrip(m_workspace, this);
 
     buildActions();
     buildDocks();
+    buildStepsAndSites();
     buildMenus();
     // The shipped rules as compiled in, until the application says which files apply.
     setRules(std::make_shared<const RuleSet>(RuleSet::builtin()));

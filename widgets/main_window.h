@@ -18,7 +18,10 @@ class QTableView;
 
 namespace poolscope {
 
+class AbPanel;
 class AllocatorView;
+class SiteTreePanel;
+class StepsStrip;
 class BreakdownModel;
 class BreakdownPanel;
 class CompareWindow;
@@ -90,6 +93,9 @@ public:
     AllocatorView* allocatorView() const { return m_allocator; }
     WhatIfPanel* whatIfPanel() const { return m_whatIf; }
     RanksPanel* ranksPanel() const { return m_ranks; }
+    StepsStrip* stepsStrip() const { return m_stepsStrip; }
+    AbPanel* abPanel() const { return m_ab; }
+    SiteTreePanel* siteTreePanel() const { return m_sites; }
     QString reasonText() const;
     QString lastError() const { return m_lastError; }
     // What the loader and preparation noted about the open document (also behind the status-bar button).
@@ -110,6 +116,7 @@ private:
     void buildActions();
     void buildMenus();
     void buildDocks();
+    void buildStepsAndSites(); // main_window_steps.cpp: steps strip, A/B, by call site (issue 24)
     void restoreSettings();
     void applyDefaultDockSizes();
     void addRecentFile(const QString& path);
@@ -141,6 +148,9 @@ private:
     AllocatorView* m_allocator = nullptr;
     WhatIfPanel* m_whatIf = nullptr;
     RanksPanel* m_ranks = nullptr;
+    StepsStrip* m_stepsStrip = nullptr;
+    AbPanel* m_ab = nullptr;
+    SiteTreePanel* m_sites = nullptr;
     std::optional<int> m_pendingDevice; // openFileAt: the device to show once the file is open
     QLabel* m_status = nullptr;
     QProgressBar* m_progress = nullptr;

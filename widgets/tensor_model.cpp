@@ -186,6 +186,12 @@ void TensorFilterProxy::setPoolFilter(int pool)
     invalidateRowsFilter();
 }
 
+void TensorFilterProxy::setAllocationFilter(std::function<bool(const Allocation&)> keep)
+{
+    m_keep = std::move(keep);
+    invalidateRowsFilter();
+}
+
 void TensorFilterProxy::setFrameFilter(const QString& text)
 {
     if (text == m_text)
@@ -203,6 +209,8 @@ bool TensorFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex& sourc
     if (!model || !model->timeline())
         return true;
     if (m_pool >= 0 && int(model->poolAt(sourceRow)) != m_pool)
+        return false;
+    if (m_keep && !m_keep(model->timeline()->device().allocations[model->allocationAt(sourceRow).value]))
         return false;
     if (m_text.isEmpty())
         return true;

@@ -5,6 +5,7 @@
 #include <QHash>
 #include <QSortFilterProxyModel>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -51,6 +52,9 @@ public:
     explicit TensorFilterProxy(QObject* parent = nullptr);
     void setPoolFilter(int pool); // -1: all pools
     void setFrameFilter(const QString& text);
+    // Only the allocations `keep` accepts (the "By call site" selection); empty: all.
+    void setAllocationFilter(std::function<bool(const Allocation&)> keep);
+    bool hasAllocationFilter() const { return bool(m_keep); }
     int poolFilter() const { return m_pool; }
     QString frameFilter() const { return m_text; }
 
@@ -60,6 +64,7 @@ protected:
 private:
     int m_pool = -1;
     QString m_text;
+    std::function<bool(const Allocation&)> m_keep;
     mutable QHash<quint32, bool> m_stackMatches; // per StackId, for the current text
     mutable const DeviceTimeline* m_cacheOwner = nullptr;
 };

@@ -66,6 +66,7 @@ public:
     EventIndex eventAtPixel(double px) const;
     double eventKey(EventIndex event) const; // x coordinate (plot units) where an event's state starts
     QString xAxisTitle() const;
+    double yUnitBytes() const { return m_unit; } // bytes per unit of the y axis (GiB, MiB, KiB)
     // No allocation history: one moment drawn as a bar, no time axis.
     bool oneMoment() const { return m_oneMoment; }
 

@@ -302,6 +302,16 @@ void readKinetoTrace(std::span<const uint8_t> bytes, const std::string& name, Tr
         out.devices.push_back(std::move(dev));
     }
 
+    // torch.profiler's schedule marks every step with a ProfilerStep#N op: kept as annotations for
+    // every device (issue 24's steps), as a snapshot's record_function scopes are.
+    for (const RawOp& op : sax.ops) {
+        const std::string& opName = sax.names[op.name];
+        if (opName.rfind("ProfilerStep#", 0) != 0 || opName.size() == 13 ||
+            opName.find_first_not_of("0123456789", 13) != std::string::npos)
+            continue;
+        out.annotations.push_back(Annotation{opName, true, -1, nanosToMicros(op.startNs)});
+        out.annotations.push_back(Annotation{opName, false, -1, nanosToMicros(op.endNs)});
+    }
     if (sax.memory.empty())
         out.warnings.push_back("the trace has no [memory] events: record with torch.profiler.profile(profile_memory=True)");
     if (sax.memoryWithoutBytes > 0)

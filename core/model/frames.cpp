@@ -18,6 +18,14 @@ uint64_t hashStack(std::span<const FrameId> frames)
     return h ^ frames.size();
 }
 
+bool isCompiledSource(std::string_view filename)
+{
+    for (std::string_view ext : {".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh"})
+        if (endsWith(filename, ext))
+            return true;
+    return false;
+}
+
 bool isTorchInternal(std::string_view filename)
 {
     return filename.find("/torch/") != std::string_view::npos || filename.find("site-packages/torch") != std::string_view::npos;
@@ -95,7 +103,10 @@ FrameId FrameTable::userFrame(StackId id) const
         const Frame& fr = frame(f);
         if (!first)
             first = f;
-        if (!fr.isPython())
+        // A line of Python source: the interpreter's own C frames carry a file and a line too
+        // (a CPython built with symbols: Objects/descrobject.c:365 method_vectorcall_VARARGS_KEYWORDS),
+        // and are nobody's code.
+        if (!fr.isPython() || isCompiledSource(fr.filename))
             continue;
         if (!firstPython)
             firstPython = f;

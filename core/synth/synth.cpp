@@ -356,11 +356,15 @@ void Generator::step(int index)
         m_batch = std::move(batch);
 
         annotate("## forward ##", true);
+        if (micro == 0)
+            warmupBuffer(index);
         forward();
         annotate("## forward ##", false);
         annotate("## backward ##", true);
         backward();
         annotate("## backward ##", false);
+        if (micro == 0)
+            leakAfterBackward(index);
     }
     annotate("Optimizer.step#" + cls + ".step", true);
     optimizerStep(index == 0);

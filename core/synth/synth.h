@@ -28,6 +28,22 @@ std::optional<SynthMlp> parseSynthMlp(std::string_view s);             // gelu|s
 std::optional<SynthOptimizer> parseSynthOptimizer(std::string_view s);
 std::string_view synthOptimizerClass(SynthOptimizer o); // "AdamW", "SGD", ...
 
+// Leaks planted in the training loop, and look-alikes that are not leaks (issue 24): each switch
+// on its own, so a test knows which call sites truly leak (SynthResult::leakStacks).
+struct SynthLeaks {
+    bool keptGraph = false;     // leak: an evaluation forward every step whose loss is kept with its graph
+                                // (`total_val += model(val).loss`, grad on): all its saved activations stay
+    bool growingCache = false;  // leak: train.py keeps `cache[step] = hidden.detach().clone()`, never evicted
+    bool capturingHook = false; // leak: a forward hook on block 0 appends a clone of its output to a list
+    bool warmup = false;        // not a leak: a causal-mask buffer made lazily in the first forward, kept
+    int bankSize = 0;           // not a leak: a memory bank (a queue of detached features) that fills one
+                                // entry per step up to bankSize entries, then drops its oldest
+    bool any() const { return keptGraph || growingCache || capturingHook || warmup || bankSize > 0; }
+};
+
+// "kept-graph,growing-cache,hook,warmup,bank=3"; nullopt for anything else.
+std::optional<SynthLeaks> parseSynthLeaks(std::string_view list);
+
 // A GPT-style decoder trained with one optimizer: what `poolscope synth` turns into a trace.
 struct SynthModel {
     int layers = 12;
@@ -53,6 +69,7 @@ struct SynthModel {
     std::optional<int64_t> capacity; // device bytes: the run stops at the first OOM
     int64_t targetEntries = 0;  // > 0: repeat steps until about this many trace entries
     AllocatorConfig allocator;
+    SynthLeaks leaks;
     int64_t startTimeUs = 1748730219000000;
 };
 
@@ -78,6 +95,8 @@ struct SynthResult {
     bool oom = false;
     EventIndex oomIndex = kNoEvent;
     int64_t peakReserved = 0;
+    // The stacks whose allocations SynthModel::leaks planted as leaks, and as look-alikes.
+    std::vector<StackId> leakStacks, lookalikeStacks;
 };
 
 // Runs the training loop through CachingAllocatorSim: parameters before recording, then per step

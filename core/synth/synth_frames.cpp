@@ -287,6 +287,27 @@ std::vector<SynthStacks::Spec> SynthStacks::python(SynthSite site) const
         add(call);
         gpt(152);
         break;
+    case SynthSite::LeakCache:
+        v.push_back({train, "train_step", 138});
+        add(tail);
+        break;
+    case SynthSite::LeakHook:
+        // Forward hooks run inside nn.Module._call_impl, after the module's forward returned.
+        v.push_back({model, "capture_output", 40});
+        v.push_back({module, "_call_impl", 1790});
+        v.push_back({"??", "_PyEval_EvalFrameDefault", 0});
+        v.push_back({module, "_wrapped_call_impl", 1739});
+        gpt(152);
+        break;
+    case SynthSite::WarmupBuffer:
+        v.push_back({model, "_causal_mask", 120});
+        gpt(149);
+        break;
+    case SynthSite::MemoryBank:
+        v.push_back({kUser + "bank.py", "push", 22});
+        v.push_back({train, "train_step", 140});
+        add(tail);
+        break;
     case SynthSite::BackwardEngine:
     case SynthSite::AccumulateGrad:
     case SynthSite::Count:

@@ -52,6 +52,10 @@ enum class SynthSite : uint8_t {
     OptimizerUpdate,// optimizer _multi_tensor_*: foreach temporaries
     ZeroGrad,       // optimizer.zero_grad(set_to_none=True)
     ShardGather,    // ZeRO-3 all-gather / reduce-scatter (DeepSpeed-like)
+    LeakCache,      // train.py: cache[step] = hidden.detach().clone() (issue 24's planted leaks)
+    LeakHook,       // model.py: a forward hook appending output.clone() to a list
+    WarmupBuffer,   // model.py: a causal mask made lazily in the first forward
+    MemoryBank,     // train.py: bank.push(features.detach().clone()), a bounded queue
     Count
 };
 

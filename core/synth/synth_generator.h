@@ -118,6 +118,12 @@ private:
     };
     std::vector<std::vector<VariantSaved>> m_variantSaved; // per layer, in forward order
     std::unordered_map<std::string, StackId> m_variantStacks;
+    // SynthModel::leaks (synth_leaks.cpp): what the planted leaks keep, and the memory bank.
+    std::vector<Tensor> m_leaked, m_kept, m_bank;
+    void leakAfterBackward(int step);
+    void hookCapture(int layer);
+    void warmupBuffer(int step);
+    void keepLeak(Tensor t, StackId stack, bool leak);
 };
 
 } // namespace poolscope::synth_detail

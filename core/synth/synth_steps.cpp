@@ -37,6 +37,7 @@ void Generator::forward()
         if (m_model.zeroStage >= 3)
             gatherLayer(l, false);
         layerForward(l, false);
+        hookCapture(l);
         if (m_model.zeroStage >= 3)
             releaseAll(m_gathered, m_stacks.free(SynthSite::ShardGather));
         tick(40);

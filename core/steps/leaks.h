@@ -1,0 +1,39 @@
+#pragma once
+#include "core/classify/pool.h"
+#include "core/sites/site_key.h"
+#include "core/steps/steps.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace poolscope {
+
+// A call site whose allocations made in one step are still alive a full step later, again and
+// again, while the memory it holds at step ends keeps growing to the end of the recording.
+// What is not one: state made once (warm-up, optimizer state at the first step: one step only),
+// memory handed from one step to the next (the next batch, gradients kept until zero_grad: held
+// bytes stay flat), a cache that fills to its budget (stops growing), the allocator's cache
+// (reserved, never counted: only allocated bytes are).
+struct LeakSuspect {
+    SiteKey key = 0;
+    std::string site;          // "file:line function" of the first user frame, as `report` prints it
+    int64_t bytesPerStep = 0;  // growth of what the site holds at step ends, per step
+    int steps = 0;             // steps whose allocations from this site outlived the next step
+    std::optional<Pool> pool;  // by bytes, when classified
+    Phase birthPhase = Phase::Unknown;
+    bool bornInCallerCode = false; // made outside the model's passes (the training loop's own code)
+    std::vector<int64_t> heldAtStepEnds; // bytes from this site alive at each complete step's end
+    std::string cause;         // what usually makes this shape, and the usual fix
+};
+
+struct LeakReport {
+    std::vector<LeakSuspect> suspects; // largest bytes per step first
+    std::string verdict;               // one line: what grows, by how much per step, from which line
+    std::vector<std::string> notes;    // what could not be judged
+    bool judged = false;               // false: too few complete steps (notes say why)
+};
+
+LeakReport findLeaks(const DeviceDocument& doc, const StepTable& steps);
+
+} // namespace poolscope

@@ -1,0 +1,29 @@
+#pragma once
+// Private to core/steps: the ways a recording is split into steps, each returning event ranges.
+#include "core/engine/document.h"
+
+#include <string>
+#include <vector>
+
+namespace poolscope::steps_detail {
+
+struct Range {
+    EventIndex start = 0, end = 0; // inclusive
+    std::string name;
+    bool complete = true;
+};
+
+// ProfilerStep#N windows (torch.profiler's schedule marks every step with one).
+std::vector<Range> profilerSteps(const Trace& trace, const DeviceTrace& dev);
+// Each Optimizer.step window ends a step (its record_function, or a window the rules call the
+// optimizer step); the first step begins where the run's first phase does.
+std::vector<Range> optimizerSteps(const Trace& trace, const DeviceTrace& dev, const Classification* c);
+// From the classifier's phase runs: an optimizer step ends a step; without one, a backward followed
+// by a forward; without backward, each forward pass is a step.
+std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c);
+// The allocation stream's own period: the smallest lag at which the sequence of (call stack, size)
+// repeats itself; boundaries at the lowest allocated bytes in each period (between two steps the
+// step's transient memory is gone). `period` receives the allocations per step.
+std::vector<Range> repeatingSteps(const DeviceTrace& dev, int64_t* period);
+
+} // namespace poolscope::steps_detail

@@ -1,0 +1,168 @@
+#include "core/steps/steps.h"
+
+#include "core/steps/step_boundaries.h"
+
+#include <algorithm>
+
+namespace poolscope {
+
+using steps_detail::Range;
+
+std::string_view stepSourceName(StepSource s)
+{
+    switch (s) {
+    case StepSource::ProfilerSteps: return "profiler_steps";
+    case StepSource::OptimizerSteps: return "optimizer_steps";
+    case StepSource::Phases: return "phases";
+    case StepSource::RepeatingPattern: return "repeating_pattern";
+    case StepSource::Whole: return "whole_recording";
+    case StepSource::None: return "none";
+    }
+    return "none";
+}
+
+size_t StepTable::completeSteps() const
+{
+    return size_t(std::count_if(steps.begin(), steps.end(), [](const Step& s) { return s.complete; }));
+}
+
+int64_t StepTable::growthPerStep() const
+{
+    const Step* first = nullptr;
+    const Step* last = nullptr;
+    size_t n = 0;
+    for (const Step& s : steps)
+        if (s.complete) {
+            first = first ? first : &s;
+            last = &s;
+            ++n;
+        }
+    return n < 2 ? 0 : (last->aliveAtEnd - first->aliveAtEnd) / int64_t(n - 1);
+}
+
+int stepOf(const StepTable& table, EventIndex event)
+{
+    auto it = std::partition_point(table.steps.begin(), table.steps.end(), [&](const Step& s) { return s.end < event; });
+    return it != table.steps.end() && it->start <= event ? int(it - table.steps.begin()) : -1;
+}
+
+namespace {
+
+// Steps must not overlap and must lie inside the recording; annotation windows can nest or repeat.
+std::vector<Range> tidy(std::vector<Range> ranges, EventIndex last)
+{
+    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start < b.start; });
+    std::vector<Range> out;
+    for (Range r : ranges) {
+        r.end = std::min(r.end, last);
+        if (!out.empty() && r.start <= out.back().end)
+            r.start = out.back().end + 1;
+        if (r.start <= r.end)
+            out.push_back(std::move(r));
+    }
+    return out;
+}
+
+// Annotations that stop before the recording does (a ring buffer that kept the first step's, a
+// profiler window shorter than the run): when the stretch after the last annotated step is longer
+// than any annotated step and the phases find more steps, the phases are the better split.
+bool tailOutgrows(const std::vector<Range>& annotated, const DeviceTrace& dev, const Classification* c)
+{
+    if (annotated.empty() || annotated.back().complete || !c || !c->phases.anyFrameEvidence)
+        return false;
+    EventIndex longest = 0;
+    for (const Range& r : annotated)
+        if (r.complete)
+            longest = std::max(longest, r.end - r.start + 1);
+    const Range& tail = annotated.back();
+    if (tail.end - tail.start + 1 <= longest)
+        return false;
+    size_t complete = 0, phaseComplete = 0;
+    for (const Range& r : annotated)
+        complete += r.complete;
+    for (const Range& r : steps_detail::phaseSteps(dev, *c))
+        phaseComplete += r.complete;
+    return phaseComplete > complete;
+}
+
+} // namespace
+
+StepTable findSteps(const DeviceDocument& doc)
+{
+    const DeviceTrace& dev = doc.device();
+    const Classification* c = doc.classification();
+    StepTable table;
+    const EventIndex last = EventIndex(dev.eventCount()) - 1;
+    if (dev.eventCount() == 0 || dev.allocations.empty() || (c && !c->history)) {
+        table.source = StepSource::None;
+        table.how = "no steps: the dump holds no allocation history (only the final segments)";
+        table.notes.push_back("without history the dump cannot tell steps apart, nor what grows between them");
+        return table;
+    }
+    std::vector<Range> ranges;
+    if (auto r = steps_detail::profilerSteps(doc.trace(), dev); !r.empty()) {
+        table.source = StepSource::ProfilerSteps;
+        table.how = "from the profiler's ProfilerStep#N annotations";
+        ranges = std::move(r);
+    } else if (auto r = steps_detail::optimizerSteps(doc.trace(), dev, c); !r.empty() && !tailOutgrows(r, dev, c)) {
+        table.source = StepSource::OptimizerSteps;
+        table.how = "each optimizer step's annotation ends a step";
+        ranges = std::move(r);
+    } else if (c && c->phases.anyFrameEvidence && !(r = steps_detail::phaseSteps(dev, *c)).empty()) {
+        table.source = StepSource::Phases;
+        bool opt = false, bwd = false;
+        for (const auto& run : c->phases.runs) {
+            opt = opt || run.phase == Phase::OptimizerStep;
+            bwd = bwd || run.phase == Phase::Backward;
+        }
+        table.how = opt   ? "from the phases: each optimizer step ends a step"
+                    : bwd ? "from the phases: each backward ends a step (no optimizer step was recorded)"
+                          : "from the phases: each forward pass is a step (no backward was recorded)";
+        ranges = std::move(r);
+    } else if (auto r = steps_detail::repeatingSteps(dev, &table.period); r.size() >= 2) {
+        table.source = StepSource::RepeatingPattern;
+        table.how = "from the repeating allocation pattern (" + std::to_string(table.period) +
+                    " allocations per step), boundaries at the lowest memory between repetitions";
+        ranges = std::move(r);
+    } else {
+        table.source = StepSource::Whole;
+        table.how = "one step: neither annotations, phases nor a repeating allocation pattern mark steps";
+        ranges.push_back(Range{0, last, {}, true});
+    }
+    ranges = tidy(std::move(ranges), last);
+    const PhaseTimeline* phases = c ? &c->phases : nullptr;
+    for (const Range& r : ranges) {
+        Step s;
+        s.index = int(table.steps.size());
+        s.name = r.name;
+        s.start = r.start;
+        s.end = r.end;
+        s.complete = r.complete;
+        s.aliveAtStart = dev.allocatedAt(r.start - 1);
+        s.aliveAtEnd = dev.allocatedAt(r.end);
+        s.peakAllocated = dev.allocated[size_t(r.start)];
+        s.peakEvent = r.start;
+        for (EventIndex i = r.start; i <= r.end; ++i)
+            if (dev.allocated[size_t(i)] > s.peakAllocated) {
+                s.peakAllocated = dev.allocated[size_t(i)];
+                s.peakEvent = i;
+            }
+        if (phases && size_t(s.peakEvent) < phases->phase.size())
+            s.peakPhase = phases->phase[size_t(s.peakEvent)];
+        table.steps.push_back(std::move(s));
+    }
+    if (!table.steps.empty() && table.steps.front().start > 0)
+        table.setupEnd = table.steps.front().start - 1;
+    const size_t complete = table.completeSteps();
+    if (complete < 2)
+        table.notes.push_back(complete == 1 ? "one step: growth from step to step and leaks cannot be judged"
+                                            : "no complete step: growth from step to step and leaks cannot be judged");
+    else if (complete == 2)
+        table.notes.push_back("two steps: too few to tell a leak from state made once (leaks need three)");
+    if (!table.steps.empty() && !table.steps.back().complete)
+        table.notes.push_back("the recording stops inside the last step (" +
+                              std::string(dev.ooms.empty() ? "the dump was taken mid-step" : "an OOM") + "): it is not compared");
+    return table;
+}
+
+} // namespace poolscope
