@@ -4,6 +4,9 @@
 #include "app/rules_config.h"
 
 #include "core/report/explain_report.h"
+#include "core/whatif/law_explain.h"
+
+#include <nlohmann/json.hpp>
 
 #include <iostream>
 #include <stdexcept>
@@ -31,6 +34,7 @@ CommandBody defineExplain(CLI::App& app)
         std::string file, address, rulesFile;
         std::optional<int> index, device;
         bool json = false;
+        bool law = false;
     };
     auto s = std::make_shared<State>();
     app.add_option("FILE", s->file, "the dump")->required();
@@ -42,19 +46,38 @@ CommandBody defineExplain(CLI::App& app)
     addDeviceOption(app, s->device);
     addRulesOption(app, s->rulesFile);
     app.add_flag("--json", s->json, "one JSON object instead of text");
+    app.add_flag("--law", s->law, "also why the what-if engine gave the allocation its size law (the step that decided it)");
     return [s] {
         ExplainQuery query;
         query.address = *parseAddress(s->address);
         if (s->index)
             query.index = EventIndex(*s->index);
         query.device = s->device;
-        const ExplainReport r = explainAllocation(*openDocument(s->file, s->rulesFile), query);
-        std::cout << (s->json ? explainJsonText(r) : explainText(r));
+        const auto doc = openDocument(s->file, s->rulesFile);
+        const ExplainReport r = explainAllocation(*doc, query);
+        if (!s->law) {
+            std::cout << (s->json ? explainJsonText(r) : explainText(r));
+            return 0;
+        }
+        // --law: why the what-if engine gave the allocation its size law.
+        for (size_t i = 0; i < doc->deviceCount(); ++i) {
+            const DeviceDocument& d = doc->device(i);
+            if (d.label() != r.device)
+                continue;
+            const LawExplanation e = explainLaw(d.trace(), d.device(), *d.traceModel(), r.id.value);
+            if (s->json) {
+                auto j = nlohmann::json::parse(explainJsonText(r));
+                j["size_law"] = lawExplanationJson(e);
+                std::cout << j.dump(2) << "\n";
+            } else {
+                std::cout << explainText(r) << lawExplanationText(e);
+            }
+        }
         return 0;
     };
 }
 
-const CommandRegistrar kRegister({"explain", "one allocation's pool, the rule and evidence that decided it, and its stack", defineExplain});
+const CommandRegistrar kRegister({"explain", "one allocation's pool, the rule and evidence that decided it, and its stack (--law: its size law and why)", defineExplain});
 
 } // namespace
 } // namespace poolscope::app

@@ -28,7 +28,7 @@ CLI::Validator limitCheck(bool withPool)
 CommandBody defineReport(CLI::App& app)
 {
     struct State {
-        std::string file, rulesFile, at;
+        std::string file, rulesFile, at, capacity;
         std::optional<int> device;
         int top = 10;
         bool json = false, noPools = false;
@@ -42,6 +42,11 @@ CommandBody defineReport(CLI::App& app)
     addOptionalInt(app, "--device", s->device, "only this CUDA device (default: every device)");
     app.add_option("--at", s->at, "the moment: peak, oom, end or an event INDEX (default: the OOM, else the peak)")->type_name("MOMENT");
     app.add_option("--top", s->top, "how many of the largest live tensors to list")->capture_default_str()->check(CLI::NonNegativeNumber);
+    app.add_option("--capacity", s->capacity,
+                   "the device's memory: the verdict names a wall at an OOM or near this capacity, else the largest pool "
+                   "(default: reserved + free at the recorded OOM)")
+        ->type_name("SIZE")
+        ->check(sizeCheck());
     addRulesOption(app, s->rulesFile);
     const auto noPools = app.add_flag("--no-pools", s->noPools, "skip classification (faster; no pools, no verdict)");
     app.add_flag("--json", s->json, "one JSON object instead of text");
@@ -70,6 +75,8 @@ CommandBody defineReport(CLI::App& app)
         options.device = s->device;
         options.at = s->at;
         options.top = s->top;
+        if (!s->capacity.empty())
+            options.capacity = parseBytes(s->capacity);
         const bool classify = !s->noPools;
         std::vector<MemoryLimit> limits;
         if (!s->failOver.empty())

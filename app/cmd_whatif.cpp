@@ -57,6 +57,10 @@ void addWhatIfKnobs(CLI::App& app, WhatIfKnobs& k)
     add(addOptionalInt(app, "--ranks", k.ranks, "data-parallel ranks (default: 8 with --zero/--fsdp, else 1)"));
     add(app.add_flag("--offload-optimizer", k.offloadOptimizer, "optimizer state moved to the CPU"));
     add(app.add_option("--autocast", k.autocast, "autocast's compute type (off: everything in fp32)")->check(choiceCheck(parseAutocast, "bf16|fp16|off")));
+    add(app.add_option("--autocast-region", k.autocastRegion,
+                       "where the autocast region of --autocast bf16|fp16 is: around each forward (weights cast per forward) or one "
+                       "region around every step (run: each weight cast once, kept to the region's end)")
+            ->check(CLI::IsMember({"forward", "run"})));
     auto* trainable = add(app.add_option("--trainable", k.trainable, "the trainable share of the weights' gradients and optimizer state (LoRA-like)")
                               ->check(valueCheck([](const std::string& v) { return bool(parseRatio(v)); }, "F", "a fraction such as 0.1 or 1/8"))->type_name("F"));
     auto* freeze = add(app.add_option("--freeze", k.freeze, "freeze the weights whose gradients' stacks match this regular expression ('!' inverts)")
@@ -86,6 +90,7 @@ Scenario whatIfScenario(const WhatIfKnobs& k)
     s.offloadOptimizer = k.offloadOptimizer;
     if (!k.autocast.empty())
         s.autocast = *parseAutocast(k.autocast);
+    s.autocastWholeRun = k.autocastRegion == "run";
     if (!k.trainable.empty())
         s.trainable = *parseRatio(k.trainable);
     s.freeze = k.freeze;

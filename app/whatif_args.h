@@ -15,7 +15,7 @@ std::vector<std::string> normaliseWhatIfArgs(std::vector<std::string> argv);
 
 // The knobs' text as parsed; whatIfScenario turns them into a Scenario once parsing is done.
 struct WhatIfKnobs {
-    std::string batchScale, activationScale, seqScale, checkpoint, optimizer, zero, fsdp, autocast, trainable, freeze, capacity;
+    std::string batchScale, activationScale, seqScale, checkpoint, optimizer, zero, fsdp, autocast, autocastRegion, trainable, freeze, capacity;
     std::optional<int> ranks;
     bool offloadOptimizer = false;
     int accumulate = 1;
@@ -23,7 +23,7 @@ struct WhatIfKnobs {
     CLI::Option* capacityOption = nullptr;
 };
 // Declares --batch-scale, --activation-scale, --seq-scale, --checkpoint, --optimizer, --zero/--fsdp,
-// --ranks, --offload-optimizer, --autocast, --trainable/--freeze, --accumulate and --capacity on `app`.
+// --ranks, --offload-optimizer, --autocast, --autocast-region, --trainable/--freeze, --accumulate and --capacity on `app`.
 void addWhatIfKnobs(CLI::App& app, WhatIfKnobs& knobs);
 // UsageError when the knobs contradict each other (Scenario::validate).
 Scenario whatIfScenario(const WhatIfKnobs& knobs);

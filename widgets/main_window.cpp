@@ -8,6 +8,7 @@
 #include "widgets/compare_window.h"
 #include "widgets/devices_strip.h"
 #include "widgets/ranks_panel.h"
+#include "widgets/redact_dialog.h"
 #include "widgets/stack_panel.h"
 #include "widgets/tensor_panel.h"
 #include "widgets/timeline_plot.h"
@@ -246,6 +247,7 @@ void MainWindow::buildMenus()
     file->addSeparator();
     file->addAction(m_exportAct);
     file->addAction(m_copyAct);
+    addExportRedactedAction(file, this, [this] { return document(); });
     file->addSeparator();
     file->addAction(m_quitAct);
 

@@ -59,7 +59,9 @@ int64_t PredictionOverlay::top() const
 {
     if (!m_result || m_result->allocated.empty())
         return 0;
-    return std::max(m_result->peakAllocated, m_result->peakReserved);
+    // A capacity the what-if was asked about (not the recorded device's, which the plot draws) is on the chart too.
+    const int64_t asked = m_result->capacity && m_result->capacitySource == "--capacity" ? *m_result->capacity : 0;
+    return std::max({m_result->peakAllocated, m_result->peakReserved, asked});
 }
 
 void PredictionOverlay::recreateGraphs(const PoolPalette& palette)
@@ -150,6 +152,28 @@ void PredictionOverlay::recreateItems(const PoolPalette& palette, double unit, c
     m_items.push_back(dot);
     m_items.push_back(text);
     m_peakLabel = text;
+    // The capacity the prediction was judged against, when it is not the recorded device's (the plot
+    // draws that one): whether the predicted reserved line crosses it is the answer.
+    if (r.capacity && r.capacitySource == "--capacity") {
+        const double y = double(*r.capacity) / unit;
+        auto* line = new QCPItemStraightLine(m_plot);
+        line->point1->setCoords(0, y);
+        line->point2->setCoords(1, y);
+        line->setPen(QPen(c, 1.5, Qt::DashLine));
+        auto* label = new QCPItemText(m_plot);
+        label->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+        // Below the line: where the plot draws the same capacity (render --capacity), its own label sits above.
+        label->position->setCoords(0.01, y);
+        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        label->setPadding(QMargins(3, 2, 3, 1));
+        label->setColor(c);
+        label->setFont(small);
+        label->setText(r.fits() ? QObject::tr("what-if capacity %1: fits").arg(qs(formatBytes(*r.capacity)))
+                                : QObject::tr("what-if capacity %1: does not fit, %2 over")
+                                      .arg(qs(formatBytes(*r.capacity)), qs(formatBytes(r.overCapacity()))));
+        m_items.push_back(line);
+        m_items.push_back(label);
+    }
     if (r.oom) {
         auto* line = new QCPItemStraightLine(m_plot);
         line->point1->setCoords(eventKey(r.oom->index), 0);

@@ -448,6 +448,9 @@ void WhatIfPanel::showResult()
                        .arg(bytesText(*r.capacity))
                        .arg(r.oom->index)
                        .arg(bytesText(r.oom->wantedBytes), bytesText(r.oom->allocated));
+    } else if (!r.fits()) {
+        verdict += tr("<span style='color:#b00020'>does not fit</span> in %1: %2 over at the reserved peak (%3).")
+                       .arg(bytesText(*r.capacity), bytesText(r.overCapacity()), bytesText(r.peakReserved));
     } else {
         verdict += tr("<span style='color:#1b5e20'>fits</span> in %1 with %2 to spare at the reserved peak.")
                        .arg(bytesText(*r.capacity), bytesText(*r.capacity - r.peakReserved));

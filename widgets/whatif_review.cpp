@@ -31,6 +31,8 @@ ReviewContent whatIfReviewContent(const WhatIfResult& r, const QString& path, bo
         fit = QObject::tr("No capacity known");
     else if (r.oom)
         fit = QObject::tr("OOM at %1 (event %2)").arg(bytes(*r.capacity)).arg(r.oom->index);
+    else if (!r.fits())
+        fit = QObject::tr("Does not fit in %1: %2 over").arg(bytes(*r.capacity), bytes(r.overCapacity()));
     else
         fit = QObject::tr("Fits in %1 with %2 to spare").arg(bytes(*r.capacity), bytes(*r.capacity - r.peakReserved));
     c.subtitle = QObject::tr("Predicted peak %1%2 at event %3 (%4); recorded %5 at event %6 (%7). Reserved %8. %9.")

@@ -1,6 +1,7 @@
 #include "core/classify/builtin_evidence.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 namespace poolscope {
@@ -110,15 +111,9 @@ int64_t bufferConstructorLine(const Trace& trace, StackId stack)
 
 void splitMegatronBuffers(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
-    uint16_t gradRule = uint16_t(c.rules.size());
-    for (size_t k = 0; k < c.rules.size(); ++k)
-        if (c.rules[k].name == "megatron-grad-buffer")
-            gradRule = uint16_t(k);
-    if (gradRule == c.rules.size())
-        return;
     std::map<int64_t, std::vector<uint32_t>> byLine;
     for (size_t i = 0; i < c.size(); ++i)
-        if (c.rule[i] == gradRule)
+        if (c.rules[c.rule[i]].has(kRoleFlatGradBuffer))
             if (const int64_t line = bufferConstructorLine(trace, dev.allocations[i].stack); line > 0)
                 byLine[line].push_back(uint32_t(i));
     if (byLine.size() < 2)
@@ -130,7 +125,7 @@ void splitMegatronBuffers(const Trace& trace, const DeviceTrace& dev, Classifica
                                "lines (" +
                                    std::to_string(byLine.begin()->first) + " and " + std::to_string(std::next(byLine.begin())->first) +
                                    "): the parameter buffer",
-                               "built-in", Pool::Parameter, kEvidenceFrames});
+                               "built-in", Pool::Parameter, kEvidenceFrames, 0});
     for (uint32_t i : byLine.begin()->second) {
         c.pool[i] = Pool::Parameter;
         c.rule[i] = paramRule;
@@ -139,12 +134,6 @@ void splitMegatronBuffers(const Trace& trace, const DeviceTrace& dev, Classifica
 
 void flagAutocastSurplus(const DeviceTrace& dev, Classification& c)
 {
-    uint16_t castRule = uint16_t(c.rules.size());
-    for (size_t k = 0; k < c.rules.size(); ++k)
-        if (c.rules[k].name == "autocast-weight-cast")
-            castRule = uint16_t(k);
-    if (castRule == c.rules.size())
-        return;
     // Parameters by mirror key, counted as the rule saw them (a pre-existing block by its request).
     auto weightsOf = [&](int64_t castBytes) {
         auto it = c.parameterSizes.find(mirrorKey(2 * castBytes));
@@ -152,7 +141,7 @@ void flagAutocastSurplus(const DeviceTrace& dev, Classification& c)
     };
     std::map<std::pair<uint32_t, int64_t>, std::vector<uint32_t>> casts; // (run, size) -> casts
     for (size_t i = 0; i < c.size(); ++i)
-        if (c.rule[i] == castRule)
+        if (c.rules[c.rule[i]].has(kRoleWeightCast) && c.pool[i] == Pool::CastCache)
             casts[{c.phases.runOf(dev.allocations[i]), dev.allocations[i].size}].push_back(uint32_t(i));
     // One rule per size (the worst forward's counts in its reason), not per forward: a long trace
     // has thousands of forwards.
@@ -170,17 +159,42 @@ void flagAutocastSurplus(const DeviceTrace& dev, Classification& c)
         c.rules.push_back(RuleInfo{"autocast-cast-surplus",
                                    "made by autocast's cached_cast with half a parameter's bytes, but a forward made up to " +
                                        std::to_string(worst.first) + " casts of " + std::to_string(size) + " B for " +
-                                       std::to_string(worst.second) + " weight(s) of twice that: at least " +
-                                       std::to_string(int64_t(worst.first) - worst.second) +
-                                       " are inputs' casts (activations, kept for backward), and the dump cannot say which",
-                                   "built-in", Pool::CastCache, kEvidenceFrames | kEvidenceSize});
+                                       std::to_string(worst.second) + " weight(s) of twice that: a model has one set of weight " +
+                                       "casts, so at least " + std::to_string(int64_t(worst.first) - worst.second) +
+                                       " are casts of inputs (activations); the ones let go of first are taken for them (weight "
+                                       "casts live until autocast exits), and the dump cannot say more",
+                                   "built-in", Pool::Activation, kEvidenceFrames | kEvidenceSize, kRoleCastSurplus});
     }
+    // The casts kept as weight casts in a size that has a surplus: the count is known, which ones is
+    // not, so they carry the role cast_surplus too (the what-if decides their law by size).
+    uint16_t keptRule = 0;
+    if (!surplus.empty())
+        keptRule = uint16_t(c.rules.size()), c.rules.push_back(RuleInfo{"autocast-cast-kept-by-count",
+                                   "made by autocast's cached_cast with half a parameter's bytes, among more such casts in a forward "
+                                   "than weights of twice that size: kept as one of the weight casts (those held longest), though the "
+                                   "dump cannot say which of them are",
+                                   "built-in", Pool::CastCache, kEvidenceFrames | kEvidenceSize, kRoleCastSurplus});
+    auto freeEvent = [&](uint32_t i) {
+        const Allocation& a = dev.allocations[i];
+        const EventIndex e = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+        return e == kNoEvent ? std::numeric_limits<EventIndex>::max() : e;
+    };
     for (auto& [key, list] : casts) {
-        if (int64_t(list.size()) <= weightsOf(key.second))
+        const int64_t limit = weightsOf(key.second);
+        if (int64_t(list.size()) <= limit)
             continue;
-        for (uint32_t i : list) {
-            c.rule[i] = ruleOf[key.second];
+        // Count-based: at most `limit` of them are weight casts. Those kept longest stay casts.
+        std::stable_sort(list.begin(), list.end(), [&](uint32_t x, uint32_t y) { return freeEvent(x) < freeEvent(y); });
+        const size_t surplusCount = list.size() - size_t(limit);
+        for (size_t k = 0; k < list.size(); ++k) {
+            const uint32_t i = list[k];
             c.confidence[i] = std::min<uint8_t>(c.confidence[i], 45);
+            if (k < surplusCount) {
+                c.rule[i] = ruleOf[key.second];
+                c.pool[i] = Pool::Activation;
+            } else {
+                c.rule[i] = keptRule;
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/frame_matcher.h"
+#include "core/classify/structural_evidence.h"
 
 #include <algorithm>
 #include <array>
@@ -90,12 +91,13 @@ public:
         c.device = m_dev.device;
         c.kind = m_dev.kind;
         for (const auto& r : m_rules.rules())
-            c.rules.push_back(RuleInfo{r.name, r.reason, r.origin, r.pool, ruleEvidence(r)});
+            c.rules.push_back(RuleInfo{r.name, r.reason, r.origin, r.pool, ruleEvidence(r), r.roles});
         c.noRule = uint16_t(c.rules.size());
         c.rules.push_back(RuleInfo{std::string(kNoRuleName), "no rule matched: no frame, phase or lifetime evidence names a pool",
                                    "built-in", Pool::Unknown, 0});
         c.history = hasHistory(m_dev);
         c.phases = computePhases(m_trace, m_dev, m_rules, m_matcher);
+        c.facts = buildRunFacts(m_dev, c.phases, c.history);
         computeFeatures(c);
 
         const size_t n = m_dev.allocations.size();
@@ -122,11 +124,23 @@ public:
         countSizes(c);
         sizeLedger(c);
         classify_detail::splitMegatronBuffers(m_trace, m_dev, c);
+        // Structure over names: what was made alongside the parameters, what a step replaced, what
+        // a library keeps per handle, what one forward kept for the next.
+        classify_detail::keptFromBeforeFirstForward(m_dev, c);
+        classify_detail::perParameterBuffers(m_trace, m_dev, c);
+        classify_detail::stepReplacements(m_dev, c);
+        classify_detail::workspaceBySize(m_dev, c);
+        classify_detail::forwardCache(m_dev, c);
+        countSizes(c);
+        classify_detail::autocastCastsByCount(m_trace, m_dev, c);
+        classify_detail::weightFamilyWithoutHistory(m_dev, c);
+        classify_detail::gradientsNeedParameterSize(m_dev, c);
         classify_detail::flagAutocastSurplus(m_dev, c);
         classify_detail::pendingFreeBlocks(m_dev, c);
         countSizes(c);
         judgeUntracked(c);
         classify_detail::assignPrivatePools(m_dev, c);
+        addPoolFacts(c.facts, m_dev, c);
         return c;
     }
 
@@ -369,6 +383,7 @@ private:
         const Features& f = m_features[i];
         const uint64_t* set = &m_candidateSets[size_t(f.candidateSet) * m_words];
         const uint64_t* frames = frameMask(a, f.stack);
+        const Rule* hint = nullptr; // the first hint that matched before the deciding rule
         for (size_t w = fromRule >> 6; w < m_words; ++w) {
             uint64_t candidates = set[w];
             if (frames)
@@ -384,8 +399,17 @@ private:
                 if (f.candidateSet == 0 && !phasesAndLifetimeMatch(*cr.rule, f.birth, f.freed, f.free, f.lifetime))
                     continue;
                 if (matchesBeyondPhases(cr, a, f, c)) {
+                    if (cr.rule->hint) {
+                        if (!hint)
+                            hint = cr.rule;
+                        continue;
+                    }
                     c.pool[i] = cr.rule->pool;
-                    c.confidence[i] = cr.rule->confidence;
+                    int conf = cr.rule->confidence;
+                    // A name confirms what the structure says; it never decides on its own.
+                    if (hint && hint->pool == cr.rule->pool && hint->confidence > conf)
+                        conf = std::min<int>(hint->confidence, conf + 10);
+                    c.confidence[i] = uint8_t(conf);
                     c.rule[i] = uint16_t(k);
                     return;
                 }

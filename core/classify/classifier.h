@@ -2,6 +2,7 @@
 #include "core/classify/phases.h"
 #include "core/classify/pool.h"
 #include "core/classify/rules.h"
+#include "core/facts/run_facts.h"
 #include "core/model/trace.h"
 
 #include <cstdint>
@@ -29,6 +30,8 @@ struct RuleInfo {
     std::string origin; // rules file, or "built-in"
     Pool pool = Pool::Unknown;
     uint8_t evidence = 0; // EvidenceKind bits its conditions rest on
+    uint16_t roles = 0;   // RuleRole bits: what code may ask of its decisions (never its name)
+    bool has(RuleRole role) const { return (roles & role) != 0; }
 };
 uint8_t ruleEvidence(const Rule& r);
 
@@ -61,6 +64,9 @@ struct Classification {
     std::vector<Phase> freePhase; // Phase::Unknown with lifetime AliveAtEnd: never freed
     std::vector<uint16_t> lifetime;
     PhaseTimeline phases;
+    // The run's structure (passes, steps, backward, grad mode, parameters, gradients): built once
+    // here, read by the Document's users through DeviceDocument::facts().
+    RunFacts facts;
     // Sources without final segments (Kineto) anchor DeviceTrace::initialAllocated on the profiler's
     // own total: the part no allocation accounts for predates profiling and is never touched. The
     // rules judge it like a pre-existing allocation alive throughout with no stack.

@@ -110,17 +110,27 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
         if (c.lifetime[i] & (1u << b))
             lt += " " + std::string(lifetimeName(Lifetime(1u << b)));
     ev.push_back(lt);
-    const int64_t key = mirrorKey(a.size);
-    auto count = [&](const std::unordered_map<int64_t, uint32_t>& m) {
-        auto it = m.find(key);
-        return it == m.end() ? 0u : it->second;
-    };
-    ev.push_back("size " + bytesText(a.size) + " (" + std::to_string(a.size) + " B); allocations of this size: " +
-                 std::to_string(count(c.parameterSizes)) + " parameter, " + std::to_string(count(c.gradientSizes)) +
-                 " gradient, " + std::to_string(count(c.stateSizes)) + " optimizer_state");
-    if (auto twice = c.parameterSizes.find(mirrorKey(2 * a.size)); twice != c.parameterSizes.end())
-        ev.push_back(std::to_string(twice->second) + " parameter(s) of twice this size (" + bytesText(2 * a.size) +
-                     "): a 16-bit copy of an fp32 weight has this size");
+    // Tallies count only evidence independent of this block's own label: other blocks, decided by
+    // other rules (its twins, labelled by the same rule, would only repeat the guess back).
+    const int64_t key = mirrorKey(a.size), twiceKey = mirrorKey(2 * a.size);
+    size_t params = 0, grads = 0, states = 0, twice = 0;
+    for (size_t j = 0; j < c.size() && j < dev.allocations.size(); ++j) {
+        if (j == i || c.rule[j] == c.rule[i])
+            continue;
+        const int64_t k = mirrorKey(dev.allocations[j].size);
+        if (k == key) {
+            params += c.pool[j] == Pool::Parameter;
+            grads += c.pool[j] == Pool::Gradient;
+            states += c.pool[j] == Pool::OptimizerState;
+        }
+        twice += k == twiceKey && c.pool[j] == Pool::Parameter;
+    }
+    ev.push_back("size " + bytesText(a.size) + " (" + std::to_string(a.size) + " B); other allocations of this size decided by other " +
+                 "rules: " + std::to_string(params) + " parameter, " + std::to_string(grads) + " gradient, " + std::to_string(states) +
+                 " optimizer_state");
+    if (twice > 0)
+        ev.push_back(std::to_string(twice) + " parameter(s) of twice this size (" + bytesText(2 * a.size) +
+                     ", decided by other rules): a 16-bit copy of an fp32 weight has this size");
     if (a.stack.valid()) {
         const EventIndex firstFree = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
         const bool stackIsFree = a.preexisting() && firstFree != kNoEvent && dev.events.stack[size_t(firstFree)] == a.stack;

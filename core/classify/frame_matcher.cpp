@@ -180,6 +180,10 @@ Phase FrameMatcher::stackPhase(StackId stack, FrameId* decisive)
         Phase found = Phase::Unknown;
         FrameId where, teardownAt;
         bool decided = false, backwardOutsideTeardown = false;
+        // The innermost marker is backward and a forward encloses it: autograd called inside a
+        // forward (torch.autograd.functional.jvp, torch.autograd.grad for a penalty), not the
+        // training backward. Its products belong to that forward.
+        bool innermostBackward = false, nestedInForward = false;
         for (FrameId f : m_frameTable.stack(stack)) {
             const uint64_t* fb = frameBits(f);
             Phase here = Phase::Unknown;
@@ -198,18 +202,25 @@ Phase FrameMatcher::stackPhase(StackId stack, FrameId* decisive)
             }
             if (teardownAt.valid() && here == Phase::Backward)
                 backwardOutsideTeardown = true;
+            if (innermostBackward && here == Phase::Forward && !nestedInForward) {
+                nestedInForward = true;
+                where = f;
+            }
             if (decided)
                 continue;
             if (found == Phase::Unknown) {
                 found = here;
                 where = f;
                 decided = found != Phase::Forward;
+                innermostBackward = found == Phase::Backward;
             } else if (here == Phase::Backward) {
                 found = here;
                 where = f;
                 decided = true;
             }
         }
+        if (nestedInForward && found == Phase::Backward)
+            found = Phase::Forward;
         if (teardownAt.valid() && !backwardOutsideTeardown) {
             found = Phase::Teardown;
             where = teardownAt;

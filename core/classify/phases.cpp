@@ -127,6 +127,12 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         return v == 1;
     };
     std::vector<uint8_t> boundary(n, 0);
+    // Where the device recorded no frames at all, only annotation windows name phases, and an event
+    // after a window has closed has nothing to inherit from it: the window's phase ends with it.
+    bool framesRecorded = false;
+    for (size_t i = 0; i < n && !framesRecorded; ++i)
+        framesRecorded = ev.stack[i].valid() && !trace.frames.stack(ev.stack[i]).empty();
+    PhaseSource previousSource = PhaseSource::None;
     Phase previous = Phase::Unknown;
     bool previousInCaller = false; // the previous event ran in the caller's code (see above)
     bool afterOom = false;
@@ -152,7 +158,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
             // unwinding and the program's recovery, not the pass that failed.
             ph = Phase::Teardown;
             src = PhaseSource::Inherited;
-        } else if (previous != Phase::Unknown) {
+        } else if (previous != Phase::Unknown && (framesRecorded || previousSource != PhaseSource::Annotation)) {
             ph = previous;
             src = PhaseSource::Inherited;
             inCaller = validStack && pythonStack(ev.stack[i]);
@@ -173,6 +179,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         tl.phase[i] = ph;
         tl.source[i] = src;
         previous = ph;
+        previousSource = src;
     }
     // Events before the first evidence stay Unknown: guessing them from what follows would invent
     // a phase (a trace often starts with data loading or model set-up).

@@ -189,7 +189,7 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
     checkKeys(ctx, j, {"name", "pool", "reason", "confidence", "frames_any", "frames_all", "frames_none", "free_frames_any",
                        "free_frames_none", "innermost", "innermost_python",
                        "stack", "phase", "free_phase", "lifetime", "not_lifetime", "size", "before", "after",
-                       "disabled", "comment"});
+                       "disabled", "comment", "roles", "hint"});
     if (auto it = j.find("disabled"); it != j.end()) {
         if (!it->is_boolean())
             ctx.fail("disabled", "expected true or false");
@@ -264,6 +264,28 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
                 ctx.fail("size.mirrors", "expected \"parameter\", \"gradient\" or \"half_parameter\"");
         }
     }
+    if (auto it = j.find("roles"); it != j.end()) {
+        if (!it->is_array())
+            ctx.fail("roles", "expected a list of role names");
+        for (const auto& role : *it) {
+            uint16_t found = 0;
+            for (size_t k = 0; k < kRuleRoleCount && role.is_string(); ++k)
+                if (ruleRoleName(uint16_t(1u << k)) == role.get<std::string>())
+                    found = uint16_t(1u << k);
+            if (!found) {
+                std::string known;
+                for (size_t k = 0; k < kRuleRoleCount; ++k)
+                    known += (k ? ", " : "") + std::string(ruleRoleName(uint16_t(1u << k)));
+                ctx.fail("roles", "unknown role " + role.dump() + " (expected one of " + known + ")");
+            }
+            r.roles |= found;
+        }
+    }
+    if (auto it = j.find("hint"); it != j.end()) {
+        if (!it->is_boolean())
+            ctx.fail("hint", "expected true or false");
+        r.hint = it->get<bool>();
+    }
     out.before = getString(ctx, j, "before", false);
     out.after = getString(ctx, j, "after", false);
     if (!out.before.empty() && !out.after.empty())
@@ -272,6 +294,23 @@ ParsedRule parseRule(const json& j, size_t index, const std::string& origin)
 }
 
 } // namespace
+
+std::string_view ruleRoleName(uint16_t role)
+{
+    switch (role) {
+    case kRoleWeightCast:
+        return "weight_cast";
+    case kRoleCastSurplus:
+        return "cast_surplus";
+    case kRoleFlatGradBuffer:
+        return "flat_grad_buffer";
+    case kRoleLibraryWorkspace:
+        return "library_workspace";
+    case kRoleMovesParameters:
+        return "moves_parameters";
+    }
+    return "?";
+}
 
 std::string_view lifetimeName(Lifetime l)
 {

@@ -50,7 +50,23 @@ struct FramePattern {
 enum class SizeMirror : uint8_t { None, Parameter, Gradient, HalfParameter };
 enum class StackCondition : uint8_t { Any, Empty, Present };
 
+// What code may ask of a rule: a rule declares its roles in the rules file ("roles": [...]), and
+// code asks for a role, never for a rule's name, so a user's rules file that renames or replaces a
+// rule keeps (or, by declaring the role, takes over) what code does with its decisions.
+enum RuleRole : uint16_t {
+    kRoleWeightCast = 1 << 0,       // a low-precision cached copy of a weight (autocast's cached_cast)
+    kRoleCastSurplus = 1 << 1,      // a cast the classifier cannot tell from an input's cast (built-in)
+    kRoleFlatGradBuffer = 1 << 2,   // a constructor that allocates a flat parameter buffer and a flat gradient buffer
+    kRoleLibraryWorkspace = 1 << 3, // a library's own scratch kept per handle (cuBLAS, cuDNN, cuFFT, NCCL): fixed size
+    kRoleMovesParameters = 1 << 4,  // nn.Module moving or converting its tensors (.to, .cuda, _apply): parameters and any .grad
+};
+constexpr size_t kRuleRoleCount = 5;
+std::string_view ruleRoleName(uint16_t role); // "weight_cast", ...
+
 // One ordered rule: the first rule whose every condition holds decides an allocation's pool.
+// A hint ("hint": true) decides nothing: where it matches and the rules that do decide name the same
+// pool, it raises that decision's confidence (to at most its own). Names of a user's own files and
+// functions are hints: a renamed copy of the dump must land in the same pool.
 struct Rule {
     std::string name;
     std::string reason;
@@ -72,6 +88,8 @@ struct Rule {
     SizeMirror mirrors = SizeMirror::None;
     int64_t minBytes = 0;
     int64_t maxBytes = std::numeric_limits<int64_t>::max();
+    uint16_t roles = 0; // RuleRole bits
+    bool hint = false;
     std::string origin; // file it came from, for explanations
 };
 

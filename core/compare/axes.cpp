@@ -267,6 +267,14 @@ void inferWeights(const RunProfile& a, const RunProfile& b, const TensorRelation
 
     // A different model: parameter tensors that no knob above explains. A table sized by the tokens
     // (learned absolute positions: s x h) follows the sequence axis instead.
+    // A run in which nothing was called a parameter (weights the classifier could not place, a dump
+    // without them) cannot say the model changed: said, not made an axis.
+    if (params.kind != Relation::Same && params.kind != Relation::Empty && (params.countA == 0 || params.countB == 0)) {
+        out.notes.push_back(std::string(params.countA == 0 ? "A" : "B") +
+                            " shows no parameter tensors (none allocated before or during its first forward is classified as one): "
+                            "whether the model changed cannot be read from the weights");
+        return;
+    }
     if (!precisionExplainsWeights && !paramsSharded && params.kind != Relation::Same && params.kind != Relation::Empty && !paramsKept) {
         CompareAxis* tokens = nullptr;
         for (auto& x : out.axes)
@@ -320,6 +328,21 @@ void inferCheckpointing(const RunProfile& a, const RunProfile& b, AxisInference&
     out.axes.push_back(std::move(axis));
 }
 
+// --- grad mode --------------------------------------------------------------------------------
+
+void inferGradMode(const RunProfile& a, const RunProfile& b, AxisInference& out)
+{
+    if (a.gradMode == 0 || b.gradMode == 0 || a.gradMode == b.gradMode)
+        return;
+    CompareAxis axis;
+    axis.name = "grad_mode";
+    axis.a = a.gradMode > 0 ? "grad on" : "no_grad";
+    axis.b = b.gradMode > 0 ? "grad on" : "no_grad";
+    axis.phrase = "grad mode " + axis.a + " -> " + axis.b;
+    axis.evidence = "A: " + a.gradModeEvidence + "; B: " + b.gradModeEvidence;
+    out.axes.push_back(std::move(axis));
+}
+
 } // namespace
 
 AxisInference inferAxes(const RunProfile& a, const RunProfile& b, const SitePairing& sites)
@@ -334,6 +357,7 @@ AxisInference inferAxes(const RunProfile& a, const RunProfile& b, const SitePair
     inferTokenAxes(sites, precision.direction, out);
     inferWeights(a, b, params, weightsByPrecision, out);
     inferCheckpointing(a, b, out);
+    inferGradMode(a, b, out);
 
     if (a.initialAllocated != b.initialAllocated && std::abs(a.initialAllocated - b.initialAllocated) >= 64 * kMiB)
         out.caveats.push_back(formatBytes(std::abs(b.initialAllocated - a.initialAllocated)) + (b.initialAllocated > a.initialAllocated ? " more" : " less") +

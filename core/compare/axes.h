@@ -11,7 +11,7 @@ namespace poolscope {
 // One thing that differs between two runs, inferred from the traces, with what showed it.
 // Names: sequence, micro_batch, tokens (the traces cannot tell which of the two), precision,
 // trainable_parameters, optimizer, sharding, sharding_or_optimizer (the traces cannot tell),
-// checkpointing, model, recorded_window.
+// checkpointing, model, recorded_window, grad_mode (torch.no_grad or not, from what a forward keeps).
 struct CompareAxis {
     std::string name;
     std::string a, b;            // from -> to in words; empty where only a ratio is known

@@ -149,6 +149,10 @@ void inferTokensAcrossPrecision(const SitePairing& sites, int direction, AxisInf
         // Token ids and labels are integers: no precision setting changes their element size.
         linear = &sites.input.front();
         how = describe(*linear, SitePairing::total(sites.input), "integer inputs (token ids, labels; no precision changes them)");
+    } else if (!sites.linearKept.empty()) {
+        // fp32-list operators' outputs (norms, losses) keep their element size: their ratio is the tokens'.
+        linear = &sites.linearKept.front();
+        how = describe(*linear, SitePairing::total(sites.linearKept), "tensors of fp32-list operators (norms, softmax: no precision changes their element size)");
     } else if ((linear = extreme(sites.linear, direction))) {
         how = describe(*linear, SitePairing::total(sites.linear),
                        direction < 0 ? "the tensors whose element size did not shrink" : "the tensors whose element size did not grow");
@@ -158,10 +162,26 @@ void inferTokensAcrossPrecision(const SitePairing& sites, int direction, AxisInf
                             "paired, so the traces cannot tell whether the tokens changed");
         return;
     }
-    if (nearRatio(linear->ratio, 1.0))
+    // Score tensors made by fp32-list operators (softmax, exp) keep their element size under any
+    // precision: their ratio is b*s^2 alone, and with the tokens' b*s it separates the two.
+    const RatioCluster* scores = sites.quadraticKept.empty() ? nullptr : &sites.quadraticKept.front();
+    const double rT = linear->ratio;
+    if (scores) {
+        const double rs = scores->ratio / rT, rb = rT / rs;
+        const std::string evidence = how + "; " +
+                                     describe(*scores, SitePairing::total(sites.quadraticKept),
+                                              "b*a*s*s score tensors of fp32-list operators (softmax, exp: their element size no precision changes)") +
+                                     "; so s " + ratioText(rs) + " (" + ratioText(scores->ratio) + " / " + ratioText(rT) + ") and b " + ratioText(rb);
+        if (!nearRatio(rs, 1.0))
+            pushAxis(out, "sequence", "sequence " + ratioText(rs), rs, evidence);
+        if (!nearRatio(rb, 1.0))
+            pushAxis(out, "micro_batch", "micro-batch " + ratioText(rb), rb, evidence);
         return;
-    pushAxis(out, "tokens", "tokens " + ratioText(linear->ratio) + " (batch or sequence: the traces cannot tell)", linear->ratio,
-             how + "; with the precision changing too, the attention-score tensors cannot separate batch from sequence");
+    }
+    if (nearRatio(rT, 1.0))
+        return;
+    pushAxis(out, "tokens", "tokens " + ratioText(rT) + " (batch or sequence: the traces cannot tell)", rT,
+             how + "; with the precision changing too, no score tensor of an fp32 operator was paired to separate batch from sequence");
 }
 
 } // namespace

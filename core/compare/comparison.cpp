@@ -258,7 +258,7 @@ std::string makeVerdict(const Comparison& c)
     if (!c.cutShort.empty())
         v += " " + capitalised(c.cutShort) + ".";
     if (!c.caveats.empty()) {
-        v += std::string(axes.size() == 1 && !window ? " Not quite one axis: " : " Also: ");
+        v += std::string(axes.size() == 1 && !window ? " Not a clean pair, though: " : " Also: ");
         for (size_t i = 0; i < c.caveats.size(); ++i)
             v += (i ? "; " : "") + c.caveats[i];
         v += ".";
@@ -344,8 +344,9 @@ Comparison compareRuns(const RunInput& a, const RunInput& b, const CompareOption
     c.caveats = std::move(inferred.caveats);
     c.cutShort = std::move(inferred.cutShort);
     c.notes = std::move(inferred.notes);
-    c.oneAxis = c.axes.size() == 1;
     c.verdict = makeVerdict(c);
+    // One flag, one sentence: the flag is what the verdict's first words say, so they cannot disagree.
+    c.oneAxis = c.verdict.rfind("One axis changed", 0) == 0;
     return c;
 }
 

@@ -72,6 +72,24 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
     }
     f.site = h;
     f.userSite = user;
+    // The user key leaves out the entry script's own frames (the outermost Python file): the same model
+    // run from another script (profile_memory.py, profile_mixprecision_memory.py) still pairs by the
+    // model's code. Where the model lives in the script itself, nothing is left out.
+    std::string_view outer;
+    for (FrameId fid : frames.stack(id))
+        if (isPythonSource(frames.frame(fid)))
+            outer = frames.frame(fid).filename;
+    uint64_t inner = 1469598103934665603ull;
+    bool any = false;
+    for (FrameId fid : frames.stack(id)) {
+        const Frame& fr = frames.frame(fid);
+        if (!isPythonSource(fr) || contains(fr.filename, "/torch/") || fr.filename == outer)
+            continue;
+        inner = mix(mix(inner, baseName(fr.filename)), fr.name);
+        any = true;
+    }
+    if (any)
+        f.userSite = inner;
     if (f.siteName.empty())
         f.siteName = fallbackName.empty() ? "(no Python frames)" : fallbackName;
     return f;
@@ -178,6 +196,13 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
     };
 
     // Weights, gradients and state as tensors.
+    EventIndex forwardBegins = kNoEvent, forwardEnds = kNoEvent;
+    for (const PhaseBlock& b : p.blocks)
+        if (b.phase == Phase::Forward) {
+            forwardBegins = b.first;
+            forwardEnds = b.last;
+            break;
+        }
     EventIndex stepBegins = kNoEvent;
     for (const PhaseBlock& b : p.blocks)
         if (b.phase == Phase::OptimizerStep) {
@@ -189,9 +214,14 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
         const int64_t size = m.requestedSize[a];
         switch (c.pool[a]) {
         case Pool::Parameter:
-            if (al.preexisting() || al.aliveAtEnd())
+            // The weights the first forward reads: alive when it begins and not freed inside it (a
+            // ZeRO-3 gather is). A hand-written optimizer that rebuilds each parameter in its step
+            // (`p.data = ...`) frees the originals: those are still the model's weights, and the
+            // rebuilt ones are the same tensors again. Without a forward: alive at the end.
+            if (forwardBegins != kNoEvent ? al.aliveAfter(forwardBegins) && !(al.freeCompletedEvent != kNoEvent && al.freeCompletedEvent <= forwardEnds)
+                                          : (al.preexisting() || al.aliveAtEnd()))
                 p.parameterSizes.push_back(size);
-            else
+            else if (!(forwardBegins != kNoEvent && al.allocEvent > forwardEnds && (al.aliveAtEnd() || al.preexisting())))
                 p.transientParameterBytes += size;
             break;
         case Pool::Gradient:
@@ -206,6 +236,31 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
             break;
         default:
             break;
+        }
+    }
+    // Buffers made before the first forward that mirror the weights in whole multiples (a hand-written
+    // optimizer's moments, made in its constructor, zeros of each parameter's size): the gradients say
+    // how many tensors of each size the model has; of the parameter-pool tensors of a size, the first
+    // made are the weights, and the rest, two or more per gradient, the optimizer's.
+    if (!p.gradientSizes.empty() && !p.parameterSizes.empty()) {
+        std::map<int64_t, int64_t> grads, params;
+        for (int64_t x : p.gradientSizes)
+            ++grads[x];
+        for (int64_t x : p.parameterSizes)
+            ++params[x];
+        bool multiples = params.size() == grads.size();
+        int64_t k = 0;
+        for (const auto& [size, count] : params) {
+            const auto g = grads.find(size);
+            if (!multiples || g == grads.end() || count % g->second != 0 || (k != 0 && count / g->second != k)) {
+                multiples = false;
+                break;
+            }
+            k = count / g->second;
+        }
+        if (multiples && k >= 2) {
+            p.parameterSizes = p.gradientSizes;
+            p.stateShapedParameters = int(k - 1);
         }
     }
     for (auto* v : {&p.parameterSizes, &p.gradientSizes, &p.stateSizes})
@@ -262,13 +317,25 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
         const Phase phase = block >= 0 ? p.blocks[size_t(block)].phase : Phase::Unknown;
         const int64_t ordinal = block >= 0 ? p.blocks[size_t(block)].ordinal : -block - 1;
         const uint64_t where = siteWhere(phase, ordinal);
-        const uint64_t key = where | ((sf ? sf->site : 0x5bd1e995ull) & kSiteHashMask);
+        // Autocast's casts are extra allocations at the very call sites whose outputs pair: kept apart
+        // (their own key) so that the outputs still pair one for one between a run with autocast and one
+        // without, and the casts, unpaired, are the evidence of autocast (site_pairs.h).
+        const bool cast = (a < m.precision.size() && m.precision[a] == OpPrecision::Cast) || pool == Pool::CastCache ||
+                          (a < m.weightCast.size() && m.weightCast[a]);
+        const uint64_t salt = cast ? 0x9e3779b97f4a7c15ull : 0;
+        const uint64_t key = where | (((sf ? sf->site : 0x5bd1e995ull) ^ salt) & kSiteHashMask);
         const bool castShaped = phase == Phase::Forward && ordinal == 0 && m.requestedSize[a] > 0 && paramSizes.count(m.requestedSize[a] * 2);
-        p.sites[key].push_back(SiteAllocation{al.size, m.law[a], pool == Pool::Input, castShaped, al.allocEvent});
-        p.userSiteOf.emplace(key, where | ((sf ? sf->userSite : 0x5bd1e995ull) & kSiteHashMask));
+        const bool fp32List = a < m.precision.size() && m.precision[a] == OpPrecision::Fp32;
+        p.sites[key].push_back(
+            SiteAllocation{al.size, m.law[a], pool == Pool::Input, castShaped, fp32List, m.autocastSeen || m.autocastFromStructure, al.allocEvent});
+        p.userSiteOf.emplace(key, where | (((sf ? sf->userSite : 0x5bd1e995ull) ^ salt) & kSiteHashMask));
         if (!p.siteNames.count(key))
             p.siteNames[key] = sf ? sf->siteName : "(no frames)";
     }
+
+    const GradModeFinding grad = findGradMode(run.trace, dev, c, m);
+    p.gradMode = grad.mode;
+    p.gradModeEvidence = grad.evidence;
 
     p.layers = m.layersPerPass;
     if (!m.passes.empty() && !m.passes.front().layers.empty()) {

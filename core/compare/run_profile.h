@@ -40,6 +40,11 @@ struct SiteAllocation {
     // 16-bit copy of an fp32 weight looks like. Sizes alone also match activations by coincidence
     // (b*s*h*2 bytes is an h x h fp32 weight when b*s = 2h); the pairing decides (site_pairs.h).
     bool castShaped = false;
+    // Made by an operator on autocast's fp32 list (softmax, exp, norms, losses; by its frames), in a
+    // run that ran under autocast (autocastRun: frames or 16-bit weight twins say so). Paired with the
+    // same operator's output in a run without autocast, its element size is fp32 in both.
+    bool fp32List = false;
+    bool autocastRun = false;
     EventIndex event = kNoEvent;
 };
 
@@ -61,6 +66,7 @@ struct RunProfile {
     std::vector<int64_t> stateSizes;     // optimizer state alive at the end
     int64_t parameterBytes = 0, gradientBytes = 0, stateBytes = 0;
     int64_t transientParameterBytes = 0; // parameter-pool allocations made and freed inside the trace (ZeRO-3/FSDP gathers)
+    int stateShapedParameters = 0;       // copies per weight of parameter-pool buffers left out as an optimizer's (made before the forward)
     bool stateCreatedInTrace = false;    // the first step's lazy state creation was recorded
     bool statePreexisting = false;       // state existed before recording began
     OptimizerKind optimizer = OptimizerKind::Keep; // named by an annotation or frames; Keep when no name says
@@ -72,6 +78,11 @@ struct RunProfile {
 
     // Sharding: collectives named by the frames (all_gather, reduce_scatter, DeepSpeed, FSDP).
     int collectiveAllocations = 0;
+
+    // Grad mode: +1 on (a backward, or a forward that keeps its graph), -1 off (torch.no_grad /
+    // inference_mode by its frames, or a forward that keeps nothing), 0 the trace cannot tell.
+    int gradMode = 0;
+    std::string gradModeEvidence;
 
     // Activation checkpointing.
     int recomputeAllocations = 0; // made in backward by the forward's own code lines, or under checkpoint frames
@@ -92,6 +103,13 @@ struct RunProfile {
 };
 
 RunProfile profileRun(const RunInput& run, const TraceModel& model);
+
+// Defined in grad_mode.cpp: whether autograd recorded a graph in this run, from its structure.
+struct GradModeFinding {
+    int mode = 0; // +1 on, -1 off, 0 unknown
+    std::string evidence;
+};
+GradModeFinding findGradMode(const Trace& trace, const DeviceTrace& dev, const Classification& c, const TraceModel& m);
 
 // A site key: the phase block in the top 24 bits (siteWhere), a hash of the frames below.
 constexpr uint64_t kSiteHashMask = (uint64_t(1) << 40) - 1;

@@ -79,7 +79,7 @@ SitePairing pairSites(const RunProfile& a, const RunProfile& b)
 {
     SitePairing p;
     CastCounter castsA{p.castsA, {}}, castsB{p.castsB, {}};
-    std::vector<RatioSample> linear, quadratic, input;
+    std::vector<RatioSample> linear, quadratic, input, linearKept, quadraticKept;
     auto pair = [&](const std::vector<SiteAllocation>& inA, const std::vector<SiteAllocation>& inB, const std::string* name) {
         bool any = false;
         for (size_t i = 0; i < std::min(inA.size(), inB.size()); ++i) {
@@ -92,6 +92,9 @@ SitePairing pairSites(const RunProfile& a, const RunProfile& b)
             const RatioSample s{double(y.size) / double(x.size), x.size, y.size, name};
             const bool quad = x.law == SizeLaw::Quadratic || y.law == SizeLaw::Quadratic;
             (x.input || y.input ? input : quad ? quadratic : linear).push_back(s);
+            // fp32 in both only where one run is under autocast (its fp32 list) and the other not at all.
+            if (x.fp32List && y.fp32List && x.autocastRun != y.autocastRun && !x.input && !y.input)
+                (quad ? quadraticKept : linearKept).push_back(s);
             ++p.pairedAllocations;
             p.pairedBytes += x.size + y.size;
             any = true;
@@ -149,6 +152,8 @@ SitePairing pairSites(const RunProfile& a, const RunProfile& b)
     p.linear = clusterRatios(std::move(linear));
     p.quadratic = clusterRatios(std::move(quadratic));
     p.input = clusterRatios(std::move(input));
+    p.linearKept = clusterRatios(std::move(linearKept));
+    p.quadraticKept = clusterRatios(std::move(quadraticKept));
     return p;
 }
 

@@ -37,6 +37,9 @@ struct SitePairing {
     std::vector<RatioCluster> linear;    // tensors linear in the tokens, largest cluster first
     std::vector<RatioCluster> quadratic; // b*a*s*s score tensors (the what-if engine's law in either run)
     std::vector<RatioCluster> input;     // the input pool: integer token ids and labels
+    // Pairs made by fp32-list operators in both runs (softmax, exp, norms): no precision changes their
+    // element size, so under a precision change they still read the tokens (linear) and b*s^2 (scores).
+    std::vector<RatioCluster> linearKept, quadraticKept;
     int pairedSites = 0, pairedAllocations = 0;
     int unpairedSites = 0; // sites in both runs with a different number of allocations, or in one run only
     int64_t pairedBytes = 0;

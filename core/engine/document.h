@@ -57,6 +57,9 @@ public:
     const Classification* classification() const { return m_classification.get(); }
     const std::shared_ptr<const Classification>& classificationPtr() const { return m_classification; }
     bool classified() const { return m_classification != nullptr; }
+    // The run's structure (core/facts/run_facts.h), built once with the classification; null when
+    // the pools are unclassified (no rules: phases need the rules' phase evidence).
+    const RunFacts* facts() const { return m_classification ? &m_classification->facts : nullptr; }
 
     // Bytes per pool after event i (i < 0: before the first event). Unclassified: all allocated bytes
     // count as unknown; cached_free is reserved - allocated wherever reserved is known.

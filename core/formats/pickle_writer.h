@@ -139,5 +139,7 @@ void writePickle(const PyObjPtr& root, std::ostream& out, int protocol);
 // and value strings are shared, as in PyTorch's own dumps.
 void writeSnapshot(const Trace& trace, std::ostream& out, int protocol = 4);
 void writeSnapshotJson(const Trace& trace, std::ostream& out);
+// The oldest shape, torch.cuda.memory_snapshot()'s bare list of segments (no trace, no annotations).
+void writeSnapshotSegmentList(const Trace& trace, std::ostream& out, int protocol = 4);
 
 } // namespace poolscope

@@ -1,4 +1,5 @@
 #include "core/formats/snapshot_decoder.h"
+#include "core/formats/snapshot_readers.h"
 
 #include "core/util/load_error.h"
 
@@ -478,7 +479,7 @@ void SnapshotDecoder::decodeRoot(const PyValue& root)
 try {
     if (root.kind == PyKind::List) { // the oldest form: torch.cuda.memory_snapshot(), a bare list of segments
         decodeSegments(root, "segments");
-        m_out.trace().versionHints.push_back("bare list of segments (torch.cuda.memory_snapshot(), any version)");
+        m_out.trace().versionHints.emplace_back(kBareSegmentListHint);
         return;
     }
     if (root.kind != PyKind::Dict)

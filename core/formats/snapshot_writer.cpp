@@ -94,6 +94,19 @@ class SnapshotPickler {
 public:
     SnapshotPickler(const Trace& trace, PickleWriter& w) : m_trace(trace), m_w(w) {}
 
+    // torch.cuda.memory_snapshot()'s shape: the segments list alone.
+    void writeSegmentList()
+    {
+        size_t count = 0;
+        for (const auto* d : snapshotDevices(m_trace))
+            count += d->segments.size();
+        m_w.beginList(count);
+        for (const auto* d : snapshotDevices(m_trace))
+            for (const auto& s : d->segments)
+                segment(*d, s);
+        m_w.endList();
+    }
+
     void write()
     {
         const auto devices = snapshotDevices(m_trace);
@@ -341,6 +354,13 @@ void writeSnapshot(const Trace& trace, std::ostream& out, int protocol)
 {
     PickleWriter w(out, protocol);
     SnapshotPickler(trace, w).write();
+    w.finish();
+}
+
+void writeSnapshotSegmentList(const Trace& trace, std::ostream& out, int protocol)
+{
+    PickleWriter w(out, protocol);
+    SnapshotPickler(trace, w).writeSegmentList();
     w.finish();
 }
 

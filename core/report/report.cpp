@@ -59,7 +59,7 @@ std::vector<LiveAllocation> largestAlive(const DeviceDocument& doc, EventIndex a
 
 std::string defaultMomentSpec(const DeviceTrace& device) { return device.ooms.empty() ? "peak" : "oom"; }
 
-MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::string& spec, int top)
+MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::string& spec, int top, int64_t capacity)
 {
     const DeviceTrace& dev = doc.device();
     MomentReport m;
@@ -83,6 +83,9 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
     if (const Classification* c = doc.classification()) {
         m.pools = doc.poolsAt(at);
         m.evidence = momentEvidence(*c, dev.allocations, alive);
+        m.evidence.atOom = m.oom.has_value();
+        m.evidence.capacity = capacity > 0 ? capacity : doc.oomCapacity();
+        m.evidence.reserved = m.reservedKnown ? m.reserved : -1;
         m.confidence = m.evidence.confidence;
         m.verdict = makeVerdict(m.words, m.pools, m.evidence);
     }
@@ -138,7 +141,7 @@ DeviceReport deviceReport(const DeviceDocument& doc, const ReportOptions& option
     const auto moment = resolveMoment(dev, spec, &error);
     if (!moment)
         throw std::invalid_argument(dev.label() + ": " + error);
-    d.moment = momentReport(doc, moment->event, spec, options.top);
+    d.moment = momentReport(doc, moment->event, spec, options.top, options.capacity);
     return d;
 }
 

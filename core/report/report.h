@@ -17,6 +17,9 @@ struct ReportOptions {
     std::optional<int> device; // every device when unset
     std::string at;            // peak | oom | end | INDEX; empty: the default moment (defaultMomentSpec)
     int top = 10;
+    // The device's capacity in bytes when the user gives one (-1: unknown; an OOM's reserved + free
+    // is used where the trace has one): the verdict names a wall only at an OOM or near capacity.
+    int64_t capacity = -1;
 };
 
 // One of the largest allocations alive at the moment.
@@ -83,7 +86,7 @@ Report buildReport(const Document& doc, const ReportOptions& options);
 DeviceReport deviceReport(const DeviceDocument& dev, const ReportOptions& options);
 // The moment at `event` (labelled by `spec`, or by the event when `spec` is empty), with the `top`
 // largest live allocations.
-MomentReport momentReport(const DeviceDocument& dev, EventIndex event, const std::string& spec, int top);
+MomentReport momentReport(const DeviceDocument& dev, EventIndex event, const std::string& spec, int top, int64_t capacity = -1);
 
 // The verdict with what the moment itself adds: at an OOM, what the failed request asked for and
 // what was free; elsewhere, the headroom to `capacity` (< 0: unknown). The window and the review

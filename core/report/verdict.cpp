@@ -1,5 +1,7 @@
 #include "core/report/verdict.h"
 
+#include "core/report/allocator_advice.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -86,6 +88,27 @@ std::string_view poolAdvice(Pool pool)
     return "";
 }
 
+std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
+{
+    switch (pool) {
+    case Pool::Parameter:
+        if (ev.training != Known::Yes)
+            return "hold them in lower precision (bf16, 8-bit or 4-bit weights), offload part of them to the host, or split "
+                   "the model across GPUs (tensor or pipeline parallel)";
+        break;
+    case Pool::Gradient:
+        if (ev.backward != Known::Yes)
+            return "no backward in this recording made them: they are gradients the parameters still held (.grad); drop "
+                   "them before moving or evaluating the model (model.zero_grad(set_to_none=True), or requires_grad_(False))";
+        break;
+    case Pool::CachedFree:
+        return allocatorAdvice(ev);
+    default:
+        break;
+    }
+    return std::string(poolAdvice(pool));
+}
+
 PoolConfidence aliveConfidence(const Classification& c, const std::vector<Allocation>& allocations, std::span<const AllocId> alive)
 {
     std::array<double, kPoolCount> weighted{}, bytes{};
@@ -119,6 +142,12 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
 {
     MomentEvidence m;
     m.history = c.history;
+    m.backward = c.facts.backward;
+    // Gradients alone are no training: a model moved while it held stale .grad has them too.
+    if (c.facts.backward == Known::Yes || !c.facts.optimizerState.empty() || c.facts.optimizerSteps > 0)
+        m.training = Known::Yes;
+    else if (c.history)
+        m.training = Known::No;
     m.confidence = aliveConfidence(c, allocations, alive);
     int64_t temporary = 0, temporaryScaled = 0;
     std::vector<int64_t> perPool(c.privatePools.size(), 0);
@@ -201,25 +230,45 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
     if (confidence && v.dominant != Pool::CachedFree)
         v.confidence = (*confidence)[size_t(v.dominant)];
     const std::string phrase(poolPhrase(v.dominant));
-    const std::string advice(poolAdvice(v.dominant));
+    const std::string advice = ev ? poolAdviceFor(v.dominant, *ev) : std::string(poolAdvice(v.dominant));
+    // A wall only where there is one: at an OOM, or near a known capacity. Elsewhere the verdict
+    // describes the largest pool (the legacy overload, without evidence, keeps calling it the wall).
+    const bool wall = !ev || ev->wall();
+    const std::string isWall = wall ? "The wall is " : "The largest pool is ";
+    const std::string wallIs = wall ? "the wall is " : "the largest pool is ";
     bool nothingSays = v.dominant == Pool::Unknown;
     if (ev && v.dominant != Pool::CachedFree) {
         v.evidence = ev->mainEvidence(v.dominant);
         nothingSays = nothingSays || v.evidence == 0;
     }
+    bool guess = false; // below kGuessConfidence: no wall named, no knob given
     if (nothingSays && ev && !ev->history) {
-        v.advice = "The dump cannot name the wall: " + gib(pools[size_t(v.dominant)]) +
+        v.advice = std::string(wall ? "The dump cannot name the wall: " : "The dump cannot name the largest pool: ") +
+                   gib(pools[size_t(v.dominant)]) +
                    " have neither history nor a stack; record torch.cuda.memory._record_memory_history() before the OOM to name them";
     } else if (nothingSays) {
-        v.advice = "The wall is " + phrase + " (no frame, phase or lifetime names it): " + std::string(poolAdvice(Pool::Unknown));
+        v.advice = isWall + phrase + " (no frame, phase or lifetime names it): " + std::string(poolAdvice(Pool::Unknown));
+    } else if (ev && v.dominant == Pool::CachedFree && !wall) {
+        v.advice = "The largest share is memory the allocator keeps cached for reuse; with no OOM and no capacity near, it "
+                   "costs nothing";
+        guess = true; // no knob: nothing to fix
+    } else if (ev && v.confidence >= 0 && v.confidence < kGuessConfidence) {
+        v.advice = std::string(wall ? "The dump cannot name the wall" : "The dump cannot name the largest pool") + ": it is " +
+                   (v.evidence == kEvidenceSize ? "by sizes alone " : "") + "perhaps " + phrase + ", at " +
+                   std::to_string(v.confidence) + "% confidence (a guess; poolscope explain shows the evidence), so no advice is given";
+        guess = true;
     } else if (ev && v.evidence == kEvidenceSize) {
-        v.advice = "Sizes alone suggest the wall is " + phrase + " (a suggestion, not evidence" +
+        v.advice = "Sizes alone suggest " + wallIs + phrase + " (a suggestion, not evidence" +
                    (v.confidence >= 0 ? ": " + std::to_string(v.confidence) + "% confidence" : std::string()) + "): " + advice;
     } else if (v.confidence >= 0 && v.confidence < kSureConfidence) {
-        v.advice = "The wall is probably " + phrase + " (classified with " + std::to_string(v.confidence) +
+        v.advice = isWall + "probably " + phrase + " (classified with " + std::to_string(v.confidence) +
                    "% confidence; poolscope explain shows the evidence): " + advice;
     } else {
-        v.advice = "The wall is " + phrase + ": " + advice;
+        v.advice = isWall + phrase + ": " + advice;
+    }
+    if (guess) {
+        v.advice += ".";
+        return finish();
     }
     // What a smaller micro-batch could give back at most: the memory that scales with it. Absence is
     // concluded only from evidence: with history and nothing unclassified.

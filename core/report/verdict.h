@@ -33,6 +33,8 @@ PoolConfidence aliveConfidence(const Classification& c, const std::vector<Alloca
 
 // Below this the verdict says "probably" and how sure it is.
 constexpr int kSureConfidence = 70;
+// Below this the verdict names no wall and gives no advice: a guess is not a reason to act.
+constexpr int kGuessConfidence = 50;
 
 // What the dump could show about the bytes alive at one moment: the verdict's evidence. Every face
 // (report text and JSON, the window's breakdown, the review image) reads the same figures.
@@ -48,6 +50,19 @@ struct MomentEvidence {
     // With activations and inputs they bound what cutting the micro-batch frees (weight casts,
     // workspaces and the KV cache, an engine's budget, do not count).
     double temporaryBatchShare = 1.0;
+
+    // The moment in its run, so the verdict names a wall only where there is one: at an OOM, or
+    // where reserved memory comes near a known capacity (an OOM's reserved + free, or one the user
+    // gave). Elsewhere it describes the largest pool. Filled by momentReport (atOom, capacity,
+    // reserved) and momentEvidence (from RunFacts: training, backward).
+    bool atOom = false;
+    int64_t capacity = -1; // bytes; -1: unknown
+    int64_t reserved = -1; // bytes reserved at the moment; -1: unknown
+    // The run shows a backward, optimizer state or an optimizer step (Yes), none with history (No),
+    // or cannot say (Unknown: no history). Sharding advice needs Yes.
+    Known training = Known::Unknown;
+    Known backward = Known::Unknown; // a training backward ran (RunFacts::backward)
+    bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
 
     MomentEvidence() { confidence.fill(-1); }
     // The evidence bits behind most of the pool's bytes (0: none, or nothing alive).
@@ -71,6 +86,10 @@ Verdict makeVerdict(std::string_view moment, const PoolBytes& pools, const Momen
 
 // What to do when `pool` is the wall, as one clause ("shard it (ZeRO/FSDP), ...").
 std::string_view poolAdvice(Pool pool);
+// The same, for what the run shows: no sharding where it shows no training (no gradients, no
+// optimizer), stale gradients where no backward made them, allocator settings (allocatorAdvice)
+// for cached-free memory.
+std::string poolAdviceFor(Pool pool, const MomentEvidence& evidence);
 // "optimizer state", "cached but free memory (fragmentation)"
 std::string_view poolPhrase(Pool pool);
 

@@ -299,6 +299,8 @@ void Generator::temp(int64_t bytes, SynthOp op, SynthSite site)
 
 void Generator::annotate(const std::string& name, bool start)
 {
+    if (!m_recording)
+        return; // record_function annotations before recording began are not in the dump
     tick(3);
     m_result.trace.annotations.push_back(Annotation{name, start, 0, m_time});
     tick(3);
@@ -372,6 +374,32 @@ void Generator::step(int index)
     ++m_result.stepsRun;
 }
 
+void Generator::forwardOnlyPass()
+{
+    // The batch, then the forward; the previous pass's graph (everything alive but the weights and
+    // this batch) goes once the new output is made, when the loop rebinds `out`.
+    const int64_t tokens = m_model.seq * m_model.microBatch * 8;
+    std::vector<Tensor> batch;
+    batch.push_back(alloc(tokens, m_stacks.alloc(SynthOp::ToDevice, SynthSite::Batch), Pool::Input));
+    releaseAll(m_batch, m_stacks.free(SynthSite::Batch));
+    m_batch = std::move(batch);
+    std::vector<uint64_t> kept;
+    for (const Param& p : m_params)
+        kept.push_back(p.addr);
+    for (const Tensor& t : m_batch)
+        kept.push_back(t.addr);
+    std::vector<Tensor> previous;
+    for (const auto& [addr, live] : m_live)
+        if (std::find(kept.begin(), kept.end(), addr) == kept.end())
+            previous.push_back(Tensor{addr});
+    std::sort(previous.begin(), previous.end(), [](const Tensor& x, const Tensor& y) { return x.addr < y.addr; });
+    annotate("## forward ##", true);
+    forward();
+    annotate("## forward ##", false);
+    releaseAll(previous, m_stacks.free(SynthSite::BackwardEngine));
+    ++m_result.stepsRun;
+}
+
 Pool Generator::poolOfFree(uint64_t addr) const
 {
     auto it = m_preexisting.find(addr);
@@ -381,19 +409,27 @@ Pool Generator::poolOfFree(uint64_t addr) const
 SynthResult Generator::run()
 {
     allocateParameters();
+    m_saved.assign(size_t(m_model.layers), LayerActs{});
+    m_layerInput.assign(size_t(m_model.layers) + 1, Tensor{});
+    m_variantSaved.assign(size_t(m_model.layers), {});
+    auto one = [&](int i) {
+        if (m_model.forwardOnly)
+            forwardOnlyPass();
+        else
+            step(i);
+    };
+    for (int i = 0; i < m_model.warmupSteps; ++i)
+        one(i); // before _record_memory_history: what it leaves alive exists before recording
     m_recording = true;
     if (m_model.targetEntries > 0) {
         m_dev.events.reserve(size_t(m_model.targetEntries) + (size_t(1) << 16));
         m_eventPool.reserve(size_t(m_model.targetEntries) + (size_t(1) << 16));
     }
     m_live.reserve(1 << 14);
-    m_saved.assign(size_t(m_model.layers), LayerActs{});
-    m_layerInput.assign(size_t(m_model.layers) + 1, Tensor{});
-    m_variantSaved.assign(size_t(m_model.layers), {});
     try {
         const int64_t target = m_model.targetEntries;
         for (int i = 0; target > 0 ? int64_t(m_dev.events.count()) < target : i < m_model.steps; ++i)
-            step(i);
+            one(m_model.warmupSteps + i);
     } catch (const OomStop&) {
     }
     finishTrace();

@@ -61,6 +61,12 @@ struct SynthModel {
     SynthDtype dtype = SynthDtype::Mixed;
     SynthOptimizer optimizer = SynthOptimizer::AdamW;
     int steps = 2;
+    // Forward passes with grad on and no backward or optimizer step (a forward-only profile): each
+    // pass's graph lives until the next pass's output replaces it, as `out = model(x)` in a loop does.
+    bool forwardOnly = false;
+    // Steps (or passes) run before recording begins: with forwardOnly, the recording then starts while
+    // the previous pass's graph is alive, and the trace frees it and builds the next one.
+    int warmupSteps = 0;
     bool checkpointing = false; // full recompute: one layer input kept per layer
     double trainable = 1.0;     // fraction of the transformer layers that train; the lowest layers are frozen
                                 // (requires_grad off: no gradients, no optimizer state)

@@ -63,6 +63,7 @@ private:
     // The training loop.
     void allocateParameters();
     void step(int index);
+    void forwardOnlyPass(); // SynthModel::forwardOnly
     void forward();
     void layerForward(int layer, bool recompute);
     void backward();

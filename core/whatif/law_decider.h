@@ -10,6 +10,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,9 +49,13 @@ public:
 
     void decideFixed();
     void decideTokens();
+    void decideReplaced(); // memory from before recording, freed and rebuilt in the trace
     void findMatrices();
 
 private:
+    int64_t matmulReaders(int64_t bytes, int64_t count) const;
+    void structuralCasts(std::vector<uint8_t>& candidate, std::map<std::pair<uint32_t, int64_t>, int64_t>& perRun,
+                         const std::function<bool(size_t)>& castPhase, const std::function<bool(const Allocation&)>& cachedLifetime);
     const StackOpFacts& facts(size_t a) const
     {
         const StackId st = m_dev.allocations[a].stack;

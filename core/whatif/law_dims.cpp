@@ -397,6 +397,52 @@ void LawDecider::findScoreWidth()
 
 // Weight matrices (no vector: a norm's or a bias's weight is used elementwise, autocast casts only
 // what a matmul takes): those that repeat once per unit, and the rest.
+// How many matrices of `bytes` outside the repeated units a matmul reads in one forward pass, by
+// what the pass makes: a matrix of rows x h read by a projection makes a tokens x rows output (the
+// head's logits), one the embedding only gathers from makes none of that width (its output is
+// tokens x h). Counted per pass among the outputs of matmul-family operators (all outputs where the
+// trace names no operator), at most `count`. Without the run's tokens or layer input: `count`.
+int64_t LawDecider::matmulReaders(int64_t bytes, int64_t count) const
+{
+    const int64_t T = m_m.dims.tokens;
+    if (count <= 0 || T <= 0 || m_m.passes.empty() || m_m.passes.front().inputBytes <= 0)
+        return count;
+    const ForwardPass& pass = m_m.passes.front();
+    const int64_t U = pass.inputBytes;
+    std::unordered_set<int64_t> widths; // bytes of a tokens x rows output
+    for (int64_t e : {2, 4}) {          // the residual stream's element size
+        if (U % (T * e))
+            continue;
+        const int64_t h = U / (T * e);
+        for (int64_t ep : {2, 4}) { // the parameter's element size
+            if (h <= 1 || bytes % (ep * h))
+                continue;
+            const int64_t rows = bytes / (ep * h);
+            for (int64_t eo : {2, 4}) // the output's
+                widths.insert(T * rows * eo);
+        }
+    }
+    if (widths.empty())
+        return count;
+    bool anyOperator = false;
+    int64_t outputs = 0;
+    for (size_t a = 0; a < m_m.allocationCount; ++a) {
+        const Allocation& al = m_dev.allocations[a];
+        if (al.preexisting() || al.allocEvent < pass.begin || al.allocEvent > pass.end || facts(a).has(StackOpFacts::Backward))
+            continue;
+        anyOperator |= m_m.precision[a] != OpPrecision::Unknown;
+    }
+    for (size_t a = 0; a < m_m.allocationCount; ++a) {
+        const Allocation& al = m_dev.allocations[a];
+        if (al.preexisting() || al.allocEvent < pass.begin || al.allocEvent > pass.end || facts(a).has(StackOpFacts::Backward) ||
+            !widths.count(size(a)))
+            continue;
+        if (!anyOperator || m_m.precision[a] == OpPrecision::Lower)
+            ++outputs;
+    }
+    return std::min(count, outputs);
+}
+
 void LawDecider::findMatrices()
 {
     // A table only an embedding reads (its gradients all come from the embedding's backward) is no
@@ -406,18 +452,23 @@ void LawDecider::findMatrices()
         if (m_m.pool[a] == Pool::Gradient && !m_dev.allocations[a].preexisting()) {
             auto& [emb, all] = gradsBySize[size(a)];
             ++all;
-            emb += facts(a).has(StackOpFacts::Embedding) ? 1 : 0;
+            emb += facts(a).has(StackOpFacts::Embedding) || facts(a).has(StackOpFacts::IndexBackward) ? 1 : 0;
         }
     const int L = m_m.layersPerPass;
     for (auto& [bytes, count] : m_paramCount) {
         if (m_vectors.count(bytes) || bytes < 4096)
             continue;
-        if (auto it = gradsBySize.find(bytes); it != gradsBySize.end() && it->second.first == it->second.second)
-            continue;
+        // Tables of this size that only a gather reads: as many as the share of their gradients an
+        // embedding or indexing node makes (an untied embedding beside a head of its size: one of two).
+        int64_t tables = 0;
+        if (auto it = gradsBySize.find(bytes); it != gradsBySize.end() && it->second.second > 0)
+            tables = (count * it->second.first + it->second.second / 2) / it->second.second;
         const int64_t perUnit = L > 0 ? count / L : 0;
         for (int64_t i = 0; i < perUnit; ++i)
             m_m.unitMatrices.push_back(bytes);
-        for (int64_t i = 0; i < count - perUnit * std::max(L, 1); ++i)
+        const int64_t others = count - perUnit * std::max(L, 1);
+        const int64_t read = std::min(others - std::min(others, tables), matmulReaders(bytes, others));
+        for (int64_t i = 0; i < read; ++i)
             m_m.otherMatrices.push_back(bytes);
     }
     std::sort(m_m.unitMatrices.begin(), m_m.unitMatrices.end());

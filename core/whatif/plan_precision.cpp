@@ -174,10 +174,13 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     }
     // The cast cache: each weight matrix once per forward, from where its unit begins until its
     // backward has used it (or until autocast's region, the forward, ends).
+    // One region over every step: the cache keeps each cast until the region exits, so only the
+    // first forward casts (later ones find the cast in the cache) and nothing frees it in the trace.
     int64_t cacheBytes = 0;
     const int64_t stream = dev.allocations.empty() ? 0 : dev.allocations.front().stream;
-    for (const auto& pass : m.passes) {
-        const EventIndex passEnd = pass.backwardEnd != kNoEvent ? pass.backwardEnd : pass.end;
+    for (size_t p = 0; p < m.passes.size() && !(sc.autocastWholeRun && p > 0); ++p) {
+        const ForwardPass& pass = m.passes[p];
+        const EventIndex passEnd = sc.autocastWholeRun ? kNoEvent : pass.backwardEnd != kNoEvent ? pass.backwardEnd : pass.end;
         std::vector<int64_t> whole = m.otherMatrices;
         if (pass.layers.empty())
             whole.insert(whole.end(), m.unitMatrices.begin(), m.unitMatrices.end());
@@ -186,7 +189,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             cacheBytes += bytes / 2;
         }
         for (const auto& span : pass.layers) {
-            const EventIndex until = span.backwardEnd != kNoEvent ? span.backwardEnd : pass.end;
+            const EventIndex until = sc.autocastWholeRun ? kNoEvent : span.backwardEnd != kNoEvent ? span.backwardEnd : pass.end;
             for (int64_t bytes : m.unitMatrices) {
                 plan.extras.push_back({before(span.forwardBegin), until, bytes / 2, stream, Pool::CastCache});
                 cacheBytes += bytes / 2;
@@ -219,11 +222,16 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             ++seen;
             if (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent)
                 continue;
+            // A sibling matmul made by the same call (silu(w1(x)) * w3(x), or q, k, v from one line)
+            // reads the same input: its 16-bit output is not this one's input.
+            if (m.precision[b] == OpPrecision::Lower && in.stack.valid() && in.stack == al.stack)
+                continue;
             if (m.precision[b] == OpPrecision::Lower || !ratio[b].isOne())
                 break; // its input is a 16-bit tensor
             const EventIndex until = m.saved[a] ? al.freeCompletedEvent : al.allocEvent + 1;
-            plan.extras.push_back({before(al.allocEvent), until, in.size / 2, al.stream, Pool::Activation});
-            inputCasts += in.size / 2;
+            // Its bytes as the other knobs left them (a longer sequence casts a longer input).
+            plan.extras.push_back({before(al.allocEvent), until, plan.size[b] / 2, al.stream, Pool::Activation});
+            inputCasts += plan.size[b] / 2;
             // The matmul saves the cast: the fp32 source, kept only for it, goes after its last cast.
             if (m.saved[b] && m.precision[b] != OpPrecision::Lower)
                 lastCastOf[b] = al.allocEvent;
@@ -248,8 +256,8 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                 continue;
             if ((in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent) && ratio[b] == Ratio{1, 2} &&
                 in.size >= 512) {
-                plan.extras.push_back({before(al.allocEvent), al.allocEvent + 1, in.size, al.stream, Pool::Temporary});
-                upcasts += in.size;
+                plan.extras.push_back({before(al.allocEvent), al.allocEvent + 1, plan.size[b] * 2, al.stream, Pool::Temporary});
+                upcasts += plan.size[b] * 2;
             }
             break;
         }
@@ -267,7 +275,9 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     plan.notes.push_back(std::string("autocast ") + std::string(autocastName(sc.autocast)) +
                          ": matmul outputs and what follows them in 16 bits, softmax, norms, exp and losses in fp32 (" +
                          formatBytes(changed) + " of activations over the trace change size); weight-cast cache " +
-                         formatBytes(cacheBytes) + " (each weight matrix once per forward, kept until its backward), casts of "
+                         formatBytes(cacheBytes) +
+                         (sc.autocastWholeRun ? " (each weight matrix once, in the first forward, kept until the region exits), casts of "
+                                              : " (each weight matrix once per forward, kept until its backward), casts of ") +
                          "matmuls' fp32 inputs " + formatBytes(inputCasts) + ", fp32 operators' 16-bit inputs " + formatBytes(upcasts) +
                          " (transient; the fp32 tensors only matmuls kept, " + formatBytes(released) +
                          ", go once cast), 16-bit weight gradients cast into fp32 .grad " +

@@ -199,6 +199,8 @@ std::string Scenario::validate() const
         return "--ranks must be between 1 and 65536";
     if (ranks > 1 && sharding == ShardingKind::None)
         return "--ranks only matters with --zero or --fsdp";
+    if (autocastWholeRun && (autocast == AutocastKind::Keep || autocast == AutocastKind::Off))
+        return "--autocast-region only matters with --autocast bf16 or fp16";
     if (capacity && *capacity <= 0)
         return "--capacity must be a positive size";
     return {};
@@ -223,7 +225,8 @@ std::string Scenario::describe() const
     if (offloadOptimizer)
         add("optimizer offloaded to CPU");
     if (autocast != AutocastKind::Keep)
-        add(autocast == AutocastKind::Off ? std::string("autocast off (fp32)") : "autocast " + std::string(autocastName(autocast)));
+        add(autocast == AutocastKind::Off ? std::string("autocast off (fp32)")
+                                          : "autocast " + std::string(autocastName(autocast)) + (autocastWholeRun ? " (one region over every step)" : ""));
     if (!trainable.isOne())
         add("trainable x" + trainable.text());
     if (!freeze.empty())

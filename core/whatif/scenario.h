@@ -55,6 +55,11 @@ struct Scenario {
     int ranks = 1; // data-parallel ranks Nd (hybrid: ranks of one shard group)
     bool offloadOptimizer = false;
     AutocastKind autocast = AutocastKind::Keep;
+    // Where the autocast region of --autocast bf16|fp16 is: around each forward (false: the weight-cast
+    // cache is made per forward and goes once its backward is done) or one region around every
+    // recorded step (true: each weight is cast once, in the first forward, and its cast lives until
+    // the region exits, past the end of the trace).
+    bool autocastWholeRun = false;
     Ratio trainable;         // fraction of each weight's gradient and optimizer state kept (LoRA-like adapters)
     std::string freeze;      // a regular expression over the stacks that made the gradients: those are frozen
                              // (a leading '!' freezes the ones it does not match)

@@ -58,6 +58,29 @@ void LawDecider::decideFixed()
     for (size_t a = 0; a < n; ++a)
         if (m_m.pool[a] == Pool::Parameter)
             ++m_paramCount[size(a)];
+    // Buffers that mirror the weights in whole multiples and sit in the parameter pool (a hand-written
+    // optimizer's moments made in its constructor, before the first forward): the first step's
+    // gradients say how many weights of each size there are, and the rest are no weights (no casts).
+    std::unordered_map<int64_t, int64_t> gradCount;
+    for (size_t a = 0; a < n; ++a) {
+        const Allocation& al = m_dev.allocations[a];
+        if (m_m.pool[a] == Pool::Gradient && !al.preexisting() && (!m_m.hasStep || al.allocEvent < m_m.firstStepEvent))
+            ++gradCount[size(a)];
+    }
+    if (!gradCount.empty() && gradCount.size() == m_paramCount.size()) {
+        int64_t k = 0;
+        for (const auto& [bytes, count] : m_paramCount) {
+            const auto g = gradCount.find(bytes);
+            if (g == gradCount.end() || count % g->second != 0 || (k != 0 && count / g->second != k)) {
+                k = 0;
+                break;
+            }
+            k = count / g->second;
+        }
+        if (k >= 2)
+            for (auto& [bytes, count] : m_paramCount)
+                count /= k;
+    }
     m_dims = modelDims(m_paramCount, m_vectors);
     const bool haveRuns = m_c.phases.run.size() == m_dev.eventCount();
     // Autocast casts that mirror a weight: at most one per weight of that size per forward run.
@@ -87,6 +110,7 @@ void LawDecider::decideFixed()
             castCandidate[a] = 1;
             ++castsPerRun[{m_c.phases.runOf(m_dev.allocations[a]), size(a)}];
         }
+    structuralCasts(castCandidate, castsPerRun, castPhase, cachedLifetime);
 
     for (size_t a = 0; a < n; ++a) {
         const Allocation& al = m_dev.allocations[a];
@@ -106,7 +130,7 @@ void LawDecider::decideFixed()
         // Casts the classifier could not tell from inputs' casts (more than the weights) are
         // decided below like any cast, and reported as ambiguous.
         const bool unsureCast = p == Pool::CastCache && a < m_c.rule.size() && m_c.rule[a] < m_c.rules.size() &&
-                                m_c.rules[m_c.rule[a]].name == "autocast-cast-surplus";
+                                m_c.rules[m_c.rule[a]].has(kRoleCastSurplus);
         if (isWeightPool(p) && !unsureCast) {
             set(a, SizeLaw::Fixed, LawEvidence::Pool);
             m_m.weightCast[a] = p == Pool::CastCache;
@@ -120,9 +144,7 @@ void LawDecider::decideFixed()
             continue;
         }
         if (a < m_c.rule.size() && m_c.rule[a] < m_c.rules.size()) {
-            const std::string& rule = m_c.rules[m_c.rule[a]].name;
-            if (rule.find("workspace") != std::string::npos || rule.find("cufft") != std::string::npos ||
-                rule.find("collective") != std::string::npos) {
+            if (m_c.rules[m_c.rule[a]].has(kRoleLibraryWorkspace)) {
                 set(a, SizeLaw::Fixed, LawEvidence::Pool);
                 continue;
             }
@@ -190,6 +212,65 @@ void LawDecider::decideFixed()
         if (open(a) && !m_dev.allocations[a].stack.valid() && mirrors(size(a)) > 0 &&
             perRun[{m_c.phases.runOf(m_dev.allocations[a]), size(a)}] <= mirrors(size(a)))
             set(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
+}
+
+// Weight casts where no frame names the cast (Python-only stacks: autocast's _to_copy runs below the
+// user's line that calls the matmul): 16-bit twins of the weight matrices, as structure. In a forward
+// run, an allocation of exactly half a matrix parameter's bytes that the cast cache keeps past its
+// forward, no more of a size than weights of twice it. An activation that has such a size by
+// coincidence comes in more copies per forward than there are weights (several tensors of each width
+// per layer) and at one or two sizes: the twins must cover at least half the matrices of every size,
+// and two sizes at least, in the first forward run that has any.
+void LawDecider::structuralCasts(std::vector<uint8_t>& candidate, std::map<std::pair<uint32_t, int64_t>, int64_t>& perRun,
+                                 const std::function<bool(size_t)>& castPhase, const std::function<bool(const Allocation&)>& cachedLifetime)
+{
+    const size_t n = m_m.allocationCount;
+    for (size_t a = 0; a < n; ++a)
+        if (facts(a).precision == OpPrecision::Cast || facts(a).has(StackOpFacts::Autocast))
+            return; // the frames speak: casts are known by their operator
+    std::map<int64_t, int64_t> matrices; // bytes -> count, for matrix parameters only
+    int64_t matrixCount = 0;
+    for (auto& [bytes, count] : m_paramCount)
+        if (!m_vectors.count(bytes) && bytes >= 4096 && bytes % 2 == 0) {
+            matrices[bytes] = count;
+            matrixCount += count;
+        }
+    if (matrices.size() < 2)
+        return;
+    std::map<std::pair<uint32_t, int64_t>, std::vector<size_t>> twins; // (forward run, size) -> allocations
+    for (size_t a = 0; a < n; ++a) {
+        const Allocation& al = m_dev.allocations[a];
+        if (al.preexisting() || m_m.pool[a] == Pool::Input || isWeightPool(m_m.pool[a]) || birthPhase(m_c, a) != Phase::Forward ||
+            !matrices.count(size(a) * 2) || !castPhase(a) || !cachedLifetime(al))
+            continue;
+        twins[{m_c.phases.runOf(al), size(a)}].push_back(a);
+    }
+    if (twins.empty())
+        return;
+    const uint32_t first = twins.begin()->first.first;
+    int64_t covered = 0, sizes = 0;
+    for (auto& [key, list] : twins) {
+        if (key.first != first)
+            continue;
+        const int64_t weights = matrices[key.second * 2];
+        if (int64_t(list.size()) > weights)
+            continue; // more than the weights: activations of that size
+        if (int64_t(list.size()) * 2 >= weights) {
+            covered += int64_t(list.size());
+            ++sizes;
+        }
+    }
+    if (sizes < 2 || covered * 2 < matrixCount)
+        return;
+    for (auto& [key, list] : twins) {
+        if (int64_t(list.size()) > matrices[key.second * 2])
+            continue;
+        for (size_t a : list) {
+            candidate[a] = 1;
+            ++perRun[key];
+        }
+    }
+    m_m.autocastFromStructure = true;
 }
 
 void LawDecider::decideTokens()
@@ -326,6 +407,50 @@ void LawDecider::decideTokens()
     std::sort(m_m.ambiguous.begin(), m_m.ambiguous.end(), [](auto& x, auto& y) { return x.bytes > y.bytes; });
 }
 
+// Memory from before recording that the trace frees: a forward-only recording that starts while the
+// previous step's graph (or batch) still lives sees it freed and the same structure built again, the
+// same sizes from the same call sites. It is that structure, so it follows the law of what replaces
+// it: with a longer context the previous step's graph was longer too. The n-th such block of a size
+// (in the order they go) takes the law of the n-th allocation of that size the trace makes outside
+// the weights; a size the trace never makes again is left as it was (held constant, as before).
+void LawDecider::decideReplaced()
+{
+    const size_t n = m_m.allocationCount;
+    std::vector<size_t> gone;
+    for (size_t a = 0; a < n; ++a) {
+        const Allocation& al = m_dev.allocations[a];
+        if (al.preexisting() && al.freeCompletedEvent != kNoEvent && !isWeightPool(m_m.pool[a]) &&
+            m_m.lawEvidence[a] != LawEvidence::Phase)
+            gone.push_back(a);
+    }
+    if (gone.empty())
+        return;
+    std::unordered_map<int64_t, std::vector<size_t>> made; // size -> in-trace allocations outside the weights, in order
+    for (size_t a = 0; a < n; ++a)
+        if (!m_dev.allocations[a].preexisting() && !isWeightPool(m_m.pool[a]) && m_m.lawEvidence[a] != LawEvidence::Phase &&
+            !m_m.stepWorkspace[a])
+            made[size(a)].push_back(a);
+    std::stable_sort(gone.begin(), gone.end(), [&](size_t x, size_t y) {
+        return m_dev.allocations[x].freeCompletedEvent < m_dev.allocations[y].freeCompletedEvent;
+    });
+    std::unordered_map<int64_t, size_t> used;
+    for (size_t a : gone) {
+        const auto it = made.find(size(a));
+        if (it == made.end())
+            continue;
+        size_t& k = used[size(a)];
+        if (k >= it->second.size())
+            continue;
+        const size_t by = it->second[k++];
+        m_m.law[a] = m_m.law[by];
+        m_m.lawEvidence[a] = LawEvidence::Replaced;
+        m_m.precision[a] = m_m.precision[by];
+        m_m.mask[a] = m_m.mask[by];
+        ++m_m.replacedCount;
+        m_m.replacedBytes += size(a);
+    }
+}
+
 } // namespace law_detail
 
 using namespace law_detail;
@@ -361,6 +486,7 @@ std::string_view lawEvidenceName(LawEvidence e)
     case LawEvidence::CallSite: return "call site";
     case LawEvidence::Neighbours: return "neighbours";
     case LawEvidence::Default: return "default";
+    case LawEvidence::Replaced: return "rebuilt in the trace";
     }
     return "?";
 }
@@ -373,6 +499,7 @@ void decideSizeLaws(const Trace& trace, const DeviceTrace& dev, const Classifica
     if (findLayers)
         findLayers();
     d.decideTokens();
+    d.decideReplaced();
     d.findMatrices();
 }
 

@@ -194,6 +194,9 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
                 f.opKey = normalisedOp(node.substr(0, node.find("_apply")), true);
             if (isScoreNode(node))
                 f.flags |= StackOpFacts::ScoreBackward;
+            if (node.starts_with("IndexBackward") || node.starts_with("IndexSelectBackward") || node.starts_with("EmbeddingBackward") ||
+                node.starts_with("EmbeddingDenseBackward"))
+                f.flags |= StackOpFacts::IndexBackward;
             if (node.starts_with("Softmax") || node.starts_with("_Softmax"))
                 f.flags |= StackOpFacts::SoftmaxOp;
         }

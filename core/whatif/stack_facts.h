@@ -40,6 +40,7 @@ struct StackOpFacts {
         LogSoftmax = 1u << 14,    // log_softmax / cross entropy: the loss over the vocabulary
         Arange = 1u << 15,        // arange / range: position ids
         Dropout = 1u << 16,       // dropout / bernoulli: an output and its mask
+        IndexBackward = 1u << 17, // a gather's backward node (IndexBackward0, IndexSelectBackward0, EmbeddingBackward0): a table's gradient
     };
     uint32_t flags = 0;
     OpPrecision precision = OpPrecision::Unknown;

@@ -255,6 +255,13 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
             (m.law[a] == SizeLaw::Quadratic ? m.quadraticSavedBytes : m.linearSavedBytes) += size;
     }
     m.notes.push_back(lawNotes(m));
+    if (m.autocastFromStructure)
+        m.notes.push_back("autocast: no frame names a cast, but each forward keeps a 16-bit twin (half the bytes) of most weight "
+                          "matrices until its backward: the trace ran under autocast, its casts are the weight-cast cache");
+    if (m.replacedCount > 0)
+        m.notes.push_back("memory from before recording that the trace frees and builds again (" + std::to_string(m.replacedCount) +
+                          " blocks, " + formatBytes(m.replacedBytes) +
+                          ": the previous step's graph or batch) follows the law of what replaces it, size for size");
     if (m.quadraticBytes > 0) {
         const int64_t savedTotal = m.linearSavedBytes + m.quadraticSavedBytes;
         m.notes.push_back("attention scores: " + formatBytes(m.quadraticBytes) + " allocated over the trace (" +

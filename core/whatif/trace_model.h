@@ -22,8 +22,11 @@ int seqExponent(SizeLaw law);
 // Why an allocation got its law, strongest first: its pool or phase, being made from a weight (a
 // cast, a weight's gradient on its way into .grad, a dequantised weight), the run's dimensions
 // (only one law explains its size), the frames of the code that made it, the law its call site
-// follows elsewhere, the law of the tensors its life overlaps, or nothing (a default, reported).
-enum class LawEvidence : uint8_t { Pool, Phase, WeightOrigin, Dimensions, Frames, CallSite, Neighbours, Default };
+// follows elsewhere, the law of the tensors its life overlaps, or nothing (a default, reported);
+// memory from before recording that the trace rebuilds follows its replacement.
+// Replaced: memory from before recording that the trace frees and rebuilds (a forward-only recording
+// that starts while the previous step's graph lives): it takes the law of what replaces it.
+enum class LawEvidence : uint8_t { Pool, Phase, WeightOrigin, Dimensions, Frames, CallSite, Neighbours, Default, Replaced };
 std::string_view lawEvidenceName(LawEvidence e);
 
 // The run's dimensions as the trace shows them (0: not found).
@@ -74,7 +77,9 @@ struct TraceModel {
     RunDims dims;
     std::vector<AmbiguousSite> ambiguous; // largest first
     int64_t ambiguousBytes = 0;
+    int64_t replacedCount = 0, replacedBytes = 0; // memory from before recording that the trace rebuilt (LawEvidence::Replaced)
     bool autocastSeen = false;          // the trace ran under autocast (its frames say so)
+    bool autocastFromStructure = false; // no frame names a cast, but 16-bit twins of the weight matrices are cached per forward
     std::vector<int32_t> gradSource;    // per Gradient allocation: the transient AccumulateGrad cloned it from, or -1
     std::vector<uint8_t> mask;          // per allocation: a bool mask (a comparison's output, dropout's mask)
     std::vector<int64_t> unitMatrices;  // weight matrices (bytes) of one repeated unit: what autocast casts per unit

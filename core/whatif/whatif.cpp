@@ -119,6 +119,9 @@ std::string renderWhatIfText(const WhatIfResult& r)
         out += "  OOM at " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): event " + std::to_string(r.oom->index) +
                " tried to allocate " + formatBytes(r.oom->wantedBytes) + " with " + formatBytes(r.oom->allocated) +
                " allocated and " + formatBytes(r.oom->reserved - r.oom->allocated) + " reserved but unallocated\n";
+    } else if (!r.fits()) {
+        out += "  does not fit in " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): " + formatBytes(r.overCapacity()) +
+               " over, the predicted reserved peak is " + formatBytes(r.peakReserved) + "\n";
     } else {
         out += "  fits in " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): headroom " +
                formatBytes(*r.capacity - r.peakReserved) + " over the predicted reserved peak\n";

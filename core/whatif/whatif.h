@@ -51,7 +51,10 @@ struct WhatIfResult {
     std::string capacitySource;      // "--capacity", "the recorded OOM (reserved + free)", or empty
     std::optional<ReplayOom> oom;    // the first request the predicted run could not get
     bool recordedOom = false;        // the trace ends in an OOM: the prediction covers events up to it
-    bool fits() const { return capacity.has_value() && !oom.has_value(); }
+    // A run fits when its reserved peak does: a replay that ran into no OOM can still reserve more
+    // than the device has (segments mapped before recording, a capacity below what was recorded).
+    bool fits() const { return capacity.has_value() && !oom.has_value() && peakReserved <= *capacity; }
+    int64_t overCapacity() const { return capacity && peakReserved > *capacity ? peakReserved - *capacity : 0; }
 
     std::string recompute;          // compute the scenario adds, empty when none
     std::vector<std::string> notes; // what the trace told and what the transform assumed

@@ -7,6 +7,11 @@
   compare ORIGINAL OURS                 two snapshots hold the same dict (tuples and lists alike)
   json JSONFILE PICKLEFILE              a JSON snapshot holds the same dict as a pickled one
   info FILE                             prints opcode counts and frame sizes
+  snapshot FILE [FRAMES]                the file is a snapshot dict as torch.cuda.memory._snapshot()
+                                        returns it (or the bare segment list of memory_snapshot()),
+                                        in the shape PyTorch's memory_viz reads (segments with
+                                        blocks, device_traces of entries, frames of name/filename/line);
+                                        FRAMES "python": no native frame; "none": every frames list empty
 Exit status 0 when the check holds; the reason otherwise. Classes are never resolved.
 """
 import io
@@ -94,7 +99,59 @@ def main(argv):
                 frames.append(arg)
         print(dict(ops), frames[:10])
         return None
+    if mode == "snapshot":
+        return check_snapshot(load(argv[2]), argv[3] if len(argv) > 3 else "all")
     return f"unknown mode {mode}"
+
+
+NATIVE = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".cu", ".cuh", ".inl", ".S")
+
+
+def check_frames(frames, where, keep):
+    if not isinstance(frames, list):
+        return f"{where}.frames: {type(frames).__name__}, expected list"
+    if keep == "none" and frames:
+        return f"{where}.frames: {len(frames)} frames, expected none"
+    for i, f in enumerate(frames):
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not isinstance(f.get("filename"), str) \
+                or not isinstance(f.get("line"), int):
+            return f"{where}.frames[{i}]: {f!r:.120} is not a name/filename/line dict"
+        native = f["filename"] in ("", "??") or f["filename"].endswith(NATIVE)
+        if keep == "python" and native and f["filename"] != "<op>":
+            return f"{where}.frames[{i}]: native frame {f!r:.120} in a Python-only copy"
+    return None
+
+
+def check_snapshot(obj, keep):
+    if isinstance(obj, list):  # torch.cuda.memory_snapshot(): the bare list of segments
+        obj = {"segments": obj, "device_traces": []}
+    if not isinstance(obj, dict) or not isinstance(obj.get("segments"), list) or not isinstance(obj.get("device_traces"), list):
+        return "not a snapshot dict with segments and device_traces"
+    for s, seg in enumerate(obj["segments"]):
+        for key in ("device", "address", "total_size", "stream", "segment_type", "blocks"):
+            if key not in seg:
+                return f"segments[{s}] has no {key}"
+        for b, block in enumerate(seg["blocks"]):
+            for key in ("address", "size", "state"):
+                if key not in block:
+                    return f"segments[{s}].blocks[{b}] has no {key}"
+            err = check_frames(block.get("frames", []), f"segments[{s}].blocks[{b}]", keep)
+            if err:
+                return err
+    for d, entries in enumerate(obj["device_traces"]):
+        if not isinstance(entries, list):
+            return f"device_traces[{d}] is not a list"
+        for e, entry in enumerate(entries):
+            for key in ("action", "addr", "size", "stream", "frames"):
+                if key not in entry and not (key == "addr" and entry.get("action") == "oom"):
+                    return f"device_traces[{d}][{e}] has no {key}"
+            err = check_frames(entry["frames"], f"device_traces[{d}][{e}]", keep)
+            if err:
+                return err
+    for a, ann in enumerate(obj.get("external_annotations", [])):
+        if not isinstance(ann.get("name"), str) or ann.get("stage") not in ("START", "END"):
+            return f"external_annotations[{a}]: {ann!r:.120}"
+    return None
 
 
 if __name__ == "__main__":

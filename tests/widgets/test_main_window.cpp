@@ -142,7 +142,8 @@ private slots:
         QVERIFY2(moment->text().contains(QStringLiteral("final state")), qPrintable(moment->text()));
         QVERIFY2(w.verdictText().startsWith(QStringLiteral("No allocation history: pools are inferred from sizes and frames only.")),
                  qPrintable(w.verdictText()));
-        QVERIFY2(w.verdictText().contains(QStringLiteral("The wall is probably parameters (classified with 40% confidence")), qPrintable(w.verdictText()));
+        // A guess below 50 % names no wall and gives no knob (issue 22).
+        QVERIFY2(w.verdictText().contains(QStringLiteral("it is perhaps parameters, at 40% confidence")), qPrintable(w.verdictText()));
         if (!QFileInfo::exists(QStringLiteral(POOLSCOPE_BINARY)))
             QSKIP("poolscope binary not built");
         const auto report = runReport(dump, QStringLiteral("peak"));

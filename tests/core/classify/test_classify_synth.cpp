@@ -140,14 +140,16 @@ private slots:
             const Classification c = classify(r.trace, dev, defaultRules());
             int64_t flagged = 0;
             for (size_t i = 0; i < c.size(); ++i) {
-                if (c.rules[c.rule[i]].name != "autocast-cast-surplus")
+                if (!c.rules[c.rule[i]].has(kRoleCastSurplus))
                     continue;
                 ++flagged;
-                QCOMPARE(c.pool[i], Pool::CastCache);
+                // A model has one set of weight casts: the surplus are inputs' casts (issue 22); the
+                // rest of that size stay casts, all of them unsure.
+                QVERIFY(c.pool[i] == Pool::Activation || c.pool[i] == Pool::CastCache);
                 QVERIFY(c.confidence[i] <= 45);
                 // T x h in 16 bits = half a 4h x h fp32 weight: the one size that collides.
                 QCOMPARE(dev.allocations[i].size, int64_t(2048) * 512 * 2);
-                QVERIFY(c.rules[c.rule[i]].reason.find("cannot say which") != std::string::npos);
+                QVERIFY(c.rules[c.rule[i]].reason.find("cannot say") != std::string::npos);
             }
             qInfo("micro-batch %lld: %lld casts flagged", qint64(b), qint64(flagged));
             QCOMPARE(flagged > 0, b == 8);

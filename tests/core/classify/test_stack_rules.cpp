@@ -305,9 +305,11 @@ private slots:
         const Verdict v = verdictAt(f, kNoEvent);
         QCOMPARE(QString::fromStdString(v.caveat), QString::fromUtf8(kNoHistoryCaveat.data(), int(kNoHistoryCaveat.size())));
         QVERIFY(v.sentence.rfind(std::string(kNoHistoryCaveat) + " At the peak:", 0) == 0);
-        QVERIFY2(v.advice.find("The wall is probably parameters") == 0, v.advice.c_str());
+        // Below 50 % (the stackless blocks are weights by their sizes alone, 45 %): no wall named and
+        // no knob given (issue 22), so no micro-batch bound either.
+        QVERIFY2(v.advice.find("The dump cannot name the largest pool: it is perhaps parameters") == 0, v.advice.c_str());
+        QVERIFY2(v.advice.find("no advice is given") != std::string::npos, v.advice.c_str());
         QVERIFY2(v.advice.find("frees nothing") == std::string::npos, v.advice.c_str());
-        QVERIFY2(v.advice.find("of what the frames name") != std::string::npos, v.advice.c_str());
     }
 
     // Segments only, no stack anywhere: nothing is called a parameter; the one block whose size is
@@ -332,7 +334,7 @@ private slots:
         }
         QCOMPARE(workspaces, size_t(1));
         const Verdict v = verdictAt(f, kNoEvent);
-        QVERIFY2(v.advice.rfind("The dump cannot name the wall:", 0) == 0, v.advice.c_str());
+        QVERIFY2(v.advice.rfind("The dump cannot name the largest pool:", 0) == 0, v.advice.c_str()); // no OOM: no wall
         QVERIFY2(v.advice.find("without history it cannot show what cutting the micro-batch would free") != std::string::npos,
                  v.advice.c_str());
         QCOMPARE(v.evidence, uint8_t(0));

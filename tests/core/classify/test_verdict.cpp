@@ -140,6 +140,84 @@ private slots:
         const Verdict v = makeVerdict("At event #0", PoolBytes{});
         QCOMPARE(QString::fromStdString(v.sentence), QString("At event #0: nothing is allocated."));
     }
+
+    // A wall only where there is one (issue 22): at an OOM, or near a known capacity; elsewhere the
+    // verdict describes the largest pool.
+    void wallOnlyAtOomOrNearCapacity()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Activation)] = gib(6);
+        b[size_t(Pool::Parameter)] = gib(2);
+        MomentEvidence ev;
+        ev.confidence.fill(90);
+        ev.bytesByEvidence[size_t(Pool::Activation)][kEvidenceLifetime] = gib(6);
+        ev.training = Known::Yes;
+        const Verdict peak = makeVerdict("At the peak", b, ev);
+        QVERIFY2(peak.advice.rfind("The largest pool is activations: checkpoint them", 0) == 0, peak.advice.c_str());
+        ev.capacity = gib(10);
+        ev.reserved = gib(8.5); // 85 % of capacity: not near enough
+        QVERIFY(makeVerdict("At the peak", b, ev).advice.rfind("The largest pool is", 0) == 0);
+        ev.reserved = gib(9.5);
+        QVERIFY(makeVerdict("At the peak", b, ev).advice.rfind("The wall is activations", 0) == 0);
+        ev.capacity = -1;
+        ev.atOom = true;
+        QVERIFY(makeVerdict("At the OOM", b, ev).advice.rfind("The wall is activations", 0) == 0);
+    }
+
+    // Below 50 % confidence no wall is named and no knob given; cached-free memory away from a wall
+    // is memory kept for reuse, not "memory it cannot reuse".
+    void guessesGiveNoAdvice()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Parameter)] = gib(1.5);
+        MomentEvidence ev;
+        ev.history = false;
+        ev.atOom = true;
+        ev.confidence[size_t(Pool::Parameter)] = 40;
+        ev.bytesByEvidence[size_t(Pool::Parameter)][kEvidenceLifetime] = gib(1.5);
+        const Verdict v = makeVerdict("In the snapshot", b, ev);
+        QVERIFY2(v.advice.rfind("The dump cannot name the wall: it is perhaps parameters, at 40% confidence", 0) == 0, v.advice.c_str());
+        QVERIFY2(v.advice.find("ZeRO") == std::string::npos && v.advice.find("micro-batch") == std::string::npos, v.advice.c_str());
+
+        PoolBytes f{};
+        f[size_t(Pool::Activation)] = gib(0.01);
+        f[size_t(Pool::CachedFree)] = gib(0.02);
+        MomentEvidence away;
+        away.confidence.fill(90);
+        const Verdict cached = makeVerdict("At the peak", f, away);
+        QCOMPARE(cached.dominant, Pool::CachedFree);
+        QVERIFY2(cached.advice.find("cannot reuse") == std::string::npos && cached.advice.find("expandable_segments") == std::string::npos,
+                 cached.advice.c_str());
+        away.atOom = true;
+        QVERIFY(makeVerdict("At the OOM", f, away).advice.find("expandable_segments") != std::string::npos);
+    }
+
+    // No sharding advice where the run shows no gradients and no optimizer; stale gradients where no
+    // backward made them.
+    void adviceFollowsTheRun()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Parameter)] = gib(12);
+        MomentEvidence ev;
+        ev.atOom = true;
+        ev.confidence.fill(90);
+        ev.bytesByEvidence[size_t(Pool::Parameter)][kEvidenceFrames] = gib(12);
+        ev.training = Known::No;
+        const Verdict inference = makeVerdict("At the OOM", b, ev);
+        QVERIFY2(inference.advice.find("ZeRO") == std::string::npos && inference.advice.find("FSDP") == std::string::npos &&
+                     inference.advice.find("shard") == std::string::npos,
+                 inference.advice.c_str());
+        ev.training = Known::Yes;
+        QVERIFY(makeVerdict("At the OOM", b, ev).advice.find("ZeRO-3/FSDP") != std::string::npos);
+        PoolBytes g{};
+        g[size_t(Pool::Gradient)] = gib(14.8);
+        g[size_t(Pool::Parameter)] = gib(14.8) - 1;
+        ev.bytesByEvidence[size_t(Pool::Gradient)][kEvidenceFrames] = gib(14.8);
+        ev.backward = Known::No;
+        const Verdict stale = makeVerdict("At the OOM", g, ev);
+        QVERIFY2(stale.advice.find("zero_grad(set_to_none=True)") != std::string::npos && stale.advice.find("ZeRO") == std::string::npos,
+                 stale.advice.c_str());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestVerdict)

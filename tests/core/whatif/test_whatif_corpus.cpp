@@ -4,11 +4,14 @@
 #include "core/classify/classifier.h"
 #include "core/load.h"
 #include "core/whatif/whatif.h"
+#include "python_frames.h"
 
 #include <QProcess>
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
+
+#include <map>
 
 using namespace poolscope;
 
@@ -22,10 +25,12 @@ struct Loaded {
     TraceModel model;
 };
 
-Loaded loadCorpus(const char* name)
+Loaded loadCorpus(const char* name, bool pythonOnly = false)
 {
     Loaded l;
     l.trace = load(corpusFile(name).toStdString());
+    if (pythonOnly)
+        l.trace = pythonFramesOnly(*l.trace);
     l.dev = &l.trace->devices.at(0);
     l.model = buildTraceModel(*l.trace, *l.dev, classify(*l.trace, *l.dev, RuleSet::builtin()));
     return l;
@@ -48,6 +53,9 @@ private slots:
     void predictsLongerContext();
     void predictsEveryPair_data();
     void predictsEveryPair();
+    void twoKnobsCompose();
+    void autocastSeenWithoutFrames_data();
+    void autocastSeenWithoutFrames();
     void sgdRemovesOptimizerState();
     void microBatchOneFromPositionIds();
     void zero2On8RanksCutsGradientsAndState();
@@ -144,6 +152,45 @@ void TestWhatIfCorpus::predictsEveryPair_data()
     both("wed_training_128.pickle", "wed_training_256.pickle", "seq 2", "seq 0.5", 0.1);
     both("wed_inference_128.pickle", "wed_inference_256.pickle", "seq 2", "seq 0.5", 0.1);
     both("nh_forward_fp32.pickle", "nh_forward_mixed.pickle", "autocast bf16", "autocast off", 3.0);
+    // The niu sweeps (grad on, recording from before the model was built) and the bol forwards.
+    both("niu_fwd_100.pickle", "niu_fwd_150.pickle", "seq 1.5", "seq 2/3", 1.0);
+    both("niu_fwd_100.pickle", "niu_fwd_200.pickle", "seq 2", "seq 0.5", 1.0);
+    both("niu_fwd_150.pickle", "niu_fwd_200.pickle", "seq 4/3", "seq 3/4", 1.0);
+    both("niu_fb_100.pickle", "niu_fb_150.pickle", "seq 1.5", "seq 2/3", 1.0);
+    both("niu_fb_100.pickle", "niu_fb_200.pickle", "seq 2", "seq 0.5", 1.0);
+    both("niu_fb_150.pickle", "niu_fb_200.pickle", "seq 4/3", "seq 3/4", 1.0);
+    both("bol_fwd_cl128_fp32.pickle", "bol_fwd_cl2048_fp32.pickle", "seq 16", "seq 1/16", 1.0);
+    // Precision: autocast around each forward (niu_fwd, bol) or one region around all three steps (niu_fb).
+    both("niu_fwd_200.pickle", "niu_fwd_200_bf16.pickle", "autocast bf16", "autocast off", 3.0);
+    both("niu_fb_200.pickle", "niu_fb_200_bf16.pickle", "autocast bf16 run", "autocast off", 3.0);
+    both("bol_fwd_cl512_fp32.pickle", "bol_fwd_cl512_bf16.pickle", "autocast bf16", "autocast off", 3.0);
+    // The same with Python frames only (the C++ frames stripped in memory): precision from structure.
+    both("niu_fwd_200.pickle", "niu_fwd_200_bf16.pickle", "autocast bf16 python", "autocast off python", 3.0);
+    both("niu_fb_200.pickle", "niu_fb_200_bf16.pickle", "autocast bf16 run python", "autocast off python", 3.0);
+    both("bol_fwd_cl512_fp32.pickle", "bol_fwd_cl512_bf16.pickle", "autocast bf16 python", "autocast off python", 3.0);
+    both("nh_forward_fp32.pickle", "nh_forward_mixed.pickle", "autocast bf16 python", "autocast off python", 3.0);
+}
+
+// Pairs the what-if does not yet predict within 3 % (docs/accuracy.md): measured, printed, and
+// expected to fail, so that a fix shows up as an unexpected pass to take off this list.
+static const char* knownMiss(const QString& from, const QString& knob)
+{
+    static const std::map<std::pair<QString, QString>, const char*> kMisses = {
+        {{"niu_fwd_200.pickle", "autocast bf16"}, "-3.5 %: activations and temporaries under-predicted"},
+        {{"niu_fb_200.pickle", "autocast bf16 run"}, "+4.0 %: activations over-predicted where the peak falls"},
+        {{"niu_fb_200_bf16.pickle", "autocast off"}, "-7.9 %: the fp32 run peaks in a later step's forward"},
+        {{"niu_fwd_200.pickle", "autocast bf16 python"}, "Python frames only: matmuls by user code are not known as matmuls"},
+        {{"niu_fwd_200_bf16.pickle", "autocast off python"}, "Python frames only: 16-bit tensors by user code are not widened"},
+        {{"niu_fb_200.pickle", "autocast bf16 run python"}, "Python frames only"},
+        {{"niu_fb_200_bf16.pickle", "autocast off python"}, "Python frames only"},
+        {{"bol_fwd_cl512_fp32.pickle", "autocast bf16 python"}, "Python frames only"},
+        {{"bol_fwd_cl512_bf16.pickle", "autocast off python"}, "Python frames only"},
+        {{"nh_forward_fp32.pickle", "autocast bf16 python"}, "Python frames only"},
+        // nh_forward_mixed -> fp32 with Python frames only lands at -1.1 % because the twins are not
+        // found there and the prediction is the trace as recorded (autocastSeenWithoutFrames).
+    };
+    const auto it = kMisses.find({from, knob});
+    return it == kMisses.end() ? nullptr : it->second;
 }
 
 void TestWhatIfCorpus::predictsEveryPair()
@@ -152,21 +199,86 @@ void TestWhatIfCorpus::predictsEveryPair()
     QFETCH(QString, to);
     QFETCH(QString, knob);
     QFETCH(double, tolerance);
-    const Loaded base = loadCorpus(qPrintable(from));
+    const QStringList k = knob.split(' ');
+    const bool pythonOnly = k.contains("python");
+    if (!QFileInfo::exists(corpusFile(qPrintable(from))) || !QFileInfo::exists(corpusFile(qPrintable(to))))
+        QSKIP("the pair is absent from ../shared/corpus");
+    const Loaded base = loadCorpus(qPrintable(from), pythonOnly);
     const Loaded real = loadCorpus(qPrintable(to));
     Scenario s;
-    const QStringList k = knob.split(' ');
     if (k[0] == "seq")
         s.seqScale = *parseRatio(k[1].toStdString());
     else
         s.autocast = *parseAutocast(k[1].toStdString());
+    s.autocastWholeRun = k.contains("run");
     const WhatIfResult r = run(base, s);
+    // With frames, the trace's own autocast is never missed (nor invented).
+    if (!pythonOnly)
+        for (const std::string& note : r.notes)
+            QVERIFY2(note.find("fp32 already") == std::string::npos && note.find("already ran under autocast") == std::string::npos,
+                     note.c_str());
     const int64_t actual = real.dev->peakAllocated;
     const double error = 100.0 * double(r.peakAllocated - actual) / double(actual);
     qInfo("%s -> %s (%s): predicted %lld, real %lld, error %+.3f%% (as recorded %+.3f%%)", qPrintable(from), qPrintable(to),
           qPrintable(knob), qint64(r.peakAllocated), qint64(actual), error,
           100.0 * double(base.dev->peakAllocated - actual) / double(actual));
+    if (const char* why = knownMiss(from, knob))
+        QEXPECT_FAIL("", why, Continue);
     QVERIFY2(std::abs(error) < tolerance, qPrintable(QString("error %1%").arg(error)));
+}
+
+// Autocast from structure where no frame names a cast (C++ frames stripped): the 16-bit twins of the
+// weight matrices that each forward keeps. Found in the niu forward and bol runs; not found in the
+// nh and niu full-step runs (their classification without C++ frames differs: docs/accuracy.md);
+// never claimed for an fp32 run.
+void TestWhatIfCorpus::autocastSeenWithoutFrames_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<bool>("autocast");
+    QTest::addColumn<bool>("found");
+    QTest::newRow("niu_fwd_200_bf16") << "niu_fwd_200_bf16.pickle" << true << true;
+    QTest::newRow("bol_fwd_cl512_bf16") << "bol_fwd_cl512_bf16.pickle" << true << true;
+    QTest::newRow("niu_fb_200_bf16") << "niu_fb_200_bf16.pickle" << true << false;
+    QTest::newRow("nh_forward_mixed") << "nh_forward_mixed.pickle" << true << false;
+    for (const char* f : {"niu_fwd_200.pickle", "niu_fb_200.pickle", "bol_fwd_cl512_fp32.pickle", "nh_forward_fp32.pickle"})
+        QTest::newRow(f) << QString(f) << false << false;
+}
+
+void TestWhatIfCorpus::autocastSeenWithoutFrames()
+{
+    QFETCH(QString, file);
+    QFETCH(bool, autocast);
+    QFETCH(bool, found);
+    if (!QFileInfo::exists(corpusFile(qPrintable(file))))
+        QSKIP("absent from ../shared/corpus");
+    const Loaded l = loadCorpus(qPrintable(file), true);
+    bool casts = l.model.autocastFromStructure;
+    for (uint8_t w : l.model.weightCast)
+        casts |= w != 0;
+    if (autocast && !found)
+        QEXPECT_FAIL("", "the weight twins are not found without C++ frames in this run", Continue);
+    QCOMPARE(casts, autocast);
+}
+
+// Two knobs at once: sequence x2 and autocast bf16 from the context-128 run must land where autocast
+// bf16 alone lands from the real context-256 run (the sequence knob is exact on this pair).
+void TestWhatIfCorpus::twoKnobsCompose()
+{
+    if (!QFileInfo::exists(corpusFile("wed_training_256.pickle")))
+        QSKIP("the pair is absent from ../shared/corpus");
+    const Loaded from = loadCorpus("wed_training_128.pickle");
+    const Loaded longer = loadCorpus("wed_training_256.pickle");
+    Scenario both;
+    both.seqScale = Ratio{2, 1};
+    both.autocast = AutocastKind::Bf16;
+    Scenario one;
+    one.autocast = AutocastKind::Bf16;
+    const WhatIfResult composed = run(from, both);
+    const WhatIfResult direct = run(longer, one);
+    const double error = 100.0 * double(composed.peakAllocated - direct.peakAllocated) / double(direct.peakAllocated);
+    qInfo("wed_training_128 with sequence x2 and autocast bf16: %lld; wed_training_256 with autocast bf16: %lld (%+.3f%%)",
+          qint64(composed.peakAllocated), qint64(direct.peakAllocated), error);
+    QVERIFY2(std::abs(error) < 3.0, qPrintable(QString("error %1%").arg(error)));
 }
 
 void TestWhatIfCorpus::sgdRemovesOptimizerState()

@@ -51,6 +51,8 @@ private slots:
     void identity();
     void predictsTheGeneratedRun_data();
     void predictsTheGeneratedRun();
+    void forwardOnlyStartingMidGraph_data();
+    void forwardOnlyStartingMidGraph();
 
 private:
     Run m_base;
@@ -128,6 +130,69 @@ void TestWhatIfSynth::predictsTheGeneratedRun()
     QVERIFY2(std::abs(error) < tolerance, qPrintable(QString("error %1%").arg(error)));
     // The prediction moved the right way.
     QCOMPARE(r.peakAllocated > m_base.peak, real.peak > m_base.peak);
+}
+
+// A forward-only recording that starts while the previous pass's graph is alive: the trace frees that
+// graph and builds the next from the same call sites. The memory from before recording follows the
+// law of what replaces it, so a longer (or shorter) context scales it too.
+void TestWhatIfSynth::forwardOnlyStartingMidGraph_data()
+{
+    QTest::addColumn<int>("num");
+    QTest::addColumn<int>("den");
+    QTest::newRow("seq x2") << 2 << 1;
+    QTest::newRow("seq x0.5") << 1 << 2;
+    QTest::newRow("micro-batch x2") << -2 << 1;
+}
+
+void TestWhatIfSynth::forwardOnlyStartingMidGraph()
+{
+    QFETCH(int, num);
+    QFETCH(int, den);
+    // The same forward-only run recorded from its first pass (the control) and from mid-graph: the
+    // memory from before recording must be predicted as well as what the trace recorded.
+    auto error = [&](int warmup, int64_t* freedBefore, int64_t* replaced) {
+        SynthModel from = base();
+        from.forwardOnly = true;
+        from.warmupSteps = warmup;
+        from.steps = 2;
+        SynthModel to = from;
+        Scenario s;
+        if (num < 0) {
+            to.microBatch = from.microBatch * -num / den;
+            s.batchScale = Ratio{-num, den};
+        } else {
+            to.seq = from.seq * num / den;
+            s.seqScale = Ratio{num, den};
+        }
+        const Run a = make(from);
+        const Run b = make(to);
+        const DeviceTrace& dev = a.trace->devices[0];
+        *freedBefore = 0;
+        for (const Allocation& al : dev.allocations)
+            if (al.preexisting() && al.freeCompletedEvent != kNoEvent)
+                *freedBefore += al.size;
+        *replaced = a.model.replacedBytes;
+        const WhatIfResult r = runWhatIf(*a.trace, dev, a.model, s);
+        const double e = 100.0 * double(r.peakAllocated - b.peak) / double(b.peak);
+        qInfo("forward-only, %s, recorded %s: predicted %lld, generated %lld (%+.3f%%; as recorded %lld; %lld B from before recording "
+              "freed in the trace)",
+              QTest::currentDataTag(), warmup ? "from mid-graph" : "from the start", qint64(r.peakAllocated), qint64(b.peak), e,
+              qint64(a.peak), qint64(*freedBefore));
+        return e;
+    };
+    int64_t freed = 0, replaced = 0;
+    const double control = error(0, &freed, &replaced);
+    QCOMPARE(freed, int64_t(0));
+    const double midGraph = error(1, &freed, &replaced);
+    // The recording starts mid-graph: a large share of it existed before and is freed in it, and the
+    // laws follow what replaces it.
+    QVERIFY(freed > 0);
+    QVERIFY(replaced > freed * 9 / 10);
+    // Held constant (the law before this rule), the pre-recording graph is a quarter of the peak and
+    // more. Not yet exact: at sequence x2 mid-graph lands at +3.2 % where the control lands at
+    // -0.04 % (docs/accuracy.md); x0.5 and micro-batch x2 within 0.3 points of it.
+    QVERIFY2(std::abs(midGraph - control) < 3.5, qPrintable(QString("mid-graph %1% against %2% from the start").arg(midGraph).arg(control)));
+    QVERIFY2(std::abs(midGraph) < 4.0, qPrintable(QString("error %1%").arg(midGraph)));
 }
 
 QTEST_GUILESS_MAIN(TestWhatIfSynth)

@@ -1,0 +1,479 @@
+#include "core/classify/structural_evidence.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+namespace poolscope::classify_detail {
+namespace {
+
+EventIndex freeEventOf(const Allocation& a)
+{
+    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+}
+
+uint16_t addRule(Classification& c, std::string name, std::string reason, Pool pool, uint8_t evidence, uint16_t roles = 0)
+{
+    c.rules.push_back(RuleInfo{std::move(name), std::move(reason), "built-in", pool, evidence, roles});
+    return uint16_t(c.rules.size() - 1);
+}
+
+void decide(Classification& c, size_t i, Pool pool, uint16_t rule, int confidence)
+{
+    c.pool[i] = pool;
+    c.rule[i] = rule;
+    c.confidence[i] = uint8_t(std::clamp(confidence, 1, 99));
+}
+
+// How many of `blocks` (sizes) pair one to one with a block of the same size in `reference`, in bytes.
+int64_t pairedBytes(const std::vector<int64_t>& blocks, const std::vector<int64_t>& reference)
+{
+    std::unordered_map<int64_t, int64_t> left;
+    for (int64_t s : reference)
+        ++left[s];
+    int64_t bytes = 0;
+    for (int64_t s : blocks)
+        if (auto it = left.find(s); it != left.end() && it->second > 0) {
+            --it->second;
+            bytes += s;
+        }
+    return bytes;
+}
+
+int64_t sum(const std::vector<int64_t>& v)
+{
+    int64_t s = 0;
+    for (int64_t x : v)
+        s += x;
+    return s;
+}
+
+} // namespace
+
+void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.firstForward == kNoEvent)
+        return;
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Unknown || a.preexisting() || a.allocEvent >= f.firstForward)
+            continue;
+        const EventIndex fe = freeEventOf(a);
+        if (fe != kNoEvent && c.phases.phase[size_t(fe)] != Phase::OptimizerStep)
+            continue;
+        if (!rule)
+            rule = addRule(c, "made-before-first-forward-kept",
+                           "made before the first forward pass and kept to the end (or until an optimizer step replaced it), "
+                           "where no frame said more: the model's state (its weights, or buffers made for them)",
+                           Pool::Parameter, kEvidenceLifetime);
+        decide(c, i, Pool::Parameter, rule, 60);
+    }
+}
+
+void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    const FrameTable& frames = trace.frames;
+    // Parameters by stack.
+    std::unordered_map<uint32_t, std::vector<uint32_t>> byStack;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Parameter && dev.allocations[i].stack.valid() && !frames.stack(dev.allocations[i].stack).empty())
+            byStack[dev.allocations[i].stack.value].push_back(uint32_t(i));
+    if (byStack.size() < 2 || byStack.size() > 4096)
+        return; // nothing to pair, or more distinct stacks than a loop over parameters makes
+    // Families: stacks equal but for the line of one Python frame.
+    struct Member {
+        int64_t line;
+        uint32_t stack;
+    };
+    // Keyed by a 64-bit hash of the stack with frame j's line left out (FNV-1a over the other frames'
+    // ids, then j and frame j's file and function).
+    std::map<uint64_t, std::vector<Member>> families;
+    std::vector<uint32_t> ordered;
+    for (const auto& entry : byStack)
+        ordered.push_back(entry.first);
+    std::sort(ordered.begin(), ordered.end()); // the same families in the same order on every run
+    auto mix = [](uint64_t h, uint64_t v) {
+        for (int b = 0; b < 8; ++b, v >>= 8)
+            h = (h ^ (v & 0xFF)) * 1099511628211ull;
+        return h;
+    };
+    for (uint32_t stack : ordered) {
+        const auto fs = frames.stack(StackId{stack});
+        for (size_t j = 0; j < fs.size(); ++j) {
+            const Frame& fr = frames.frame(fs[j]);
+            if (fr.line <= 0)
+                continue;
+            uint64_t h = 1469598103934665603ull;
+            for (size_t k = 0; k < fs.size(); ++k)
+                h = mix(h, k == j ? UINT64_MAX : fs[k].value);
+            h = mix(h, j);
+            h = mix(h, std::hash<std::string>{}(fr.filename));
+            h = mix(h, std::hash<std::string>{}(fr.name));
+            families[h].push_back(Member{fr.line, stack});
+        }
+    }
+    const RunFacts& facts = c.facts;
+    const bool trains = facts.optimizerSteps > 0 || facts.backward == Known::Yes;
+    uint16_t gradRule = 0, stateRule = 0;
+    std::vector<uint8_t> taken(c.size(), 0);
+    for (auto& [key, members] : families) {
+        if (members.size() < 2)
+            continue;
+        std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.line < b.line; });
+        std::vector<std::vector<uint32_t>> groups;
+        std::vector<std::vector<int64_t>> sizes;
+        bool allMove = true;
+        for (const Member& m : members) {
+            groups.push_back(byStack[m.stack]);
+            sizes.emplace_back();
+            for (uint32_t i : groups.back()) {
+                sizes.back().push_back(dev.allocations[i].size);
+                allMove = allMove && c.rules[c.rule[i]].has(kRoleMovesParameters);
+            }
+        }
+        // Moved with .to(): the earliest line moves the parameters, a later line whose blocks pair
+        // with them and carry at least half their bytes moves their gradients (buffers, moved by
+        // another loop, carry far fewer).
+        if (allMove) {
+            const int64_t refBytes = sum(sizes[0]);
+            for (size_t g = 1; g < groups.size(); ++g) {
+                const int64_t bytes = sum(sizes[g]);
+                const int64_t paired = pairedBytes(sizes[g], sizes[0]);
+                if (paired * 10 < bytes * 9 || bytes * 2 < refBytes)
+                    continue;
+                if (!gradRule)
+                    gradRule = addRule(c, "gradients-moved-with-parameters",
+                                       "moved by nn.Module._apply (.to/.cuda) from a line of its own, one block per parameter of the "
+                                       "same size as the parameters moved at an earlier line of the same loop: each parameter's .grad, "
+                                       "moved with the model because it still held gradients",
+                                       Pool::Gradient, kEvidenceFrames | kEvidenceSize);
+                for (uint32_t i : groups[g])
+                    if (!taken[i]) {
+                        taken[i] = 1;
+                        decide(c, i, Pool::Gradient, gradRule, 80);
+                    }
+            }
+            continue;
+        }
+        if (!trains)
+            continue;
+        // A constructor's per-parameter buffers: each line pairs with all parameters outside it.
+        std::vector<uint8_t> inFamily(c.size(), 0);
+        EventIndex familyFirst = std::numeric_limits<EventIndex>::max();
+        for (const auto& g : groups)
+            for (uint32_t i : g) {
+                inFamily[i] = 1;
+                if (!dev.allocations[i].preexisting())
+                    familyFirst = std::min(familyFirst, dev.allocations[i].allocEvent);
+            }
+        if (facts.firstForward != kNoEvent && familyFirst != std::numeric_limits<EventIndex>::max() && familyFirst > facts.firstForward)
+            continue; // made after the first forward: not a constructor's
+        std::vector<int64_t> outside;
+        for (size_t i = 0; i < c.size(); ++i)
+            if (c.pool[i] == Pool::Parameter && !inFamily[i] && !taken[i] &&
+                (dev.allocations[i].preexisting() || dev.allocations[i].allocEvent < familyFirst))
+                outside.push_back(dev.allocations[i].size);
+        const int64_t outsideBytes = sum(outside);
+        if (outsideBytes == 0)
+            continue;
+        bool every = true;
+        for (const auto& s : sizes) {
+            const int64_t bytes = sum(s);
+            every = every && pairedBytes(s, outside) * 10 >= bytes * 9 && bytes * 10 >= outsideBytes * 9;
+        }
+        if (!every)
+            continue;
+        if (!stateRule)
+            stateRule = addRule(c, "per-parameter-state-before-first-forward",
+                                "made before the first forward, after the parameters, by one loop at " + std::to_string(groups.size()) +
+                                    " line(s) each making one block of every parameter's size: per-parameter buffers of the "
+                                    "optimizer (moments made in its constructor), in a run that has an optimizer step or backward",
+                                Pool::OptimizerState, kEvidenceLifetime | kEvidenceSize);
+        for (const auto& g : groups)
+            for (uint32_t i : g)
+                if (!taken[i]) {
+                    taken[i] = 1;
+                    decide(c, i, Pool::OptimizerState, stateRule, 75);
+                }
+    }
+}
+
+void stepReplacements(const DeviceTrace& dev, Classification& c)
+{
+    const auto& tl = c.phases;
+    const auto& ev = dev.events;
+    uint16_t rule[2] = {0, 0}; // parameter, optimizer state
+    uint32_t run = UINT32_MAX;
+    std::unordered_map<int64_t, std::vector<uint32_t>> births; // size -> births of this step not yet paired
+    for (size_t e = 0; e < ev.count(); ++e) {
+        if (tl.phase[e] != Phase::OptimizerStep)
+            continue;
+        if (tl.run[e] != run) {
+            run = tl.run[e];
+            births.clear();
+        }
+        const AllocId id = dev.eventAlloc[e];
+        if (!id.valid())
+            continue;
+        const size_t i = id.value;
+        const Allocation& a = dev.allocations[i];
+        if (ev.action[e] == Action::Alloc && a.allocEvent == EventIndex(e)) {
+            births[a.size].push_back(uint32_t(i));
+            continue;
+        }
+        if (EventIndex(e) != freeEventOf(a))
+            continue;
+        const bool known = c.pool[i] == Pool::Parameter || c.pool[i] == Pool::OptimizerState;
+        if (!a.preexisting() && tl.run[size_t(a.allocEvent)] == run)
+            continue; // made and freed in this step: scratch
+        auto it = births.find(a.size);
+        if (it == births.end() || it->second.empty())
+            continue;
+        const uint32_t b = it->second.back();
+        it->second.pop_back();
+        const EventIndex bFree = freeEventOf(dev.allocations[b]);
+        if (bFree != kNoEvent && tl.run[size_t(bFree)] == run)
+            continue; // the new block does not outlive the step
+        if (!known) {
+            // It replaced something nothing named (its weights' own frames are gone): whether it is
+            // the optimizer's state or a rebuilt parameter, the dump cannot say.
+            c.confidence[b] = std::min<uint8_t>(c.confidence[b], 50);
+            continue;
+        }
+        const bool param = c.pool[i] == Pool::Parameter;
+        uint16_t& r = rule[param ? 0 : 1];
+        if (!r)
+            r = addRule(c, param ? "step-rebuilds-parameter" : "step-replaces-state",
+                        std::string("made in an optimizer step and kept after it, freed-and-replaced pairing: the step let go of a ") +
+                            (param ? "parameter" : "block of optimizer state") +
+                            " of the same size right after making it (an out-of-place update such as p.data = p - lr * u): it "
+                            "takes the place, and the pool, of what it replaced",
+                        param ? Pool::Parameter : Pool::OptimizerState, kEvidenceLifetime | kEvidenceSize);
+        // A replacement is as sure as what it replaced.
+        decide(c, b, c.pool[i], r, std::min<int>(param ? 80 : 85, c.confidence[i]));
+    }
+}
+
+void workspaceBySize(const DeviceTrace& dev, Classification& c)
+{
+    // CublasHandlePool.cpp parseChosenWorkspaceSize(): ":4096:2:16:8" before Hopper, 4096 KiB x 8 on
+    // Hopper and Blackwell (and ROCm's default).
+    constexpr int64_t kSizes[] = {4096 * 1024 * 2 + 16 * 1024 * 8, 4096 * 8 * 1024};
+    std::map<std::pair<int, int64_t>, std::vector<uint32_t>> byStream;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (std::find(std::begin(kSizes), std::end(kSizes), a.size) == std::end(kSizes))
+            continue;
+        if (freeEventOf(a) != kNoEvent)
+            continue;
+        const Phase birth = i < c.birthPhase.size() ? c.birthPhase[i] : Phase::Unknown;
+        if (birth != Phase::Forward && birth != Phase::Backward)
+            continue; // weights of that size are made outside the passes
+        const Pool p = c.pool[i];
+        // A gradient only its lifetime named (made in backward and kept) that has no parameter's size
+        // is no gradient: the engine thread's first matmul made its handle's workspace.
+        const bool lifetimeGradient = p == Pool::Gradient && !(c.rules[c.rule[i]].evidence & kEvidenceFrames) &&
+                                      !c.parameterSizes.count(mirrorKey(a.size));
+        if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Unknown && p != Pool::Other && !lifetimeGradient)
+            continue;
+        byStream[{int(a.stream), a.size}].push_back(uint32_t(i));
+    }
+    uint16_t rule = 0;
+    for (const auto& [key, ids] : byStream) {
+        if (ids.size() > 2)
+            continue; // more than one per handle: not a workspace
+        if (!rule)
+            rule = addRule(c, "library-workspace-by-size",
+                           "a block of a default cuBLAS workspace size (8,519,680 B before Hopper, 32 MiB on Hopper and "
+                           "Blackwell), made inside a forward or backward pass and never freed, at most one per handle on its "
+                           "stream: the workspace cuBLAS keeps per handle and stream, whatever frames the dump recorded",
+                           Pool::Workspace, kEvidenceLifetime | kEvidenceSize, kRoleLibraryWorkspace);
+        for (uint32_t i : ids)
+            decide(c, i, Pool::Workspace, rule, c.history ? 75 : 55);
+    }
+}
+
+void forwardCache(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.backward != Known::No || f.gradMode == Known::Yes || f.forwardPasses < 2)
+        return;
+    uint16_t keptRule = 0, siteRule = 0;
+    std::unordered_map<uint32_t, int> cacheSites; // allocation stacks of blocks a later forward let go of
+    std::vector<uint32_t> held;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting())
+            continue;
+        const Pool p = c.pool[i];
+        if (p != Pool::Activation && p != Pool::Unknown && p != Pool::Temporary)
+            continue;
+        const int born = f.passAt(a.allocEvent);
+        if (born < 0 || f.passes[size_t(born)].phase != Phase::Forward)
+            continue;
+        const EventIndex freeEv = freeEventOf(a);
+        if (freeEv != kNoEvent) {
+            const int freed = f.passAt(freeEv);
+            if (freed <= born || f.passes[size_t(freed)].phase != Phase::Forward)
+                continue;
+            if (!keptRule)
+                keptRule = addRule(c, "forward-cache-kept-to-next-forward",
+                                   "made by one forward and let go of by a later forward, in a run that never runs backward: "
+                                   "state a forward keeps for the next (a KV cache grown or replaced per token), whatever the "
+                                   "code is called",
+                                   Pool::KvCache, kEvidenceLifetime);
+            decide(c, i, Pool::KvCache, keptRule, 75);
+            if (a.stack.valid())
+                ++cacheSites[a.stack.value];
+        } else {
+            // Held to the end: outputs the caller kept look the same, so only a block made where a
+            // cache was seen replaced per token (its site) is the cache's newest part.
+            held.push_back(uint32_t(i));
+        }
+    }
+    for (uint32_t i : held) {
+        const StackId st = dev.allocations[i].stack;
+        if (!st.valid() || !cacheSites.count(st.value))
+            continue;
+        if (!siteRule)
+            siteRule = addRule(c, "forward-cache-newest",
+                               "made by a forward at the site where earlier forwards made blocks that a later forward let go "
+                               "of (a cache grown or replaced per token), and still held: the cache's newest blocks",
+                               Pool::KvCache, kEvidenceLifetime | kEvidenceFrames);
+        decide(c, i, Pool::KvCache, siteRule, 70);
+    }
+}
+
+void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.rules[c.rule[i]].has(kRoleWeightCast))
+            return; // the frames showed autocast's casts: the rule that matched them decided
+    // The frames this device's history recorded (a dump's frame table may hold others).
+    std::vector<uint8_t> seen(trace.frames.stackCount(), 0);
+    auto cppIn = [&](StackId st) {
+        if (!st.valid() || st.value >= seen.size() || seen[st.value])
+            return false;
+        seen[st.value] = 1;
+        for (FrameId f : trace.frames.stack(st))
+            if (!trace.frames.frame(f).isPython())
+                return true;
+        return false;
+    };
+    for (StackId st : dev.events.stack)
+        if (cppIn(st))
+            return; // C++ frames were recorded and showed no cast: autocast was off
+    for (const Allocation& a : dev.allocations)
+        if (cppIn(a.stack))
+            return;
+    // Parameters by mirror key, as the rules count them (a pre-existing block by its requested size).
+    std::unordered_map<int64_t, int64_t> params;
+    int64_t paramBytes = 0;
+    for (const auto& [key, n] : c.parameterSizes) {
+        params[key] = n;
+        paramBytes += key * int64_t(n);
+    }
+    if (paramBytes == 0)
+        return;
+    const RunFacts& facts = c.facts;
+    // Per forward pass: candidates by size.
+    std::map<int, std::map<int64_t, std::vector<uint32_t>>> byPass;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || !params.count(mirrorKey(2 * a.size)))
+            continue;
+        const Pool p = c.pool[i];
+        if (p != Pool::Activation && p != Pool::Unknown && p != Pool::Temporary && p != Pool::Other)
+            continue;
+        const int pass = facts.passAt(a.allocEvent);
+        if (pass < 0 || facts.passes[size_t(pass)].phase != Phase::Forward)
+            continue;
+        const EventIndex fe = freeEventOf(a);
+        if (fe != kNoEvent && fe <= facts.passes[size_t(pass)].last)
+            continue; // let go of within its pass: not a cast kept for the weights' next use
+        byPass[pass][a.size].push_back(uint32_t(i));
+    }
+    uint16_t rule = 0;
+    for (auto& [pass, sizes] : byPass) {
+        int64_t covered = 0;
+        int classes = 0;
+        for (const auto& [size, ids] : sizes) {
+            covered += std::min<int64_t>(int64_t(ids.size()), params[mirrorKey(2 * size)]) * 2 * size;
+            ++classes;
+        }
+        if (classes < 2 || covered * 10 < paramBytes * 4)
+            continue;
+        if (!rule)
+            rule = addRule(c, "autocast-casts-by-count",
+                           "made in a forward and kept past it with half a parameter's size, one per weight of twice that size "
+                           "across the weights' shapes (at least 40 % of the parameters' bytes): autocast's 16-bit copies of fp32 "
+                           "weights, told by count where the dump recorded no C++ frame to show autocast's cast",
+                           Pool::CastCache, kEvidenceLifetime | kEvidenceSize, kRoleWeightCast);
+        for (auto& [size, ids] : sizes) {
+            // At most one per weight; those kept longest (weight casts live until autocast exits).
+            std::stable_sort(ids.begin(), ids.end(), [&](uint32_t x, uint32_t y) {
+                const EventIndex fx = freeEventOf(dev.allocations[x]), fy = freeEventOf(dev.allocations[y]);
+                return (fx == kNoEvent ? std::numeric_limits<EventIndex>::max() : fx) > (fy == kNoEvent ? std::numeric_limits<EventIndex>::max() : fy);
+            });
+            const size_t n = std::min<size_t>(ids.size(), size_t(params[mirrorKey(2 * size)]));
+            for (size_t k = 0; k < n; ++k)
+                decide(c, ids[k], Pool::CastCache, rule, 55);
+        }
+    }
+}
+
+void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c)
+{
+    if (c.history)
+        return;
+    const uint16_t unrecorded = bit(Lifetime::NoHistory) | bit(Lifetime::Unrecorded);
+    auto guessed = [&](size_t i) { return c.pool[i] == Pool::Parameter && (c.lifetime[i] & unrecorded) == unrecorded; };
+    std::unordered_map<int64_t, int> family; // sizes of weights the frames named
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Parameter && !guessed(i) && (c.rules[c.rule[i]].evidence & kEvidenceFrames))
+            ++family[mirrorKey(dev.allocations[i].size)];
+    size_t named = 0;
+    for (const auto& [size, n] : family)
+        named += size_t(n);
+    if (named < 16)
+        return; // a handful of named weights is no family of shapes to judge the rest by
+    uint16_t inFamily = 0, outside = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (!guessed(i))
+            continue;
+        if (family.count(mirrorKey(dev.allocations[i].size))) {
+            if (!inFamily)
+                inFamily = addRule(c, "no-history-weight-size",
+                                   "no history and no stack, older than the blocks that carry one, and of a size the weights the "
+                                   "frames name have: one of the model's weights, by its size",
+                                   Pool::Parameter, kEvidenceSize | kEvidenceLifetime);
+            decide(c, i, Pool::Parameter, inFamily, 45);
+        } else {
+            if (!outside)
+                outside = addRule(c, "no-history-not-a-weight-size",
+                                  "no history and no stack, and of a size none of the weights the frames name has (a feature map "
+                                  "or a buffer): nothing in the dump says what it is",
+                                  Pool::Unknown, 0);
+            decide(c, i, Pool::Unknown, outside, 1);
+            c.confidence[i] = 0;
+        }
+    }
+}
+
+void gradientsNeedParameterSize(const DeviceTrace& dev, Classification& c)
+{
+    if (c.parameterSizes.empty())
+        return;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (c.pool[i] != Pool::Gradient || (c.rules[c.rule[i]].evidence & kEvidenceFrames))
+            continue;
+        if (!c.parameterSizes.count(mirrorKey(dev.allocations[i].size)))
+            c.confidence[i] = std::min<uint8_t>(c.confidence[i], 45);
+    }
+}
+
+} // namespace poolscope::classify_detail

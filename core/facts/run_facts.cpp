@@ -1,0 +1,159 @@
+#include "core/facts/run_facts.h"
+
+#include "core/classify/classifier.h"
+#include "core/classify/phases.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace poolscope {
+
+int RunFacts::passAt(EventIndex e) const
+{
+    auto it = std::upper_bound(passes.begin(), passes.end(), e, [](EventIndex v, const Pass& p) { return v < p.first; });
+    if (it == passes.begin())
+        return -1;
+    --it;
+    return e <= it->last ? int(it - passes.begin()) : -1;
+}
+
+RunFacts buildRunFacts(const DeviceTrace& dev, const PhaseTimeline& tl, bool history)
+{
+    RunFacts f;
+    f.history = history;
+    const auto& ev = dev.events;
+    // A pass: a run of a model phase in which frames or an annotation named the phase at least once.
+    // Runs the caller's code only inherited (a training loop between passes) are not passes.
+    for (size_t r = 0; r < tl.runs.size(); ++r) {
+        const auto& run = tl.runs[r];
+        if (run.phase == Phase::Unknown || run.phase == Phase::Teardown)
+            continue;
+        bool own = false;
+        for (EventIndex e = run.first; e <= run.last && !own; ++e)
+            own = tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
+        if (!own)
+            continue;
+        // Consecutive runs of one phase split by the caller's code stay separate passes (one model
+        // call each); those split only by engine events are one.
+        f.passes.push_back(Pass{run.phase, run.first, run.last, uint32_t(r)});
+    }
+    for (const Pass& p : f.passes) {
+        switch (p.phase) {
+        case Phase::Forward:
+            ++f.forwardPasses;
+            if (f.firstForward == kNoEvent)
+                f.firstForward = p.first;
+            break;
+        case Phase::Backward:
+            ++f.backwardPasses;
+            if (f.firstBackward == kNoEvent)
+                f.firstBackward = p.first;
+            break;
+        case Phase::OptimizerStep:
+            ++f.optimizerSteps;
+            if (f.firstOptimizerStep == kNoEvent)
+                f.firstOptimizerStep = p.first;
+            break;
+        default:
+            break;
+        }
+    }
+    // Steps: a step begins with the first forward after a backward or an optimizer step.
+    bool open = false, sawBackwardOrStep = false;
+    for (const Pass& p : f.passes) {
+        if (p.phase == Phase::Forward && (!open || sawBackwardOrStep)) {
+            f.steps.push_back(StepFacts{p.first, p.last, p.first, kNoEvent, kNoEvent});
+            open = true;
+            sawBackwardOrStep = false;
+            continue;
+        }
+        if (!open) {
+            f.steps.push_back(StepFacts{p.first, p.last, kNoEvent, kNoEvent, kNoEvent});
+            open = true;
+        }
+        StepFacts& s = f.steps.back();
+        s.last = p.last;
+        if (p.phase == Phase::Backward && s.firstBackward == kNoEvent)
+            s.firstBackward = p.first;
+        if (p.phase == Phase::OptimizerStep && s.firstOptimizerStep == kNoEvent)
+            s.firstOptimizerStep = p.first;
+        if (p.phase == Phase::Backward || p.phase == Phase::OptimizerStep)
+            sawBackwardOrStep = true;
+    }
+    // Engine frees and grad mode: frees inside backward, and forward products released by the
+    // autograd engine (in backward or when a graph is torn down).
+    bool releasedByGraph = false;
+    for (size_t e = 0; e < ev.count(); ++e) {
+        const Action a = ev.action[e];
+        if (a != Action::FreeRequested && a != Action::FreeCompleted)
+            continue;
+        if (a == Action::FreeCompleted && e > 0 && ev.action[e - 1] == Action::FreeRequested && dev.eventAlloc[e] == dev.eventAlloc[e - 1])
+            continue; // the completion of the request just counted
+        if (tl.phase[e] == Phase::Backward)
+            ++f.engineFrees;
+        const AllocId id = dev.eventAlloc[e];
+        if (!releasedByGraph && id.valid() && (tl.phase[e] == Phase::Backward || tl.phase[e] == Phase::Teardown)) {
+            const Allocation& al = dev.allocations[id.value];
+            if (!al.preexisting() && tl.phase[size_t(al.allocEvent)] == Phase::Forward)
+                releasedByGraph = true;
+        }
+    }
+    if (!history) {
+        f.backward = Known::Unknown;
+        f.gradMode = Known::Unknown;
+    } else {
+        f.backward = f.backwardPasses > 0 ? Known::Yes : Known::No;
+        f.gradMode = releasedByGraph ? Known::Yes : (f.forwardPasses > 0 ? Known::No : Known::Unknown);
+    }
+    return f;
+}
+
+void addPoolFacts(RunFacts& f, const DeviceTrace& dev, const Classification& c)
+{
+    f.parameters.clear();
+    f.gradients.clear();
+    f.optimizerState.clear();
+    f.autocastRegions.clear();
+    // A parameter rebuilt by a step (p.data = new): born in an optimizer step, it replaces the
+    // parameter of its size that the same step freed.
+    std::unordered_map<int64_t, std::vector<uint32_t>> freedInStep; // size -> parameters freed in a step, in order
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] == Pool::Gradient)
+            f.gradients.push_back(uint32_t(i));
+        else if (c.pool[i] == Pool::OptimizerState)
+            f.optimizerState.push_back(uint32_t(i));
+        if (c.pool[i] != Pool::Parameter)
+            continue;
+        ParameterFact p{uint32_t(i), a.size, UINT32_MAX};
+        if (!a.preexisting() && i < c.birthPhase.size() && c.birthPhase[i] == Phase::OptimizerStep) {
+            auto& list = freedInStep[a.size];
+            if (!list.empty()) {
+                p.replaces = list.front();
+                list.erase(list.begin());
+            }
+        }
+        f.parameters.push_back(p);
+        if (i < c.freePhase.size() && c.freePhase[i] == Phase::OptimizerStep)
+            freedInStep[a.size].push_back(uint32_t(i));
+    }
+    std::vector<uint8_t> casting(f.passes.size(), 0);
+    bool anyCast = false;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const RuleInfo& r = c.rules[c.rule[i]];
+        if (!r.has(kRoleWeightCast) && !r.has(kRoleCastSurplus))
+            continue;
+        anyCast = true;
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting())
+            continue;
+        if (const int p = f.passAt(a.allocEvent); p >= 0)
+            casting[size_t(p)] = 1;
+    }
+    for (size_t p = 0; p < f.passes.size(); ++p)
+        if (casting[p])
+            f.autocastRegions.push_back(f.passes[p]);
+    f.autocast = anyCast ? Known::Yes : Known::Unknown;
+}
+
+} // namespace poolscope

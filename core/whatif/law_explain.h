@@ -1,0 +1,27 @@
+#pragma once
+// Why one allocation got its size law: what `poolscope explain FILE --addr A --law` prints.
+#include "core/model/trace.h"
+#include "core/whatif/trace_model.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace poolscope {
+
+struct LawExplanation {
+    SizeLaw law = SizeLaw::Fixed;
+    LawEvidence evidence = LawEvidence::Default;
+    std::string formula;   // "bytes = c * b * s^2"
+    std::string why;       // the step that decided it, in a sentence
+    std::string dims;      // the run's dimensions the sizes were read against
+    std::string ambiguity; // where the law was taken, not decided: the site and the other law
+    std::string precision; // how autocast treats the operator that made it
+    bool weightCast = false;
+};
+
+LawExplanation explainLaw(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, size_t allocation);
+std::string lawExplanationText(const LawExplanation& e);
+nlohmann::json lawExplanationJson(const LawExplanation& e);
+
+} // namespace poolscope

@@ -1,0 +1,192 @@
+// The redaction ablation over every real dump (issue 22's proof; skipped without ../shared/corpus):
+// pools of each file against the same file with its code renamed, with Python frames only, and
+// with no frames but its history. Targets, at the default moment and at the peak: at most 2 % of
+// the bytes move pool when renamed, 2 % Python-only, 15 % frameless (where the history is kept),
+// and no byte keeps a confidence of 70 % or more once the frames that were its evidence are gone.
+// The whole table is printed every run (docs/accuracy.md, "Redaction ablation", regenerates it
+// with poolscope_ablation).
+#include "core/classify/rules.h"
+#include "core/load.h"
+#include "core/redact/ablation.h"
+
+#include <QtTest>
+
+#include <map>
+
+using namespace poolscope;
+
+namespace {
+
+QStringList corpusFiles()
+{
+    const QDir dir(POOLSCOPE_CORPUS_DIR);
+    QStringList out;
+    for (const QString& f : dir.entryList(QDir::Files, QDir::Name))
+        if (f != "README.md" && f != "expected.json")
+            out << f;
+    return out;
+}
+
+std::shared_ptr<const RuleSet> shippedRules()
+{
+    static const auto rules = std::make_shared<const RuleSet>(RuleSet::fromFile(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
+    return rules;
+}
+
+// Misses that remain with the classifier working from the run's structure (issue 22,
+// h22b). Key: "file variant check"; value: the figure measured. Each is a QEXPECT_FAIL: once the
+// classifier meets the target the test reports XPASS, and the line goes.
+const std::map<std::string, std::string>& knownMisses()
+{
+    static const std::map<std::string, std::string> misses = {
+        {"bol_fwd_cl512_bf16.pickle cuda:0 none default moved", "65.4 %"},
+        {"bol_fwd_cl512_bf16.pickle cuda:0 none peak moved", "65.4 %"},
+        {"bol_fwd_cl512_fp32.pickle cuda:0 none default moved", "67.9 %"},
+        {"bol_fwd_cl512_fp32.pickle cuda:0 none peak moved", "67.9 %"},
+        {"cranberrii_snapshot.pickle cuda:0 none default moved", "76.9 %"},
+        {"cranberrii_snapshot.pickle cuda:0 none peak moved", "76.9 %"},
+        {"dd_ditext8_oom.pickle.json cuda:0 python default moved", "3.1 %"},
+        {"dd_ditext8_oom.pickle.json cuda:0 python default confident", "192.0 MiB"},
+        {"dd_ditext8_oom.pickle.json cuda:0 python peak moved", "3.1 %"},
+        {"dd_ditext8_oom.pickle.json cuda:0 python peak confident", "192.0 MiB"},
+        {"dd_ditext8_oom.pickle.json cuda:0 none default moved", "100.0 %"},
+        {"dd_ditext8_oom.pickle.json cuda:0 none peak moved", "99.5 %"},
+        {"hta_df_index_resolver.json.gz cuda:1 none default moved", "100.0 %"},
+        {"hta_df_index_resolver.json.gz cuda:1 none peak moved", "100.0 %"},
+        {"k_ctx128_forward_mixed.pickle cuda:0 none default moved", "42.6 %"},
+        {"k_ctx128_forward_mixed.pickle cuda:0 none peak moved", "42.6 %"},
+        {"k_ctx128_fullstep.pickle cuda:0 none default moved", "25.0 %"},
+        {"k_ctx128_fullstep.pickle cuda:0 none peak moved", "25.0 %"},
+        {"k_ctx256_forward_mixed.pickle cuda:0 python default confident", "6481.1 MiB"},
+        {"k_ctx256_forward_mixed.pickle cuda:0 python peak confident", "6481.1 MiB"},
+        {"k_ctx256_forward_mixed.pickle cuda:0 none default moved", "51.5 %"},
+        {"k_ctx256_forward_mixed.pickle cuda:0 none peak moved", "51.5 %"},
+        {"k_ctx256_fullstep.pickle cuda:0 none default moved", "25.0 %"},
+        {"k_ctx256_fullstep.pickle cuda:0 none peak moved", "25.0 %"},
+        {"kineto_resnet50_w0.pt.trace.json.gz cuda:0 none default moved", "97.5 %"},
+        {"kineto_resnet50_w0.pt.trace.json.gz cuda:0 none peak moved", "97.5 %"},
+        {"kineto_resnet50_w0.pt.trace.json.gz cpu none default moved", "100.0 %"},
+        {"kineto_resnet50_w0.pt.trace.json.gz cpu none peak moved", "100.0 %"},
+        {"mp_10streams.pickle cuda:0 none default moved", "22.2 %"},
+        {"mp_10streams.pickle cuda:0 none peak moved", "22.2 %"},
+        {"nh_forward_fp32.pickle cuda:0 python default moved", "18.3 %"},
+        {"nh_forward_fp32.pickle cuda:0 python peak moved", "18.3 %"},
+        {"nh_forward_fp32.pickle cuda:0 none default moved", "81.6 %"},
+        {"nh_forward_fp32.pickle cuda:0 none peak moved", "81.6 %"},
+        {"nh_forward_mixed.pickle cuda:0 python default moved", "27.3 %"},
+        {"nh_forward_mixed.pickle cuda:0 python default confident", "3789.4 MiB"},
+        {"nh_forward_mixed.pickle cuda:0 python peak moved", "27.3 %"},
+        {"nh_forward_mixed.pickle cuda:0 python peak confident", "3789.4 MiB"},
+        {"nh_forward_mixed.pickle cuda:0 none default moved", "81.5 %"},
+        {"nh_forward_mixed.pickle cuda:0 none peak moved", "81.5 %"},
+        {"niu_fb_100.pickle cuda:0 none default moved", "45.9 %"},
+        {"niu_fb_100.pickle cuda:0 none peak moved", "45.9 %"},
+        {"niu_fb_150.pickle cuda:0 none default moved", "56.3 %"},
+        {"niu_fb_150.pickle cuda:0 none peak moved", "56.3 %"},
+        {"niu_fb_200.pickle cuda:0 none default moved", "63.5 %"},
+        {"niu_fb_200.pickle cuda:0 none peak moved", "63.5 %"},
+        {"niu_fb_200_bf16.pickle cuda:0 none default moved", "85.2 %"},
+        {"niu_fb_200_bf16.pickle cuda:0 none peak moved", "85.2 %"},
+        {"niu_fwd_100.pickle cuda:0 none default moved", "97.9 %"},
+        {"niu_fwd_100.pickle cuda:0 none peak moved", "97.9 %"},
+        {"niu_fwd_150.pickle cuda:0 none default moved", "98.6 %"},
+        {"niu_fwd_150.pickle cuda:0 none peak moved", "98.6 %"},
+        {"niu_fwd_200.pickle cuda:0 none default moved", "99.0 %"},
+        {"niu_fwd_200.pickle cuda:0 none peak moved", "99.0 %"},
+        {"niu_fwd_200_bf16.pickle cuda:0 none default moved", "98.2 %"},
+        {"niu_fwd_200_bf16.pickle cuda:0 none peak moved", "98.2 %"},
+        {"wed_training_128.pickle cuda:0 none default moved", "24.4 %"},
+        {"wed_training_128.pickle cuda:0 none peak moved", "24.4 %"},
+        {"wed_training_256.pickle cuda:0 none default moved", "43.1 %"},
+        {"wed_training_256.pickle cuda:0 none peak moved", "43.1 %"},
+        {"yiyi_oom_snapshot.pickle cuda:0 renamed default moved", "100.0 %"},
+        {"yiyi_oom_snapshot.pickle cuda:0 renamed peak moved", "100.0 %"},
+        {"zl_decomfl.pickle cuda:0 renamed default moved", "36.7 %"},
+        {"zl_decomfl.pickle cuda:0 renamed peak moved", "36.7 %"},
+        {"zl_decomfl.pickle cuda:0 none default moved", "65.4 %"},
+        {"zl_decomfl.pickle cuda:0 none peak moved", "65.4 %"},
+    };
+    return misses;
+}
+
+std::string pct(double f) { return QString::number(100.0 * f, 'f', 1).toStdString() + " %"; }
+
+} // namespace
+
+class TestAblationCorpus : public QObject {
+    Q_OBJECT
+private slots:
+    void targets_data();
+    void targets();
+    void cleanupTestCase();
+
+private:
+    std::vector<AblationResult> m_results;
+};
+
+void TestAblationCorpus::targets_data()
+{
+    QTest::addColumn<QString>("name");
+    const QStringList files = corpusFiles();
+    if (files.isEmpty())
+        QTest::newRow("no corpus") << QString();
+    for (const QString& f : files)
+        QTest::newRow(qPrintable(f)) << f;
+}
+
+void TestAblationCorpus::targets()
+{
+    QFETCH(QString, name);
+    if (name.isEmpty())
+        QSKIP("../shared/corpus not available");
+    const auto trace = load((QString(POOLSCOPE_CORPUS_DIR) + "/" + name).toStdString());
+    const AblationResult r = ablate(trace, shippedRules());
+    m_results.push_back(r);
+    struct Check {
+        std::string key; // "file device variant moment moved|confident"
+        bool ok;
+        std::string figure, message;
+    };
+    std::vector<Check> checks;
+    for (const AblationDevice& d : r.devices) {
+        for (const AblationCell& c : d.cells) {
+            const double limit = c.variant == "none" ? 0.15 : 0.02;
+            // Without history a frameless copy has nothing but sizes: reported, not held to the target.
+            const bool judged = c.variant != "none" || d.history;
+            for (const auto& [moment, m] : {std::pair{"default", c.atDefault}, std::pair{"peak", c.atPeak}}) {
+                const std::string key = name.toStdString() + " " + d.label + " " + c.variant + " " + moment;
+                std::string flows;
+                for (size_t k = 0; k < c.flows.size() && k < 3; ++k)
+                    flows += (k ? ", " : "") + c.flows[k].first + " " + std::to_string(c.flows[k].second >> 20) + " MiB";
+                if (m.moved > 0)
+                    qInfo("%s: %s moved (%lld of %lld bytes)%s%s", key.c_str(), pct(m.movedFraction()).c_str(), qint64(m.moved),
+                          qint64(m.bytes), flows.empty() ? "" : "; ", flows.c_str());
+                if (judged)
+                    checks.push_back({key + " moved", m.movedFraction() <= limit, pct(m.movedFraction()),
+                                      key + ": " + pct(m.movedFraction()) + " of the bytes move pool, target " + pct(limit)});
+                const std::string mib = QString::number(double(m.confidentWithoutFrames) / double(1 << 20), 'f', 1).toStdString() + " MiB";
+                checks.push_back({key + " confident", m.confidentWithoutFrames == 0, mib,
+                                  key + ": " + mib + " at confidence >= 70 % although the frames that were their evidence are gone"});
+            }
+        }
+    }
+    // Every miss, in the form knownMisses() takes, before the first unexpected one stops this row.
+    for (const Check& c : checks)
+        if (!c.ok)
+            qInfo("miss: {\"%s\", \"%s\"},", c.key.c_str(), c.figure.c_str());
+    for (const Check& c : checks) {
+        auto miss = knownMisses().find(c.key);
+        if (miss != knownMisses().end())
+            QEXPECT_FAIL("", ("measured " + miss->second + " before the classifier works from structure (issue 22)").c_str(), Continue);
+        QVERIFY2(c.ok, c.message.c_str());
+    }
+}
+
+void TestAblationCorpus::cleanupTestCase()
+{
+    if (!m_results.empty())
+        qInfo("\n%s", ablationMarkdown(m_results).c_str());
+}
+
+QTEST_GUILESS_MAIN(TestAblationCorpus)
+#include "test_ablation_corpus.moc"
