@@ -4,6 +4,7 @@
 
 #include "core/util/units.h"
 #include "widgets/tensor_model.h"
+#include "widgets/text_scroll.h"
 
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -34,6 +35,17 @@ void SegmentRowsWidget::setLayoutData(std::shared_ptr<const DeviceTimeline> time
     m_timeline = std::move(timeline);
     m_layout = std::move(layout);
     sortRows();
+    // The label column as wide as its longest label: never cut.
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    const QFontMetrics fm(small);
+    m_labelWidth = 120;
+    m_largest = 1;
+    for (size_t i = 0; i < m_layout.segments.size(); ++i) {
+        m_labelWidth = std::max(m_labelWidth, fm.horizontalAdvance(rowLabel(m_layout.segments[i])) + 16);
+        m_largest = std::max(m_largest, m_layout.segments[i].size);
+    }
+    setMinimumWidth(m_labelWidth + 160);
     updateGeometry();
     resize(width(), sizeHint().height());
     update();
@@ -71,6 +83,30 @@ void SegmentRowsWidget::sortRows()
     });
 }
 
+void SegmentRowsWidget::setToScale(bool on)
+{
+    m_toScale = on;
+    update();
+}
+
+QString SegmentRowsWidget::rowLabel(const LayoutSegment& s) const
+{
+    QString label = QStringLiteral("%1  %2  free %3").arg(qs(formatAddress(s.address)), qs(formatBytes(s.size)), qs(formatBytes(s.freeBytes)));
+    const PrivatePoolId pool{s.poolId[0], s.poolId[1]};
+    if (!pool.isDefault())
+        label += pool.madeByGraph() ? tr("  · graph pool") : tr("  · private pool");
+    return label;
+}
+
+QRectF SegmentRowsWidget::barRect(const LayoutSegment& s, int y) const
+{
+    const double full = std::max(40, width() - m_labelWidth - 6);
+    // To scale: the largest segment spans the width and the rest in proportion (at least 3 px, so
+    // that a 2 MiB segment beside a 25 GiB one is still there to point at; its label gives its size).
+    const double w = m_toScale ? std::max(3.0, full * double(s.size) / double(m_largest)) : full;
+    return QRectF(m_labelWidth, y + 2, w, kRowHeight - 4);
+}
+
 QSize SegmentRowsWidget::sizeHint() const { return QSize(600, std::max(kRowHeight, int(m_order.size()) * kRowHeight + 4)); }
 
 const LayoutSegment* SegmentRowsWidget::rowAt(int y) const
@@ -87,8 +123,6 @@ void SegmentRowsWidget::paintEvent(QPaintEvent* event)
     p.fillRect(event->rect(), m_palette.background());
     const int first = std::max(0, event->rect().top() / kRowHeight);
     const int last = std::min(int(m_order.size()) - 1, event->rect().bottom() / kRowHeight);
-    const int barLeft = kLabelWidth;
-    const int barWidth = std::max(40, width() - barLeft - 6);
     QFont small = font();
     small.setPointSizeF(small.pointSizeF() * 0.85);
     p.setFont(small);
@@ -97,16 +131,13 @@ void SegmentRowsWidget::paintEvent(QPaintEvent* event)
         const LayoutSegment& s = m_layout.segments[m_order[size_t(r)]];
         const int y = r * kRowHeight;
         p.setPen(m_palette.foreground());
-        QString label = QStringLiteral("%1  %2  free %3").arg(qs(formatAddress(s.address)), qs(formatBytes(s.size)), qs(formatBytes(s.freeBytes)));
         // A private pool's segment (CUDA graph, MemPool) serves that pool only: its free bytes are
         // no one else's. Marked in the label and by a band behind the row.
         const PrivatePoolId pool{s.poolId[0], s.poolId[1]};
-        if (!pool.isDefault()) {
+        if (!pool.isDefault())
             p.fillRect(QRect(0, y, width(), kRowHeight), QColor(0x88, 0x66, 0xcc, 40));
-            label += pool.madeByGraph() ? tr("  · graph pool") : tr("  · private pool");
-        }
-        p.drawText(QRect(4, y, kLabelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, label);
-        const QRectF bar(barLeft, y + 2, barWidth, kRowHeight - 4);
+        p.drawText(QRect(4, y, m_labelWidth - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft, rowLabel(s));
+        const QRectF bar = barRect(s, y);
         p.fillRect(bar, m_palette.background());
         for (const LayoutBlock& b : s.blocks) {
             const double x0 = bar.left() + bar.width() * double(b.address - s.address) / double(s.size);
@@ -124,9 +155,14 @@ void SegmentRowsWidget::paintEvent(QPaintEvent* event)
         p.setPen(QPen(m_palette.grid()));
         p.setBrush(Qt::NoBrush);
         p.drawRect(bar);
-        if (!s.fromFinalSegments) {
+        if (!s.fromFinalSegments) { // inside a wide bar, after a narrow one
             p.setPen(m_palette.foreground());
-            p.drawText(bar.adjusted(4, 0, -4, 0), Qt::AlignVCenter | Qt::AlignRight, tr("(freed later)"));
+            const QString note = tr("(freed later)");
+            const int w = p.fontMetrics().horizontalAdvance(note) + 8;
+            if (bar.width() >= w + 8)
+                p.drawText(bar.adjusted(4, 0, -4, 0), Qt::AlignVCenter | Qt::AlignRight, note);
+            else
+                p.drawText(QRectF(bar.right() + 4, bar.top(), w, bar.height()), Qt::AlignVCenter | Qt::AlignLeft, note);
         }
     }
     if (m_order.empty()) {
@@ -141,13 +177,13 @@ bool SegmentRowsWidget::event(QEvent* e)
         return QWidget::event(e);
     auto* help = static_cast<QHelpEvent*>(e);
     const LayoutSegment* s = rowAt(help->pos().y());
-    const int barWidth = std::max(40, width() - kLabelWidth - 6);
-    if (!s || help->pos().x() < kLabelWidth) {
+    const QRectF bar = s ? barRect(*s, 0) : QRectF();
+    if (!s || help->pos().x() < bar.left() || help->pos().x() > bar.right()) {
         QToolTip::hideText();
         e->ignore();
         return true;
     }
-    const double frac = double(help->pos().x() - kLabelWidth) / double(barWidth);
+    const double frac = double(help->pos().x() - bar.left()) / bar.width();
     const uint64_t addr = s->address + uint64_t(frac * double(s->size));
     for (const LayoutBlock& b : s->blocks) {
         if (addr < b.address || addr >= b.address + uint64_t(b.size))
@@ -174,13 +210,20 @@ AllocatorView::AllocatorView(QWidget* parent) : QWidget(parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     auto* top = new QHBoxLayout;
-    m_summary = new QLabel(this);
-    m_summary->setWordWrap(true);
-    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    // The header wraps and scrolls in up to a third of the dock: never cut.
+    auto* summaryArea = new TextScroll(0.34, this);
+    m_summary = summaryArea->addLabel();
+    m_summary->setObjectName(QStringLiteral("segmentsHeader"));
     m_order = new QComboBox(this);
     m_order->addItems({tr("Most free first"), tr("Largest first"), tr("By address")});
-    top->addWidget(m_summary, 1);
+    m_scale = new QComboBox(this);
+    m_scale->setObjectName(QStringLiteral("segmentScale"));
+    m_scale->addItems({tr("Bars to scale"), tr("Each bar full width")});
+    m_scale->setToolTip(tr("To scale: a bar's length is its segment's size. Full width: every segment's blocks spread over the row"));
+    top->addWidget(summaryArea, 1);
+    top->addWidget(m_scale);
     top->addWidget(m_order);
+    connect(m_scale, &QComboBox::currentIndexChanged, this, [this](int i) { m_rows->setToScale(i == 0); });
     layout->addLayout(top);
     m_scroll = new QScrollArea(this);
     m_rows = new SegmentRowsWidget;
@@ -203,11 +246,22 @@ void AllocatorView::clear()
 QString AllocatorView::summaryText() const
 {
     const SegmentLayout& l = m_layout;
-    QString text = tr("%1 segments, %2 reserved: %3 in blocks, %4 free; largest free block %5; fragmentation %6%")
+    // The breakdown's allocated is what tensors asked for, plus bytes the trace freed without ever
+    // recording where they were allocated (blocks from before recording: orphan frees). The segments
+    // hold the first, each rounded up to its block (512 bytes, or a whole unsplit block), and cannot
+    // show the second. All three are said, so that the header adds up to the breakdown at every event.
+    const int64_t rounding = l.allocated + l.unplacedBytes - m_tensorBytes;
+    const int64_t untracked = m_allocated - m_tensorBytes;
+    QString text = tr("%1 segments, %2 reserved: %3 of tensors + %4 rounding up to block sizes + %5 free; largest free block %6; "
+                      "fragmentation %7%")
                        .arg(l.segments.size())
-                       .arg(qs(formatBytes(l.reserved)), qs(formatBytes(l.allocated)), qs(formatBytes(l.freeBytes)),
+                       .arg(qs(formatBytes(l.reserved)), qs(formatBytes(m_tensorBytes)), qs(formatBytes(rounding)), qs(formatBytes(l.freeBytes)),
                             qs(formatBytes(l.largestFree)))
                        .arg(100.0 * l.fragmentation(), 0, 'f', 1);
+    if (untracked != 0)
+        text += tr(" · allocated %1 = %2 of tensors + %3 the trace freed without a record of where it lay (from before recording): "
+                   "no segment shows them")
+                    .arg(qs(formatBytes(m_allocated)), qs(formatBytes(m_tensorBytes)), qs(formatBytes(untracked)));
     if (l.unplacedCount > 0)
         text += tr(" · %1 alive allocations (%2) lie outside the reconstructed segments")
                     .arg(l.unplacedCount)
@@ -241,6 +295,11 @@ void AllocatorView::setMoment(std::shared_ptr<const DeviceTimeline> timeline, Ev
 void AllocatorView::showLayout(std::shared_ptr<const DeviceTimeline> timeline, SegmentLayout layout)
 {
     m_layout = std::move(layout);
+    m_allocated = timeline ? timeline->allocatedAt(m_layout.event) : 0;
+    m_tensorBytes = 0;
+    if (timeline)
+        for (AllocId id : timeline->alive().aliveAfter(m_layout.event))
+            m_tensorBytes += timeline->device().allocations[id.value].size;
     m_summary->setText(summaryText());
     m_rows->setLayoutData(std::move(timeline), m_layout);
 }

@@ -13,9 +13,9 @@ class QScrollArea;
 
 namespace poolscope {
 
-// Segments at the cursor as rows of blocks coloured by pool; free gaps hatched. Each row spans the
-// full width (the label gives the segment's size), so a 2 MiB segment's crumbs are as visible as
-// a 2 GiB segment's.
+// Segments at the cursor as rows of blocks coloured by pool; free gaps hatched. Bars to scale by
+// default (the largest segment spans the row), or each spanning the full width so that a 2 MiB
+// segment's crumbs are as visible as a 2 GiB segment's; the label gives every segment's size.
 class SegmentRowsWidget : public QWidget {
     Q_OBJECT
 public:
@@ -25,8 +25,13 @@ public:
     void setOrder(Order order);
     void setPoolPalette(const PoolPalette& palette);
     QSize sizeHint() const override;
+    void setToScale(bool on);
+    bool toScale() const { return m_toScale; }
+    QString rowLabel(const LayoutSegment& segment) const;
+    int labelWidth() const { return m_labelWidth; }
+    // The bar of a segment drawn in the row at y.
+    QRectF barRect(const LayoutSegment& segment, int y) const;
     static constexpr int kRowHeight = 18;
-    static constexpr int kLabelWidth = 250;
 
 protected:
     void paintEvent(QPaintEvent* event) override;
@@ -41,6 +46,9 @@ private:
     std::vector<size_t> m_order;
     Order m_orderBy = Order::FreeBytes;
     PoolPalette m_palette;
+    bool m_toScale = true;
+    int m_labelWidth = 120;
+    int64_t m_largest = 1;
 };
 
 // The allocator dock: fragmentation figures over the rows, and the order to list segments in.
@@ -59,11 +67,16 @@ public:
     void setPoolPalette(const PoolPalette& palette) { m_rows->setPoolPalette(palette); }
     const SegmentLayout& layoutData() const { return m_layout; }
     QString summaryText() const;
+    int64_t tensorBytes() const { return m_tensorBytes; }
+    SegmentRowsWidget* rows() const { return m_rows; }
 
 private:
     SegmentLayout m_layout;
+    int64_t m_allocated = 0;   // the breakdown's allocated bytes at the layout's event
+    int64_t m_tensorBytes = 0; // of which the alive allocations' requested bytes
     QLabel* m_summary;
     QComboBox* m_order;
+    QComboBox* m_scale;
     QScrollArea* m_scroll;
     SegmentRowsWidget* m_rows;
 };

@@ -3,6 +3,8 @@
 #include "core/util/units.h"
 #include "widgets/breakdown_model.h"
 #include "widgets/fragmentation_view.h"
+#include "widgets/text_scroll.h"
+#include "widgets/timeline_plot.h"
 #include "widgets/workspace.h"
 
 #include <QHeaderView>
@@ -20,17 +22,17 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 } // namespace
 
 BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
-    : QWidget(parent), m_workspace(workspace), m_model(new BreakdownModel(this)), m_momentLabel(new QLabel(this)),
-      m_verdictLabel(new QLabel(this)), m_view(new QTableView(this)),
+    : QWidget(parent), m_workspace(workspace), m_model(new BreakdownModel(this)), m_text(new TextScroll(0.55, this)),
+      m_momentLabel(m_text->addLabel()), m_verdictLabel(m_text->addLabel()), m_view(new QTableView(this)),
       m_fragmentation(new FragmentationView(this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
+    // The moment and the verdict scroll (never cut mid-sentence) in up to half the panel; the
+    // table takes the rest and scrolls on its own.
+    m_text->setObjectName(QStringLiteral("breakdownText"));
     m_momentLabel->setObjectName(QStringLiteral("momentLabel"));
-    m_momentLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_verdictLabel->setObjectName(QStringLiteral("verdictLabel"));
-    m_verdictLabel->setWordWrap(true);
-    m_verdictLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     QFont bold = m_verdictLabel->font();
     bold.setBold(true);
     m_verdictLabel->setFont(bold);
@@ -42,8 +44,8 @@ BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
     m_view->setSelectionMode(QAbstractItemView::NoSelection);
     m_view->setAlternatingRowColors(true);
     m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 6);
-    layout->addWidget(m_momentLabel);
-    layout->addWidget(m_verdictLabel);
+    m_view->setMinimumHeight(m_view->verticalHeader()->defaultSectionSize() * 4);
+    layout->addWidget(m_text);
     // The pools and, one tab over, the fragmentation (issue 25): the dock is short, and both need rows.
     auto* tabs = new QTabWidget(this);
     tabs->setObjectName(QStringLiteral("breakdownTabs"));
@@ -80,7 +82,8 @@ void BreakdownPanel::refresh()
 
     // Event -1 is the state before the first recorded event: the whole dump when nothing was recorded.
     const EventIndex e = m.event;
-    QString moment = d.eventCount() == 0 ? tr("<b>final state</b> (no events recorded)")
+    QString moment = d.eventCount() == 0        ? tr("<b>final state</b> (no events recorded)")
+                     : !hasAllocationHistory(d) ? tr("<b>the dump's state</b> (snapshot only: no allocation history)")
                      : e < 0             ? tr("<b>before the first event</b> of %1").arg(d.eventCount())
                                          : tr("<b>event %1</b> of %2").arg(e).arg(d.eventCount());
     if (tl.hasTime() && e >= 0)

@@ -10,6 +10,7 @@ namespace poolscope {
 
 class BreakdownModel;
 class FragmentationView;
+class TextScroll;
 class Workspace;
 
 // "Breakdown at cursor": the moment (event, time, peak, OOM), the verdict sentence and the table of
@@ -21,6 +22,8 @@ public:
 
     BreakdownModel* model() const { return m_model; }
     QString verdictText() const;
+    QLabel* verdictLabel() const { return m_verdictLabel; }
+    TextScroll* textArea() const { return m_text; }
     void setPoolPalette(const PoolPalette& palette);
 
 private:
@@ -28,6 +31,7 @@ private:
 
     Workspace* m_workspace;
     BreakdownModel* m_model;
+    TextScroll* m_text;
     QLabel* m_momentLabel;
     QLabel* m_verdictLabel;
     QTableView* m_view;

@@ -3,6 +3,7 @@
 #include "core/util/units.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace poolscope {
 namespace {
@@ -47,7 +48,121 @@ ComparePlot::ComparePlot(QWidget* parent) : QCustomPlot(parent), m_palette(PoolP
     small.setPointSizeF(small.pointSizeF() * 0.85);
     legend->setFont(small);
     xAxis->setLabel(tr("event of B (A placed so that the ends of forward, backward and step line up)"));
+    // Topmost, buffered: the cursor and the read-out repaint this layer alone.
+    addLayer(QStringLiteral("cursor"), layer(QStringLiteral("overlay")), QCustomPlot::limAbove);
+    m_cursorLayer = layer(QStringLiteral("cursor"));
+    m_cursorLayer->setMode(QCPLayer::lmBuffered);
+    m_input = std::make_unique<ChartInput>(this, ChartInput::Hooks{
+                                                     [this](double px) { setCursorX(std::floor(xAxis->pixelToCoord(px))); },
+                                                     [this](QPointF pos) { showHover(pos); },
+                                                     [this] { hideHover(); },
+                                                     [this] { resetView(); },
+                                                     {},
+                                                 });
+    connect(xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, &ComparePlot::clampRange);
+    makeCursorItems();
     applyPalette();
+}
+
+void ComparePlot::makeCursorItems()
+{
+    m_cursorLine = new QCPItemStraightLine(this);
+    m_cursorLine->setLayer(m_cursorLayer);
+    m_cursorLine->setVisible(false);
+    m_readout = std::make_unique<ChartReadout>(this, m_cursorLayer);
+}
+
+void ComparePlot::placeCursor()
+{
+    m_cursorLine->setPen(QPen(m_palette.cursor(), 1.2));
+    m_cursorLine->setVisible(!std::isnan(m_cursorX));
+    if (!std::isnan(m_cursorX)) {
+        m_cursorLine->point1->setCoords(m_cursorX, 0);
+        m_cursorLine->point2->setCoords(m_cursorX, 1);
+    }
+}
+
+void ComparePlot::setCursorX(double x)
+{
+    if (!std::isnan(x))
+        x = std::clamp(x, m_xMin, std::max(m_xMin, m_xMax - 1));
+    if (x == m_cursorX || (std::isnan(x) && std::isnan(m_cursorX)))
+        return;
+    m_cursorX = x;
+    placeCursor();
+    m_cursorLayer->replot();
+    emit cursorMoved(x);
+}
+
+void ComparePlot::resetView()
+{
+    xAxis->setRange(m_xMin, m_xMax);
+    replot();
+}
+
+void ComparePlot::clampRange(const QCPRange& requested)
+{
+    if (m_inClamp)
+        return;
+    QCPRange r = requested;
+    const double span = m_xMax - m_xMin, minSpan = std::min(8.0, span);
+    if (r.size() < minSpan)
+        r = QCPRange(r.center() - minSpan / 2, r.center() + minSpan / 2);
+    if (r.size() > span)
+        r = QCPRange(m_xMin, m_xMax);
+    if (r.lower < m_xMin)
+        r += m_xMin - r.lower;
+    if (r.upper > m_xMax)
+        r -= r.upper - m_xMax;
+    if (r.lower != requested.lower || r.upper != requested.upper) {
+        m_inClamp = true;
+        xAxis->setRange(r);
+        m_inClamp = false;
+    }
+}
+
+void ComparePlot::showHover(QPointF pixel)
+{
+    const QString text = m_provider ? m_provider(xAxis->pixelToCoord(pixel.x())) : QString();
+    if (text.isEmpty() || !axisRect()->rect().contains(pixel.toPoint())) {
+        hideHover();
+        return;
+    }
+    m_readout->show(pixel, text, m_palette.foreground(), m_palette.background());
+}
+
+void ComparePlot::hideHover() { m_readout->hide(); }
+
+void ComparePlot::mousePressEvent(QMouseEvent* event)
+{
+    if (!m_input->press(event))
+        QCustomPlot::mousePressEvent(event);
+}
+
+void ComparePlot::mouseMoveEvent(QMouseEvent* event)
+{
+    if (!m_input->move(event))
+        QCustomPlot::mouseMoveEvent(event);
+}
+
+void ComparePlot::mouseReleaseEvent(QMouseEvent* event)
+{
+    if (m_input->release(event))
+        return;
+    QCustomPlot::mouseReleaseEvent(event);
+    m_input->afterRelease();
+}
+
+void ComparePlot::mouseDoubleClickEvent(QMouseEvent* event)
+{
+    if (!m_input->doubleClick(event))
+        QCustomPlot::mouseDoubleClickEvent(event);
+}
+
+void ComparePlot::leaveEvent(QEvent* event)
+{
+    m_input->leave();
+    QCustomPlot::leaveEvent(event);
 }
 
 void ComparePlot::applyPalette()
@@ -73,6 +188,7 @@ void ComparePlot::setChart(const ComparisonChart& chart, const PoolPalette& pale
     applyPalette();
     clearGraphs();
     clearItems();
+    makeCursorItems();
     const int64_t highest = std::max(chart.a.highest, chart.b.highest);
     m_unit = highest >= kGiB / 2 ? double(kGiB) : double(kMiB);
     yAxis->setLabel(m_unit == double(kGiB) ? tr("memory (GiB)") : tr("memory (MiB)"));
@@ -136,8 +252,11 @@ void ComparePlot::setChart(const ComparisonChart& chart, const PoolPalette& pale
             text->setBrush(bg);
         text->setFont(legend->font());
     }
+    m_xMin = chart.xMin;
+    m_xMax = chart.xMax;
     xAxis->setRange(chart.xMin, chart.xMax);
     yAxis->setRange(0, std::max(top, 1e-9));
+    placeCursor();
     replot();
 }
 

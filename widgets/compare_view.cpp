@@ -49,11 +49,26 @@ QString typeset(QString s)
 
 } // namespace
 
+void setPoolRows(CompareContent& content, const std::array<PoolChange, kPoolCount>& pools)
+{
+    content.rows.clear();
+    content.changed.clear();
+    for (size_t p = 0; p < kPoolCount; ++p) {
+        const PoolChange& pc = pools[p];
+        if (pc.a == 0 && pc.b == 0)
+            continue;
+        content.rows << QStringList{PoolPalette::label(Pool(p)), bytes(pc.a), bytes(pc.b), delta(pc.delta()), ratio(pc)};
+        content.changed << pc.changed();
+    }
+}
+
 CompareContent compareContentFor(const Comparison& c, bool dark)
 {
     CompareContent content;
     content.dark = dark;
-    content.title = QObject::tr("A: %1   B: %2   at %3").arg(qs(c.runA), qs(c.runB), qs(std::string(compareMomentLabel(c.at))));
+    content.runs = QObject::tr("A: %1   B: %2").arg(qs(c.runA), qs(c.runB));
+    content.at = qs(std::string(compareMomentLabel(c.at)));
+    content.title = QObject::tr("%1   at %2").arg(content.runs, content.at);
     content.verdict = typeset(qs(c.verdict));
     for (const CompareAxis& a : c.axes) {
         content.axes << typeset(qs(a.phrase));
@@ -61,13 +76,7 @@ CompareContent compareContentFor(const Comparison& c, bool dark)
     }
     if (c.axes.empty())
         content.axes << QObject::tr("no axis changed");
-    for (size_t p = 0; p < kPoolCount; ++p) {
-        const PoolChange& pc = c.pools[p];
-        if (pc.a == 0 && pc.b == 0)
-            continue;
-        content.rows << QStringList{PoolPalette::label(Pool(p)), bytes(pc.a), bytes(pc.b), delta(pc.delta()), ratio(pc)};
-        content.changed << pc.changed();
-    }
+    setPoolRows(content, c.pools);
     content.tableNote = QObject::tr("bold: moved by more than 10% and 64 MiB");
     const MomentPair& m = c.moment(c.at);
     auto phase = [](Phase p) { return qs(std::string(phaseName(p))).replace(QLatin1Char('_'), QLatin1Char(' ')); };
@@ -127,9 +136,33 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent)
 void CompareView::setComparison(const Comparison& comparison, const ComparisonChart& chart, const PoolPalette& palette)
 {
     m_content = compareContentFor(comparison, palette.dark());
+    m_momentContent = m_content;
     m_title->setText(m_content.title);
     m_verdict->setText(m_content.verdict);
     m_plot->setChart(chart, palette);
+    fillTable();
+}
+
+void CompareView::showCursorMoment(const std::array<PoolChange, kPoolCount>& pools, EventIndex eventA, EventIndex eventB)
+{
+    m_content = m_momentContent;
+    setPoolRows(m_content, pools);
+    const QString at = tr("at the cursor (A event %1, B event %2)").arg(eventA).arg(eventB);
+    m_content.title = m_momentContent.runs + QStringLiteral("   ") + at;
+    m_content.tableNote = tr("%1; the verdict above speaks of %2").arg(at, m_momentContent.at);
+    m_title->setText(m_content.title);
+    fillTable();
+}
+
+void CompareView::showNamedMoment()
+{
+    m_content = m_momentContent;
+    m_title->setText(m_content.title);
+    fillTable();
+}
+
+void CompareView::fillTable()
+{
     m_table->clear();
     m_table->setHorizontalHeaderLabels(m_content.header);
     m_table->setRowCount(int(m_content.rows.size()));

@@ -19,7 +19,9 @@ class ComparePlot;
 // What the comparison shows besides the chart, as text: the title, the verdict, the axes with their
 // evidence, and the per-pool table at the compared moment (pool, A, B, delta, ratio).
 struct CompareContent {
-    QString title;
+    QString title; // runs and moment
+    QString runs;  // "A: …   B: …"
+    QString at;    // "the peak"
     QString verdict;
     QStringList axes;     // "sequence x2", one per axis
     QStringList evidence; // parallel to axes
@@ -31,6 +33,8 @@ struct CompareContent {
 };
 
 CompareContent compareContentFor(const Comparison& c, bool dark);
+// The table's rows from each pool's bytes in A and B (pools absent from both left out).
+void setPoolRows(CompareContent& content, const std::array<PoolChange, kPoolCount>& pools);
 
 // Two runs side by side: A's stack as outlines over B's filled stack on one aligned axis, the
 // per-pool diff table, the axes that changed with their evidence, and the verdict.
@@ -39,12 +43,17 @@ class CompareView : public QWidget {
 public:
     explicit CompareView(QWidget* parent = nullptr);
     void setComparison(const Comparison& comparison, const ComparisonChart& chart, const PoolPalette& palette);
+    // The table at a cursor's pair of events instead of the comparison's moment (the verdict stays
+    // the moment's, and the note under the table says so); showNamedMoment() goes back.
+    void showCursorMoment(const std::array<PoolChange, kPoolCount>& pools, EventIndex eventA, EventIndex eventB);
+    void showNamedMoment();
 
     ComparePlot* plot() const { return m_plot; }
     QTableWidget* table() const { return m_table; }
     const CompareContent& content() const { return m_content; }
 
 private:
+    void fillTable();
     ComparePlot* m_plot = nullptr;
     QLabel* m_title = nullptr;
     QLabel* m_verdict = nullptr;
@@ -52,6 +61,7 @@ private:
     QTableWidget* m_table = nullptr;
     QLabel* m_tableNote = nullptr;
     CompareContent m_content;
+    CompareContent m_momentContent; // the comparison's own moment
 };
 
 // The comparison as one image: title, verdict, chart with the table beside it, axes below.

@@ -6,6 +6,7 @@
 #include "widgets/allocator_view.h"
 #include "widgets/breakdown_panel.h"
 #include "widgets/compare_window.h"
+#include "widgets/devices_strip.h"
 #include "widgets/ranks_panel.h"
 #include "widgets/redact_dialog.h"
 #include "widgets/stack_panel.h"
@@ -56,6 +57,8 @@ MainWindow::MainWindow(QWidget* parent)
 
     setAcceptDrops(true);
     setCentralWidget(m_plot);
+    // Over the chart for a dump of several devices; placed in the chart area by buildStepsAndSites.
+    m_devices = new DevicesStrip(m_workspace, this);
 
     buildActions();
     buildDocks();
@@ -328,6 +331,10 @@ void MainWindow::buildDocks()
         return d;
     };
 
+    // The right column runs the window's full height: the breakdown and the stack are read in
+    // full, the tensor table below the chart is wide anyway.
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+    setCorner(Qt::TopRightCorner, Qt::RightDockWidgetArea);
     m_breakdown = new BreakdownPanel(m_workspace, this);
     dock(tr("Breakdown at cursor"), QStringLiteral("breakdownDock"), m_breakdown, Qt::RightDockWidgetArea);
     m_tensors = new TensorPanel(m_workspace, this);
@@ -372,7 +379,7 @@ void MainWindow::applyDefaultDockSizes()
 {
     // First run: sizes in proportion to the window the docks finally live in (set before the first
     // show, they are stretched by whatever the window manager gives). The chart is the point: it gets
-    // the most room; the breakdown, read next, gets two thirds of the right column.
+    // the most room; the breakdown, read next, gets three fifths of the right column.
     auto* bd = findChild<QDockWidget*>(QStringLiteral("breakdownDock"));
     auto* sd = findChild<QDockWidget*>(QStringLiteral("stackDock"));
     auto* td = findChild<QDockWidget*>(QStringLiteral("tensorDock"));
@@ -380,7 +387,7 @@ void MainWindow::applyDefaultDockSizes()
         return;
     resizeDocks({bd}, {std::clamp(width() * 3 / 10, 340, 520)}, Qt::Horizontal);
     resizeDocks({td}, {height() * 3 / 10}, Qt::Vertical);
-    resizeDocks({bd, sd}, {height() * 2 / 3, height() / 3}, Qt::Vertical);
+    resizeDocks({bd, sd}, {height() * 3 / 5, height() * 2 / 5}, Qt::Vertical);
 }
 
 void MainWindow::restoreSettings()
@@ -485,6 +492,8 @@ void MainWindow::applySystemPalette()
         m_ranks->setPoolPalette(palette);
     if (m_allocator)
         m_allocator->setPoolPalette(palette);
+    if (m_devices)
+        m_devices->setPoolPalette(palette);
 }
 
 } // namespace poolscope

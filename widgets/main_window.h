@@ -25,6 +25,7 @@ class StepsStrip;
 class BreakdownModel;
 class BreakdownPanel;
 class CompareWindow;
+class DevicesStrip;
 class RanksPanel;
 class StackModel;
 class StackPanel;
@@ -81,6 +82,9 @@ public:
 
     TraceLoader* loader() const { return m_loader; }
     TimelinePlot* plot() const { return m_plot; }
+    DevicesStrip* devicesStrip() const { return m_devices; }
+    BreakdownPanel* breakdownPanel() const { return m_breakdown; }
+    StackPanel* stackPanel() const { return m_stack; }
     BreakdownModel* breakdownModel() const;
     TensorModel* tensorModel() const;
     TensorFilterProxy* tensorProxy() const;
@@ -136,6 +140,7 @@ private:
     TraceLoader* m_compareLoader;
     CompareWindow* m_compareWindow = nullptr;
     TimelinePlot* m_plot;
+    DevicesStrip* m_devices = nullptr;
     QComboBox* m_deviceCombo = nullptr;
     QComboBox* m_capacityCombo = nullptr;
     BreakdownPanel* m_breakdown = nullptr;

@@ -357,6 +357,7 @@ ReviewContent MainWindow::reviewContent() const
 bool MainWindow::exportImage(const QString& path, QSize size, QString* error)
 {
     flushPanels();
+    m_plot->hideHover(); // the pointer's read-out is no part of the picture
     return saveReviewImage(path, *m_plot, reviewContent(), size, error);
 }
 
@@ -375,6 +376,7 @@ void MainWindow::copyImage()
     if (!m_workspace->document())
         return;
     flushPanels();
+    m_plot->hideHover();
     QApplication::clipboard()->setImage(renderReviewImage(*m_plot, reviewContent(), QSize(1600, 900)));
     m_status->setText(tr("Review image copied to the clipboard."));
 }

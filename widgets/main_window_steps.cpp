@@ -1,6 +1,7 @@
 // The window's parts for issue 24: the steps strip above the chart, the A/B markers with their
 // diff panel, and the "By call site" tab. Kept out of main_window.cpp so that file stays small.
 #include "widgets/ab_panel.h"
+#include "widgets/devices_strip.h"
 #include "widgets/main_window.h"
 #include "widgets/site_tree_panel.h"
 #include "widgets/steps_strip.h"
@@ -22,6 +23,7 @@ void MainWindow::buildStepsAndSites()
     layout->setContentsMargins(0, 0, 0, 0);
     layout->setSpacing(0);
     m_stepsStrip = new StepsStrip(m_workspace, m_plot, central);
+    layout->addWidget(m_devices); // the devices strip (several devices only) over the steps
     layout->addWidget(m_stepsStrip);
     layout->addWidget(m_plot, 1);
     setCentralWidget(central);

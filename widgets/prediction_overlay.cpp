@@ -68,22 +68,36 @@ void PredictionOverlay::recreateGraphs(const PoolPalette& palette)
 {
     m_allocatedGraph = m_reservedGraph = nullptr; // the plot cleared them
     m_poolGraphs.clear();
+    m_poolHalos.clear();
     if (!m_result || m_result->allocated.empty())
         return;
     const WhatIfResult& r = *m_result;
     const QColor c = predictionColor(palette);
     if (m_stack && !r.poolSeries.empty()) {
+        // Each pool's predicted top: a dashed line in the pool's colour, deepened, over a halo of the
+        // background, so that it reads over the recorded fills of any pool (a thin dotted line in
+        // the pool's own colour vanished into its own fill).
+        QColor halo = palette.background();
+        halo.setAlpha(210);
         for (size_t p = 0; p < r.poolSeries.size(); ++p) {
             if (r.poolPeaks[p] == 0)
                 continue;
+            auto* h = m_plot->addGraph();
+            h->setLineStyle(QCPGraph::lsStepLeft);
+            h->setAdaptiveSampling(false);
+            h->setPen(QPen(halo, kStackLineWidth + 2.5));
+            h->removeFromLegend();
+            m_poolHalos.push_back(h);
             auto* g = m_plot->addGraph();
             g->setLineStyle(QCPGraph::lsStepLeft);
             g->setAdaptiveSampling(false);
-            g->setPen(QPen(palette.color(Pool(p)).darker(palette.dark() ? 80 : 140), 1.2, Qt::DotLine));
+            g->setPen(QPen(palette.dark() ? palette.color(Pool(p)).lighter(130) : palette.color(Pool(p)).darker(170), kStackLineWidth, Qt::DashLine));
             g->setProperty("pool", int(p));
             g->removeFromLegend();
             m_poolGraphs.push_back(g);
         }
+        m_poolGraphs.front()->setName(QObject::tr("predicted stack (each pool's top)"));
+        m_poolGraphs.front()->addToLegend();
     }
     m_reservedGraph = m_plot->addGraph();
     m_reservedGraph->setLineStyle(QCPGraph::lsStepLeft);
@@ -245,6 +259,7 @@ void PredictionOverlay::refresh(double lower, double upper, int width, double un
         for (size_t k = 0; k < m_poolGraphs.size(); ++k) {
             data[k][width] = QCPGraphData(upper, data[k][width - 1].value);
             m_poolGraphs[k]->data()->set(data[k], true);
+            m_poolHalos[k]->data()->set(data[k], true);
         }
     }
 }

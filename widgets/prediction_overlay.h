@@ -28,11 +28,12 @@ private:
 };
 
 // The what-if answer drawn over the recorded chart: the predicted allocated (solid) and reserved
-// (dashed) lines, optionally the predicted stack (each pool's top as a thin line in its colour),
+// (dashed) lines, optionally the predicted stack (each pool's top as a dashed line in its colour over a halo),
 // the predicted peak with its event and phase, and the predicted OOM. Its graphs belong to the
 // plot: TimelinePlot recreates them (recreate()) whenever it clears its own.
 class PredictionOverlay {
 public:
+    static constexpr double kStackLineWidth = 2.4; // the predicted stack's lines, in pixels
     explicit PredictionOverlay(QCustomPlot* plot);
 
     void setResult(std::shared_ptr<const WhatIfResult> result);
@@ -51,6 +52,7 @@ public:
     // key to the event whose state it shows.
     void refresh(double lower, double upper, int width, double unit, const std::function<EventIndex(double)>& eventAt);
     std::vector<QCPAbstractItem*> items() const { return m_items; }
+    const std::vector<QCPGraph*>& stackGraphs() const { return m_poolGraphs; }
     // Keeps the peak's label inside the chart: beside the marker towards the middle of the axis rect.
     void fitLabel(const QRect& axisRect);
 
@@ -63,6 +65,7 @@ private:
     QCPGraph* m_allocatedGraph = nullptr;
     QCPGraph* m_reservedGraph = nullptr;
     std::vector<QCPGraph*> m_poolGraphs; // cumulative, bottom pool first
+    std::vector<QCPGraph*> m_poolHalos;  // parallel: the background-coloured line under each
     std::vector<QCPAbstractItem*> m_items;
     QCPItemText* m_peakLabel = nullptr;
 };

@@ -3,6 +3,7 @@
 #include "core/util/units.h"
 #include "widgets/pool_palette.h"
 #include "widgets/stack_model.h"
+#include "widgets/text_scroll.h"
 #include "widgets/workspace.h"
 
 #include <QHeaderView>
@@ -18,16 +19,18 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 } // namespace
 
 StackPanel::StackPanel(Workspace* workspace, QWidget* parent)
-    : QWidget(parent), m_workspace(workspace), m_model(new StackModel(this)), m_reason(new QLabel(this)), m_view(new QTreeView(this))
+    : QWidget(parent), m_workspace(workspace), m_model(new StackModel(this)), m_text(new TextScroll(0.45, this)), m_reason(m_text->addLabel()),
+      m_view(new QTreeView(this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
-    m_reason->setWordWrap(true);
-    m_reason->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_reason->setObjectName(QStringLiteral("reasonLabel"));
     m_view->setModel(m_model);
     m_view->setUniformRowHeights(true);
     m_view->header()->setStretchLastSection(true);
-    layout->addWidget(m_reason);
+    // The reason scrolls in at most ~half the panel: the stack keeps room for several frames.
+    m_view->setMinimumHeight(m_view->fontMetrics().height() * 6);
+    layout->addWidget(m_text);
     layout->addWidget(m_view, 1);
     connect(m_workspace, &Workspace::selectionChanged, this, &StackPanel::refresh);
     connect(m_workspace, &Workspace::documentChanged, this, &StackPanel::refresh);

@@ -14,6 +14,15 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 } // namespace
 
+bool hasAllocationHistory(const DeviceTrace& dev)
+{
+    // The classifier's own test (Classification::history), for unclassified devices too.
+    for (Action a : dev.events.action)
+        if (a == Action::Alloc || a == Action::FreeRequested || a == Action::FreeCompleted)
+            return true;
+    return false;
+}
+
 double IntegerTicker::getTickStep(const QCPRange& range)
 {
     return std::max(1.0, std::round(QCPAxisTicker::getTickStep(range)));
@@ -39,11 +48,17 @@ TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(Poo
     m_cursorLayer = layer(QStringLiteral("cursor"));
     m_cursorLayer->setMode(QCPLayer::lmBuffered); // scrubbing repaints this layer alone
 
-    setInteractions(QCP::iRangeZoom);
-    axisRect()->setRangeZoom(Qt::Horizontal);
-    axisRect()->setRangeZoomFactor(0.85);
-    selectionRect()->setPen(QPen(Qt::gray, 1, Qt::DashLine));
-    selectionRect()->setBrush(QColor(128, 128, 128, 40));
+    m_input = std::make_unique<ChartInput>(this, ChartInput::Hooks{
+                                                      [this](double px) { setCursorEvent(eventAtPixel(px)); },
+                                                      [this](QPointF pos) { showHover(pos); },
+                                                      [this] { hideHover(); },
+                                                      [this] {
+                                                          if (m_timeline)
+                                                              resetView();
+                                                      },
+                                                      {},
+                                                  });
+    m_readout = std::make_unique<ChartReadout>(this, m_cursorLayer);
 
     // The legend sits under the chart, so it never hides data, band labels or markers. It lives in a
     // row of its own beside an empty stretching element: the legend keeps its natural width instead of
@@ -162,6 +177,10 @@ void TimelinePlot::setTimeline(std::shared_ptr<const DeviceTimeline> timeline, s
     if (m_timeline && m_mode == AxisMode::WallTime && !m_timeline->hasTime())
         m_mode = AxisMode::EventIndex;
     m_cursor = m_timeline ? std::max<EventIndex>(kNoEvent, m_timeline->device().peakIndex) : kNoEvent;
+    m_oneMoment = m_timeline && !hasAllocationHistory(m_timeline->device());
+    m_hoverEvent = kNoEvent;
+    if (m_readout)
+        m_readout->hide();
     clearHighlight();
     rebuildGraphs();
     rebuildMarkers();
@@ -301,6 +320,10 @@ void TimelinePlot::rebuildGraphs()
     std::vector<StackLod::Extrema> e(lod.layerCount());
     lod.rangeExtrema(0, lod.sampleCount() - 1, e);
     int64_t top = e.empty() ? 0 : e.back().max;
+    if (m_oneMoment) {
+        const Breakdown b = m_timeline->breakdownAt(EventIndex(m_timeline->device().eventCount()) - 1, -1);
+        top = std::max({top, b.allocated, b.reserved});
+    }
     top = std::max({top, m_capacity, m_prediction.top(), m_outsideBytes > 0 ? m_outsideTotal : int64_t(0)});
     if (top >= kGiB) {
         m_unit = double(kGiB);
@@ -350,7 +373,7 @@ void TimelinePlot::setCapacity(int64_t bytes, const QString& label)
 
 void TimelinePlot::resetView()
 {
-    if (!m_timeline) {
+    if (!m_timeline || m_oneMoment) {
         xAxis->setRange(0, 1);
         replot();
         return;
@@ -374,7 +397,9 @@ void TimelinePlot::clampRange(const QCPRange& requested)
     if (m_inClamp)
         return;
     QCPRange r = requested;
-    if (m_timeline) {
+    if (m_oneMoment) {
+        r = QCPRange(0, 1); // one moment: nothing to zoom into
+    } else if (m_timeline) {
         const double end = toKey(m_timeline->axis(m_mode).end());
         const double margin = end * 0.02;
         const double minSpan = m_mode == AxisMode::EventIndex ? 8.0 : 8.0 / m_keyScale;
@@ -399,6 +424,12 @@ void TimelinePlot::refreshData()
 {
     if (!m_timeline || m_graphs.empty())
         return;
+    if (m_oneMoment) { // the bar (rebuildMomentBar) draws the moment; the graphs keep the legend
+        for (StackGraph* g : m_graphs)
+            g->data()->clear();
+        m_lastQueryWidth = axisRect()->width();
+        return;
+    }
     const int w = std::max(1, axisRect()->width());
     const QCPRange r = xAxis->range();
     const StackLod::Columns cols = m_timeline->lod().query(m_timeline->axis(m_mode), PixelMap{toPosition(r.lower), toPosition(r.upper), w});
@@ -420,7 +451,7 @@ void TimelinePlot::refreshData()
 
 void TimelinePlot::updateCursorItems()
 {
-    const bool show = m_timeline && m_timeline->device().eventCount() > 0;
+    const bool show = m_timeline && m_timeline->device().eventCount() > 0 && !m_oneMoment;
     m_cursorLine->setVisible(show);
     m_cursorText->setVisible(show);
     if (!show)
@@ -492,7 +523,7 @@ void TimelinePlot::setPredictedStackVisible(bool on)
 
 void TimelinePlot::setHighlight(EventIndex from, EventIndex to)
 {
-    if (!m_timeline)
+    if (!m_timeline || m_oneMoment) // one moment: no lifetime to span
         return;
     const double a = from < 0 ? toKey(-1) : eventKey(from);
     const double b = to < 0 ? toKey(m_timeline->axis(m_mode).end()) : eventKey(to);

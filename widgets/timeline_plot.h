@@ -2,6 +2,8 @@
 #include "core/timeline/device_timeline.h"
 #include "core/timeline/phase_bands.h"
 #include "widgets/band_fill.h"
+#include "widgets/chart_input.h"
+#include "widgets/chart_readout.h"
 #include "widgets/pool_palette.h"
 #include "widgets/prediction_overlay.h"
 #include "widgets/stack_fill.h"
@@ -13,6 +15,10 @@
 
 namespace poolscope {
 
+// Whether the device's dump holds allocation history (alloc or free entries), as the classifier
+// decides it (Classification::history).
+bool hasAllocationHistory(const DeviceTrace& dev);
+
 // Event indices are whole numbers: never a tick between two events.
 class IntegerTicker : public QCPAxisTicker {
 protected:
@@ -23,8 +29,12 @@ protected:
 // (setChannelFillGraph; on screen StackFill draws those fills as pixel columns), fed per replot from the core level of detail so that peaks survive any
 // zoom. The widget only draws; stacking, downsampling and axis mapping live in core/timeline.
 //
-// Mouse: click/drag moves the cursor, Shift+drag zooms to a rubber band, right/middle drag pans,
-// the wheel zooms around the pointer, double-click resets the view.
+// Mouse (ChartInput, shared with the comparison chart): click/drag moves the cursor, Shift+drag
+// zooms to a rubber band, right/middle drag pans, the wheel zooms around the pointer, double-click
+// resets the view; the pointer alone shows a read-out of the event under it.
+//
+// A device without allocation history (segments only, or one snapshot entry) has one moment to
+// show, not a time line: it is drawn as one stacked bar with no x axis.
 class TimelinePlot : public QCustomPlot {
     Q_OBJECT
 public:
@@ -60,6 +70,22 @@ public:
     double eventKey(EventIndex event) const; // x coordinate (plot units) where an event's state starts
     QString xAxisTitle() const;
     double yUnitBytes() const { return m_unit; } // bytes per unit of the y axis (GiB, MiB, KiB)
+    // No allocation history: one moment drawn as a bar, no time axis.
+    bool oneMoment() const { return m_oneMoment; }
+
+    // What the hover read-out says at an event: the event, its action, each pool's bytes there.
+    struct Readout {
+        EventIndex event = kNoEvent;
+        Breakdown breakdown;
+        QString text;
+    };
+    Readout readoutAt(EventIndex event) const;
+    // The read-out shown now (pointer over the chart), else an invalid one.
+    EventIndex hoverEvent() const { return m_hoverEvent; }
+    QString hoverText() const { return m_readout ? m_readout->text() : QString(); }
+    bool hoverVisible() const { return m_readout && m_readout->visible(); }
+    void showHover(QPointF pixel); // what moving the pointer there does (tests call it too)
+    void hideHover();
 
     // Re-queries the level of detail for the visible range and width. Called on range and size
     // changes; public so the benchmark can time it.
@@ -83,6 +109,7 @@ protected:
     void mouseMoveEvent(QMouseEvent* event) override;
     void mouseReleaseEvent(QMouseEvent* event) override;
     void mouseDoubleClickEvent(QMouseEvent* event) override;
+    void leaveEvent(QEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
 
 private:
@@ -106,10 +133,6 @@ private:
     double m_unit = double(int64_t(1) << 30);
     QString m_unitName = QStringLiteral("GiB");
     double m_keyScale = 1.0; // EventAxis positions per plot unit (1e6 for seconds)
-    bool m_scrubbing = false;
-    bool m_panning = false;
-    QPoint m_panStart;
-    QCPRange m_panRange;
     bool m_inClamp = false;
     int m_lastQueryWidth = 0;
 
@@ -138,6 +161,12 @@ private:
     std::vector<std::pair<QCPRange, QCPItemText*>> m_bandItems; // band keys and label
     BandFill* m_bandFill = nullptr;
     PredictionOverlay m_prediction{this};
+    std::unique_ptr<ChartInput> m_input;
+    std::unique_ptr<ChartReadout> m_readout;
+    EventIndex m_hoverEvent = kNoEvent;
+    bool m_oneMoment = false;
+    std::vector<QCPAbstractItem*> m_momentItems; // the one moment's bar and its label
+    void rebuildMomentBar();
 };
 
 } // namespace poolscope

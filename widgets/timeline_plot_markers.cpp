@@ -72,7 +72,8 @@ void TimelinePlot::rebuildMarkers()
         m_outsideText->setText(m_outsideLabel);
         m_outsideText->setColor(m_palette.dark() ? QColor(0xc0, 0xc0, 0xc0) : QColor(0x50, 0x50, 0x50));
     }
-    if (!m_timeline) {
+    rebuildMomentBar();
+    if (!m_timeline || m_oneMoment) { // one moment: the bar says it all, no event to mark
         updateCursorItems();
         return;
     }
@@ -151,6 +152,7 @@ void TimelinePlot::rebuildMarkers()
 void TimelinePlot::updateBandLabels()
 {
     m_prediction.fitLabel(axisRect()->rect());
+    updateCursorItems(); // the cursor label's side depends on where the line now falls in the chart
     // The peak label must not run off the chart when the peak is near an edge.
     if (m_peakText) {
         const double px = m_peakText->position->parentAnchor()->pixelPosition().x();

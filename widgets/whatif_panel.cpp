@@ -278,6 +278,11 @@ void WhatIfPanel::buildUi()
     actions->addWidget(m_runButton);
     actions->addWidget(m_liveBox);
     actions->addWidget(m_stackBox);
+    auto* reset = new QPushButton(tr("Reset"), this);
+    reset->setObjectName(QStringLiteral("resetKnobs"));
+    reset->setToolTip(tr("Every knob back to the run as recorded, and the prediction off the chart"));
+    connect(reset, &QPushButton::clicked, this, &WhatIfPanel::resetKnobs);
+    actions->addWidget(reset);
     actions->addStretch(1);
     knobs->addLayout(actions, row, 0, 1, 4);
     knobs->setRowStretch(row + 1, 1);
@@ -403,6 +408,14 @@ void WhatIfPanel::setScenario(const Scenario& s)
             m_roundup->setCurrentIndex(std::max(0, m_roundup->findData(value.toInt())));
     }
     m_settingScenario = false;
+}
+
+void WhatIfPanel::resetKnobs()
+{
+    setScenario(Scenario{});
+    m_ranks->setValue(8);
+    // The answer goes with the knobs: the chart shows the run as recorded again.
+    setTrace(m_trace, m_device);
 }
 
 bool WhatIfPanel::predictedStack() const { return m_stackBox->isChecked(); }

@@ -72,6 +72,8 @@ public:
     // The knobs as a Scenario, and back. A capacity field that does not parse counts as empty.
     Scenario scenario() const;
     void setScenario(const Scenario& scenario);
+    // Every knob as recorded (Scenario{}) and the prediction cleared.
+    void resetKnobs();
 
     bool isRunning() const { return m_running; }
     // Predicting as the knobs change: on for traces that replay within ~100 ms.

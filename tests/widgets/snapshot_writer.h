@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace poolscope::testing {
 
@@ -40,7 +41,7 @@ inline const char* actionText(Action a)
     return "unknown_action";
 }
 
-inline void writeSnapshotJson(const Trace& t, const std::string& path)
+inline nlohmann::json snapshotJson(const Trace& t)
 {
     using nlohmann::json;
     json root;
@@ -93,6 +94,29 @@ inline void writeSnapshotJson(const Trace& t, const std::string& path)
     for (const Annotation& a : t.annotations)
         ann.push_back({{"name", a.name}, {"stage", a.start ? "START" : "END"}, {"device", a.device}, {"time_us", a.timeUs}});
     root["external_annotations"] = ann;
+    return root;
+}
+
+inline void writeSnapshotJson(const Trace& t, const std::string& path) { std::ofstream(path) << snapshotJson(t).dump(); }
+
+// Several single-device traces as the devices 0, 1, ... of one snapshot (what a DataParallel job's
+// one process dumps): segments and traces renumbered, annotations left out.
+inline void writeMultiDeviceSnapshotJson(const std::vector<const Trace*>& traces, const std::string& path)
+{
+    using nlohmann::json;
+    json root{{"segments", json::array()}, {"device_traces", json::array()}, {"external_annotations", json::array()}};
+    for (size_t i = 0; i < traces.size(); ++i) {
+        json one = snapshotJson(*traces[i]);
+        for (json& seg : one["segments"]) {
+            seg["device"] = int(i);
+            root["segments"].push_back(std::move(seg));
+        }
+        json entries = json::array();
+        for (const json& t : one["device_traces"])
+            if (!t.empty())
+                entries = t;
+        root["device_traces"].push_back(std::move(entries));
+    }
     std::ofstream(path) << root.dump();
 }
 

@@ -2,16 +2,51 @@
 // shown in its own window with the axis that changed, and exported as the same image
 // `poolscope render A --compare B` writes.
 #include "core/run_poolscope.h"
+#include "core/util/units.h"
+#include "widgets/compare_plot.h"
 #include "widgets/compare_view.h"
 #include "widgets/compare_window.h"
 #include "widgets/main_window.h"
 #include "widgets/trace_loader.h"
 
 #include <QAction>
+#include <QComboBox>
 #include <QSignalSpy>
 #include <QTest>
+#include <QWheelEvent>
 
 using namespace poolscope;
+
+namespace {
+
+// The table shows each pool's bytes of A and B at the cursor's pair of events.
+void checkTableAtCursor(const CompareWindow& cw)
+{
+    const AlignedEvents e = cw.eventsAt(cw.view()->plot()->cursorX());
+    const Document* docA = cw.documentA();
+    const Document* docB = cw.documentB();
+    const PoolBytes a = docA->device(cw.deviceA()).poolsAt(e.a), b = docB->device(cw.deviceB()).poolsAt(e.b);
+    const CompareContent& c = cw.view()->content();
+    QVERIFY2(c.title.contains(QStringLiteral("at the cursor (A event %1, B event %2)").arg(e.a).arg(e.b)), qPrintable(c.title));
+    int rows = 0;
+    for (size_t p = 0; p < kPoolCount; ++p) {
+        if (a[p] == 0 && b[p] == 0)
+            continue;
+        const QStringList& row = c.rows.value(rows++);
+        QCOMPARE(row.value(0), PoolPalette::label(Pool(p)));
+        QCOMPARE(row.value(1), QString::fromStdString(formatBytes(a[p])));
+        QCOMPARE(row.value(2), QString::fromStdString(formatBytes(b[p])));
+    }
+    QCOMPARE(int(c.rows.size()), rows);
+}
+
+void wheel(QWidget* w, QPoint at, int delta)
+{
+    QWheelEvent event(at, w->mapToGlobal(at), QPoint(), QPoint(0, delta), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(w, &event);
+}
+
+} // namespace
 
 class TestCompareWindow : public QObject {
     Q_OBJECT
@@ -57,6 +92,126 @@ private slots:
             cw->show();
             QVERIFY(QTest::qWaitForWindowExposed(cw));
             cw->grab().save(QString::fromLocal8Bit(dir) + QStringLiteral("/compare-window.png"));
+        }
+    }
+
+    void scrubsZoomsChoosesAMomentAndEscCloses()
+    {
+        MainWindow w;
+        QSignalSpy opened(&w, &MainWindow::documentChanged);
+        w.openFile(m_a);
+        QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 60000);
+        w.compareWith(m_b);
+        QTRY_VERIFY_WITH_TIMEOUT(w.compareWindow() && w.compareWindow()->result(), 60000);
+        CompareWindow* cw = w.compareWindow();
+        QTRY_VERIFY(cw->isVisible());
+        QVERIFY(QTest::qWaitForWindowExposed(cw));
+        ComparePlot* plot = cw->view()->plot();
+        plot->replot();
+        // The moments both runs have, the comparison's selected, and the cursor.
+        QComboBox* moments = cw->momentBox();
+        QCOMPARE(moments->currentData().toInt(), int(cw->result()->comparison.at));
+        QVERIFY(moments->findData(int(CompareMoment::ForwardEnd)) >= 0);
+        QVERIFY(moments->findData(-1) >= 0);
+        QVERIFY(!cw->atCursor());
+
+        // A click scrubs: the table follows the cursor, the moment box says so.
+        const QRect r = plot->axisRect()->rect();
+        const QPoint at(r.left() + r.width() * 3 / 10, r.center().y());
+        QTest::mouseClick(plot, Qt::LeftButton, {}, at);
+        QVERIFY(cw->atCursor());
+        QCOMPARE(moments->currentData().toInt(), -1);
+        QCOMPARE(plot->cursorX(), std::floor(plot->xAxis->pixelToCoord(at.x())));
+        checkTableAtCursor(*cw);
+        // Dragging moves it on.
+        const QPoint to(r.left() + r.width() * 6 / 10, r.center().y());
+        QTest::mousePress(plot, Qt::LeftButton, {}, at);
+        QMouseEvent drag(QEvent::MouseMove, to, plot->mapToGlobal(to), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(plot, &drag);
+        QTest::mouseRelease(plot, Qt::LeftButton, {}, to);
+        QCOMPARE(plot->cursorX(), std::floor(plot->xAxis->pixelToCoord(to.x())));
+        checkTableAtCursor(*cw);
+
+        // The pointer alone: a read-out of both runs' pools there.
+        QTest::mouseMove(plot, at);
+        QTRY_VERIFY(plot->hoverVisible());
+        QCOMPARE(plot->hoverText(), cw->readoutAt(plot->xAxis->pixelToCoord(at.x())));
+        const AlignedEvents e = cw->eventsAt(plot->xAxis->pixelToCoord(at.x()));
+        QVERIFY(plot->hoverText().startsWith(QStringLiteral("A event %1 · B event %2").arg(e.a).arg(e.b)));
+        const PoolBytes pa = cw->documentA()->device(cw->deviceA()).poolsAt(e.a);
+        QVERIFY(plot->hoverText().contains(QStringLiteral("%1: A %2").arg(PoolPalette::label(Pool::Activation), QString::fromStdString(formatBytes(pa[size_t(Pool::Activation)])))));
+
+        // The wheel zooms around the pointer, a right drag pans, a double-click shows everything.
+        const QCPRange whole = plot->xAxis->range();
+        wheel(plot, at, 120);
+        wheel(plot, at, 120);
+        const QCPRange zoomed = plot->xAxis->range();
+        QVERIFY(zoomed.size() < whole.size() * 0.9);
+        QVERIFY(zoomed.contains(plot->xAxis->pixelToCoord(at.x())));
+        QTest::mousePress(plot, Qt::RightButton, {}, r.center());
+        QMouseEvent pan(QEvent::MouseMove, r.center() + QPoint(80, 0), plot->mapToGlobal(r.center() + QPoint(80, 0)), Qt::NoButton, Qt::RightButton,
+                        Qt::NoModifier);
+        QApplication::sendEvent(plot, &pan);
+        QTest::mouseRelease(plot, Qt::RightButton, {}, r.center() + QPoint(80, 0));
+        QVERIFY(plot->xAxis->range().lower < zoomed.lower);
+        QTest::mouseDClick(plot, Qt::LeftButton, {}, r.center());
+        QCOMPARE(plot->xAxis->range().lower, whole.lower);
+        QCOMPARE(plot->xAxis->range().upper, whole.upper);
+        // Zooming never leaves the runs.
+        plot->xAxis->setRange(whole.lower - 1000, whole.upper + 1000);
+        QCOMPARE(plot->xAxis->range().lower, whole.lower);
+
+        // Another named moment: compared again there, the cursor on B's event of it.
+        cw->chooseMoment(CompareMoment::ForwardEnd);
+        QTRY_VERIFY_WITH_TIMEOUT(cw->result()->comparison.at == CompareMoment::ForwardEnd && !cw->isRunning(), 60000);
+        QVERIFY(!cw->atCursor());
+        QCOMPARE(moments->currentData().toInt(), int(CompareMoment::ForwardEnd));
+        QCOMPARE(plot->cursorX(), double(cw->result()->comparison.moment(CompareMoment::ForwardEnd).b));
+        QVERIFY(cw->view()->content().title.endsWith(QStringLiteral("at the end of forward")));
+        // Back to the cursor from the box: the table at the cursor's events.
+        cw->chooseMoment(std::nullopt);
+        QVERIFY(cw->atCursor());
+        checkTableAtCursor(*cw);
+
+        // Esc closes the window.
+        cw->activateWindow();
+        QTest::keyClick(cw, Qt::Key_Escape);
+        QTRY_VERIFY(!cw->isVisible());
+    }
+
+    void corpusPairScrubbedToAnotherMoment()
+    {
+        const QString dir = QStringLiteral(POOLSCOPE_CORPUS_DIR);
+        const QString a = dir + QStringLiteral("/wed_training_128.pickle"), b = dir + QStringLiteral("/wed_training_256.pickle");
+        if (!QFileInfo::exists(a) || !QFileInfo::exists(b))
+            QSKIP("../shared/corpus is absent");
+        MainWindow w;
+        QSignalSpy opened(&w, &MainWindow::documentChanged);
+        w.openFile(a);
+        QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 120000);
+        w.compareWith(b);
+        QTRY_VERIFY_WITH_TIMEOUT(w.compareWindow() && w.compareWindow()->result(), 120000);
+        CompareWindow* cw = w.compareWindow();
+        QTRY_VERIFY(cw->isVisible());
+        QVERIFY(QTest::qWaitForWindowExposed(cw));
+        // Scrubbed into the forward pass, where the sequence's activations are still piling up.
+        const CompareMoment fw = CompareMoment::ForwardEnd;
+        QVERIFY(cw->result()->comparison.moment(fw).paired());
+        const double x = double(cw->result()->comparison.moment(fw).b) * 0.6;
+        cw->view()->plot()->setCursorX(std::floor(x));
+        QVERIFY(cw->atCursor());
+        checkTableAtCursor(*cw);
+        const AlignedEvents e = cw->eventsAt(std::floor(x));
+        const PoolBytes pa = cw->documentA()->device(cw->deviceA()).poolsAt(e.a), pb = cw->documentB()->device(cw->deviceB()).poolsAt(e.b);
+        QVERIFY(pb[size_t(Pool::Activation)] > pa[size_t(Pool::Activation)]); // twice the context
+        if (const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !shots.isEmpty()) {
+            for (QSize size : {QSize(1600, 1000), QSize(1280, 720)}) {
+                cw->resize(size);
+                QTest::qWait(150);
+                const QRect r = cw->view()->plot()->axisRect()->rect();
+                cw->view()->plot()->showHover(QPointF(cw->view()->plot()->xAxis->coordToPixel(std::floor(x)) + 1, r.top() + r.height() * 0.3));
+                cw->grab().save(QString::fromLocal8Bit(shots) + QStringLiteral("/compare-wed-scrubbed-%1x%2.png").arg(size.width()).arg(size.height()));
+            }
         }
     }
 };

@@ -114,6 +114,22 @@ void TestPredictionOverlay::predictionDrawnOverTheRecording()
     // The predicted stack adds a line per pool; clearing takes everything away.
     plot.setPredictedStackVisible(true);
     QVERIFY(plot.graphCount() > recordedGraphs + 2);
+    // Legible: each pool's line at least 2 px, dashed (not dotted), over a wider halo, and named
+    // once in the legend.
+    int poolLines = 0;
+    for (int g = 0; g < plot.graphCount(); ++g) {
+        const QCPGraph* graph = plot.graph(g);
+        if (!graph->property("pool").isValid())
+            continue;
+        ++poolLines;
+        QVERIFY(graph->pen().widthF() >= 2.0);
+        QCOMPARE(graph->pen().style(), Qt::DashLine);
+        const QCPGraph* halo = plot.graph(g - 1);
+        QVERIFY(!halo->property("pool").isValid() && halo->pen().widthF() > graph->pen().widthF());
+        QCOMPARE(halo->data()->size(), graph->data()->size());
+    }
+    QVERIFY(poolLines >= 3);
+    QVERIFY(graphNamed(plot, "predicted stack (each pool's top)"));
     plot.setPrediction(nullptr);
     QCOMPARE(plot.graphCount(), recordedGraphs);
     QVERIFY(!graphNamed(plot, "predicted allocated"));

@@ -1,0 +1,181 @@
+#include "widgets/devices_strip.h"
+
+#include "core/util/units.h"
+#include "widgets/workspace.h"
+
+#include <QHelpEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+
+#include <algorithm>
+
+namespace poolscope {
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+constexpr int kPad = 4;
+
+} // namespace
+
+DevicesStrip::DevicesStrip(Workspace* workspace, QWidget* parent) : QWidget(parent), m_workspace(workspace), m_palette(PoolPalette::fromSystem())
+{
+    setObjectName(QStringLiteral("devicesStrip"));
+    setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
+    setCursor(Qt::PointingHandCursor);
+    setToolTip(tr("Each device's peak by pool, all on one scale; click to show a device"));
+    connect(workspace, &Workspace::documentChanged, this, &DevicesStrip::rebuild);
+    connect(workspace, &Workspace::deviceChanged, this, qOverload<>(&QWidget::update));
+    rebuild();
+}
+
+void DevicesStrip::setPoolPalette(const PoolPalette& palette)
+{
+    m_palette = palette;
+    update();
+}
+
+void DevicesStrip::rebuild()
+{
+    m_entries.clear();
+    const Document* doc = m_workspace->document();
+    if (doc && doc->deviceCount() > 1) {
+        for (size_t i = 0; i < doc->deviceCount(); ++i) {
+            const DeviceDocument& dev = doc->device(i);
+            const DeviceTrace& d = dev.device();
+            Entry e;
+            e.index = i;
+            e.name = qs(d.label());
+            // The device's own peak: where its pools stood highest (the whole dump when it holds no
+            // history: the state it was taken in).
+            e.event = d.eventCount() == 0 ? kNoEvent : std::max<EventIndex>(kNoEvent, d.peakIndex);
+            e.pools = dev.poolsAt(e.event);
+            for (int64_t b : e.pools)
+                e.total += b;
+            e.oom = !d.ooms.empty();
+            e.classified = dev.classified();
+            m_entries.push_back(e);
+        }
+    }
+    setVisible(!m_entries.empty());
+    updateGeometry();
+    update();
+}
+
+QSize DevicesStrip::sizeHint() const
+{
+    const QFontMetrics fm(font());
+    return {200 * int(std::max<size_t>(1, m_entries.size())), fm.height() + 22 + 2 * kPad}; // a bar of ~14 px under the name
+}
+
+QSize DevicesStrip::minimumSizeHint() const { return {100, sizeHint().height()}; }
+
+QRect DevicesStrip::cellRect(size_t i) const
+{
+    const int n = int(std::max<size_t>(1, m_entries.size()));
+    const int w = (width() - kPad) / n;
+    return {kPad + int(i) * w, kPad, w - kPad, height() - 2 * kPad};
+}
+
+QString DevicesStrip::cellText(size_t i) const
+{
+    const Entry& e = m_entries[i];
+    QString text = tr("%1 · peak %2").arg(e.name, qs(formatBytes(e.total)));
+    if (e.oom)
+        text += tr(" · OOM");
+    return text;
+}
+
+int DevicesStrip::cellAt(QPoint p) const
+{
+    for (size_t i = 0; i < m_entries.size(); ++i)
+        if (cellRect(i).contains(p))
+            return int(i);
+    return -1;
+}
+
+void DevicesStrip::paintEvent(QPaintEvent*)
+{
+    QPainter p(this);
+    p.fillRect(rect(), m_palette.background());
+    int64_t scale = 1;
+    for (const Entry& e : m_entries)
+        scale = std::max(scale, e.total);
+    const QFontMetrics fm(font());
+    QFont bold = font();
+    bold.setBold(true);
+    for (size_t i = 0; i < m_entries.size(); ++i) {
+        const Entry& e = m_entries[i];
+        const QRect cell = cellRect(i);
+        const bool current = e.index == m_workspace->device();
+        if (current) {
+            QColor hl = m_palette.cursor();
+            hl.setAlpha(28);
+            p.fillRect(cell, hl);
+        }
+        p.setPen(QPen(current ? m_palette.foreground() : m_palette.grid(), current ? 2 : 1));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(cell.adjusted(0, 0, -1, -1));
+        // The name and bytes on the first line (the OOM in red), the bar under it.
+        const QRect textRect(cell.left() + 6, cell.top() + 2, cell.width() - 12, fm.height());
+        const QString base = tr("%1 · peak %2").arg(e.name, qs(formatBytes(e.total)));
+        p.setFont(current ? bold : font());
+        p.setPen(m_palette.foreground());
+        const QString shown = QFontMetrics(p.font()).elidedText(base, Qt::ElideRight, textRect.width());
+        p.drawText(textRect, Qt::AlignLeft | Qt::AlignVCenter, shown);
+        if (e.oom) {
+            p.setFont(bold);
+            p.setPen(m_palette.oom());
+            p.drawText(textRect, Qt::AlignRight | Qt::AlignVCenter, tr("OOM"));
+        }
+        const QRectF bar(cell.left() + 6, textRect.bottom() + 3, cell.width() - 12, std::max(6, cell.bottom() - textRect.bottom() - 6));
+        p.fillRect(bar, m_palette.grid().lighter(m_palette.dark() ? 60 : 125));
+        double x = bar.left();
+        for (size_t k = 0; k < kPoolCount; ++k) {
+            const int64_t b = e.pools[k];
+            if (b <= 0)
+                continue;
+            const double w = bar.width() * double(b) / double(scale);
+            p.fillRect(QRectF(x, bar.top(), std::max(1.0, w), bar.height()), m_palette.fill(Pool(k)));
+            x += w;
+        }
+        if (e.oom) {
+            p.setPen(QPen(m_palette.oom(), 2));
+            p.drawRect(bar.adjusted(-1, -1, 1, 1));
+        }
+    }
+}
+
+void DevicesStrip::mousePressEvent(QMouseEvent* event)
+{
+    const int i = cellAt(event->pos());
+    if (event->button() == Qt::LeftButton && i >= 0) {
+        m_workspace->setDevice(m_entries[size_t(i)].index);
+        update();
+        event->accept();
+        return;
+    }
+    QWidget::mousePressEvent(event);
+}
+
+bool DevicesStrip::event(QEvent* event)
+{
+    if (event->type() != QEvent::ToolTip)
+        return QWidget::event(event);
+    auto* help = static_cast<QHelpEvent*>(event);
+    const int i = cellAt(help->pos());
+    if (i < 0) {
+        QToolTip::showText(help->globalPos(), toolTip(), this);
+        return true;
+    }
+    const Entry& e = m_entries[size_t(i)];
+    QStringList lines{cellText(size_t(i)) + (e.event >= 0 ? tr(" (event %1)").arg(e.event) : tr(" (the dump's state)"))};
+    for (size_t k = kPoolCount; k-- > 0;)
+        if (e.pools[k] > 0)
+            lines << QStringLiteral("%1: %2").arg(PoolPalette::label(Pool(k), e.classified), qs(formatBytes(e.pools[k])));
+    lines << tr("click to show this device");
+    QToolTip::showText(help->globalPos(), lines.join(QLatin1Char('\n')), this);
+    return true;
+}
+
+} // namespace poolscope

@@ -1,0 +1,34 @@
+#pragma once
+#include <QScrollArea>
+
+class QLabel;
+class QVBoxLayout;
+
+namespace poolscope {
+
+// Word-wrapped text that scrolls rather than being cut: a panel's verdict or reason. It asks for
+// the height its text needs at its width, up to `maxShare` of its parent's height; below that it
+// scrolls, so that the text's end is always one scroll away, never clipped.
+class TextScroll : public QScrollArea {
+    Q_OBJECT
+public:
+    explicit TextScroll(double maxShare, QWidget* parent = nullptr);
+    // A word-wrapped, selectable label appended to the column.
+    QLabel* addLabel();
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+    // Height the column needs at the viewport's width.
+    int contentHeight() const;
+
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
+private:
+    double m_maxShare;
+    QWidget* m_column;
+    QVBoxLayout* m_layout;
+    int m_lastWidth = -1;
+};
+
+} // namespace poolscope
