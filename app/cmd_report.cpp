@@ -34,7 +34,6 @@ CommandBody defineReport(CLI::App& app)
         bool json = false, noPools = false;
         std::string failOver, failStepGrowth;
         std::vector<std::string> failPools;
-        std::string capacity;
         std::vector<std::string> between;
         bool bySite = false;
     };
