@@ -186,8 +186,10 @@ static const char* knownMiss(const QString& from, const QString& knob)
         {{"bol_fwd_cl512_fp32.pickle", "autocast bf16 python"}, "Python frames only"},
         {{"bol_fwd_cl512_bf16.pickle", "autocast off python"}, "Python frames only"},
         {{"nh_forward_fp32.pickle", "autocast bf16 python"}, "Python frames only"},
-        // nh_forward_mixed -> fp32 with Python frames only lands at -1.1 % because the twins are not
-        // found there and the prediction is the trace as recorded (autocastSeenWithoutFrames).
+        // Since the classifier counts casts without C++ frames (issue 22), nh_forward_mixed's twins are
+        // found there too, and `autocast off` widens what it takes for 16-bit: +7.5 % (was -1.1 % when
+        // nothing was found and the trace came back as recorded).
+        {{"nh_forward_mixed.pickle", "autocast off python"}, "Python frames only: +7.5 %, 16-bit tensors by user code are not told from casts"},
     };
     const auto it = kMisses.find({from, knob});
     return it == kMisses.end() ? nullptr : it->second;
@@ -228,8 +230,8 @@ void TestWhatIfCorpus::predictsEveryPair()
 }
 
 // Autocast from structure where no frame names a cast (C++ frames stripped): the 16-bit twins of the
-// weight matrices that each forward keeps. Found in the niu forward and bol runs; not found in the
-// nh and niu full-step runs (their classification without C++ frames differs: docs/accuracy.md);
+// weight matrices that each forward keeps. Found in every 16-bit run of the
+// corpus since the classifier counts casts without C++ frames (issue 22);
 // never claimed for an fp32 run.
 void TestWhatIfCorpus::autocastSeenWithoutFrames_data()
 {
@@ -238,8 +240,8 @@ void TestWhatIfCorpus::autocastSeenWithoutFrames_data()
     QTest::addColumn<bool>("found");
     QTest::newRow("niu_fwd_200_bf16") << "niu_fwd_200_bf16.pickle" << true << true;
     QTest::newRow("bol_fwd_cl512_bf16") << "bol_fwd_cl512_bf16.pickle" << true << true;
-    QTest::newRow("niu_fb_200_bf16") << "niu_fb_200_bf16.pickle" << true << false;
-    QTest::newRow("nh_forward_mixed") << "nh_forward_mixed.pickle" << true << false;
+    QTest::newRow("niu_fb_200_bf16") << "niu_fb_200_bf16.pickle" << true << true;
+    QTest::newRow("nh_forward_mixed") << "nh_forward_mixed.pickle" << true << true;
     for (const char* f : {"niu_fwd_200.pickle", "niu_fb_200.pickle", "bol_fwd_cl512_fp32.pickle", "nh_forward_fp32.pickle"})
         QTest::newRow(f) << QString(f) << false << false;
 }
