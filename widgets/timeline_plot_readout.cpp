@@ -86,10 +86,12 @@ void TimelinePlot::rebuildMomentBar()
     xAxis->grid()->setVisible(!m_oneMoment);
     if (!m_oneMoment || !m_timeline)
         return;
-    xAxis->setLabel(tr("no time axis: the dump holds the allocator's state at one moment"));
+    xAxis->setLabel(tr("one moment: no time axis")); // short: it must fit under a 640 px image's chart
     const DeviceTrace& d = m_timeline->device();
     const Breakdown b = m_timeline->breakdownAt(EventIndex(d.eventCount()) - 1, m_capacity);
-    const double left = 0.38, right = 0.62;
+    // The bar on the left third, its label beside it in the two thirds left: room for the label's
+    // lines at every size the review image offers (a centred bar left too little at 640 px).
+    const double left = 0.06, right = 0.30;
     double base = 0;
     for (Pool pool : m_timeline->layers()) {
         const int64_t v = b.pool[size_t(pool)];
@@ -104,8 +106,9 @@ void TimelinePlot::rebuildMomentBar()
         base += double(v) / m_unit;
     }
     auto* text = new QCPItemText(this);
-    // Beside the bar, level with its middle: inside the chart however tall the bar is.
-    text->position->setCoords(right, base / 2);
+    // Beside the bar, halfway up the chart: inside it however tall (or empty: a device with 0 B) the bar is.
+    text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    text->position->setCoords(right, 0.5);
     text->setPositionAlignment(Qt::AlignLeft | Qt::AlignVCenter);
     text->setPadding(QMargins(10, 2, 4, 2));
     text->setTextAlignment(Qt::AlignLeft);
@@ -113,11 +116,12 @@ void TimelinePlot::rebuildMomentBar()
     QFont bold = font();
     bold.setBold(true);
     text->setFont(bold);
-    QString label = tr("snapshot only: no allocation history\n%1 allocated").arg(bytes(b.allocated));
+    // One fact a line: short lines fit beside the bar at small sizes.
+    QString label = tr("snapshot only:\nno allocation history\n%1 allocated").arg(bytes(b.allocated));
     if (m_timeline->reservedKnown())
-        label += tr(" · %1 reserved").arg(bytes(b.reserved));
+        label += tr("\n%1 reserved").arg(bytes(b.reserved));
     if (!d.ooms.empty())
-        label += tr("\nOOM: tried to allocate %1").arg(bytes(d.ooms.back().requestedBytes));
+        label += tr("\nOOM: tried to allocate\n%1").arg(bytes(d.ooms.back().requestedBytes));
     text->setText(label);
     m_momentItems.push_back(text);
 }
