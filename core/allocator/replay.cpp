@@ -94,12 +94,17 @@ RecordedPlan planRecorded(const DeviceTrace& dev, const ReplayOptions& options)
             ++j;
         }
         bool emptyCache = saysEmpty;
-        if (!framed || !options.frames) {
+        if (!options.capacity) {
+            // Without a capacity the simulator never releases on its own, so every recorded release
+            // is replayed where it happened, whatever the stacks say: the replay (and the report's
+            // fragmentation) must not change when a redacted copy renames or drops frames.
+            emptyCache = true;
+        } else if (!framed || !options.frames) {
             // No stacks to tell: a release inside malloc is always followed by the retried cudaMalloc
             // or the OOM; without a capacity the simulator never releases on its own.
             const bool requestFollows = j < n && (ev.action[j] == Action::SegmentAlloc || ev.action[j] == Action::SegmentMap ||
                                                   ev.action[j] == Action::Alloc || ev.action[j] == Action::Oom);
-            emptyCache = !options.capacity || !requestFollows;
+            emptyCache = !requestFollows;
         }
         emptyCache = emptyCache && options.replayEmptyCache;
         if (emptyCache)
