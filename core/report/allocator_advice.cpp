@@ -127,7 +127,7 @@ nlohmann::json allocatorAdviceJson(const AllocatorAdvice& a)
     return {{"judged", a.judged},         {"why_not", a.why},          {"oom_index", a.oomIndex},
             {"capacity", a.capacity},     {"alive_requested", a.aliveRequested}, {"request", a.request},
             {"no_setting_helps", a.nothingHelps}, {"baseline", a.baseline}, {"trials", trials},
-            {"sentence", a.sentence},     {"replay_us", a.costUs}};
+            {"sentence", a.sentence}}; // no wall-clock time: the report JSON is reproducible
 }
 
 std::string allocatorAdvice(const MomentEvidence&)

@@ -97,7 +97,7 @@ private slots:
             int rects = 0;
             QString label;
             for (int i = 0; i < plot.itemCount(); ++i) {
-                if (auto* rect = qobject_cast<QCPItemRect*>(plot.item(i)); rect && rect->visible() && rect->topLeft->coords().x() > 0.3) {
+                if (auto* rect = qobject_cast<QCPItemRect*>(plot.item(i)); rect && rect->visible() && rect->topLeft->coords().x() > 0.05 && rect->bottomRight->coords().x() < 0.5) { // the bar, not a full-width band
                     stacked += rect->topLeft->coords().y() - rect->bottomRight->coords().y();
                     ++rects;
                 }
