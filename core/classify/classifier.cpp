@@ -3,6 +3,7 @@
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/frame_matcher.h"
 #include "core/classify/structural_evidence.h"
+#include "core/classify/structural_phases.h"
 
 #include <algorithm>
 #include <array>
@@ -139,6 +140,7 @@ public:
         classify_detail::pendingFreeBlocks(m_dev, c);
         countSizes(c);
         judgeUntracked(c);
+        capStructuralConfidence(m_dev, c);
         classify_detail::assignPrivatePools(m_dev, c);
         addPoolFacts(c.facts, m_dev, c);
         return c;
@@ -201,7 +203,7 @@ private:
                 lt |= bit(Lifetime::Recorded);
                 f.birth = tl.phase[size_t(a.allocEvent)];
                 const auto src = tl.source[size_t(a.allocEvent)];
-                if (src == PhaseSource::Frames || src == PhaseSource::Annotation)
+                if (src == PhaseSource::Frames || src == PhaseSource::Annotation || src == PhaseSource::Structure)
                     lt |= bit(Lifetime::OwnPhase);
             }
             if (f.freed) {

@@ -58,6 +58,10 @@ std::string phaseEvidence(const Trace& trace, const DeviceTrace& dev, const Clas
             }
         break;
     }
+    case PhaseSource::Structure:
+        s += ", from the allocation stream's shape (no frame or annotation named it: a rise to a peak is a forward, the fall "
+             "that frees it while allocating a backward)";
+        break;
     case PhaseSource::Inherited:
         s += ", taken from the events around it (its own stack names no phase)";
         break;

@@ -1,0 +1,356 @@
+#include "core/classify/structural_phases.h"
+
+#include "core/classify/classifier.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unordered_set>
+
+namespace poolscope {
+namespace {
+
+EventIndex releaseOf(const Allocation& a)
+{
+    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+}
+
+int64_t sizeKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+// A rise of the bytes alive and the fall after it, as the zig-zag over the curve found them:
+// the rise starts after `trough` (the last event at the low before it), peaks at `peak`, and falls
+// to `fallEnd` (the first event at the low after it). `open`: the dump ended before it fell.
+struct Swing {
+    EventIndex trough = 0, peak = 0, fallEnd = 0;
+    bool open = false;
+};
+
+// Swings of at least `threshold` bytes each way. A zig-zag: a peak is confirmed once the curve fell
+// `threshold` below it, a low once the curve rose `threshold` above it; smaller wiggles (one
+// layer's scratch) are inside a swing, not swings of their own.
+std::vector<Swing> swings(const std::vector<int64_t>& live, int64_t threshold)
+{
+    std::vector<Swing> out;
+    const EventIndex n = EventIndex(live.size());
+    EventIndex lowFirst = 0, lowLast = 0, highAt = 0;
+    int64_t low = live[0], high = live[0];
+    bool seekingPeak = true;
+    for (EventIndex e = 1; e < n; ++e) {
+        const int64_t v = live[size_t(e)];
+        if (seekingPeak) {
+            if (v < low || (v == low && high == low)) {
+                if (v < low)
+                    lowFirst = e;
+                low = high = v;
+                lowLast = highAt = e;
+                continue;
+            }
+            if (v > high) {
+                high = v;
+                highAt = e;
+            }
+            if (high - v >= threshold && high - low >= threshold) {
+                out.push_back(Swing{lowLast, highAt, e, false});
+                seekingPeak = false;
+                low = v;
+                lowFirst = lowLast = e;
+            }
+        } else {
+            if (v < low) {
+                low = v;
+                lowFirst = lowLast = e;
+            } else if (v == low) {
+                lowLast = e;
+            }
+            out.back().fallEnd = lowFirst;
+            if (v - low >= threshold) {
+                // The next rise starts after the last event at this low (lowLast).
+                seekingPeak = true;
+                high = v;
+                highAt = e;
+            }
+        }
+    }
+    if (seekingPeak && high - low >= threshold)
+        out.push_back(Swing{lowLast, highAt, n - 1, true});
+    return out;
+}
+
+void place(PhaseTimeline& tl, EventIndex from, EventIndex to, Phase phase, size_t& placed)
+{
+    for (EventIndex e = std::max<EventIndex>(from, 0); e <= to && size_t(e) < tl.phase.size(); ++e) {
+        if (tl.phase[size_t(e)] != Phase::Unknown)
+            continue; // a frame or an annotation placed it: that decides
+        tl.phase[size_t(e)] = phase;
+        tl.source[size_t(e)] = PhaseSource::Structure;
+        ++placed;
+    }
+}
+
+} // namespace
+
+size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    const auto& ev = dev.events;
+    const size_t n = ev.count();
+    if (n < 2 || tl.phase.size() != n)
+        return 0;
+    bool anyAlloc = false, stepNamed = false;
+    for (size_t e = 0; e < n; ++e) {
+        const PhaseSource s = tl.source[e];
+        const bool named = s == PhaseSource::Frames || s == PhaseSource::Annotation;
+        if (named && (tl.phase[e] == Phase::Forward || tl.phase[e] == Phase::Backward))
+            return 0; // the frames or annotations show the passes
+        stepNamed = stepNamed || (named && tl.phase[e] == Phase::OptimizerStep);
+        anyAlloc = anyAlloc || ev.action[e] == Action::Alloc;
+    }
+    if (!anyAlloc)
+        return 0; // no history: no stream to read
+
+    // The bytes alive of the blocks the trace made, after each event (blocks from before recording
+    // are the run's state, not the rise and fall of its passes).
+    auto bornAt = [&](size_t e) -> const Allocation* {
+        const AllocId id = dev.eventAlloc[e];
+        if (!id.valid() || ev.action[e] != Action::Alloc)
+            return nullptr;
+        const Allocation& a = dev.allocations[id.value];
+        return a.allocEvent == EventIndex(e) ? &a : nullptr;
+    };
+    auto releasedAt = [&](size_t e) -> const Allocation* {
+        const AllocId id = dev.eventAlloc[e];
+        if (!id.valid() || ev.action[e] == Action::Alloc)
+            return nullptr;
+        const Allocation& a = dev.allocations[id.value];
+        return releaseOf(a) == EventIndex(e) ? &a : nullptr;
+    };
+    // Two curves: the bytes alive of the blocks that the trace makes and lets go of again (a pass's
+    // products and scratch: what rises in a forward and falls in its backward), and of every block
+    // it makes (adding what is kept: weights built, gradients and state made once, a graph kept to
+    // the end). Swings are read on the first, so that gradients kept to the end do not hide the
+    // backward's fall; their size is judged against the second.
+    std::vector<int64_t> passing(n), all(n);
+    int64_t curPassing = 0, curAll = 0, lo = 0, hi = 0;
+    for (size_t e = 0; e < n; ++e) {
+        if (const Allocation* a = bornAt(e)) {
+            curAll += a->size;
+            if (releaseOf(*a) != kNoEvent)
+                curPassing += a->size;
+        } else if (const Allocation* r = releasedAt(e); r && !r->preexisting()) {
+            curAll -= r->size;
+            curPassing -= r->size;
+        }
+        passing[e] = curPassing;
+        all[e] = curAll;
+        lo = std::min(lo, curAll);
+        hi = std::max(hi, curAll);
+    }
+    // 5 % of the whole swing: one layer's scratch is far less than a pass's saved tensors.
+    const int64_t threshold = std::max<int64_t>((hi - lo) / 20, int64_t(1) << 20);
+    std::vector<Swing> sw = swings(passing, threshold);
+    // Where a swing's forward starts: the first block of the rise that is let go of again (a
+    // forward's temporaries and saved tensors; weights being built are kept). kNoEvent where the
+    // swing is no pass: a pass accumulates, so that much of what is alive at its peak was made in
+    // the first half of its rise (saved tensors of the early layers); one operator's scratch
+    // (attention scores made and freed at once in a no-grad forward) rises and falls in a few events.
+    auto passStart = [&](const Swing& s) -> EventIndex {
+        EventIndex start = kNoEvent;
+        for (EventIndex e = s.trough + 1; e <= s.peak && start == kNoEvent; ++e)
+            if (const Allocation* a = bornAt(size_t(e))) {
+                const EventIndex r = releaseOf(*a);
+                if (r != kNoEvent && (s.open || r <= s.fallEnd))
+                    start = e;
+            }
+        if (start == kNoEvent || s.peak - start < 32)
+            return kNoEvent;
+        const EventIndex mid = start + (s.peak - start) / 2;
+        int64_t alive = 0, early = 0;
+        for (EventIndex e = start; e <= s.peak; ++e)
+            if (const Allocation* a = bornAt(size_t(e))) {
+                const EventIndex r = releaseOf(*a);
+                if (r == kNoEvent || r > s.peak) {
+                    alive += a->size;
+                    if (e <= mid)
+                        early += a->size;
+                }
+            }
+        return early * 5 >= alive && alive > 0 ? start : kNoEvent;
+    };
+    sw.erase(std::remove_if(sw.begin(), sw.end(), [&](const Swing& s) { return passStart(s) == kNoEvent; }), sw.end());
+    // After the last fall, a rise of kept blocks that never falls: a forward whose graph the dump
+    // still holds (taken at its end, or at an OOM inside it). Not where what is kept has the sizes
+    // of the run's state blocks (an optimizer's first step making its state, weights being loaded).
+    {
+        const EventIndex tail = sw.empty() ? 0 : sw.back().fallEnd;
+        EventIndex lowAt = tail, highAt = tail;
+        for (EventIndex e = tail; e < EventIndex(n); ++e)
+            if (all[size_t(e)] <= all[size_t(lowAt)])
+                lowAt = e;
+        for (EventIndex e = lowAt; e < EventIndex(n); ++e)
+            if (all[size_t(e)] > all[size_t(highAt)] || highAt < lowAt)
+                highAt = e;
+        const Swing open{lowAt, highAt, EventIndex(n) - 1, true};
+        if (highAt > lowAt && all[size_t(highAt)] - all[size_t(lowAt)] >= threshold && passStart(open) != kNoEvent)
+            sw.push_back(open);
+    }
+    if (sw.empty())
+        return 0;
+
+    std::vector<EventIndex> forwardStart(sw.size(), kNoEvent);
+    for (size_t k = 0; k < sw.size(); ++k)
+        forwardStart[k] = passStart(sw[k]);
+    // The run's state: sizes of the blocks alive where the first forward starts (from before
+    // recording, or made before it and kept). A gradient has the size of one of them.
+    std::unordered_set<int64_t> stateSizes;
+    EventIndex firstForward = kNoEvent;
+    for (EventIndex f : forwardStart)
+        if (f != kNoEvent) {
+            firstForward = f;
+            break;
+        }
+    if (firstForward == kNoEvent)
+        return 0; // rises of kept blocks only: weights being built or loaded, no pass
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = releaseOf(a);
+        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
+            stateSizes.insert(sizeKey(a.size));
+    }
+
+    if (sw.back().open && forwardStart.back() != kNoEvent) {
+        int64_t kept = 0, stateSized = 0;
+        for (EventIndex e = sw.back().trough + 1; e <= sw.back().peak; ++e)
+            if (const Allocation* a = bornAt(size_t(e)); a && releaseOf(*a) == kNoEvent) {
+                kept += a->size;
+                if (stateSizes.count(sizeKey(a->size)))
+                    stateSized += a->size;
+            }
+        if (stateSized * 2 >= kept)
+            forwardStart.back() = kNoEvent;
+    }
+
+    size_t placed = 0;
+    for (size_t k = 0; k < sw.size(); ++k) {
+        const Swing& s = sw[k];
+        const EventIndex fStart = forwardStart[k];
+        if (fStart == kNoEvent)
+            continue;
+        if (s.open) {
+            place(tl, fStart, EventIndex(n) - 1, Phase::Forward, placed);
+            continue;
+        }
+        // What the forward made and the fall released, in the order it was released.
+        std::vector<EventIndex> frees;
+        int64_t aliveAtPeak = 0;
+        for (EventIndex e = fStart; e <= s.peak; ++e) {
+            const Allocation* a = bornAt(size_t(e));
+            if (!a)
+                continue;
+            const EventIndex r = releaseOf(*a);
+            if (r == kNoEvent || r > s.peak)
+                aliveAtPeak += a->size;
+            if (r != kNoEvent && r > s.peak && r <= s.fallEnd)
+                frees.push_back(r);
+        }
+        if (frees.empty()) {
+            place(tl, fStart, s.peak, Phase::Forward, placed);
+            continue;
+        }
+        std::sort(frees.begin(), frees.end());
+        // The releases come densely while the engine (or the graph's teardown) walks the graph; a
+        // straggler long after (the caller dropping the output or the loss once the step is done)
+        // is not part of it.
+        const EventIndex gap = std::max<EventIndex>(64, (s.fallEnd - s.peak) / 8);
+        EventIndex releaseEnd = frees.front();
+        for (size_t j = 1; j < frees.size(); ++j) {
+            if (frees[j] - frees[j - 1] > gap && j * 2 >= frees.size())
+                break;
+            releaseEnd = frees[j];
+        }
+        EventIndex releaseStart = frees.front();
+        // The operator whose output comes before its inputs are freed belongs to the release.
+        while (releaseStart - 1 > s.peak && bornAt(size_t(releaseStart - 1)))
+            --releaseStart;
+        while (releaseEnd + 1 <= s.fallEnd && bornAt(size_t(releaseEnd + 1)))
+            ++releaseEnd;
+        size_t allocs = 0, freesIn = 0;
+        int64_t freedOfForward = 0;
+        std::unordered_set<int64_t> gradientSizes;
+        for (EventIndex e = releaseStart; e <= releaseEnd; ++e) {
+            if (const Allocation* a = bornAt(size_t(e))) {
+                ++allocs;
+                const EventIndex r = releaseOf(*a);
+                if ((r == kNoEvent || r > releaseEnd) && stateSizes.count(sizeKey(a->size)))
+                    gradientSizes.insert(sizeKey(a->size));
+            } else if (const Allocation* r = releasedAt(size_t(e))) {
+                ++freesIn;
+                if (!r->preexisting() && r->allocEvent >= fStart && r->allocEvent <= s.peak)
+                    freedOfForward += r->size;
+            }
+        }
+        place(tl, fStart, releaseStart - 1, Phase::Forward, placed);
+        // The engine walks the graph from the loss back: what the forward made last is released
+        // first. A forward freeing its own scratch (no grad) lets go in the order it made it.
+        size_t pairs = 0, reversed = 0;
+        for (size_t j = 1; j < frees.size() && frees[j] <= releaseEnd; ++j) {
+            ++pairs;
+            reversed += releasedAt(size_t(frees[j]))->allocEvent < releasedAt(size_t(frees[j - 1]))->allocEvent;
+        }
+        const bool lastInFirstOut = pairs > 0 && reversed * 2 >= pairs;
+        Phase fall = Phase::Forward;
+        if (allocs * 10 < freesIn)
+            fall = Phase::Teardown; // released in one burst: a graph dropped without backward
+        else if (lastInFirstOut && (!gradientSizes.empty() || (allocs * 10 >= freesIn * 3 && freedOfForward * 2 >= aliveAtPeak)))
+            fall = Phase::Backward;
+        if (std::getenv("POOLSCOPE_DEBUG_STRUCTURE"))
+            std::fprintf(stderr, "swing %zu: trough %d fStart %d peak %d release %d..%d fallEnd %d: allocs %zu frees %zu lifo %zu/%zu grads %zu freedFwd %lld alivePeak %lld -> %s\n",
+                         k, int(s.trough), int(fStart), int(s.peak), int(releaseStart), int(releaseEnd), int(s.fallEnd), allocs, freesIn,
+                         reversed, pairs, gradientSizes.size(), (long long)freedOfForward, (long long)aliveAtPeak, std::string(phaseName(fall)).c_str());
+        // A fall that is neither: the forward letting go of its own scratch, to the low.
+        place(tl, releaseStart, fall == Phase::Forward ? s.fallEnd : releaseEnd, fall, placed);
+        if (fall != Phase::Backward || stepNamed || gradientSizes.empty())
+            continue;
+        // The optimizer step: after the backward and before the next forward, the stretch that
+        // makes blocks of a gradient's size (state at the first step, out-of-place updates, the
+        // update's temporaries) or lets go of them.
+        EventIndex gapEnd = EventIndex(n);
+        for (size_t j = k + 1; j < sw.size(); ++j)
+            if (forwardStart[j] != kNoEvent) {
+                gapEnd = forwardStart[j];
+                break;
+            }
+        EventIndex first = kNoEvent, last = kNoEvent;
+        size_t made = 0, kept = 0;
+        for (EventIndex e = releaseEnd + 1; e < gapEnd; ++e) {
+            const Allocation* a = bornAt(size_t(e));
+            if (!a || !gradientSizes.count(sizeKey(a->size)))
+                continue;
+            ++made;
+            const EventIndex r = releaseOf(*a);
+            kept += r == kNoEvent || r >= gapEnd;
+            if (first == kNoEvent)
+                first = e;
+            last = std::max(e, r == kNoEvent || r >= gapEnd ? e : r);
+        }
+        if (first != kNoEvent && (kept > 0 || made * 2 >= gradientSizes.size()))
+            place(tl, first, last, Phase::OptimizerStep, placed);
+    }
+    return placed;
+}
+
+bool phasesFromStructure(const PhaseTimeline& tl, const Allocation& a)
+{
+    auto structural = [&](EventIndex e) { return e != kNoEvent && size_t(e) < tl.source.size() && tl.source[size_t(e)] == PhaseSource::Structure; };
+    return structural(a.allocEvent) || structural(releaseOf(a));
+}
+
+void capStructuralConfidence(const DeviceTrace& dev, Classification& c)
+{
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (c.evidenceOf(i) & kEvidenceFrames)
+            continue; // a frame of its own stack spoke
+        if (c.confidence[i] > kStructuralConfidenceCap && phasesFromStructure(c.phases, dev.allocations[i]))
+            c.confidence[i] = uint8_t(kStructuralConfidenceCap);
+    }
+}
+
+} // namespace poolscope
