@@ -145,8 +145,16 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         lo = std::min(lo, curAll);
         hi = std::max(hi, curAll);
     }
-    // 5 % of the whole swing: one layer's scratch is far less than a pass's saved tensors.
-    const int64_t threshold = std::max<int64_t>((hi - lo) / 20, int64_t(1) << 20);
+    // A pass's fall releases most of what its forward saved; one layer's scratch (attention scores
+    // freed at the layer's end) is a small part of that. A quarter of the passing bytes' range, and
+    // 5 % of everything the trace made (so that the wiggles of a forward whose graph is kept to the
+    // end, with little passing at all, are no passes).
+    int64_t passLo = 0, passHi = 0;
+    for (int64_t v : passing) {
+        passLo = std::min(passLo, v);
+        passHi = std::max(passHi, v);
+    }
+    const int64_t threshold = std::max({(passHi - passLo) / 4, (hi - lo) / 20, int64_t(1) << 20});
     std::vector<Swing> sw = swings(passing, threshold);
     // Where a swing's forward starts: the first block of the rise that is let go of again (a
     // forward's temporaries and saved tensors; weights being built are kept). kNoEvent where the
