@@ -156,8 +156,9 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
     }
     const int64_t threshold = std::max({(passHi - passLo) / 4, (hi - lo) / 20, int64_t(1) << 20});
     std::vector<Swing> sw = swings(passing, threshold);
-    // Where a swing's forward starts: the first block of the rise that is let go of again (a
-    // forward's temporaries and saved tensors; weights being built are kept). kNoEvent where the
+    // Where a swing's forward starts: the first block of the rise that is let go of before its peak
+    // (a forward's scratch; weights being built are kept, and weights a later step replaces are let
+    // go of only after the peak). kNoEvent where the
     // swing is no pass: a pass accumulates, so that much of what is alive at its peak was made in
     // the first half of its rise (saved tensors of the early layers); one operator's scratch
     // (attention scores made and freed at once in a no-grad forward) rises and falls in a few events.
@@ -166,7 +167,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         for (EventIndex e = s.trough + 1; e <= s.peak && start == kNoEvent; ++e)
             if (const Allocation* a = bornAt(size_t(e))) {
                 const EventIndex r = releaseOf(*a);
-                if (r != kNoEvent && (s.open || r <= s.fallEnd))
+                if (r != kNoEvent && (s.open || r <= s.peak))
                     start = e;
             }
         if (start == kNoEvent || s.peak - start < 32)
@@ -256,7 +257,9 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             const EventIndex r = releaseOf(*a);
             if (r == kNoEvent || r > s.peak)
                 aliveAtPeak += a->size;
-            if (r != kNoEvent && r > s.peak && r <= s.fallEnd)
+            // Scratch made just before the peak and freed just after it (the loss's last operators)
+            // is the forward finishing, not the release of what it saved.
+            if (r != kNoEvent && r > s.peak && r <= s.fallEnd && r - e > 32)
                 frees.push_back(r);
         }
         if (frees.empty()) {
