@@ -4,6 +4,7 @@
 #include "core/classify/frame_matcher.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_phases.h"
+#include "core/classify/structural_state.h"
 
 #include <algorithm>
 #include <array>
@@ -129,6 +130,7 @@ public:
         // a library keeps per handle, what one forward kept for the next.
         classify_detail::keptFromBeforeFirstForward(m_dev, c);
         classify_detail::perParameterBuffers(m_trace, m_dev, c);
+        classify_detail::perParameterStateByOrder(m_dev, c);
         classify_detail::stepReplacements(m_dev, c);
         classify_detail::workspaceBySize(m_dev, c);
         classify_detail::forwardCache(m_dev, c);
