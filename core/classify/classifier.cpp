@@ -135,6 +135,7 @@ public:
         classify_detail::workspaceBySize(m_dev, c);
         classify_detail::forwardCache(m_dev, c);
         countSizes(c);
+        classify_detail::stateRewrittenBetweenPasses(m_dev, c);
         classify_detail::autocastCastsByCount(m_trace, m_dev, c);
         classify_detail::weightFamilyWithoutHistory(m_dev, c);
         classify_detail::gradientsNeedParameterSize(m_dev, c);

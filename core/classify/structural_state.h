@@ -15,4 +15,14 @@ namespace poolscope::classify_detail {
 // copy of the model) is not decided: the two readings are equally common.
 void perParameterStateByOrder(const DeviceTrace& dev, Classification& c);
 
+// State an optimizer rewrites out of place between passes (m = b * m + ..., made anew and the old
+// block let go of), where no frame or annotation named its step (a hand-written or zeroth-order
+// optimizer whose file names are the user's own): blocks that nothing else claimed, of a parameter's
+// size, made outside the passes and alive across at least one, let go of between two passes while
+// a block of the same size made in that same stretch takes over and again lives across a pass. Only
+// where one stretch replaces blocks of at least two parameter sizes and a tenth of the parameters'
+// bytes: a data batch replaced per step is one or two blocks, the per-parameter state of an
+// optimizer covers the model. Optimizer state at 60 %.
+void stateRewrittenBetweenPasses(const DeviceTrace& dev, Classification& c);
+
 } // namespace poolscope::classify_detail
