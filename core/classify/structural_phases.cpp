@@ -3,9 +3,6 @@
 #include "core/classify/classifier.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <string>
 #include <unordered_set>
 
 namespace poolscope {
@@ -160,7 +157,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
     // (a forward's scratch; weights being built are kept, and weights a later step replaces are let
     // go of only after the peak). kNoEvent where the
     // swing is no pass: a pass accumulates, so that much of what is alive at its peak was made in
-    // the first half of its rise (saved tensors of the early layers); one operator's scratch
+    // each half of its rise (saved tensors of the early layers); one operator's scratch
     // (attention scores made and freed at once in a no-grad forward) rises and falls in a few events.
     auto passStart = [&](const Swing& s) -> EventIndex {
         EventIndex start = kNoEvent;
@@ -172,6 +169,9 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             }
         if (start == kNoEvent || s.peak - start < 32)
             return kNoEvent;
+        // The operators' outputs made before that first scratch, back to the low, are the forward's.
+        while (start - 1 > s.trough && !releasedAt(size_t(start - 1)))
+            --start;
         const EventIndex mid = start + (s.peak - start) / 2;
         int64_t alive = 0, early = 0;
         for (EventIndex e = start; e <= s.peak; ++e)
@@ -183,7 +183,9 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
                         early += a->size;
                 }
             }
-        return early * 5 >= alive && alive > 0 ? start : kNoEvent;
+        // ... and of the second half too: layer after layer saves its tensors. A rise made at its
+        // start and then flat (a model loaded and copied, then a long stretch of other work) is no pass.
+        return alive > 0 && early * 5 >= alive && (alive - early) * 5 >= alive ? start : kNoEvent;
     };
     sw.erase(std::remove_if(sw.begin(), sw.end(), [&](const Swing& s) { return passStart(s) == kNoEvent; }), sw.end());
     // After the last fall, a rise of kept blocks that never falls: a forward whose graph the dump
@@ -199,7 +201,10 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             if (all[size_t(e)] > all[size_t(highAt)] || highAt < lowAt)
                 highAt = e;
         const Swing open{lowAt, highAt, EventIndex(n) - 1, true};
-        if (highAt > lowAt && all[size_t(highAt)] - all[size_t(lowAt)] >= threshold && passStart(open) != kNoEvent)
+        // Still near its top when the dump ends: the graph is held (a rise that fell back by more
+        // than a quarter was let go of, by no pass the stream shows).
+        const int64_t rise = all[size_t(highAt)] - all[size_t(lowAt)];
+        if (highAt > lowAt && rise >= threshold && (all[n - 1] - all[size_t(lowAt)]) * 4 >= rise * 3 && passStart(open) != kNoEvent)
             sw.push_back(open);
     }
     if (sw.empty())
@@ -247,6 +252,14 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             place(tl, fStart, EventIndex(n) - 1, Phase::Forward, placed);
             continue;
         }
+        // The next forward's start bounds this one's release: the fall's low can come before the
+        // backward ends (the first layers' gradients, an embedding's among them, are made last).
+        EventIndex nextStart = EventIndex(n);
+        for (size_t j = k + 1; j < sw.size(); ++j)
+            if (forwardStart[j] != kNoEvent) {
+                nextStart = forwardStart[j];
+                break;
+            }
         // What the forward made and the fall released, in the order it was released.
         std::vector<EventIndex> frees;
         int64_t aliveAtPeak = 0;
@@ -257,9 +270,11 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             const EventIndex r = releaseOf(*a);
             if (r == kNoEvent || r > s.peak)
                 aliveAtPeak += a->size;
-            // Scratch made just before the peak and freed just after it (the loss's last operators)
-            // is the forward finishing, not the release of what it saved.
-            if (r != kNoEvent && r > s.peak && r <= s.fallEnd && r - e > 32)
+            // Scratch made just before the peak and freed just after it (the loss's last operators,
+            // a few events) is the forward finishing, not the release of what it saved. The last
+            // layer's saved tensor, freed by the backward's first operator, looks the same: it goes
+            // with the forward, one block in a pass's hundreds.
+            if (r != kNoEvent && r > s.peak && r < nextStart && r - e > 16)
                 frees.push_back(r);
         }
         if (frees.empty()) {
@@ -279,10 +294,27 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         }
         EventIndex releaseStart = frees.front();
         // The operator whose output comes before its inputs are freed belongs to the release.
-        while (releaseStart - 1 > s.peak && bornAt(size_t(releaseStart - 1)))
+        // (Events that neither make nor let go of a block, a free's completion or a segment's
+        // mapping, go along.)
+        auto madeOrNeutral = [&](EventIndex e) { return bornAt(size_t(e)) || !releasedAt(size_t(e)); };
+        while (releaseStart - 1 > s.peak && madeOrNeutral(releaseStart - 1))
             --releaseStart;
-        while (releaseEnd + 1 <= s.fallEnd && bornAt(size_t(releaseEnd + 1)))
+        // After the last release of what the forward saved come the backward's last products (the
+        // first layers' gradients, kept) and the release of its own scratch made before (the first
+        // layer's input gradient); a block made there and let go of at once is the next stretch's.
+        const EventIndex lastSaved = releaseEnd;
+        while (releaseEnd + 1 < nextStart) {
+            const EventIndex e = releaseEnd + 1;
+            if (const Allocation* b = bornAt(size_t(e))) {
+                const EventIndex r = releaseOf(*b);
+                if (r != kNoEvent && r - e <= 16)
+                    break;
+            } else if (const Allocation* r = releasedAt(size_t(e))) {
+                if (r->preexisting() || r->allocEvent < releaseStart || r->allocEvent > lastSaved)
+                    break;
+            }
             ++releaseEnd;
+        }
         size_t allocs = 0, freesIn = 0;
         int64_t freedOfForward = 0;
         std::unordered_set<int64_t> gradientSizes;
@@ -298,7 +330,6 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
                     freedOfForward += r->size;
             }
         }
-        place(tl, fStart, releaseStart - 1, Phase::Forward, placed);
         // The engine walks the graph from the loss back: what the forward made last is released
         // first. A forward freeing its own scratch (no grad) lets go in the order it made it.
         size_t pairs = 0, reversed = 0;
@@ -312,23 +343,19 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             fall = Phase::Teardown; // released in one burst: a graph dropped without backward
         else if (lastInFirstOut && (!gradientSizes.empty() || (allocs * 10 >= freesIn * 3 && freedOfForward * 2 >= aliveAtPeak)))
             fall = Phase::Backward;
-        if (std::getenv("POOLSCOPE_DEBUG_STRUCTURE"))
-            std::fprintf(stderr, "swing %zu: trough %d fStart %d peak %d release %d..%d fallEnd %d: allocs %zu frees %zu lifo %zu/%zu grads %zu freedFwd %lld alivePeak %lld -> %s\n",
-                         k, int(s.trough), int(fStart), int(s.peak), int(releaseStart), int(releaseEnd), int(s.fallEnd), allocs, freesIn,
-                         reversed, pairs, gradientSizes.size(), (long long)freedOfForward, (long long)aliveAtPeak, std::string(phaseName(fall)).c_str());
-        // A fall that is neither: the forward letting go of its own scratch, to the low.
+        if (fall == Phase::Teardown) {
+            // A burst: the graph's last blocks, let go of first, belong to it whatever their age.
+            while (releaseStart - 1 > s.peak && !bornAt(size_t(releaseStart - 1)))
+                --releaseStart;
+        }
+        place(tl, fStart, releaseStart - 1, Phase::Forward, placed);
         place(tl, releaseStart, fall == Phase::Forward ? s.fallEnd : releaseEnd, fall, placed);
         if (fall != Phase::Backward || stepNamed || gradientSizes.empty())
             continue;
         // The optimizer step: after the backward and before the next forward, the stretch that
         // makes blocks of a gradient's size (state at the first step, out-of-place updates, the
         // update's temporaries) or lets go of them.
-        EventIndex gapEnd = EventIndex(n);
-        for (size_t j = k + 1; j < sw.size(); ++j)
-            if (forwardStart[j] != kNoEvent) {
-                gapEnd = forwardStart[j];
-                break;
-            }
+        const EventIndex gapEnd = nextStart;
         EventIndex first = kNoEvent, last = kNoEvent;
         size_t made = 0, kept = 0;
         for (EventIndex e = releaseEnd + 1; e < gapEnd; ++e) {
