@@ -169,9 +169,6 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             }
         if (start == kNoEvent || s.peak - start < 32)
             return kNoEvent;
-        // The operators' outputs made before that first scratch, back to the low, are the forward's.
-        while (start - 1 > s.trough && !releasedAt(size_t(start - 1)))
-            --start;
         const EventIndex mid = start + (s.peak - start) / 2;
         int64_t alive = 0, early = 0;
         for (EventIndex e = start; e <= s.peak; ++e)
@@ -263,7 +260,9 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         // What the forward made and the fall released, in the order it was released.
         std::vector<EventIndex> frees;
         int64_t aliveAtPeak = 0;
-        for (EventIndex e = fStart; e <= s.peak; ++e) {
+        // From a few events before the first scratch: the output the forward's first operator made
+        // before it (the low the curve returned to can sit just after that output).
+        for (EventIndex e = std::max(s.trough + 1, fStart - 8); e <= s.peak; ++e) {
             const Allocation* a = bornAt(size_t(e));
             if (!a)
                 continue;
@@ -310,7 +309,9 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
                 if (r != kNoEvent && r - e <= 16)
                     break;
             } else if (const Allocation* r = releasedAt(size_t(e))) {
-                if (r->preexisting() || r->allocEvent < releaseStart || r->allocEvent > lastSaved)
+                // Its own scratch.
+                const bool own = !r->preexisting() && r->allocEvent >= releaseStart && r->allocEvent <= lastSaved;
+                if (!own)
                     break;
             }
             ++releaseEnd;
@@ -341,8 +342,8 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         Phase fall = Phase::Forward;
         if (allocs * 10 < freesIn)
             fall = Phase::Teardown; // released in one burst: a graph dropped without backward
-        else if (lastInFirstOut && (!gradientSizes.empty() || (allocs * 10 >= freesIn * 3 && freedOfForward * 2 >= aliveAtPeak)))
-            fall = Phase::Backward;
+        else if (lastInFirstOut && pairs >= 8 && freedOfForward * 2 >= aliveAtPeak && (!gradientSizes.empty() || allocs * 10 >= freesIn * 3))
+            fall = Phase::Backward; // most of what the forward saved, layer after layer, with products
         if (fall == Phase::Teardown) {
             // A burst: the graph's last blocks, let go of first, belong to it whatever their age.
             while (releaseStart - 1 > s.peak && !bornAt(size_t(releaseStart - 1)))

@@ -26,7 +26,7 @@ constexpr int kLayers = 12;
 // constructor, m and v per parameter), then `steps` training steps: a forward saving one block per
 // layer (and freeing its scratch), a backward freeing them last-in first-out while it makes each
 // parameter's gradient, an update making one temporary per parameter, and zero_grad(set_to_none)
-// before the next forward. No frame anywhere.
+// after it when another step follows. No frame anywhere.
 Fixture framelessTraining(int steps)
 {
     FixtureRecorder r;
@@ -38,9 +38,6 @@ Fixture framelessTraining(int steps)
         r.alloc(s, {}, Pool::OptimizerState);
     }
     for (int step = 0; step < steps; ++step) {
-        for (uint64_t g : grads)
-            r.free(g); // zero_grad(set_to_none=True)
-        grads.clear();
         std::vector<uint64_t> saved;
         for (int l = 0; l < kLayers; ++l) {
             for (int k = 0; k < 3; ++k) { // a layer's operators: scratch made and freed
@@ -63,6 +60,11 @@ Fixture framelessTraining(int steps)
         for (int64_t s : kParams) {
             const uint64_t update = r.alloc(s, {}, Pool::Temporary);
             r.free(update);
+        }
+        if (step + 1 < steps) {
+            for (uint64_t g : grads)
+                r.free(g); // optimizer.zero_grad() (set_to_none) after the step
+            grads.clear();
         }
     }
     return r.finish();
@@ -127,11 +129,12 @@ void checkPools(const Fixture& f, const Classification& c, std::optional<Pool> s
     const DeviceTrace& dev = f.trace->devices[0];
     int64_t bytes = 0, right = 0;
     for (size_t i = 0; i < c.size(); ++i) {
-        const QString what = QString("allocation %1 (%2 B): %3, truly %4")
+        const QString what = QString("allocation %1 (%2 B, born at event %5): %3, truly %4")
                                  .arg(i)
                                  .arg(dev.allocations[i].size)
                                  .arg(QString::fromLatin1(poolName(c.pool[i]).data()))
-                                 .arg(QString::fromLatin1(poolName(f.truth[i]).data()));
+                                 .arg(QString::fromLatin1(poolName(f.truth[i]).data()))
+                                 .arg(dev.allocations[i].allocEvent);
         const Pool t = f.truth[i];
         if (skip && t == *skip)
             continue;
