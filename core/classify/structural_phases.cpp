@@ -85,6 +85,89 @@ void place(PhaseTimeline& tl, EventIndex from, EventIndex to, Phase phase, size_
     }
 }
 
+// Where frames name the passes but nothing names an optimizer step (a hand-written optimizer whose
+// files and functions are the user's own, no Optimizer.step annotation), its events inherit the
+// backward's phase. After each named backward, up to the next named forward, the stretch that makes
+// blocks of a gradient's size (a block the backward made and kept, of a size alive before the first
+// forward), keeping some or making about one per gradient, is the optimizer step; only events no
+// frame or annotation named are placed.
+size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    const auto& ev = dev.events;
+    const EventIndex n = EventIndex(ev.count());
+    auto named = [&](EventIndex e) {
+        return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
+    };
+    auto bornAt = [&](EventIndex e) -> const Allocation* {
+        const AllocId id = dev.eventAlloc[size_t(e)];
+        if (!id.valid() || ev.action[size_t(e)] != Action::Alloc)
+            return nullptr;
+        const Allocation& a = dev.allocations[id.value];
+        return a.allocEvent == e ? &a : nullptr;
+    };
+    EventIndex firstForward = kNoEvent;
+    for (EventIndex e = 0; e < n && firstForward == kNoEvent; ++e)
+        if (named(e) && tl.phase[size_t(e)] == Phase::Forward)
+            firstForward = e;
+    if (firstForward == kNoEvent)
+        return 0;
+    std::unordered_set<int64_t> stateSizes;
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = releaseOf(a);
+        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
+            stateSizes.insert(sizeKey(a.size));
+    }
+    size_t placed = 0;
+    // Gradients kept from one backward to the next (accumulated in place, zero_grad without
+    // set_to_none) are made once: the sizes of every backward so far count.
+    std::unordered_set<int64_t> gradientSizes;
+    for (EventIndex e = 0; e < n;) {
+        if (!(named(e) && tl.phase[size_t(e)] == Phase::Backward)) {
+            ++e;
+            continue;
+        }
+        // A named backward: to its last named event before the next named forward.
+        const EventIndex start = e;
+        EventIndex last = e, next = n;
+        for (EventIndex k = e + 1; k < n; ++k) {
+            if (named(k) && tl.phase[size_t(k)] == Phase::Forward) {
+                next = k;
+                break;
+            }
+            if (named(k) && tl.phase[size_t(k)] == Phase::Backward)
+                last = k;
+        }
+        for (EventIndex k = start; k <= last; ++k)
+            if (const Allocation* a = bornAt(k)) {
+                const EventIndex r = releaseOf(*a);
+                if ((r == kNoEvent || r > last) && stateSizes.count(sizeKey(a->size)))
+                    gradientSizes.insert(sizeKey(a->size));
+            }
+        EventIndex first = kNoEvent, end = kNoEvent;
+        size_t made = 0, kept = 0;
+        for (EventIndex k = last + 1; k < next; ++k) {
+            const Allocation* a = bornAt(k);
+            if (!a || named(k) || !gradientSizes.count(sizeKey(a->size)))
+                continue;
+            ++made;
+            const EventIndex r = releaseOf(*a);
+            kept += r == kNoEvent || r >= next;
+            if (first == kNoEvent)
+                first = k;
+            end = std::max(k, r == kNoEvent || r >= next ? k : r);
+        }
+        if (first != kNoEvent && (kept > 0 || made * 2 >= gradientSizes.size()))
+            for (EventIndex k = first; k <= end; ++k)
+                if (!named(k)) {
+                    tl.phase[size_t(k)] = Phase::OptimizerStep;
+                    tl.source[size_t(k)] = PhaseSource::Structure;
+                    ++placed;
+                }
+        e = next;
+    }
+    return placed;
+}
+
 } // namespace
 
 size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
@@ -93,15 +176,16 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
     const size_t n = ev.count();
     if (n < 2 || tl.phase.size() != n)
         return 0;
-    bool anyAlloc = false, stepNamed = false;
+    bool anyAlloc = false, stepNamed = false, passesNamed = false;
     for (size_t e = 0; e < n; ++e) {
         const PhaseSource s = tl.source[e];
         const bool named = s == PhaseSource::Frames || s == PhaseSource::Annotation;
-        if (named && (tl.phase[e] == Phase::Forward || tl.phase[e] == Phase::Backward))
-            return 0; // the frames or annotations show the passes
+        passesNamed = passesNamed || (named && (tl.phase[e] == Phase::Forward || tl.phase[e] == Phase::Backward));
         stepNamed = stepNamed || (named && tl.phase[e] == Phase::OptimizerStep);
         anyAlloc = anyAlloc || ev.action[e] == Action::Alloc;
     }
+    if (passesNamed)
+        return stepNamed ? 0 : optimizerAfterNamedBackward(dev, tl); // the frames or annotations show the passes
     if (!anyAlloc)
         return 0; // no history: no stream to read
 
@@ -240,6 +324,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
     }
 
     size_t placed = 0;
+    std::unordered_set<int64_t> keptGradientSizes; // of every backward so far (see optimizerAfterNamedBackward)
     for (size_t k = 0; k < sw.size(); ++k) {
         const Swing& s = sw[k];
         const EventIndex fStart = forwardStart[k];
@@ -318,7 +403,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         }
         size_t allocs = 0, freesIn = 0;
         int64_t freedOfForward = 0;
-        std::unordered_set<int64_t> gradientSizes;
+        std::unordered_set<int64_t> gradientSizes; // made by this fall and kept
         for (EventIndex e = releaseStart; e <= releaseEnd; ++e) {
             if (const Allocation* a = bornAt(size_t(e))) {
                 ++allocs;
@@ -351,7 +436,10 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         }
         place(tl, fStart, releaseStart - 1, Phase::Forward, placed);
         place(tl, releaseStart, fall == Phase::Forward ? s.fallEnd : releaseEnd, fall, placed);
-        if (fall != Phase::Backward || stepNamed || gradientSizes.empty())
+        if (fall != Phase::Backward || stepNamed)
+            continue;
+        keptGradientSizes.insert(gradientSizes.begin(), gradientSizes.end());
+        if (keptGradientSizes.empty())
             continue;
         // The optimizer step: after the backward and before the next forward, the stretch that
         // makes blocks of a gradient's size (state at the first step, out-of-place updates, the
@@ -361,7 +449,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         size_t made = 0, kept = 0;
         for (EventIndex e = releaseEnd + 1; e < gapEnd; ++e) {
             const Allocation* a = bornAt(size_t(e));
-            if (!a || !gradientSizes.count(sizeKey(a->size)))
+            if (!a || !keptGradientSizes.count(sizeKey(a->size)))
                 continue;
             ++made;
             const EventIndex r = releaseOf(*a);
@@ -370,7 +458,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
                 first = e;
             last = std::max(e, r == kNoEvent || r >= gapEnd ? e : r);
         }
-        if (first != kNoEvent && (kept > 0 || made * 2 >= gradientSizes.size()))
+        if (first != kNoEvent && (kept > 0 || made * 2 >= keptGradientSizes.size()))
             place(tl, first, last, Phase::OptimizerStep, placed);
     }
     return placed;

@@ -117,6 +117,49 @@ Fixture framelessNoGradForward()
     return r.finish();
 }
 
+// A training run whose frames name the forward (nn.Module's call) and the backward (the autograd
+// engine), with a hand-written Adam in the user's own file `optimizerFile` that subclasses nothing
+// (no Optimizer.step annotation): its first step makes two moments per parameter, every step one
+// temporary per parameter.
+Fixture namedPassesUserOptimizer(const std::string& optimizerFile)
+{
+    using poolscope::testing::kCall;
+    using poolscope::testing::kT;
+    FixtureRecorder r;
+    const StackId init = r.stack({{kT + "nn/init.py", "kaiming_uniform_", 459}, {"/home/u/qzx/net.py", "__init__", 12}});
+    const StackId fwd = r.stack(poolscope::testing::frames({{"/home/u/qzx/net.py", "forward", 30}}, kCall));
+    const StackId engine = r.stack({{"", "torch::autograd::Engine::evaluate_function", 0}});
+    const StackId accumulate = r.stack({{"", "torch::autograd::AccumulateGrad::apply", 0}, {"", "torch::autograd::Engine::evaluate_function", 0}});
+    const StackId step = r.stack({{optimizerFile, "step", 41}, {"/home/u/qzx/train.py", "<module>", 9}});
+    for (int64_t s : kParams)
+        r.alloc(s, init, Pool::Parameter);
+    std::vector<uint64_t> grads;
+    for (int it = 0; it < 2; ++it) {
+        std::vector<uint64_t> saved;
+        for (int l = 0; l < kLayers; ++l) {
+            const uint64_t scratch = r.alloc(128 << 10, fwd, Pool::Temporary);
+            r.free(scratch, fwd);
+            saved.push_back(r.alloc(1 << 20, fwd, Pool::Activation));
+        }
+        for (int l = kLayers - 1; l >= 0; --l) {
+            const uint64_t gradIn = r.alloc(256 << 10, engine, Pool::Temporary);
+            r.free(saved[size_t(l)], engine);
+            if (size_t(l) < kParams.size() && it == 0)
+                grads.push_back(r.alloc(kParams[size_t(l)], accumulate, Pool::Gradient));
+            r.free(gradIn, engine);
+        }
+        for (int64_t s : kParams) {
+            if (it == 0) {
+                r.alloc(s, step, Pool::OptimizerState);
+                r.alloc(s, step, Pool::OptimizerState);
+            }
+            const uint64_t update = r.alloc(s, step, Pool::Temporary);
+            r.free(update, step);
+        }
+    }
+    return r.finish();
+}
+
 Classification classified(const Fixture& f) { return classify(*f.trace, f.trace->devices[0], poolscope::testing::shippedRules()); }
 
 // Parameters, gradients and optimizer state exactly; at least 95 % of all bytes in their true pool
@@ -232,6 +275,23 @@ private slots:
         const Classification c = classified(f);
         for (PhaseSource s : c.phases.source)
             QVERIFY(s != PhaseSource::Structure);
+    }
+
+    void userOptimizerFoundFromTheStream()
+    {
+        // The optimizer's file named like an optimizer or not: the same pools, from the stream.
+        for (const std::string file : {"/home/u/qzx/adam_step.py", "/home/u/qzx/f3a9c1.py"}) {
+            const Fixture f = namedPassesUserOptimizer(file);
+            const Classification c = classified(f);
+            QVERIFY(c.facts.backwardPasses >= 1);
+            QVERIFY2(c.facts.optimizerSteps == 2, file.c_str());
+            for (size_t i = 0; i < c.size(); ++i) {
+                if (f.truth[i] != Pool::OptimizerState)
+                    continue;
+                QVERIFY2(c.pool[i] == Pool::OptimizerState, qPrintable(QString::fromStdString(file) + ": " + QString::fromLatin1(poolName(c.pool[i]).data())));
+                QVERIFY(c.confidence[i] < 70); // only the stream placed the step
+            }
+        }
     }
 
     void userFileNamesNameNoPhase()
