@@ -34,8 +34,15 @@ void perParameterStateByOrder(const DeviceTrace& dev, Classification& c)
         return; // too few to split, or more blocks than a quadratic search should look at
     // The parameters are the first run; the largest run that works (a model's layers repeat, so a
     // shorter run of the first layers can match the next layers by size by coincidence).
+    // Prefix sums of the sizes: a run can match only where its bytes are K times the first run's,
+    // which rules out almost every split before anything is sorted.
+    std::vector<int64_t> prefix(n + 1, 0);
+    for (size_t k = 0; k < n; ++k)
+        prefix[k + 1] = prefix[k] + mirrorKey(dev.allocations[kept[k]].size);
     size_t len = 0, groups = 0;
     for (size_t p = n / 3; p >= 2 && !len; --p) {
+        if (prefix[3 * p] - prefix[p] != 2 * prefix[p] && (4 * p > n || prefix[4 * p] - prefix[p] != 3 * prefix[p]))
+            continue;
         const std::vector<int64_t> params = sizesOf(0, p);
         if (params.front() == params.back())
             continue; // one repeated size: a pool of equal buffers, not a model's weights
