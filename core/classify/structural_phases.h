@@ -8,11 +8,11 @@
 //   it ends, so the bytes alive rise to a peak. Model set-up before it (weights built or loaded)
 //   rises too but makes no short-lived temporaries; a forward's operators do, so the forward starts
 //   at the first block of the rise that is let go of again.
-// - After the peak the bytes fall. In a backward the autograd engine frees what the forward saved
-//   while its operators allocate gradients and scratch (allocations interleaved with the frees); a
-//   graph dropped without backward is released in one burst with hardly an allocation (teardown).
-//   A fall with allocations but nothing the backward produces that outlives it, and little of the
-//   forward's bytes released, is no backward: the forward freeing its own scratch.
+// - After the peak the bytes fall. In a backward the autograd engine frees what the forward saved,
+//   last made first freed, while its operators allocate gradients and scratch (allocations
+//   interleaved with the frees); a graph dropped without backward is released in one burst with
+//   hardly an allocation (teardown). A fall that releases little of the forward's bytes, or not in
+//   reverse order, is no backward: the forward freeing its own scratch.
 // - After a backward, blocks of a gradient's size (a block the backward made and kept) that outlive
 //   the stretch, or many such made and freed there, are the optimizer step (state made at the first
 //   step, out-of-place updates, foreach temporaries). Only where nothing (annotation or frame) named
@@ -28,8 +28,10 @@
 namespace poolscope {
 
 // Assigns phases (source Structure) to the events of `tl` that no frame or annotation placed, when
-// none placed a forward or a backward on this device and the device has allocation history.
-// Returns the number of events it placed.
+// none placed a forward or a backward on this device and the device has allocation history. Where
+// frames do name the passes but nothing names an optimizer step, only the optimizer step after each
+// named backward is placed (its events otherwise inherit the backward's phase). Returns the number
+// of events it placed.
 size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl);
 
 // Whether an allocation's phases rest on the stream's shape alone: its birth or free event was
