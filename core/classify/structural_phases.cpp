@@ -1,6 +1,7 @@
 #include "core/classify/structural_phases.h"
 
 #include "core/classify/classifier.h"
+#include "core/classify/structural_repetition.h"
 
 #include <algorithm>
 #include <unordered_set>
@@ -168,6 +169,16 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
     return placed;
 }
 
+// A run whose bytes show no pass's rise and fall (forwards under no_grad let go of each layer's
+// scratch as they go): its forwards where its layers' sizes repeat (structural_repetition.h).
+size_t placeRepeatedForwards(const RepeatedForwards& calls, PhaseTimeline& tl)
+{
+    size_t placed = 0;
+    for (const EventSpan& f : calls.calls)
+        place(tl, f.first, f.last, Phase::Forward, placed);
+    return placed;
+}
+
 } // namespace
 
 size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
@@ -288,8 +299,9 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         if (highAt > lowAt && rise >= threshold && (all[n - 1] - all[size_t(lowAt)]) * 4 >= rise * 3 && passStart(open) != kNoEvent)
             sw.push_back(open);
     }
+    const RepeatedForwards calls = forwardsByRepetition(dev);
     if (sw.empty())
-        return 0;
+        return placeRepeatedForwards(calls, tl);
 
     std::vector<EventIndex> forwardStart(sw.size(), kNoEvent);
     for (size_t k = 0; k < sw.size(); ++k)
@@ -304,7 +316,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             break;
         }
     if (firstForward == kNoEvent)
-        return 0; // rises of kept blocks only: weights being built or loaded, no pass
+        return placeRepeatedForwards(calls, tl); // rises of kept blocks only: weights built or loaded, no pass's shape
     for (const Allocation& a : dev.allocations) {
         const EventIndex r = releaseOf(a);
         if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
@@ -323,6 +335,10 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             forwardStart.back() = kNoEvent;
     }
 
+    // Kept to undo the swings' reading where the repetition reads the run better (below).
+    const std::vector<Phase> phaseBefore = tl.phase;
+    const std::vector<PhaseSource> sourceBefore = tl.source;
+    bool anyBackward = false;
     size_t placed = 0;
     std::unordered_set<int64_t> keptGradientSizes; // of every backward so far (see optimizerAfterNamedBackward)
     for (size_t k = 0; k < sw.size(); ++k) {
@@ -436,6 +452,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         }
         place(tl, fStart, releaseStart - 1, Phase::Forward, placed);
         place(tl, releaseStart, fall == Phase::Forward ? s.fallEnd : releaseEnd, fall, placed);
+        anyBackward = anyBackward || fall == Phase::Backward;
         if (fall != Phase::Backward || stepNamed)
             continue;
         keptGradientSizes.insert(gradientSizes.begin(), gradientSizes.end());
@@ -461,6 +478,22 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         if (first != kNoEvent && (kept > 0 || made * 2 >= keptGradientSizes.size()))
             place(tl, first, last, Phase::OptimizerStep, placed);
     }
+    // A no-grad forward whose layers each rise and fall (weights brought in per layer, a large
+    // attention score let go of at the layer's end) shows a swing per layer, none of whose falls is
+    // a backward: where the layers' sizes repeat and one stretch of alike layers holds three such
+    // swings or more, the swings are its layers and the calls the passes. (A training step's swing
+    // is a pass whose fall is its backward, however its steps repeat.)
+    if (!anyBackward)
+        for (const EventSpan& run : calls.layerRuns) {
+            size_t inside = 0;
+            for (const Swing& s : sw)
+                inside += s.trough >= run.first && s.peak <= run.last;
+            if (inside >= 3) {
+                tl.phase = phaseBefore;
+                tl.source = sourceBefore;
+                return placeRepeatedForwards(calls, tl);
+            }
+        }
     return placed;
 }
 
