@@ -133,7 +133,7 @@ public:
         classify_detail::perParameterStateByOrder(m_dev, c);
         classify_detail::stepReplacements(m_dev, c);
         classify_detail::workspaceBySize(m_dev, c);
-        classify_detail::forwardCache(m_dev, c);
+        classify_detail::forwardCache(m_trace, m_dev, c);
         countSizes(c);
         classify_detail::stateRewrittenBetweenPasses(m_dev, c);
         classify_detail::autocastCastsByCount(m_trace, m_dev, c);
