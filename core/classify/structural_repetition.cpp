@@ -161,21 +161,25 @@ RepeatedForwards forwardsByRepetition(const DeviceTrace& dev)
     // A loop over the parameters (a zeroth-order optimizer's perturbation drawing one random tensor
     // per parameter, an update, a gradient clip) repeats with the model's layers too, but what it
     // makes pairs one to one with the blocks alive where the first stretch begins (made before it
-    // and kept across it: the parameters), once each. A forward's layers make activations of the
+    // and kept across it: the parameters), once each per pass over them. A forward's layers make activations of the
     // batch's shape, many of one size, against at most a few such blocks.
     {
         const EventIndex at = births[layers.front().a].event;
         std::unordered_map<int64_t, size_t> state;
+        size_t stateBlocks = 0;
         for (const Allocation& a : dev.allocations) {
             const EventIndex r = releaseOf(a);
-            if ((a.preexisting() || a.allocEvent < at) && (r == kNoEvent || r > at))
+            if ((a.preexisting() || a.allocEvent < at) && (r == kNoEvent || r > at)) {
                 ++state[sizeKey(a.size)];
+                ++stateBlocks;
+            }
         }
         layers.erase(std::remove_if(layers.begin(), layers.end(),
                                     [&](const Stretch& s) {
                                         std::unordered_map<int64_t, size_t> left = state;
                                         int64_t all = 0, paired = 0;
-                                        for (size_t i = s.a; i <= s.b; ++i) {
+                                        // One pass over the parameters (a loop may run several).
+                                        for (size_t i = s.a; i <= s.b && i < s.a + stateBlocks; ++i) {
                                             all += births[i].size;
                                             auto it = left.find(births[i].size);
                                             if (it != left.end() && it->second > 0) {
