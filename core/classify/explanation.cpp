@@ -62,7 +62,8 @@ std::string phaseEvidence(const Trace& trace, const DeviceTrace& dev, const Clas
         // What in the stream placed it (structural_phases.cpp), per phase.
         switch (ph) {
         case Phase::Forward:
-            s += ", from the allocation stream's shape (no frame or annotation named it): a rise of the bytes alive to a peak";
+            s += ", from the allocation stream's shape (no frame or annotation named it): a rise of the bytes alive to a peak, or "
+                 "a call whose layers repeat the same sizes (a forward without backward)";
             break;
         case Phase::Backward:
             s += ", from the allocation stream's shape (no frame or annotation named it): the fall after a forward's peak that "
