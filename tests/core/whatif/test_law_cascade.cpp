@@ -2,12 +2,14 @@
 // that decided its law and the candidates it chose among, explain --law prints them, and
 // docs/size-laws.md lists the steps in the code's order.
 #include "core/classify/classifier.h"
+#include "core/run_poolscope.h"
 #include "core/synth/synth.h"
 #include "core/whatif/law_explain.h"
 #include "core/whatif/size_laws.h"
 #include "core/whatif/whatif.h"
 
 #include <QFile>
+#include <QFileInfo>
 #include <QtTest>
 
 #include <map>
@@ -53,6 +55,7 @@ private slots:
     void everyLawNamesItsDecider();
     void explainShowsTheStepAndWhatItRuledOut();
     void docsListTheStepsInOrder();
+    void explainLawOnARealDump();
 };
 
 void TestLawCascade::everyLawNamesItsDecider_data()
@@ -147,6 +150,27 @@ void TestLawCascade::docsListTheStepsInOrder()
         QVERIFY2(doc.contains(row), qPrintable("docs/size-laws.md lacks the row " + row));
     }
     QVERIFY2(!doc.contains(QString("| %1 |").arg(steps.size() + 1)), "docs/size-laws.md lists more steps than the code");
+}
+
+// As a user runs it: a softmax-sized tensor of wed_training_128 (attention scores of 8192 B per token,
+// the bytes of an MLP activation too) made in the first layer's attention at event 60.
+void TestLawCascade::explainLawOnARealDump()
+{
+    const QString file = QString(POOLSCOPE_CORPUS_DIR) + "/wed_training_128.pickle";
+    if (!QFileInfo::exists(file))
+        QSKIP("corpus not present");
+    if (!QFileInfo::exists(testing::poolscopeBinary()))
+        QSKIP("the poolscope executable is not built");
+    const auto r = testing::runPoolscope({"explain", file, "--addr", "0x7eb000000", "--index", "61", "--law", "--json"});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const nlohmann::json j = nlohmann::json::parse(r.out.toStdString());
+    QCOMPARE(j["allocation"]["alloc_event"].get<int>(), 60);
+    const nlohmann::json& law = j["size_law"];
+    QCOMPARE(law["law"].get<std::string>(), std::string("x b*s^2"));
+    QCOMPARE(law["step"]["name"].get<std::string>(), std::string("score frames"));
+    QCOMPARE(law["candidates"].size(), size_t(2));
+    QCOMPARE(law["ruled_out"].size(), size_t(1));
+    QCOMPARE(law["ruled_out"][0].get<std::string>(), std::string("x b*s"));
 }
 
 QTEST_GUILESS_MAIN(TestLawCascade)
