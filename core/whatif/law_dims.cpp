@@ -1,6 +1,7 @@
-// The run's dimensions for the size laws: model dimensions from the parameters, the token count T,
-// the sequence length s, the attention-score width, and the weight matrices (per unit and others).
-#include "core/whatif/law_decider.h"
+// The cascade's finders of the run's dimensions: model dimensions from the parameters, the token
+// count T, the sequence length s, the attention-score width, and the weight matrices (per unit and
+// others). They decide no law (a position embedding found with s is decided by the step after).
+#include "core/whatif/law_cascade.h"
 
 #include "core/util/units.h"
 
@@ -23,7 +24,7 @@ std::unordered_set<int64_t> modelDims(const std::unordered_map<int64_t, int64_t>
     for (auto& [size, count] : paramCount)
         if (count >= 2 || size * 200 >= total)
             repeated.emplace_back(size, count);
-    std::sort(repeated.begin(), repeated.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    std::sort(repeated.begin(), repeated.end(), [](auto& p, auto& q) { return p.second != q.second ? p.second > q.second : p.first < q.first; });
     if (repeated.size() > 64)
         repeated.resize(64);
     std::unordered_set<int64_t> dims{1};
@@ -58,36 +59,36 @@ bool explainedByDimension(int64_t width, const std::unordered_set<int64_t>& dims
 }
 
 // T: the token unit that explains the most bytes as T x (model dimension) x (small factor).
-void LawDecider::findTokens()
+void findTokens(LawContext& x)
 {
     std::unordered_map<int64_t, int64_t> bytesBySize;
-    for (size_t a = 0; a < m_m.allocationCount; ++a)
-        if (open(a))
-            bytesBySize[size(a)] += size(a);
+    for (size_t a = 0; a < x.m.allocationCount; ++a)
+        if (x.open(a))
+            bytesBySize[x.size(a)] += x.size(a);
     std::vector<std::pair<int64_t, int64_t>> sizes(bytesBySize.begin(), bytesBySize.end());
-    std::sort(sizes.begin(), sizes.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+    std::sort(sizes.begin(), sizes.end(), [](auto& p, auto& q) { return p.second != q.second ? p.second > q.second : p.first < q.first; });
     if (sizes.size() > kMaxSizes)
         sizes.resize(kMaxSizes);
-    if (m_dims.size() <= 1 || sizes.empty())
+    if (x.weights.dims.size() <= 1 || sizes.empty())
         return;
     // The residual stream: a layer's input is T tokens x the norm weight's bytes (a vector that
     // repeats once or twice per layer), whatever the element size both share.
-    const int64_t U = m_m.passes.empty() ? 0 : m_m.passes.front().inputBytes;
-    if (U > 0 && m_m.layersPerPass > 0) {
+    const int64_t U = x.m.passes.empty() ? 0 : x.m.passes.front().inputBytes;
+    if (U > 0 && x.m.layersPerPass > 0) {
         // Candidates: parameter sizes that repeat at least once per unit and divide the input. The
         // token ids moved to the device (int64, one per token) pick among them; failing those, a
         // norm comes once or twice per unit (pre-norm blocks, plus the final one), preferred over
         // vectors that repeat more often (biases beside it, quantisation statistics), and then the
         // most repeated.
-        const int64_t L = m_m.layersPerPass;
+        const int64_t L = x.m.layersPerPass;
         std::unordered_set<int64_t> ids;
-        for (size_t a = 0; a < m_m.allocationCount; ++a)
-            if (m_m.pool[a] == Pool::Input && size(a) % 8 == 0)
-                ids.insert(size(a) / 8);
+        for (size_t a = 0; a < x.m.allocationCount; ++a)
+            if (x.m.pool[a] == Pool::Input && x.size(a) % 8 == 0)
+                ids.insert(x.size(a) / 8);
         auto normLike = [&](int64_t count) { return count == L || count == L + 1 || count == 2 * L || count == 2 * L + 1; };
         int64_t norm = 0, normCount = 0;
         int normRank = -1;
-        for (auto& [bytes, count] : m_paramCount) {
+        for (auto& [bytes, count] : x.weights.paramCount) {
             if (count < L || U % bytes != 0 || U / bytes < 2)
                 continue;
             // The ids speak for a norm of the activations' element size, or of twice or half it
@@ -102,17 +103,17 @@ void LawDecider::findTokens()
             }
         }
         if (norm > 0) {
-            m_m.dims.tokens = U / norm;
-            m_m.dims.tokensFrom = "a layer's input (" + formatBytes(U) + ") over a norm weight's (" + formatBytes(norm) + ")";
+            x.m.dims.tokens = U / norm;
+            x.m.dims.tokensFrom = "a layer's input (" + formatBytes(U) + ") over a norm weight's (" + formatBytes(norm) + ")";
             // Weights and activations of different element sizes (fp32 weights, 16-bit activations)
             // make that T/2 or 2T: the token ids (int64, one per token) moved to the device decide.
-            for (size_t a = 0; a < m_m.allocationCount; ++a) {
-                if (m_m.pool[a] != Pool::Input || size(a) % 8 != 0)
+            for (size_t a = 0; a < x.m.allocationCount; ++a) {
+                if (x.m.pool[a] != Pool::Input || x.size(a) % 8 != 0)
                     continue;
-                const int64_t ids = size(a) / 8;
-                if (ids == 2 * m_m.dims.tokens || 2 * ids == m_m.dims.tokens) {
-                    m_m.dims.tokens = ids;
-                    m_m.dims.tokensFrom += ", as many as the token ids moved to the device";
+                const int64_t ids = x.size(a) / 8;
+                if (ids == 2 * x.m.dims.tokens || 2 * ids == x.m.dims.tokens) {
+                    x.m.dims.tokens = ids;
+                    x.m.dims.tokensFrom += ", as many as the token ids moved to the device";
                     break;
                 }
             }
@@ -121,7 +122,7 @@ void LawDecider::findTokens()
     }
     std::unordered_set<int64_t> candidates;
     for (size_t i = 0; i < std::min<size_t>(4, sizes.size()); ++i)
-        for (int64_t d : m_dims)
+        for (int64_t d : x.weights.dims)
             for (int64_t f : kWidthFactors)
                 if (sizes[i].first % (d * f) == 0)
                     candidates.insert(sizes[i].first / (d * f));
@@ -130,7 +131,7 @@ void LawDecider::findTokens()
     // otherwise explain the same sizes (T x 4h fp32 = 16T x h/4 ...).
     auto exact = [&](int64_t width) {
         for (int64_t e : {1, 2, 4, 8})
-            if (width % e == 0 && width / e > 1 && m_dims.count(width / e))
+            if (width % e == 0 && width / e > 1 && x.weights.dims.count(width / e))
                 return true;
         return false;
     };
@@ -142,7 +143,7 @@ void LawDecider::findTokens()
         for (auto& [s, bytes] : sizes) {
             if (s % t != 0)
                 continue;
-            score += explainedByDimension(s / t, m_dims) ? bytes : 0;
+            score += explainedByDimension(s / t, x.weights.dims) ? bytes : 0;
             exactBytes += exact(s / t) ? bytes : 0;
         }
         if (std::tie(exactBytes, score, t) > std::tie(bestExact, bestScore, bestT)) {
@@ -151,34 +152,34 @@ void LawDecider::findTokens()
             bestT = t;
         }
     }
-    m_m.dims.tokens = bestT;
+    x.m.dims.tokens = bestT;
     if (bestT > 0)
-        m_m.dims.tokensFrom = "the unit that explains the most activation bytes as tokens x a parameter dimension";
+        x.m.dims.tokensFrom = "the unit that explains the most activation bytes as tokens x a parameter dimension";
 }
 
 // s: a causal mask is s x s (a comparison or triangle of s*s elements, 1 to 8 bytes each); position
 // ids are s long (arange); a position embedding is the token embedding over b.
-void LawDecider::findSeq()
+void findSeq(LawContext& x)
 {
-    const int64_t T = m_m.dims.tokens;
+    const int64_t T = x.m.dims.tokens;
     std::map<int64_t, int64_t> votes;
-    for (size_t a = 0; a < m_m.allocationCount; ++a) {
-        if (!open(a))
+    for (size_t a = 0; a < x.m.allocationCount; ++a) {
+        if (!x.open(a))
             continue;
-        const StackOpFacts& f = facts(a);
+        const StackOpFacts& f = x.facts(a);
         if (!f.has(StackOpFacts::MaskOp) || f.has(StackOpFacts::Backward))
             continue;
         for (int64_t e : {1, 2, 4, 8}) {
-            if (size(a) % e != 0)
+            if (x.size(a) % e != 0)
                 continue;
-            const int64_t q2 = size(a) / e;
+            const int64_t q2 = x.size(a) / e;
             int64_t q = 1;
             while ((q + 1) * (q + 1) <= q2)
                 ++q;
             if (q * q == q2 && q >= 8 && (T == 0 || T % q == 0)) {
                 ++votes[q];
-                if (f.userFrame && std::find(m_maskLines.begin(), m_maskLines.end(), f.userFrame) == m_maskLines.end())
-                    m_maskLines.push_back(f.userFrame);
+                if (f.userFrame && std::find(x.scores.maskLines.begin(), x.scores.maskLines.end(), f.userFrame) == x.scores.maskLines.end())
+                    x.scores.maskLines.push_back(f.userFrame);
             }
         }
     }
@@ -189,22 +190,22 @@ void LawDecider::findSeq()
             most = n;
         }
     if (best > 0) {
-        m_m.dims.seq = best;
-        m_m.dims.seqFrom = "a causal mask of s x s";
+        x.m.dims.seq = best;
+        x.m.dims.seqFrom = "a causal mask of s x s";
     }
     // Position ids: an arange of s integers in forward. Attention that builds no mask (SDPA's
     // is_causal, flash attention) and rotary positions leave only these. They speak after a mask
     // and before the position embedding's ratio to the tokens', which needs b > 1 to show at all.
     int64_t positionIds = 0;
-    if (m_m.dims.seq == 0) {
+    if (x.m.dims.seq == 0) {
         std::map<int64_t, int64_t> aranges;
-        for (size_t a = 0; a < m_m.allocationCount; ++a) {
-            const StackOpFacts& f = facts(a);
-            if (!open(a) || !f.has(StackOpFacts::Arange) || f.has(StackOpFacts::Backward) || birthPhase(m_c, a) == Phase::Backward)
+        for (size_t a = 0; a < x.m.allocationCount; ++a) {
+            const StackOpFacts& f = x.facts(a);
+            if (!x.open(a) || !f.has(StackOpFacts::Arange) || f.has(StackOpFacts::Backward) || birthPhase(x.c, a) == Phase::Backward)
                 continue;
             for (int64_t e : {8, 4})
-                if (size(a) % e == 0 && size(a) / e >= 8 && (T == 0 || T % (size(a) / e) == 0)) {
-                    ++aranges[size(a) / e];
+                if (x.size(a) % e == 0 && x.size(a) / e >= 8 && (T == 0 || T % (x.size(a) / e) == 0)) {
+                    ++aranges[x.size(a) / e];
                     break;
                 }
         }
@@ -217,49 +218,49 @@ void LawDecider::findSeq()
     }
     // Embedding outputs in forward: the largest is the tokens', one b times smaller broadcasts over the batch.
     int64_t tokenEmbedding = 0;
-    for (size_t a = 0; a < m_m.allocationCount; ++a)
-        if (open(a) && facts(a).has(StackOpFacts::Embedding) && !facts(a).has(StackOpFacts::Backward) &&
-            birthPhase(m_c, a) != Phase::Backward)
-            tokenEmbedding = std::max(tokenEmbedding, size(a));
-    for (size_t a = 0; a < m_m.allocationCount && tokenEmbedding > 0; ++a) {
-        if (!open(a) || !facts(a).has(StackOpFacts::Embedding) || facts(a).has(StackOpFacts::Backward) ||
-            birthPhase(m_c, a) == Phase::Backward)
+    for (size_t a = 0; a < x.m.allocationCount; ++a)
+        if (x.open(a) && x.facts(a).has(StackOpFacts::Embedding) && !x.facts(a).has(StackOpFacts::Backward) &&
+            birthPhase(x.c, a) != Phase::Backward)
+            tokenEmbedding = std::max(tokenEmbedding, x.size(a));
+    for (size_t a = 0; a < x.m.allocationCount && tokenEmbedding > 0; ++a) {
+        if (!x.open(a) || !x.facts(a).has(StackOpFacts::Embedding) || x.facts(a).has(StackOpFacts::Backward) ||
+            birthPhase(x.c, a) == Phase::Backward)
             continue;
-        const int64_t s = size(a);
+        const int64_t s = x.size(a);
         if (s == tokenEmbedding) {
             // One sequence in the batch: a position embedding (broadcast over b) has the token
             // embedding's bytes, and only the code could tell them apart. Said, not guessed.
-            m_embeddingsUnsure.push_back(a);
+            x.embeddingsUnsure.push_back(a);
         } else if (s < tokenEmbedding && tokenEmbedding % s == 0) {
             const int64_t b = tokenEmbedding / s;
-            if (m_m.dims.seq == 0 && T > 0 && T % b == 0) {
-                m_m.dims.seq = T / b;
-                m_m.dims.seqFrom = "a position embedding b times smaller than the token embedding";
+            if (x.m.dims.seq == 0 && T > 0 && T % b == 0) {
+                x.m.dims.seq = T / b;
+                x.m.dims.seqFrom = "a position embedding b times smaller than the token embedding";
             }
-            if (m_m.dims.seq == 0 || T == 0 || T / m_m.dims.seq == b)
-                set(a, SizeLaw::Seq, LawEvidence::Dimensions);
+            if (x.m.dims.seq == 0 || T == 0 || T / x.m.dims.seq == b)
+                x.positionEmbeddings.push_back(a); // decided by the next step, before the score width is read
         }
     }
-    if (m_m.dims.seq == 0 && positionIds > 0) {
-        m_m.dims.seq = positionIds;
-        m_m.dims.seqFrom = "position ids (an arange of s in forward)";
+    if (x.m.dims.seq == 0 && positionIds > 0) {
+        x.m.dims.seq = positionIds;
+        x.m.dims.seqFrom = "position ids (an arange of s in forward)";
     }
-    if (m_m.dims.seq > 0 && T > 0 && T % m_m.dims.seq == 0)
-        m_m.dims.batch = T / m_m.dims.seq;
+    if (x.m.dims.seq > 0 && T > 0 && T % x.m.dims.seq == 0)
+        x.m.dims.batch = T / x.m.dims.seq;
     // Two or more embedding outputs of the tokens' bytes in one forward make an ambiguity only
     // when b = 1; alone, or with b > 1, the largest is the tokens' own.
     std::map<uint32_t, int> perRun;
-    auto runOf = [&](size_t a) { return m_c.phases.runOf(m_dev.allocations[a]); };
-    for (size_t a : m_embeddingsUnsure)
+    auto runOf = [&](size_t a) { return x.c.phases.runOf(x.dev.allocations[a]); };
+    for (size_t a : x.embeddingsUnsure)
         ++perRun[runOf(a)];
-    std::erase_if(m_embeddingsUnsure, [&](size_t a) { return m_m.dims.batch > 1 || perRun[runOf(a)] < 2; });
+    std::erase_if(x.embeddingsUnsure, [&](size_t a) { return x.m.dims.batch > 1 || perRun[runOf(a)] < 2; });
 }
 
 // The score width: softmax's outputs (and its autograd node's) where the trace has them, else the
 // most common width (by bytes) that no model dimension explains.
-void LawDecider::findScoreWidth()
+void findScoreWidth(LawContext& x)
 {
-    const int64_t T = m_m.dims.tokens;
+    const int64_t T = x.m.dims.tokens;
     std::map<int64_t, int64_t> anchorBytes; // width (T known) or size -> bytes
     auto anchorOp = [&](const StackOpFacts& f) {
         if (f.has(StackOpFacts::LogSoftmax))
@@ -268,7 +269,7 @@ void LawDecider::findScoreWidth()
             return true;
         // The causal mask is applied to the scores and nothing else (masked_fill, where), in forward
         // or by their autograd nodes.
-        return m_m.dims.seq > 0 && (f.opKey == "maskedfill" || f.opKey == "where");
+        return x.m.dims.seq > 0 && (f.opKey == "maskedfill" || f.opKey == "where");
     };
     std::vector<std::pair<int64_t, FrameId>> anchorLines; // (width, the Python call site)
     std::map<int64_t, int64_t> forwardBytes, softmaxBytes; // of anchorBytes, the forward's and the fp32 operators' among them
@@ -276,23 +277,23 @@ void LawDecider::findScoreWidth()
     // exp, the scale...), not the context (attn @ v) that only a product makes.
     std::map<int64_t, std::set<std::string>> opsAt;
     auto pythonSite = [&](const StackOpFacts& f) {
-        return f.userFrame && f.has(StackOpFacts::Python) && m_trace.frames.frame(f.userFrame).isPython() &&
-               m_trace.frames.frame(f.userFrame).filename.ends_with(".py");
+        return f.userFrame && f.has(StackOpFacts::Python) && x.trace.frames.frame(f.userFrame).isPython() &&
+               x.trace.frames.frame(f.userFrame).filename.ends_with(".py");
     };
-    for (size_t a = 0; a < m_m.allocationCount; ++a) {
-        if (!open(a))
+    for (size_t a = 0; a < x.m.allocationCount; ++a) {
+        if (!x.open(a))
             continue;
-        const StackOpFacts& f = facts(a);
+        const StackOpFacts& f = x.facts(a);
         if (!anchorOp(f))
             continue;
-        if (T > 0 && (size(a) % T != 0 || size(a) / T <= 8))
+        if (T > 0 && (x.size(a) % T != 0 || x.size(a) / T <= 8))
             continue; // per-row statistics of the softmax (max, sum): tokens x heads
-        const int64_t w = T > 0 ? size(a) / T : size(a);
-        anchorBytes[w] += size(a);
+        const int64_t w = T > 0 ? x.size(a) / T : x.size(a);
+        anchorBytes[w] += x.size(a);
         if (!f.has(StackOpFacts::Backward)) {
-            forwardBytes[w] += size(a);
+            forwardBytes[w] += x.size(a);
             if (f.precision == OpPrecision::Fp32)
-                softmaxBytes[w] += size(a);
+                softmaxBytes[w] += x.size(a);
         }
         if (pythonSite(f))
             anchorLines.emplace_back(w, f.userFrame);
@@ -302,32 +303,32 @@ void LawDecider::findScoreWidth()
     // attention's signature instead, a product of two activations (no weight) and another score
     // operator (exp, the scale, max) on the same elements, less the context (attn @ v), which has
     // a layer input's bytes (at its own element size or the other 16/32-bit one).
-    const int64_t s = m_m.dims.seq;
-    const int64_t U = m_m.passes.empty() ? 0 : m_m.passes.front().inputBytes;
+    const int64_t s = x.m.dims.seq;
+    const int64_t U = x.m.passes.empty() ? 0 : x.m.passes.front().inputBytes;
     auto contextBytes = [&](int64_t bytes) { return U > 0 && (bytes == U || 2 * bytes == U || bytes == 2 * U); };
     const bool productPath = anchorBytes.empty() && T > 0;
     if (productPath)
-        for (size_t a = 0; a < m_m.allocationCount; ++a) {
-            const StackOpFacts& f = facts(a);
-            if (!open(a) || !f.has(StackOpFacts::ScoreOp) || f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Backward) ||
-                size(a) % T != 0)
+        for (size_t a = 0; a < x.m.allocationCount; ++a) {
+            const StackOpFacts& f = x.facts(a);
+            if (!x.open(a) || !f.has(StackOpFacts::ScoreOp) || f.has(StackOpFacts::LinearOp) || f.has(StackOpFacts::Backward) ||
+                x.size(a) % T != 0)
                 continue;
             if (s > 0) {
-                if (size(a) % (T * s) != 0)
+                if (x.size(a) % (T * s) != 0)
                     continue;
-                const int64_t headsTimesE = size(a) / (T * s);
+                const int64_t headsTimesE = x.size(a) / (T * s);
                 if (headsTimesE < 2 || headsTimesE > 1024)
                     continue;
-            } else if (size(a) / T <= 8 || contextBytes(size(a))) {
+            } else if (x.size(a) / T <= 8 || contextBytes(x.size(a))) {
                 continue;
             }
-            opsAt[size(a) / T].insert(f.opKey);
-            anchorBytes[size(a) / T] += size(a);
-            forwardBytes[size(a) / T] += size(a);
+            opsAt[x.size(a) / T].insert(f.opKey);
+            anchorBytes[x.size(a) / T] += x.size(a);
+            forwardBytes[x.size(a) / T] += x.size(a);
             if (f.precision == OpPrecision::Fp32)
-                softmaxBytes[size(a) / T] += size(a);
+                softmaxBytes[x.size(a) / T] += x.size(a);
             if (pythonSite(f))
-                anchorLines.emplace_back(size(a) / T, f.userFrame);
+                anchorLines.emplace_back(x.size(a) / T, f.userFrame);
         }
     if (productPath && s == 0) {
         auto signature = [&](int64_t w) {
@@ -351,18 +352,18 @@ void LawDecider::findScoreWidth()
         }
     }
     if (anchor > 0 && productPath && s == 0) {
-        m_m.dims.scoresFrom = "a product of two activations beside an exp, scale or mask on the same elements (s unknown)";
+        x.m.dims.scoresFrom = "a product of two activations beside an exp, scale or mask on the same elements (s unknown)";
     } else if (anchor > 0) {
-        m_m.dims.scoresFrom = "softmax's output, the causal mask's masked_fill or a product of b*a*s*s elements";
-    } else if (T > 0 && m_dims.size() > 1) {
+        x.m.dims.scoresFrom = "softmax's output, the causal mask's masked_fill or a product of b*a*s*s elements";
+    } else if (T > 0 && x.weights.dims.size() > 1) {
         std::map<int64_t, int64_t> unexplained;
         int64_t total = 0;
-        for (size_t a = 0; a < m_m.allocationCount; ++a) {
-            if (!open(a))
+        for (size_t a = 0; a < x.m.allocationCount; ++a) {
+            if (!x.open(a))
                 continue;
-            total += size(a);
-            if (size(a) % T == 0 && size(a) / T > 8 && !explainedByDimension(size(a) / T, m_dims))
-                unexplained[size(a) / T] += size(a);
+            total += x.size(a);
+            if (x.size(a) % T == 0 && x.size(a) / T > 8 && !explainedByDimension(x.size(a) / T, x.weights.dims))
+                unexplained[x.size(a) / T] += x.size(a);
         }
         for (auto& [w, bytes] : unexplained)
             if (bytes > most) {
@@ -370,8 +371,8 @@ void LawDecider::findScoreWidth()
                 anchor = w;
             }
         if (anchor > 0 && most * 100 >= total) {
-            m_m.dims.scoresFrom = "a width no parameter dimension explains";
-            m_scoresUnexplained = true;
+            x.m.dims.scoresFrom = "a width no parameter dimension explains";
+            x.scores.unexplained = true;
         }
         else
             anchor = 0;
@@ -380,19 +381,19 @@ void LawDecider::findScoreWidth()
         return;
     for (auto& [w, frame] : anchorLines)
         if (w == anchor || T == 0)
-            m_softmaxLines.emplace_back(frame, m_trace.frames.frame(frame).line);
+            x.scores.softmaxLines.emplace_back(frame, x.trace.frames.frame(frame).line);
     // Under autocast softmax (and exp) run in fp32, the scores around them (q @ k.T, the mask) in 16 bits.
-    if (m_m.autocastSeen)
-        m_anchorElement = softmaxBytes[anchor] > 0 ? 4 : 2; // an fp32 operator there makes the width fp32
+    if (x.m.autocastSeen)
+        x.scores.anchorElement = softmaxBytes[anchor] > 0 ? 4 : 2; // an fp32 operator there makes the width fp32
     // The family: the same elements at 1, 2, 4 and 8 bytes (masks, half-precision copies, fp32 upcasts).
     for (int64_t k : {4, 2}) {
         if (anchor % k == 0) {
-            (T > 0 ? (void)m_scoreWidths.push_back(anchor / k) : (void)m_scoreSizes.insert(anchor / k));
+            (T > 0 ? (void)x.scores.widths.push_back(anchor / k) : (void)x.scores.sizes.insert(anchor / k));
         }
     }
-    (T > 0 ? (void)m_scoreWidths.push_back(anchor) : (void)m_scoreSizes.insert(anchor));
-    (T > 0 ? (void)m_scoreWidths.push_back(anchor * 2) : (void)m_scoreSizes.insert(anchor * 2));
-    m_m.dims.scoreWidth = T > 0 ? anchor : 0;
+    (T > 0 ? (void)x.scores.widths.push_back(anchor) : (void)x.scores.sizes.insert(anchor));
+    (T > 0 ? (void)x.scores.widths.push_back(anchor * 2) : (void)x.scores.sizes.insert(anchor * 2));
+    x.m.dims.scoreWidth = T > 0 ? anchor : 0;
 }
 
 // Weight matrices (no vector: a norm's or a bias's weight is used elementwise, autocast casts only
@@ -402,12 +403,12 @@ void LawDecider::findScoreWidth()
 // head's logits), one the embedding only gathers from makes none of that width (its output is
 // tokens x h). Counted per pass among the outputs of matmul-family operators (all outputs where the
 // trace names no operator), at most `count`. Without the run's tokens or layer input: `count`.
-int64_t LawDecider::matmulReaders(int64_t bytes, int64_t count) const
+int64_t LawContext::matmulReaders(int64_t bytes, int64_t count) const
 {
-    const int64_t T = m_m.dims.tokens;
-    if (count <= 0 || T <= 0 || m_m.passes.empty() || m_m.passes.front().inputBytes <= 0)
+    const int64_t T = m.dims.tokens;
+    if (count <= 0 || T <= 0 || m.passes.empty() || m.passes.front().inputBytes <= 0)
         return count;
-    const ForwardPass& pass = m_m.passes.front();
+    const ForwardPass& pass = m.passes.front();
     const int64_t U = pass.inputBytes;
     std::unordered_set<int64_t> widths; // bytes of a tokens x rows output
     for (int64_t e : {2, 4}) {          // the residual stream's element size
@@ -426,37 +427,37 @@ int64_t LawDecider::matmulReaders(int64_t bytes, int64_t count) const
         return count;
     bool anyOperator = false;
     int64_t outputs = 0;
-    for (size_t a = 0; a < m_m.allocationCount; ++a) {
-        const Allocation& al = m_dev.allocations[a];
+    for (size_t a = 0; a < m.allocationCount; ++a) {
+        const Allocation& al = dev.allocations[a];
         if (al.preexisting() || al.allocEvent < pass.begin || al.allocEvent > pass.end || facts(a).has(StackOpFacts::Backward))
             continue;
-        anyOperator |= m_m.precision[a] != OpPrecision::Unknown;
+        anyOperator |= m.precision[a] != OpPrecision::Unknown;
     }
-    for (size_t a = 0; a < m_m.allocationCount; ++a) {
-        const Allocation& al = m_dev.allocations[a];
+    for (size_t a = 0; a < m.allocationCount; ++a) {
+        const Allocation& al = dev.allocations[a];
         if (al.preexisting() || al.allocEvent < pass.begin || al.allocEvent > pass.end || facts(a).has(StackOpFacts::Backward) ||
             !widths.count(size(a)))
             continue;
-        if (!anyOperator || m_m.precision[a] == OpPrecision::Lower)
+        if (!anyOperator || m.precision[a] == OpPrecision::Lower)
             ++outputs;
     }
     return std::min(count, outputs);
 }
 
-void LawDecider::findMatrices()
+void findMatrices(LawContext& x)
 {
     // A table only an embedding reads (its gradients all come from the embedding's backward) is no
     // matmul's weight: autocast never casts it.
     std::map<int64_t, std::pair<int, int>> gradsBySize; // bytes -> (from an embedding, all)
-    for (size_t a = 0; a < m_m.allocationCount; ++a)
-        if (m_m.pool[a] == Pool::Gradient && !m_dev.allocations[a].preexisting()) {
-            auto& [emb, all] = gradsBySize[size(a)];
+    for (size_t a = 0; a < x.m.allocationCount; ++a)
+        if (x.m.pool[a] == Pool::Gradient && !x.dev.allocations[a].preexisting()) {
+            auto& [emb, all] = gradsBySize[x.size(a)];
             ++all;
-            emb += facts(a).has(StackOpFacts::Embedding) || facts(a).has(StackOpFacts::IndexBackward) ? 1 : 0;
+            emb += x.facts(a).has(StackOpFacts::Embedding) || x.facts(a).has(StackOpFacts::IndexBackward) ? 1 : 0;
         }
-    const int L = m_m.layersPerPass;
-    for (auto& [bytes, count] : m_paramCount) {
-        if (m_vectors.count(bytes) || bytes < 4096)
+    const int L = x.m.layersPerPass;
+    for (auto& [bytes, count] : x.weights.paramCount) {
+        if (x.weights.vectors.count(bytes) || bytes < 4096)
             continue;
         // Tables of this size that only a gather reads: as many as the share of their gradients an
         // embedding or indexing node makes (an untied embedding beside a head of its size: one of two).
@@ -465,14 +466,14 @@ void LawDecider::findMatrices()
             tables = (count * it->second.first + it->second.second / 2) / it->second.second;
         const int64_t perUnit = L > 0 ? count / L : 0;
         for (int64_t i = 0; i < perUnit; ++i)
-            m_m.unitMatrices.push_back(bytes);
+            x.m.unitMatrices.push_back(bytes);
         const int64_t others = count - perUnit * std::max(L, 1);
-        const int64_t read = std::min(others - std::min(others, tables), matmulReaders(bytes, others));
+        const int64_t read = std::min(others - std::min(others, tables), x.matmulReaders(bytes, others));
         for (int64_t i = 0; i < read; ++i)
-            m_m.otherMatrices.push_back(bytes);
+            x.m.otherMatrices.push_back(bytes);
     }
-    std::sort(m_m.unitMatrices.begin(), m_m.unitMatrices.end());
-    std::sort(m_m.otherMatrices.begin(), m_m.otherMatrices.end());
+    std::sort(x.m.unitMatrices.begin(), x.m.unitMatrices.end());
+    std::sort(x.m.otherMatrices.begin(), x.m.otherMatrices.end());
 }
 
 } // namespace poolscope::law_detail

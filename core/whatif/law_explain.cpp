@@ -1,7 +1,8 @@
 #include "core/whatif/law_explain.h"
 
 #include "core/util/units.h"
-#include "core/whatif/law_decider.h"
+#include "core/whatif/law_cascade.h"
+#include "core/whatif/size_laws.h"
 #include "core/whatif/stack_facts.h"
 
 namespace poolscope {
@@ -91,6 +92,20 @@ LawExplanation explainLaw(const Trace& trace, const DeviceTrace& dev, const Trac
         e.dims = "no token count found";
     }
     e.precision = precisionOf(m.precision[a]);
+    const auto steps = lawSteps();
+    e.steps = int(steps.size());
+    if (a < m.lawStep.size() && m.lawStep[a] < steps.size()) {
+        e.step = int(m.lawStep[a]);
+        e.stepName = steps[size_t(e.step)].name;
+        e.stepDoes = steps[size_t(e.step)].does;
+        for (SizeLaw l : {SizeLaw::Fixed, SizeLaw::Linear, SizeLaw::Quadratic, SizeLaw::Batch, SizeLaw::Seq, SizeLaw::SeqSquared}) {
+            if (!(m.lawCandidates[a] & law_detail::lawBit(l)))
+                continue;
+            e.candidates.push_back(l);
+            if (l != e.law)
+                e.ruledOut.push_back(l);
+        }
+    }
     if (e.evidence == LawEvidence::Default && !al.preexisting()) {
         StackOpFacts none;
         const std::string site = law_detail::siteName(trace, al, none);
@@ -104,10 +119,27 @@ LawExplanation explainLaw(const Trace& trace, const DeviceTrace& dev, const Trac
     return e;
 }
 
+static std::string lawList(const std::vector<SizeLaw>& laws)
+{
+    std::string out;
+    for (SizeLaw l : laws)
+        out += (out.empty() ? "" : ", ") + std::string(sizeLawName(l));
+    return out;
+}
+
 std::string lawExplanationText(const LawExplanation& e)
 {
     std::string out = "size law: " + std::string(sizeLawName(e.law)) + ", " + e.formula + "\n";
     out += "  decided by: " + std::string(lawEvidenceName(e.evidence)) + ": " + e.why + "\n";
+    if (e.step >= 0) {
+        out += "  cascade step " + std::to_string(e.step + 1) + " of " + std::to_string(e.steps) + ", " + e.stepName + ": " + e.stepDoes + "\n";
+        // Every law is a candidate until a step narrows them: all six means nothing narrowed them.
+        if (e.candidates.size() < 6)
+            out += "  candidates: " + lawList(e.candidates) +
+                   (e.ruledOut.empty() ? std::string("") : "; ruled out by this step: " + lawList(e.ruledOut)) + "\n";
+        else
+            out += "  candidates: any law (no step narrowed them by size before this one): it chose " + std::string(sizeLawName(e.law)) + "\n";
+    }
     out += "  dimensions: " + e.dims + "\n";
     out += "  precision: " + e.precision + "\n";
     if (!e.ambiguity.empty())
@@ -126,6 +158,17 @@ nlohmann::json lawExplanationJson(const LawExplanation& e)
     j["precision"] = e.precision;
     j["weight_cast"] = e.weightCast;
     j["ambiguity"] = e.ambiguity.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.ambiguity);
+    if (e.step >= 0) {
+        j["step"] = {{"index", e.step + 1}, {"of", e.steps}, {"name", e.stepName}, {"does", e.stepDoes}};
+        auto names = [](const std::vector<SizeLaw>& laws) {
+            nlohmann::json out = nlohmann::json::array();
+            for (SizeLaw l : laws)
+                out.push_back(std::string(sizeLawName(l)));
+            return out;
+        };
+        j["candidates"] = names(e.candidates);
+        j["ruled_out"] = names(e.ruledOut);
+    }
     return j;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 namespace poolscope {
 
@@ -18,6 +19,11 @@ struct LawExplanation {
     std::string ambiguity; // where the law was taken, not decided: the site and the other law
     std::string precision; // how autocast treats the operator that made it
     bool weightCast = false;
+    // The cascade step that decided it (size_laws.h, lawSteps()): its place, name and job.
+    int step = -1, steps = 0;
+    std::string stepName, stepDoes;
+    std::vector<SizeLaw> candidates; // the laws it chose among, its own included
+    std::vector<SizeLaw> ruledOut;   // the candidates it removed
 };
 
 LawExplanation explainLaw(const Trace& trace, const DeviceTrace& dev, const TraceModel& model, size_t allocation);

@@ -4,16 +4,24 @@
 #include "core/whatif/stack_facts.h"
 #include "core/whatif/trace_model.h"
 
-#include <functional>
+#include <string_view>
 #include <vector>
 
 namespace poolscope {
 
-// Fills TraceModel::law, lawEvidence, precision, weightCast, stepWorkspace, dims, ambiguous and
-// ambiguousBytes (requestedSize and pool must be set). `facts` is stackFacts(trace.frames). Between
-// deciding what follows the weights and the token laws it calls `findLayers`: the layer input (the
-// residual stream) is what the token count is read from.
+// Fills TraceModel::law, lawEvidence, lawStep, lawCandidates, precision, weightCast, stepWorkspace,
+// mask, gradSource, dims, ambiguous and ambiguousBytes, and (through the cascade's layer step) the
+// forward passes and their layers (requestedSize, pool and the phase facts must be set). `facts` is
+// stackFacts(trace.frames). The cascade's steps are listed by lawSteps().
 void decideSizeLaws(const Trace& trace, const DeviceTrace& dev, const Classification& c, const std::vector<StackOpFacts>& facts,
-                    TraceModel& m, const std::function<void()>& findLayers);
+                    TraceModel& m);
+
+// One step of the size-law cascade, in order: TraceModel::lawStep indexes this list.
+struct LawStepInfo {
+    std::string_view name;
+    std::string_view does;
+    bool decider = true; // false: a finder, which reads the run's structure and decides no law
+};
+std::vector<LawStepInfo> lawSteps();
 
 } // namespace poolscope

@@ -31,8 +31,6 @@ std::string_view sizeLawName(SizeLaw law)
     return "?";
 }
 
-// Defined in trace_model_layers.cpp: forward passes, their layers and the backward that follows.
-void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m);
 // Defined in trace_model_replay.cpp.
 void findReplayInputs(const Trace& trace, const DeviceTrace& dev, TraceModel& m);
 
@@ -228,7 +226,8 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
             m.firstStepEvent = run.first;
         }
     }
-    decideSizeLaws(trace, dev, c, stackFacts(trace.frames), m, [&] { findForwardPasses(trace, dev, c, m); });
+    // The cascade finds the forward passes and their layers too, between the weights' laws and the tokens'.
+    decideSizeLaws(trace, dev, c, stackFacts(trace.frames), m);
     poolTotals(dev, m);
     findOptimizer(trace, dev, m);
     findReplayInputs(trace, dev, m);

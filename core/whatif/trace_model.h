@@ -28,6 +28,7 @@ int seqExponent(SizeLaw law);
 // that starts while the previous step's graph lives): it takes the law of what replaces it.
 enum class LawEvidence : uint8_t { Pool, Phase, WeightOrigin, Dimensions, Frames, CallSite, Neighbours, Default, Replaced };
 std::string_view lawEvidenceName(LawEvidence e);
+inline constexpr uint8_t kNoLawStep = 0xff;
 
 // The run's dimensions as the trace shows them (0: not found).
 struct RunDims {
@@ -72,6 +73,10 @@ struct TraceModel {
     std::vector<Pool> pool;            // per allocation (Unknown where the classification has none)
     std::vector<SizeLaw> law;          // per allocation
     std::vector<LawEvidence> lawEvidence; // per allocation: why that law
+    // Per allocation, for `explain --law`: the cascade step that decided its law (an index into
+    // lawSteps(), size_laws.h) and the laws it chose among (a bit per SizeLaw, 1 << law).
+    std::vector<uint8_t> lawStep;
+    std::vector<uint8_t> lawCandidates;
     std::vector<OpPrecision> precision; // per allocation: how autocast treats the operator that made it
     std::vector<uint8_t> weightCast;    // per allocation: an autocast cast of a weight (the cast cache)
     RunDims dims;

@@ -49,6 +49,9 @@ EOF
   run whatif-sgd.json whatif "$f" --json --optimizer sgd
   run whatif-zero3.json whatif "$f" --json --zero 3 --ranks 8
   run whatif-batch.json whatif "$f" --json --batch-scale 0.5
+  # The sequence and the precision read each allocation's size law (x b*s against x b*s^2, x s...).
+  run whatif-seq.json whatif "$f" --json --seq-scale 2
+  run whatif-autocast.json whatif "$f" --json --autocast bf16
   run render render "$f" -o "$d/review.png"
   sed -i "s|$d/||" "$d/render.out" # the output folder is not part of the behaviour
   # The replay's wall-clock time differs run to run: not part of the behaviour.
