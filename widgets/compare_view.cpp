@@ -234,9 +234,11 @@ void paintComparison(QCPPainter& painter, ComparePlot& plot, const CompareConten
         tableW += w + gap;
     const int chartW = innerW - tableW - margin;
     const int chartH = std::max(150, axesTop - y - 8);
+    // The chart at the text's scale, so its labels match the text around it at every size.
     painter.save();
     painter.translate(margin, y);
-    plot.toPainter(&painter, std::max(200, chartW), chartH);
+    painter.scale(scale, scale);
+    plot.toPainter(&painter, int(std::max(200, chartW) / scale), int(chartH / scale));
     painter.restore();
 
     const int rowH = sm.height() + int(5 * scale);
