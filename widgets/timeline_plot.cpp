@@ -200,10 +200,18 @@ void TimelinePlot::setAxisMode(AxisMode mode)
         mode = AxisMode::EventIndex;
     if (mode == m_mode)
         return;
-    // Keep the same events in view across the switch.
-    const EventIndex first = eventAtPixel(axisRect()->left());
-    const EventIndex last = eventAtPixel(axisRect()->right());
-    const bool whole = first <= 0 && m_timeline && last >= EventIndex(m_timeline->device().eventCount()) - 1;
+    // Keep the same events in view across the switch. Read from the range, not from pixels: before
+    // the first layout (a window opening a dump) the axis rect's pixels are not yet the chart's, and
+    // a whole view read through them came out a few events short, the OOM at the last event off the
+    // right edge with its label cut.
+    const QCPRange r = xAxis->range();
+    const bool whole = !m_timeline || (r.lower <= 0 && r.upper >= toKey(m_timeline->axis(m_mode).end()));
+    auto eventAtKey = [&](double key) {
+        const auto n = EventIndex(m_timeline ? m_timeline->axis(m_mode).eventCount() : 0);
+        return n == 0 ? kNoEvent : std::clamp<EventIndex>(m_timeline->axis(m_mode).eventAt(toPosition(key)), 0, n - 1);
+    };
+    const EventIndex first = eventAtKey(r.lower);
+    const EventIndex last = eventAtKey(r.upper);
     m_mode = mode;
     rebuildMarkers();
     if (whole || !m_timeline) {

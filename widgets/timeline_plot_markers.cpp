@@ -188,9 +188,19 @@ void TimelinePlot::updateBandLabels()
         m_peakText->position->setCoords(left ? -8 : 8, above ? -2 : 0);
         m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | (above ? Qt::AlignBottom : Qt::AlignVCenter));
     }
+    // A band's label where its band is wide enough for it and no earlier band's label is there
+    // (annotations may overlap in time: their bands do, and their labels would sit on each other).
+    std::vector<QRectF> shown;
     for (auto& [keys, text] : m_bandItems) {
         const double w = xAxis->coordToPixel(keys.upper) - xAxis->coordToPixel(keys.lower);
-        text->setVisible(w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8);
+        bool visible = w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8;
+        if (visible) {
+            const QRectF r = textRect(text);
+            visible = std::none_of(shown.begin(), shown.end(), [&](const QRectF& o) { return o.intersects(r); });
+            if (visible)
+                shown.push_back(r);
+        }
+        text->setVisible(visible);
     }
     placeCapacityLabel();
 }
@@ -211,6 +221,9 @@ void TimelinePlot::placeCapacityLabel()
     for (const auto& band : m_bandItems)
         if (band.second->visible())
             others.push_back(textRect(band.second));
+    for (QCPAbstractItem* item : m_prediction.items()) // the what-if's own capacity and peak labels
+        if (auto* t = qobject_cast<QCPItemText*>(item); t && t->visible())
+            others.push_back(textRect(t));
     const QRect area = axisRect()->rect();
     const double y = double(m_capacity) / m_unit;
     struct Place {
@@ -219,17 +232,30 @@ void TimelinePlot::placeCapacityLabel()
     };
     const Place places[] = {{0.005, Qt::AlignLeft | Qt::AlignBottom}, {0.995, Qt::AlignRight | Qt::AlignBottom},
                             {0.005, Qt::AlignLeft | Qt::AlignTop}, {0.995, Qt::AlignRight | Qt::AlignTop}};
-    for (const Place& p : places) {
-        m_capacityText->position->setCoords(p.x, y);
-        m_capacityText->setPositionAlignment(p.align);
-        const QRectF r = textRect(m_capacityText);
-        if (r.top() < area.top() || r.bottom() > area.bottom())
-            continue;
-        if (std::none_of(others.begin(), others.end(), [&](const QRectF& o) { return o.intersects(r); }))
-            return;
+    // The label as given (it may say where the capacity comes from), else the bytes alone: the
+    // legend and the table say the rest.
+    const QString full = m_capacityLabel.isEmpty() ? tr("capacity %1").arg(qs(formatBytes(m_capacity))) : m_capacityLabel;
+    for (const QString& text : {full, tr("capacity %1").arg(qs(formatBytes(m_capacity)))}) {
+        m_capacityText->setText(text);
+        for (const Place& p : places) {
+            m_capacityText->position->setCoords(p.x, y);
+            m_capacityText->setPositionAlignment(p.align);
+            const QRectF r = textRect(m_capacityText);
+            if (r.top() < area.top() || r.bottom() > area.bottom() || r.left() < area.left() || r.right() > area.right())
+                continue;
+            if (std::none_of(others.begin(), others.end(), [&](const QRectF& o) { return o.intersects(r); }))
+                return;
+        }
     }
-    m_capacityText->position->setCoords(places[0].x, y); // nowhere free: where it always was
+    // Nowhere free: where it always was, and the phase labels it would sit on give way (the bands'
+    // colours and the read-out still name the phases).
+    m_capacityText->setText(full);
+    m_capacityText->position->setCoords(places[0].x, y);
     m_capacityText->setPositionAlignment(places[0].align);
+    const QRectF r = textRect(m_capacityText);
+    for (auto& band : m_bandItems)
+        if (band.second->visible() && textRect(band.second).intersects(r))
+            band.second->setVisible(false);
 }
 
 } // namespace poolscope

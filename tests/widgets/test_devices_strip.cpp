@@ -51,6 +51,10 @@ private slots:
         // Every device at the moment cuda:1 failed: cuda:1 at its OOM, the others at their last event
         // up to its time (the three replicas ran side by side on one clock).
         const DeviceTrace& failed = doc->device(1).device();
+        // The whole run in view, its last event (the OOM) too: the OOM and cursor labels were cut at
+        // the right edge when the switch to wall time read the view through pixels not yet laid out.
+        QVERIFY(w.plot()->xAxis->range().upper >= w.plot()->eventKey(failed.ooms.back().index));
+        QVERIFY(w.plot()->xAxis->range().lower <= w.plot()->eventKey(0));
         const int64_t oomTime = failed.events.timeUs[size_t(failed.ooms.back().index)];
         for (size_t i = 0; i < 3; ++i) {
             const DevicesStrip::Entry& e = strip->entries()[i];
