@@ -169,10 +169,16 @@ void DevicesStrip::paintEvent(QPaintEvent*)
         p.drawRect(cell.adjusted(0, 0, -1, -1));
         // The name and bytes on the first line (the OOM in red), the bar under it.
         const QRect textRect(cell.left() + 6, cell.top() + 2, cell.width() - 12, fm.height());
-        const QString base = baseText(i);
         p.setFont(current ? bold : font());
         p.setPen(m_palette.foreground());
-        const QString shown = QFontMetrics(p.font()).elidedText(base, Qt::ElideRight, textRect.width());
+        // Beside the OOM mark, never under it; in a narrow cell the name and bytes alone (the
+        // tooltip says which moment), elided only when even they do not fit.
+        const QFontMetrics textM(p.font());
+        const int room = textRect.width() - (e.oom ? QFontMetrics(bold).horizontalAdvance(tr("OOM")) + 8 : 0);
+        QString shown = baseText(i);
+        if (textM.horizontalAdvance(shown) > room)
+            shown = tr("%1 · %2").arg(e.name, qs(formatBytes(e.total)));
+        shown = textM.elidedText(shown, Qt::ElideRight, room);
         p.drawText(textRect, Qt::AlignLeft | Qt::AlignVCenter, shown);
         if (e.oom) {
             p.setFont(bold);
