@@ -84,7 +84,8 @@ CommandBody defineReport(CLI::App& app)
             limits.push_back(*parseMemoryLimit(s->failOver, false, nullptr));
         for (const auto& v : s->failPools)
             limits.push_back(*parseMemoryLimit(v, true, nullptr));
-        const auto doc = openDocument(s->file, s->rulesFile, classify);
+        // The report reads each pool's peak and a moment or two; the steps check reads every step end.
+        const auto doc = openDocument(s->file, s->rulesFile, classify, false, /*seriesColumns=*/!s->failStepGrowth.empty());
         const Report report = buildReport(*doc, options);
         std::cout << (s->json ? reportJsonText(report) : reportText(report));
         auto over = checkLimits(report, limits);

@@ -46,12 +46,14 @@ std::shared_ptr<const RuleSet> loadRules(const std::string& extraFile)
 
 namespace poolscope::app {
 
-std::shared_ptr<const Document> openDocument(const std::string& file, const std::string& rulesFile, bool classify, bool eagerTimelines)
+std::shared_ptr<const Document> openDocument(const std::string& file, const std::string& rulesFile, bool classify, bool eagerTimelines,
+                                             bool seriesColumns)
 {
     DocumentOptions options;
     if (classify)
         options.rules = loadRules(rulesFile); // before the dump: a bad rules file fails fast
     options.eagerTimelines = eagerTimelines;
+    options.seriesColumns = seriesColumns;
     TerminalProgress line("loading " + std::filesystem::path(file).filename().string());
     return Document::open(file, options, line.progress());
 }

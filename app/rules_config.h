@@ -26,8 +26,9 @@ class Document;
 namespace poolscope::app {
 
 // How a command opens its FILE: with loadRules(rulesFile) unless `classify` is false; `eagerTimelines`
-// for the commands that draw. A bad rules file is the same error for every command (exit 2).
+// for the commands that draw; without `seriesColumns` only each pool's peak is kept of the pool series
+// (DocumentOptions::seriesColumns: a report). A bad rules file is the same error for every command (exit 2).
 std::shared_ptr<const Document> openDocument(const std::string& file, const std::string& rulesFile, bool classify = true,
-                                             bool eagerTimelines = false);
+                                             bool eagerTimelines = false, bool seriesColumns = true);
 
 } // namespace poolscope::app

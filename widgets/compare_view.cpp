@@ -232,15 +232,21 @@ void paintComparison(QCPPainter& painter, ComparePlot& plot, const CompareConten
     int tableW = 0;
     for (int w : widths)
         tableW += w + gap;
-    const int chartW = innerW - tableW - margin;
-    const int chartH = std::max(150, axesTop - y - 8);
+    // The table beside the chart when that leaves the chart more than half the width; under it
+    // otherwise (a 1000x600 image at full text size), so the chart keeps its legend and axis title.
+    const int rowH = sm.height() + int(5 * scale);
+    const bool beside = tableW <= innerW * 45 / 100;
+    const int tableH = int(c.rows.size() + 1) * rowH + 4 + sm.height() * 2 + 8; // rows, then the note
+    const int chartW = beside ? innerW - tableW - margin : innerW;
+    const int chartH = std::max(150, axesTop - y - 8 - (beside ? 0 : tableH + margin));
+    // The chart at the text's scale, so its labels match the text around it at every size.
     painter.save();
     painter.translate(margin, y);
-    plot.toPainter(&painter, std::max(200, chartW), chartH);
+    painter.scale(scale, scale);
+    plot.toPainter(&painter, int(std::max(200, chartW) / scale), int(chartH / scale));
     painter.restore();
 
-    const int rowH = sm.height() + int(5 * scale);
-    int ty = y + 4, x0 = size.width() - margin - tableW;
+    int ty = beside ? y + 4 : y + chartH + margin, x0 = beside ? size.width() - margin - tableW : margin;
     auto drawRow = [&](const QStringList& r, bool strong) {
         QFont f = smallFont;
         f.setBold(strong);
@@ -260,7 +266,7 @@ void paintComparison(QCPPainter& painter, ComparePlot& plot, const CompareConten
         drawRow(c.rows[i], c.changed.value(i));
     painter.setFont(smallFont);
     painter.setPen(fg);
-    painter.drawText(QRect(x0, ty + 4, tableW - gap, rowH * 3), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, c.tableNote);
+    painter.drawText(QRect(x0, ty + 4, beside ? tableW - gap : innerW, rowH * 3), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, c.tableNote);
 
     int ay = axesTop;
     for (int i = 0; i < c.axes.size(); ++i) {

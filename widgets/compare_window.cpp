@@ -208,7 +208,22 @@ bool CompareWindow::exportImage(const QString& path, QSize size, QString* error)
             *error = tr("nothing compared yet");
         return false;
     }
-    return saveComparisonImage(path, m_result->comparison, m_result->chart, size, m_palette.dark(), error);
+    // What the window shows: the range it is zoomed to and, when the user scrubbed, the table and the
+    // title at the cursor's pair of events with the cursor drawn. At a named moment over the whole
+    // run this is the image `render A --compare B` makes.
+    ComparePlot plot;
+    plot.resize(size);
+    plot.setChart(m_result->chart, PoolPalette(m_palette.dark()));
+    plot.xAxis->setRange(m_view->plot()->xAxis->range());
+    if (m_atCursor)
+        plot.setCursorX(m_view->plot()->cursorX());
+    return saveComparisonImage(path, plot, exportContent(), size, error);
+}
+
+CompareContent CompareWindow::exportContent() const
+{
+    // The view's own: the named moment's, or the cursor's since the user scrubbed.
+    return m_result ? m_view->content() : CompareContent{};
 }
 
 void CompareWindow::exportDialog()

@@ -1,6 +1,7 @@
 #pragma once
 #include "core/compare/aligned_cursor.h"
 #include "core/compare/compare_documents.h"
+#include "widgets/compare_view.h"
 #include "widgets/pool_palette.h"
 
 #include <QFutureWatcher>
@@ -47,7 +48,10 @@ public:
     const Document* documentB() const { return m_b.get(); }
     size_t deviceA() const { return m_deviceA; }
     size_t deviceB() const { return m_deviceB; }
+    // The image of what the window shows: its zoom, and the cursor's moment when the user scrubbed
+    // (else the named moment, as `render A --compare B` draws it).
     bool exportImage(const QString& path, QSize size, QString* error) const;
+    CompareContent exportContent() const; // the title, verdict and table the export writes
 
 signals:
     void finished();

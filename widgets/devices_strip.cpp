@@ -23,7 +23,7 @@ DevicesStrip::DevicesStrip(Workspace* workspace, QWidget* parent) : QWidget(pare
     setObjectName(QStringLiteral("devicesStrip"));
     setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
     setCursor(Qt::PointingHandCursor);
-    setToolTip(tr("Each device's peak by pool, all on one scale; click to show a device"));
+    setToolTip(tr("Each device's pools at the OOM (else at its peak), all on one scale; click to show a device"));
     connect(workspace, &Workspace::documentChanged, this, &DevicesStrip::rebuild);
     connect(workspace, &Workspace::deviceChanged, this, qOverload<>(&QWidget::update));
     rebuild();
@@ -40,15 +40,27 @@ void DevicesStrip::rebuild()
     m_entries.clear();
     const Document* doc = m_workspace->document();
     if (doc && doc->deviceCount() > 1) {
+        // The moment that failed: the OOM of the device the window opens first (the one that ran out
+        // of memory, where one did), every other device at its last event up to that time.
+        const size_t failed = doc->defaultDevice();
+        EventIndex oomEvent = kNoEvent;
+        const bool atOom = oomMoment(doc->trace(), failed, &oomEvent);
+        const std::vector<DeviceAtMoment> moments = atOom ? devicesAtMoment(doc->trace(), failed, oomEvent) : std::vector<DeviceAtMoment>{};
         for (size_t i = 0; i < doc->deviceCount(); ++i) {
             const DeviceDocument& dev = doc->device(i);
             const DeviceTrace& d = dev.device();
             Entry e;
             e.index = i;
             e.name = qs(d.label());
-            // The device's own peak: where its pools stood highest (the whole dump when it holds no
-            // history: the state it was taken in).
-            e.event = d.eventCount() == 0 ? kNoEvent : std::max<EventIndex>(kNoEvent, d.peakIndex);
+            e.atOom = atOom;
+            if (atOom) {
+                e.event = moments[i].event;
+                e.how = moments[i].how;
+            } else {
+                // The device's own peak: where its pools stood highest (the whole dump when it holds
+                // no history: the state it was taken in).
+                e.event = d.eventCount() == 0 ? kNoEvent : std::max<EventIndex>(kNoEvent, d.peakIndex);
+            }
             e.pools = dev.poolsAt(e.event);
             for (int64_t b : e.pools)
                 e.total += b;
@@ -77,13 +89,52 @@ QRect DevicesStrip::cellRect(size_t i) const
     return {kPad + int(i) * w, kPad, w - kPad, height() - 2 * kPad};
 }
 
-QString DevicesStrip::cellText(size_t i) const
+QString DevicesStrip::baseText(size_t i) const
 {
     const Entry& e = m_entries[i];
-    QString text = tr("%1 · peak %2").arg(e.name, qs(formatBytes(e.total)));
-    if (e.oom)
+    const QString bytes = qs(formatBytes(e.total));
+    if (!e.atOom)
+        return tr("%1 · peak %2").arg(e.name, bytes);
+    switch (e.how) {
+    case DeviceAtMoment::How::Self:
+    case DeviceAtMoment::How::ByTime:
+        return tr("%1 · %2 at the OOM").arg(e.name, bytes);
+    case DeviceAtMoment::How::BeforeFirst:
+        return tr("%1 · %2 before its trace").arg(e.name, bytes);
+    case DeviceAtMoment::How::NoHistory:
+        return tr("%1 · %2 as dumped").arg(e.name, bytes);
+    case DeviceAtMoment::How::OwnPeak:
+        break;
+    }
+    return tr("%1 · peak %2 (no time)").arg(e.name, bytes);
+}
+
+QString DevicesStrip::cellText(size_t i) const
+{
+    QString text = baseText(i);
+    if (m_entries[i].oom)
         text += tr(" · OOM");
     return text;
+}
+
+QString DevicesStrip::momentText(size_t i) const
+{
+    const Entry& e = m_entries[i];
+    if (!e.atOom)
+        return e.event >= 0 ? tr("its peak, event %1").arg(e.event) : tr("the dump's state");
+    switch (e.how) {
+    case DeviceAtMoment::How::Self:
+        return tr("its OOM, event %1").arg(e.event);
+    case DeviceAtMoment::How::ByTime:
+        return tr("event %1, its last up to the time of the OOM").arg(e.event);
+    case DeviceAtMoment::How::BeforeFirst:
+        return tr("its state before its first event, which came after the OOM");
+    case DeviceAtMoment::How::NoHistory:
+        return tr("the state it was dumped in: it has no trace to place the OOM in");
+    case DeviceAtMoment::How::OwnPeak:
+        break;
+    }
+    return tr("its own peak, event %1: no times to place the OOM in its trace").arg(e.event);
 }
 
 int DevicesStrip::cellAt(QPoint p) const
@@ -118,10 +169,16 @@ void DevicesStrip::paintEvent(QPaintEvent*)
         p.drawRect(cell.adjusted(0, 0, -1, -1));
         // The name and bytes on the first line (the OOM in red), the bar under it.
         const QRect textRect(cell.left() + 6, cell.top() + 2, cell.width() - 12, fm.height());
-        const QString base = tr("%1 · peak %2").arg(e.name, qs(formatBytes(e.total)));
         p.setFont(current ? bold : font());
         p.setPen(m_palette.foreground());
-        const QString shown = QFontMetrics(p.font()).elidedText(base, Qt::ElideRight, textRect.width());
+        // Beside the OOM mark, never under it; in a narrow cell the name and bytes alone (the
+        // tooltip says which moment), elided only when even they do not fit.
+        const QFontMetrics textM(p.font());
+        const int room = textRect.width() - (e.oom ? QFontMetrics(bold).horizontalAdvance(tr("OOM")) + 8 : 0);
+        QString shown = baseText(i);
+        if (textM.horizontalAdvance(shown) > room)
+            shown = tr("%1 · %2").arg(e.name, qs(formatBytes(e.total)));
+        shown = textM.elidedText(shown, Qt::ElideRight, room);
         p.drawText(textRect, Qt::AlignLeft | Qt::AlignVCenter, shown);
         if (e.oom) {
             p.setFont(bold);
@@ -169,7 +226,7 @@ bool DevicesStrip::event(QEvent* event)
         return true;
     }
     const Entry& e = m_entries[size_t(i)];
-    QStringList lines{cellText(size_t(i)) + (e.event >= 0 ? tr(" (event %1)").arg(e.event) : tr(" (the dump's state)"))};
+    QStringList lines{cellText(size_t(i)), tr("at %1").arg(momentText(size_t(i)))};
     for (size_t k = kPoolCount; k-- > 0;)
         if (e.pools[k] > 0)
             lines << QStringLiteral("%1: %2").arg(PoolPalette::label(Pool(k), e.classified), qs(formatBytes(e.pools[k])));

@@ -46,7 +46,7 @@ struct ReviewLayout {
 ReviewLayout layoutReview(const QFont& base, const ReviewContent& c, QSize requested, QPaintDevice* device)
 {
     ReviewLayout l;
-    l.canvas = ImageCanvas::make(base, requested, c.dark, 22, 13, /*chartScaled=*/true);
+    l.canvas = ImageCanvas::make(base, requested, c.dark, 22, 13, /*growsCanvas=*/true);
     const int margin = l.canvas.margin;
     const double scale = l.canvas.scale;
     const int width = requested.width() - 2 * margin;
@@ -151,18 +151,21 @@ void paintReview(QCPPainter& painter, TimelinePlot& plot, const ReviewContent& c
 
 } // namespace
 
-ImageCanvas ImageCanvas::make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels, bool chartScaled)
+ImageCanvas ImageCanvas::make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels, bool growsCanvas)
 {
     ImageCanvas c;
     c.background = dark ? QColor(0x1e, 0x1f, 0x22) : QColor(Qt::white);
     c.foreground = dark ? QColor(0xe6, 0xe6, 0xe6) : QColor(0x20, 0x20, 0x20);
     c.rule = dark ? QColor(0x3a, 0x3c, 0x40) : QColor(0xd0, 0xd0, 0xd0);
     c.margin = std::max(12, size.width() / 80);
-    // The review image: text never shrinks below the chart's own size (a 1000x600 image is read as
-    // closely as a 1600x900 one); it grows with images larger than 1600x900, and the chart is drawn
-    // at the same scale. The comparison image lays its chart out unscaled: text scales with height.
-    c.scale = chartScaled ? std::clamp(std::min(size.width() / 1600.0, size.height() / 900.0), 1.0, 2.5)
-                          : std::clamp(size.height() / 900.0, 0.6, 2.5);
+    // Text grows with images larger than 1600x900, and both images draw their chart at the same
+    // scale, so chart labels and the text around them match. The review image's text never shrinks
+    // below the chart's own size (a 1000x600 image is read as closely as a 1600x900 one): its canvas
+    // grows instead. The comparison image keeps its canvas; its text is full size down to 1000x600
+    // and shrinks below that (to 0.6) so that chart and table still fit side by side.
+    const double grow = std::min(size.width() / 1600.0, size.height() / 900.0);
+    c.scale = growsCanvas ? std::clamp(grow, 1.0, 2.5)
+                          : std::clamp(std::max(grow, std::min({1.0, size.width() / 1000.0, size.height() / 600.0})), 0.6, 2.5);
     c.title = base;
     c.title.setPixelSize(int(titlePixels * c.scale));
     c.title.setBold(true);

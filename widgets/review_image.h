@@ -50,9 +50,10 @@ struct ImageCanvas {
     int margin = 12;
     double scale = 1.0;
     QFont title, text, small;
-    // `chartScaled`: the chart is drawn at `scale` too, so text never shrinks below the chart's own
-    // size (the review image); otherwise text scales with the height alone (the comparison image).
-    static ImageCanvas make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels, bool chartScaled = false);
+    // The chart is drawn at `scale` too. `growsCanvas`: text never shrinks below the chart's own size
+    // and the canvas grows taller instead (the review image); otherwise text shrinks under 1000x600
+    // to fit the canvas asked for (the comparison image).
+    static ImageCanvas make(const QFont& base, QSize size, bool dark, int titlePixels, int smallPixels, bool growsCanvas = false);
 };
 
 bool savePaintedImage(const QString& path, QSize size, const QString& title, const QString& description,

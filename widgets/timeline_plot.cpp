@@ -90,11 +90,13 @@ TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(Poo
     xAxis->setNumberFormat(QStringLiteral("f"));
     xAxis->setNumberPrecision(0);
 
-    m_capacityLine = new QCPItemStraightLine(this);
+    // The label first: the line is drawn over the label's background where they meet.
     m_capacityText = new QCPItemText(this);
+    m_capacityLine = new QCPItemStraightLine(this);
     m_capacityText->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
     // Left end of the line: OOM markers (and the cursor label) crowd the right end.
     m_capacityText->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+    m_capacityText->setPadding(QMargins(3, 1, 3, 1));
     m_capacityText->setClipToAxisRect(true);
     m_outsideBand = new QCPItemRect(this);
     m_outsideBand->topLeft->setTypeX(QCPItemPosition::ptAxisRectRatio);
@@ -126,6 +128,8 @@ TimelinePlot::TimelinePlot(QWidget* parent) : QCustomPlot(parent), m_palette(Poo
     connect(this, &QCustomPlot::afterLayout, this, [this] {
         if (m_timeline && axisRect()->width() != m_lastQueryWidth)
             refreshData();
+        else if (m_timeline && axisRect()->rect() != m_lastLabelRect)
+            updateBandLabels(); // a new height: the labels' places (an exported image's layout)
     });
     applyPalette();
     setTimeline(nullptr);
@@ -159,6 +163,9 @@ void TimelinePlot::applyPalette()
     legend->setTextColor(fg);
     m_capacityLine->setPen(QPen(m_palette.capacity(), 1.5, Qt::DashLine));
     m_capacityText->setColor(m_palette.capacity());
+    QColor capacityBg = m_palette.background(); // readable where it has to sit over the stack
+    capacityBg.setAlpha(200);
+    m_capacityText->setBrush(capacityBg);
     QColor hl = m_palette.cursor();
     hl.setAlpha(28);
     m_highlight->setBrush(hl);
@@ -193,10 +200,18 @@ void TimelinePlot::setAxisMode(AxisMode mode)
         mode = AxisMode::EventIndex;
     if (mode == m_mode)
         return;
-    // Keep the same events in view across the switch.
-    const EventIndex first = eventAtPixel(axisRect()->left());
-    const EventIndex last = eventAtPixel(axisRect()->right());
-    const bool whole = first <= 0 && m_timeline && last >= EventIndex(m_timeline->device().eventCount()) - 1;
+    // Keep the same events in view across the switch. Read from the range, not from pixels: before
+    // the first layout (a window opening a dump) the axis rect's pixels are not yet the chart's, and
+    // a whole view read through them came out a few events short, the OOM at the last event off the
+    // right edge with its label cut.
+    const QCPRange r = xAxis->range();
+    const bool whole = !m_timeline || (r.lower <= 0 && r.upper >= toKey(m_timeline->axis(m_mode).end()));
+    auto eventAtKey = [&](double key) {
+        const auto n = EventIndex(m_timeline ? m_timeline->axis(m_mode).eventCount() : 0);
+        return n == 0 ? kNoEvent : std::clamp<EventIndex>(m_timeline->axis(m_mode).eventAt(toPosition(key)), 0, n - 1);
+    };
+    const EventIndex first = eventAtKey(r.lower);
+    const EventIndex last = eventAtKey(r.upper);
     m_mode = mode;
     rebuildMarkers();
     if (whole || !m_timeline) {

@@ -119,6 +119,7 @@ private:
     void rebuildMarkers();
     void updateCursorItems();
     void updateBandLabels();
+    void placeCapacityLabel(); // beside its line where no other label is (after a layout)
     void applyPalette();
     void clampRange(const QCPRange& range);
     double unitBytes() const { return m_unit; }
@@ -135,6 +136,7 @@ private:
     double m_keyScale = 1.0; // EventAxis positions per plot unit (1e6 for seconds)
     bool m_inClamp = false;
     int m_lastQueryWidth = 0;
+    QRect m_lastLabelRect; // the axis rect the labels were last placed for
 
     void applyYRange(int axisHeight);
     static constexpr int kAxisChrome = 90; // plot height minus axis rect height: tick labels, titles, legend
@@ -158,6 +160,7 @@ private:
     QCPItemText* m_outsideText = nullptr;
     std::vector<QCPAbstractItem*> m_markers; // OOM, peak
     QCPItemText* m_peakText = nullptr;
+    std::vector<QCPItemText*> m_oomTexts;
     std::vector<std::pair<QCPRange, QCPItemText*>> m_bandItems; // band keys and label
     BandFill* m_bandFill = nullptr;
     PredictionOverlay m_prediction{this};

@@ -5,6 +5,8 @@
 #include "core/util/units.h"
 #include "widgets/band_fill.h"
 
+#include <algorithm>
+
 namespace poolscope {
 namespace {
 
@@ -30,6 +32,25 @@ QColor bandColor(Phase p, bool dark)
     return QColor(0x99, 0x99, 0x99, a - 10);
 }
 
+// Where a text item's text lands in pixels (its padding left out), as QCPItemText::draw places it.
+QRectF textRect(const QCPItemText* t)
+{
+    const QRectF text = QFontMetricsF(t->font()).boundingRect(QRectF(), Qt::TextDontClip | t->textAlignment(), t->text());
+    const QMargins pad = t->padding();
+    const QSizeF box(text.width() + pad.left() + pad.right(), text.height() + pad.top() + pad.bottom());
+    QPointF at = t->position->pixelPosition();
+    const Qt::Alignment a = t->positionAlignment();
+    if (a & Qt::AlignHCenter)
+        at.rx() -= box.width() / 2;
+    else if (a & Qt::AlignRight)
+        at.rx() -= box.width();
+    if (a & Qt::AlignVCenter)
+        at.ry() -= box.height() / 2;
+    else if (a & Qt::AlignBottom)
+        at.ry() -= box.height();
+    return QRectF(at + QPointF(pad.left(), pad.top()), text.size());
+}
+
 } // namespace
 
 void TimelinePlot::rebuildMarkers()
@@ -38,6 +59,7 @@ void TimelinePlot::rebuildMarkers()
         removeItem(item);
     m_markers.clear();
     m_peakText = nullptr;
+    m_oomTexts.clear();
     for (auto& band : m_bandItems)
         removeItem(band.second);
     m_bandItems.clear();
@@ -121,6 +143,7 @@ void TimelinePlot::rebuildMarkers()
         text->setText(tr("OOM: tried to allocate %1").arg(qs(formatBytes(oom.requestedBytes))));
         m_markers.push_back(line);
         m_markers.push_back(text);
+        m_oomTexts.push_back(text);
     }
     if (d.peakIndex >= 0) {
         auto* dot = new QCPItemTracer(this);
@@ -151,6 +174,7 @@ void TimelinePlot::rebuildMarkers()
 
 void TimelinePlot::updateBandLabels()
 {
+    m_lastLabelRect = axisRect()->rect();
     m_prediction.fitLabel(axisRect()->rect());
     updateCursorItems(); // the cursor label's side depends on where the line now falls in the chart
     // The peak label must not run off the chart when the peak is near an edge.
@@ -164,10 +188,74 @@ void TimelinePlot::updateBandLabels()
         m_peakText->position->setCoords(left ? -8 : 8, above ? -2 : 0);
         m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | (above ? Qt::AlignBottom : Qt::AlignVCenter));
     }
+    // A band's label where its band is wide enough for it and no earlier band's label is there
+    // (annotations may overlap in time: their bands do, and their labels would sit on each other).
+    std::vector<QRectF> shown;
     for (auto& [keys, text] : m_bandItems) {
         const double w = xAxis->coordToPixel(keys.upper) - xAxis->coordToPixel(keys.lower);
-        text->setVisible(w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8);
+        bool visible = w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8;
+        if (visible) {
+            const QRectF r = textRect(text);
+            visible = std::none_of(shown.begin(), shown.end(), [&](const QRectF& o) { return o.intersects(r); });
+            if (visible)
+                shown.push_back(r);
+        }
+        text->setVisible(visible);
     }
+    placeCapacityLabel();
+}
+
+void TimelinePlot::placeCapacityLabel()
+{
+    if (!m_capacityText->visible() || m_capacity < 0)
+        return;
+    // The capacity line usually runs through the label strip's last row at an OOM (reserved ends
+    // near it), where the OOM's label sits: its label goes to the first place beside the line where
+    // it meets no other label, above the line at the left end, then the right end, then below.
+    std::vector<QRectF> others;
+    for (QCPItemText* t : m_oomTexts)
+        others.push_back(textRect(t));
+    for (QCPItemText* t : {m_peakText, m_cursorText, m_outsideText})
+        if (t && t->visible())
+            others.push_back(textRect(t));
+    for (const auto& band : m_bandItems)
+        if (band.second->visible())
+            others.push_back(textRect(band.second));
+    for (QCPAbstractItem* item : m_prediction.items()) // the what-if's own capacity and peak labels
+        if (auto* t = qobject_cast<QCPItemText*>(item); t && t->visible())
+            others.push_back(textRect(t));
+    const QRect area = axisRect()->rect();
+    const double y = double(m_capacity) / m_unit;
+    struct Place {
+        double x;
+        Qt::Alignment align;
+    };
+    const Place places[] = {{0.005, Qt::AlignLeft | Qt::AlignBottom}, {0.995, Qt::AlignRight | Qt::AlignBottom},
+                            {0.005, Qt::AlignLeft | Qt::AlignTop}, {0.995, Qt::AlignRight | Qt::AlignTop}};
+    // The label as given (it may say where the capacity comes from), else the bytes alone: the
+    // legend and the table say the rest.
+    const QString full = m_capacityLabel.isEmpty() ? tr("capacity %1").arg(qs(formatBytes(m_capacity))) : m_capacityLabel;
+    for (const QString& text : {full, tr("capacity %1").arg(qs(formatBytes(m_capacity)))}) {
+        m_capacityText->setText(text);
+        for (const Place& p : places) {
+            m_capacityText->position->setCoords(p.x, y);
+            m_capacityText->setPositionAlignment(p.align);
+            const QRectF r = textRect(m_capacityText);
+            if (r.top() < area.top() || r.bottom() > area.bottom() || r.left() < area.left() || r.right() > area.right())
+                continue;
+            if (std::none_of(others.begin(), others.end(), [&](const QRectF& o) { return o.intersects(r); }))
+                return;
+        }
+    }
+    // Nowhere free: where it always was, and the phase labels it would sit on give way (the bands'
+    // colours and the read-out still name the phases).
+    m_capacityText->setText(full);
+    m_capacityText->position->setCoords(places[0].x, y);
+    m_capacityText->setPositionAlignment(places[0].align);
+    const QRectF r = textRect(m_capacityText);
+    for (auto& band : m_bandItems)
+        if (band.second->visible() && textRect(band.second).intersects(r))
+            band.second->setVisible(false);
 }
 
 } // namespace poolscope

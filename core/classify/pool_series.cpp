@@ -85,6 +85,82 @@ PoolBytes poolsAtEvent(const DeviceTrace& dev, const Classification& c, EventInd
     return b;
 }
 
+PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c)
+{
+    const size_t n = dev.eventCount();
+    const auto& allocs = dev.allocations;
+    const Pool target = dev.segments.empty() ? c.untrackedPool : Pool::Other;
+    auto poolOf = [&](size_t a) { return size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown); };
+    auto birthBytes = [](const Allocation& al) { return al.size + (al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0); };
+
+    // The same deltas computePoolSeries writes (each allocation's birth bytes at its alloc event,
+    // -size at its free_completed), met in event order through eventAlloc. The few an event's
+    // eventAlloc does not name (a live address reused: the older allocation closed at the new one's
+    // alloc) are set aside, in event order.
+    struct Extra {
+        size_t event;
+        size_t pool;
+        int64_t delta;
+    };
+    std::vector<Extra> extras;
+    PoolBytes raw{};
+    std::array<bool, kPoolCount> used{};
+    used[size_t(target)] = true;
+    for (size_t a = 0; a < allocs.size(); ++a) {
+        const Allocation& al = allocs[a];
+        const size_t p = poolOf(a);
+        used[p] = true;
+        if (al.preexisting())
+            raw[p] += birthBytes(al);
+        else if (size_t(al.allocEvent) >= n || dev.eventAlloc[size_t(al.allocEvent)].value != a)
+            extras.push_back({size_t(al.allocEvent), p, birthBytes(al)});
+        if (al.freeCompletedEvent != kNoEvent && (size_t(al.freeCompletedEvent) >= n || dev.eventAlloc[size_t(al.freeCompletedEvent)].value != a))
+            extras.push_back({size_t(al.freeCompletedEvent), p, -al.size});
+    }
+    std::stable_sort(extras.begin(), extras.end(), [](const Extra& x, const Extra& y) { return x.event < y.event; });
+    std::array<uint8_t, kAllocationPoolCount> active{};
+    size_t activeCount = 0;
+    for (size_t p = 0; p < kAllocationPoolCount; ++p)
+        if (used[p])
+            active[activeCount++] = uint8_t(p);
+
+    PoolPeakScan r;
+    r.initial = raw;
+    absorb(dev.initialAllocated - allocatedBytes(raw), target, [&](Pool p) -> int64_t& { return r.initial[size_t(p)]; });
+    r.initial[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.initialReserved - dev.initialAllocated);
+    r.peak = r.initial;
+    r.peakIndex.fill(kNoEvent);
+    PoolBytes cur{};
+    size_t extra = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (const AllocId id = dev.eventAlloc[i]; id.valid()) {
+            const Allocation& al = allocs[id.value];
+            if (!al.preexisting() && size_t(al.allocEvent) == i)
+                raw[poolOf(id.value)] += birthBytes(al);
+            if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) == i)
+                raw[poolOf(id.value)] -= al.size;
+        }
+        for (; extra < extras.size() && extras[extra].event == i; ++extra)
+            raw[extras[extra].pool] += extras[extra].delta;
+        // As computePoolSeries's running sums: the remainder against allocated[i] absorbed, the cache on top.
+        int64_t sum = 0;
+        for (size_t k = 0; k < activeCount; ++k) {
+            cur[active[k]] = raw[active[k]];
+            sum += raw[active[k]];
+        }
+        const int64_t allocated = dev.allocated[i];
+        if (allocated != sum)
+            absorb(allocated - sum, target, [&](Pool p) -> int64_t& { return cur[size_t(p)]; });
+        cur[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.reserved[i] - allocated);
+        for (size_t p = 0; p < kPoolCount; ++p)
+            if (cur[p] > r.peak[p]) {
+                r.peak[p] = cur[p];
+                r.peakIndex[p] = EventIndex(i);
+            }
+    }
+    return r;
+}
+
 namespace {
 
 // One range of events [begin, end) of the scan: the series is a running sum, so the events split in

@@ -79,6 +79,17 @@ private:
 
 PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, const PoolSeriesOptions& options = {});
 
+// Each pool's peak (and the first event reaching it, kNoEvent: the initial state) and its initial
+// bytes, as computePoolSeries gives them, without the series: one pass over the events keeping only
+// the running sums. For a report, which reads the peaks and a moment or two (poolsAtEvent): at 6M
+// events the series' columns are some 240 MB of fresh memory written once and read at two events.
+struct PoolPeakScan {
+    PoolBytes initial{};
+    PoolBytes peak{};
+    std::array<EventIndex, kPoolCount> peakIndex{};
+};
+PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c);
+
 // The series' bytes after one event, without the series: one pass over the allocations, the same
 // numbers computePoolSeries(dev, c).at(i) gives. For commands that ask about one moment (ranks).
 // Allocations must be sorted by allocEvent (pre-existing first), as DeviceTrace keeps them.

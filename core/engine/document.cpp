@@ -11,7 +11,7 @@ namespace poolscope {
 
 DeviceDocument::DeviceDocument(std::shared_ptr<const Trace> trace, size_t index) : m_trace(std::move(trace)), m_index(index) {}
 
-void DeviceDocument::prepare(const RuleSet* rules, bool eagerTimeline, bool poolSeries)
+void DeviceDocument::prepare(const RuleSet* rules, bool eagerTimeline, bool poolSeries, bool seriesColumns)
 {
     const DeviceTrace& dev = device();
     if (!rules) {
@@ -23,6 +23,32 @@ void DeviceDocument::prepare(const RuleSet* rules, bool eagerTimeline, bool pool
     }
     if (!poolSeries && !eagerTimeline) { // one moment at a time: the classification is all there is to keep
         m_classification = std::make_shared<const Classification>(classify(*m_trace, dev, *rules));
+        return;
+    }
+    if (!eagerTimeline && !seriesColumns) { // the peaks alone, and the alive index built meanwhile
+        std::exception_ptr sideError;
+        std::thread side([&] {
+            try {
+                std::call_once(m_aliveOnce, [this] { m_alive.emplace(device().allocations); });
+            } catch (...) {
+                sideError = std::current_exception();
+            }
+        });
+        std::shared_ptr<Classification> c;
+        try {
+            c = std::make_shared<Classification>(classify(*m_trace, dev, *rules));
+        } catch (...) {
+            side.join();
+            throw;
+        }
+        side.join();
+        if (sideError)
+            std::rethrow_exception(sideError);
+        const PoolPeakScan peaks = computePoolPeaks(dev, *c);
+        m_peaks.bytes = peaks.peak;
+        m_peaks.index = peaks.peakIndex;
+        m_peaks.initial = peaks.initial;
+        m_classification = std::move(c);
         return;
     }
     // The alive-set index and the time axis read only the trace, not the pools: built on a second
@@ -166,7 +192,7 @@ std::shared_ptr<const Document> Document::fromTrace(std::shared_ptr<const Trace>
         if (options.cancel && options.cancel->load())
             return nullptr;
         auto dev = std::make_unique<DeviceDocument>(doc->m_trace, i);
-        dev->prepare(options.rules.get(), options.eagerTimelines, options.poolSeries);
+        dev->prepare(options.rules.get(), options.eagerTimelines, options.poolSeries, options.seriesColumns);
         doc->m_devices.push_back(std::move(dev));
     }
     return doc;

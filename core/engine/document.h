@@ -28,6 +28,11 @@ struct DocumentOptions {
     // allocations for the one moment asked (poolsAtEvent): for commands that ask about a moment or two
     // of many dumps (ranks). A timeline asked for later builds the series then.
     bool poolSeries = true;
+    // With poolSeries: keep the series' columns (poolsAt reads them; a timeline takes them). Off,
+    // each pool's peak is found in one pass that keeps no columns (computePoolPeaks), the alive index
+    // is built beside the classifier, and poolsAt scans the allocations for the moment asked: what
+    // `report` reads (the peaks and a moment or two) without the 240 MB of columns of a 6M-event dump.
+    bool seriesColumns = true;
     const std::atomic<bool>* cancel = nullptr; // polled between devices; open() returns null when set
 };
 
@@ -81,7 +86,7 @@ public:
 
 private:
     friend class Document;
-    void prepare(const RuleSet* rules, bool eagerTimeline, bool poolSeries);
+    void prepare(const RuleSet* rules, bool eagerTimeline, bool poolSeries, bool seriesColumns = true);
 
     std::shared_ptr<const Trace> m_trace;
     size_t m_index = 0;

@@ -204,8 +204,31 @@ private slots:
         const AlignedEvents e = cw->eventsAt(std::floor(x));
         const PoolBytes pa = cw->documentA()->device(cw->deviceA()).poolsAt(e.a), pb = cw->documentB()->device(cw->deviceB()).poolsAt(e.b);
         QVERIFY(pb[size_t(Pool::Activation)] > pa[size_t(Pool::Activation)]); // twice the context
+        // The export is what the user scrubbed to: the cursor's events in the title, the table's bytes
+        // at them (an SVG keeps its text as text), not the named moment's.
+        const QString at = QStringLiteral("A event %1, B event %2").arg(e.a).arg(e.b);
+        QVERIFY(cw->exportContent().title.contains(at));
+        QTemporaryDir out;
+        const QString svg = out.filePath(QStringLiteral("scrubbed.svg"));
+        QString error;
+        QVERIFY2(cw->exportImage(svg, QSize(1600, 900), &error), qPrintable(error));
+        QFile file(svg);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QString text = QString::fromUtf8(file.readAll());
+        QVERIFY2(text.contains(at), qPrintable(at));
+        QVERIFY(text.contains(QString::fromStdString(formatBytes(pb[size_t(Pool::Activation)]))));
+        // Back at the named moment, the export is `render A --compare B`'s image again.
+        cw->chooseMoment(fw);
+        QTRY_VERIFY_WITH_TIMEOUT(!cw->isRunning() && cw->result()->comparison.at == fw, 120000);
+        QVERIFY(!cw->exportContent().title.contains(QStringLiteral("at the cursor")));
         if (const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !shots.isEmpty()) {
-            for (QSize size : {QSize(1600, 1000), QSize(1280, 720)}) {
+            cw->view()->plot()->setCursorX(std::floor(x));
+            for (QSize size : {QSize(1000, 600), QSize(1600, 900)})
+                QVERIFY2(cw->exportImage(QString::fromLocal8Bit(shots) + QStringLiteral("/compare-export-scrubbed-%1x%2.png").arg(size.width()).arg(size.height()), size, &error),
+                         qPrintable(error));
+        }
+        if (const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !shots.isEmpty()) {
+            for (QSize size : {QSize(1600, 1000), QSize(1280, 720), QSize(1000, 600)}) {
                 cw->resize(size);
                 QTest::qWait(150);
                 const QRect r = cw->view()->plot()->axisRect()->rect();

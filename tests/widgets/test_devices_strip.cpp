@@ -48,11 +48,29 @@ private slots:
         DevicesStrip* strip = w.devicesStrip();
         QVERIFY(strip->isVisible());
         QCOMPARE(strip->entries().size(), size_t(3));
+        // Every device at the moment cuda:1 failed: cuda:1 at its OOM, the others at their last event
+        // up to its time (the three replicas ran side by side on one clock).
+        const DeviceTrace& failed = doc->device(1).device();
+        // The whole run in view, its last event (the OOM) too: the OOM and cursor labels were cut at
+        // the right edge when the switch to wall time read the view through pixels not yet laid out.
+        QVERIFY(w.plot()->xAxis->range().upper >= w.plot()->eventKey(failed.ooms.back().index));
+        QVERIFY(w.plot()->xAxis->range().lower <= w.plot()->eventKey(0));
+        const int64_t oomTime = failed.events.timeUs[size_t(failed.ooms.back().index)];
         for (size_t i = 0; i < 3; ++i) {
             const DevicesStrip::Entry& e = strip->entries()[i];
             const DeviceDocument& dev = doc->device(i);
             QCOMPARE(e.oom, i == 1);
-            QCOMPARE(e.event, dev.device().peakIndex);
+            QVERIFY(e.atOom);
+            if (i == 1) {
+                QCOMPARE(e.event, failed.ooms.back().index);
+                QCOMPARE(e.how, DeviceAtMoment::How::Self);
+            } else {
+                const auto& t = dev.device().events.timeUs;
+                QCOMPARE(e.how, DeviceAtMoment::How::ByTime);
+                QVERIFY(e.event >= 0 && t[size_t(e.event)] <= oomTime);
+                QVERIFY(size_t(e.event) + 1 == t.size() || t[size_t(e.event) + 1] > oomTime);
+                QVERIFY(strip->cellText(i).contains(QStringLiteral("at the OOM")));
+            }
             // The bar is the device's pools at its peak, as the report reads them.
             const PoolBytes pools = dev.poolsAt(e.event);
             for (size_t p = 0; p < kPoolCount; ++p)
@@ -61,7 +79,7 @@ private slots:
             QVERIFY(strip->cellText(i).contains(e.name));
         }
         QVERIFY(strip->cellText(1).contains(QStringLiteral("OOM")));
-        // Unequal devices stand unequal (micro-batches 1 and 3 ran to the end).
+        // Unequal devices stand unequal at the moment that failed (micro-batches 1 and 3).
         QVERIFY(strip->entries()[2].total > strip->entries()[0].total);
         // A click on a cell shows that device: chart, what-if, combo.
         for (size_t i : {size_t(2), size_t(0), size_t(1)}) {
@@ -73,7 +91,7 @@ private slots:
         for (size_t i = 0; i < 3; ++i)
             QVERIFY(strip->fontMetrics().horizontalAdvance(strip->cellText(i)) < strip->cellRect(i).width() - 12);
         if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty()) {
-            for (QSize size : {QSize(1600, 1000), QSize(1280, 720)}) {
+            for (QSize size : {QSize(1600, 1000), QSize(1280, 720), QSize(1000, 600)}) {
                 w.resize(size);
                 QTest::qWait(150);
                 w.flushPanels();
@@ -107,11 +125,37 @@ private slots:
         QVERIFY(QTest::qWaitForWindowExposed(&w));
         for (const DevicesStrip::Entry& e : w.devicesStrip()->entries())
             qInfo("%s", qPrintable(w.devicesStrip()->cellText(e.index)));
-        for (QSize size : {QSize(1600, 1000), QSize(1280, 720)}) {
+        for (QSize size : {QSize(1600, 1000), QSize(1280, 720), QSize(1000, 600)}) {
             w.resize(size);
             QTest::qWait(200);
             w.flushPanels();
             w.grab().save(QString::fromLocal8Bit(shots) + QStringLiteral("/dp3-oom-%1x%2.png").arg(size.width()).arg(size.height()));
+        }
+    }
+
+    // No device ran out of memory: each stands at its own peak, and says so.
+    void withoutAnOomEachAtItsPeak()
+    {
+        std::array<Trace, 2> traces;
+        for (size_t i = 0; i < 2; ++i) {
+            SynthModel m = poolscope::testing::smallWindowModel();
+            m.microBatch = int64_t(1 + 3 * i);
+            m.steps = 1;
+            traces[i] = synthesize(m).trace;
+        }
+        const QString path = m_dir.filePath(QStringLiteral("dp2.json"));
+        poolscope::testing::writeMultiDeviceSnapshotJson({&traces[0], &traces[1]}, path.toStdString());
+        MainWindow w;
+        QSignalSpy opened(&w, &MainWindow::documentChanged);
+        w.openFile(path);
+        QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 60000);
+        const DevicesStrip* strip = w.devicesStrip();
+        QCOMPARE(strip->entries().size(), size_t(2));
+        for (size_t i = 0; i < 2; ++i) {
+            const DevicesStrip::Entry& e = strip->entries()[i];
+            QVERIFY(!e.atOom && !e.oom);
+            QCOMPARE(e.event, w.document()->device(i).device().peakIndex);
+            QVERIFY(strip->cellText(i).contains(QStringLiteral("peak")));
         }
     }
 

@@ -1,6 +1,7 @@
 // The review image never cuts text: every corpus file's image (every device, its default moment),
 // at the sizes `render` offers, painted into a TextProbe that records each piece of text. Each one
-// must lie inside the canvas and inside the clip it was drawn under, and none may be elided ("…").
+// must lie inside the canvas and inside the clip it was drawn under, none may be elided ("…"), and
+// none may lie over another (a label on a label).
 // The what-if image (prediction lines in the legend, caveats in the header) the same. Skips cleanly
 // without ../shared/corpus.
 #include "core/classify/rules.h"
@@ -33,6 +34,27 @@ std::shared_ptr<const Document> open(const QString& file)
     return Document::open(file.toStdString(), options);
 }
 
+QString where(const QRectF& r)
+{
+    return QStringLiteral("(%1,%2 %3x%4)").arg(r.x(), 0, 'f', 0).arg(r.y(), 0, 'f', 0).arg(r.width(), 0, 'f', 0).arg(r.height(), 0, 'f', 0);
+}
+
+// No two pieces of text on top of each other (a label over another is as unreadable as a cut one).
+// Lines of one paragraph touch, and a font's leading may let them share a pixel row: an overlap
+// counts from a tenth of the smaller line's height and two pixels across.
+QStringList overlaps(const std::vector<ProbedText>& texts)
+{
+    QStringList problems;
+    for (size_t i = 0; i < texts.size(); ++i)
+        for (size_t j = i + 1; j < texts.size(); ++j) {
+            const QRectF both = texts[i].box.intersected(texts[j].box);
+            const double minH = std::min(texts[i].box.height(), texts[j].box.height());
+            if (both.width() > 2.0 && both.height() > std::max(1.5, 0.1 * minH))
+                problems << QStringLiteral("overlap: '%1' %2 and '%3' %4").arg(texts[i].text, where(texts[i].box), texts[j].text, where(texts[j].box));
+        }
+    return problems;
+}
+
 // Every problem with the text `paint` draws on `size`, one line each; empty when all is readable.
 QStringList textProblems(TimelinePlot& plot, const ReviewContent& content, QSize size, int* count)
 {
@@ -43,9 +65,6 @@ QStringList textProblems(TimelinePlot& plot, const ReviewContent& content, QSize
         paintReviewImage(painter, plot, content, size);
     }
     QStringList problems;
-    auto where = [](const QRectF& r) {
-        return QStringLiteral("(%1,%2 %3x%4)").arg(r.x(), 0, 'f', 0).arg(r.y(), 0, 'f', 0).arg(r.width(), 0, 'f', 0).arg(r.height(), 0, 'f', 0);
-    };
     for (const ProbedText& t : probe.texts()) {
         // The box is the font's whole line (ascent to descent, fractional); the layout it is checked
         // against rounds to whole pixels, scaled with the image. A cut of more than a tenth of the
@@ -58,6 +77,7 @@ QStringList textProblems(TimelinePlot& plot, const ReviewContent& content, QSize
         else if (t.clipped(tolerance))
             problems << QStringLiteral("clipped: '%1' %2 by %3").arg(t.text, where(t.box), where(t.clip));
     }
+    problems << overlaps(probe.texts());
     *count = int(probe.texts().size());
     return problems;
 }
@@ -120,6 +140,9 @@ private slots:
             }
         }
         qInfo("%d images, %d text items", images, texts);
+        if (qEnvironmentVariableIsSet("ALL"))
+            for (const QString& f : failures)
+                qInfo("%s", qPrintable(f));
         QVERIFY2(failures.isEmpty(), qPrintable(QStringLiteral("%1 problems; first ones:\n").arg(failures.size()) + failures.mid(0, qEnvironmentVariableIsSet("ALL") ? 100000 : 25).join('\n')));
     }
 
@@ -180,6 +203,17 @@ private slots:
             elided |= x.elided;
         }
         QVERIFY(clipped && outside && elided);
+        // Overlaps: a wrapped paragraph's lines touch without overlapping; a label drawn over its
+        // first line does overlap it, and only it.
+        TextProbe over(QSize(200, 100));
+        QPainter p2(&over);
+        p2.setFont(f);
+        p2.drawText(QRect(10, 10, 180, 60), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, QStringLiteral("first line second line third line fourth"));
+        p2.drawText(QPointF(40, 22), QStringLiteral("on top"));
+        p2.end();
+        const QStringList found = overlaps(over.texts());
+        QCOMPARE(found.size(), 1);
+        QVERIFY(found[0].contains(QStringLiteral("on top")));
     }
 };
 

@@ -140,6 +140,18 @@ void checkExact(const DeviceTrace& d, const Classification& c, const PoolSeries&
 }
 
 // Everything a series says, compared: what one scan and two halves (or a stock) must agree on.
+void checkPeaks(const DeviceTrace& d, const Classification& c)
+{
+    const PoolSeries s = computePoolSeries(d, c);
+    const PoolPeakScan peaks = computePoolPeaks(d, c);
+    for (size_t p = 0; p < kPoolCount; ++p) {
+        const QString what = QString::fromUtf8(poolName(Pool(p)).data());
+        QVERIFY2(peaks.initial[p] == s.initial()[p], qPrintable(what));
+        QVERIFY2(peaks.peak[p] == s.peak()[p], qPrintable(QStringLiteral("%1: %2 vs %3").arg(what).arg(peaks.peak[p]).arg(s.peak()[p])));
+        QVERIFY2(peaks.peakIndex[p] == s.peakIndex(Pool(p)), qPrintable(QStringLiteral("%1: event %2 vs %3").arg(what).arg(peaks.peakIndex[p]).arg(s.peakIndex(Pool(p)))));
+    }
+}
+
 void checkSame(const DeviceTrace& d, const PoolSeries& a, const PoolSeries& b)
 {
     QCOMPARE(a.eventCount(), b.eventCount());
@@ -243,6 +255,36 @@ private slots:
                 QVERIFY2(one[p] == s.bytes(Pool(p), i), qPrintable(QStringLiteral("event %1 pool %2: %3 vs %4")
                                                                         .arg(i).arg(QString::fromUtf8(poolName(Pool(p)).data())).arg(one[p]).arg(s.bytes(Pool(p), i))));
         }
+    }
+
+    // Each pool's peak without the series (what `report` keeps): the series' own peaks, their first
+    // events and the initial state, pool for pool.
+    void peaksWithoutTheSeries_data() { exactOnRandomTraces_data(); }
+    void peaksWithoutTheSeries()
+    {
+        QFETCH(int, seed);
+        QFETCH(bool, segments);
+        const RandomTrace r = randomTrace(3000, uint64_t(seed), segments);
+        checkPeaks(r.trace.devices[0], r.c);
+    }
+
+    // A live address allocated again (its free lost): the older allocation closes at the newer one's
+    // alloc, an event whose eventAlloc names the newer one. The peaks still count that close.
+    void peaksWhereALiveAddressIsReused()
+    {
+        Trace t;
+        t.devices.emplace_back();
+        DeviceTrace& d = t.devices.back();
+        d.events.push(Action::Alloc, 0x1000, 5000, 0, kNoTime, StackId{});
+        d.events.push(Action::Alloc, 0x2000, 100, 0, kNoTime, StackId{});
+        d.events.push(Action::Alloc, 0x1000, 3000, 0, kNoTime, StackId{}); // 0x1000 again, never freed
+        d.events.push(Action::Alloc, 0x3000, 2500, 0, kNoTime, StackId{});
+        finalizeDevice(d, t.warnings);
+        QCOMPARE(d.allocations[0].freeCompletedEvent, EventIndex(2));
+        Classification c;
+        c.pool = {Pool::Activation, Pool::Parameter, Pool::Activation, Pool::Activation};
+        checkPeaks(d, c);
+        QCOMPARE(computePoolPeaks(d, c).peak[size_t(Pool::Activation)], int64_t(5500)); // 3000 + 2500, after 5000 closed
     }
 
     // Slack of a block alive at the end follows its allocation from birth; before that it sits in
