@@ -410,9 +410,13 @@ void LawDecider::decideTokens()
 // Memory from before recording that the trace frees: a forward-only recording that starts while the
 // previous step's graph (or batch) still lives sees it freed and the same structure built again, the
 // same sizes from the same call sites. It is that structure, so it follows the law of what replaces
-// it: with a longer context the previous step's graph was longer too. The n-th such block of a size
-// (in the order they go) takes the law of the n-th allocation of that size the trace makes outside
-// the weights; a size the trace never makes again is left as it was (held constant, as before).
+// it: with a longer context the previous step's graph was longer too. What replaces a graph is the
+// next graph, alive when the old one goes (`out = model(x)` drops the old graph once the new output
+// exists): each such block (in the order they go) takes the law of the first allocation of its size
+// made in the trace outside the weights and alive when it is freed, else of the first of its size
+// at all. Transients of the same bytes (a score matrix only softmax keeps, next to the MLP's
+// activations of a*s = 4h) are made too but are not the graph. A size the trace never makes again is
+// left as it was (held constant, as before).
 void LawDecider::decideReplaced()
 {
     const size_t n = m_m.allocationCount;
@@ -433,15 +437,26 @@ void LawDecider::decideReplaced()
     std::stable_sort(gone.begin(), gone.end(), [&](size_t x, size_t y) {
         return m_dev.allocations[x].freeCompletedEvent < m_dev.allocations[y].freeCompletedEvent;
     });
-    std::unordered_map<int64_t, size_t> used;
+    // Two cursors per size, each only moving forward (the blocks go in time order): the first not yet
+    // used, and the first not used nor freed before the current block goes.
+    std::vector<uint8_t> used(n, 0);
+    std::unordered_map<int64_t, std::pair<size_t, size_t>> cursor;
     for (size_t a : gone) {
         const auto it = made.find(size(a));
         if (it == made.end())
             continue;
-        size_t& k = used[size(a)];
-        if (k >= it->second.size())
+        const std::vector<size_t>& list = it->second;
+        const EventIndex freed = m_dev.allocations[a].freeCompletedEvent;
+        auto& [any, alive] = cursor[size(a)];
+        while (any < list.size() && used[list[any]])
+            ++any;
+        if (any >= list.size())
             continue;
-        const size_t by = it->second[k++];
+        while (alive < list.size() && (used[list[alive]] || (m_dev.allocations[list[alive]].freeCompletedEvent != kNoEvent &&
+                                                              m_dev.allocations[list[alive]].freeCompletedEvent <= freed)))
+            ++alive;
+        const size_t by = alive < list.size() && m_dev.allocations[list[alive]].allocEvent < freed ? list[alive] : list[any];
+        used[by] = 1;
         m_m.law[a] = m_m.law[by];
         m_m.lawEvidence[a] = LawEvidence::Replaced;
         m_m.precision[a] = m_m.precision[by];

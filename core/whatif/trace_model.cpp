@@ -221,6 +221,7 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
     m.requestedSize = requestedSizes(dev);
 
     m.phaseRuns = c.phases.runs;
+    m.autocastFact = c.facts.autocast;
     for (const auto& run : c.phases.runs) {
         m.hasBackward |= run.phase == Phase::Backward;
         if (run.phase == Phase::OptimizerStep && !m.hasStep) {
