@@ -54,7 +54,9 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, co
             continue;
         const Allocation& al = dev.allocations[a];
         // A bool mask (a comparison, dropout's mask: the smaller of its pair) stays one byte a value.
-        if (m.mask[a] || (precision[a] == OpPrecision::Promote &&
+        // The residual stream's bytes (a layer's input) keep its type, whether the operator is known
+        // or its frames name none (a user's own norm or add).
+        if (m.mask[a] || ((precision[a] == OpPrecision::Promote || precision[a] == OpPrecision::Unknown) &&
                           std::find(residual.begin(), residual.end(), m.requestedSize[a]) != residual.end())) {
             decided[a] = 1;
             continue;
@@ -93,7 +95,10 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, co
                 found = true;
                 break;
             }
-            if (!found && nearest != SIZE_MAX)
+            // Only for a known operator (Promote: it runs in the type it is given): a tensor whose
+            // frames name no operator (Python-only stacks of a user's own code) may as well be one of
+            // autocast's fp32 results or casts, and is kept as recorded rather than guessed.
+            if (!found && nearest != SIZE_MAX && precision[a] != OpPrecision::Unknown)
                 ratio[a] = ratio[nearest].num == 0 ? Ratio{} : ratio[nearest];
             decided[a] = 1;
             break;
