@@ -84,6 +84,10 @@ private slots:
         panel.setScenario(s);
         QVERIFY(region->isEnabled());
         QVERIFY(panel.scenario().autocastWholeRun);
+        if (const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !shots.isEmpty()) { // the knobs, to look at
+            panel.resize(1100, 420);
+            panel.grab().save(QString::fromLocal8Bit(shots) + QStringLiteral("/whatif-autocast-region.png"));
+        }
         QCOMPARE(panel.scenario().describe(), s.describe());
         region->setCurrentIndex(region->findData(false));
         QVERIFY(!panel.scenario().autocastWholeRun);
