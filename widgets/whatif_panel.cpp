@@ -165,6 +165,15 @@ void WhatIfPanel::buildUi()
     m_autocast->addItem(QStringLiteral("fp16"), int(AutocastKind::Fp16));
     m_autocast->addItem(tr("off (fp32)"), int(AutocastKind::Off));
     m_autocast->setToolTip(tr("torch.autocast: matmuls in 16 bits with a cast of each weight per forward, or off"));
+    // Where the autocast region is (the command line's --autocast-region): the cast cache keeps each
+    // weight's cast until the region exits, so one region over several steps casts the weights once.
+    m_autocastRegion = new QComboBox(this);
+    m_autocastRegion->setObjectName(QStringLiteral("autocastRegion"));
+    m_autocastRegion->addItem(tr("each forward"), false);
+    m_autocastRegion->addItem(tr("whole run"), true);
+    m_autocastRegion->setToolTip(tr("The autocast region of bf16/fp16: around each forward (weights cast once per forward, kept "
+                                    "until their backward) or one region around every step (weights cast once, kept to the end)"));
+    m_autocastRegion->setEnabled(false);
     m_trainable = new QDoubleSpinBox(this);
     m_trainable->setRange(0.001, 1.0);
     m_trainable->setDecimals(3);
@@ -219,6 +228,10 @@ void WhatIfPanel::buildUi()
     connect(m_runButton, &QPushButton::clicked, this, &WhatIfPanel::run);
     connect(m_sharding, &QComboBox::currentIndexChanged, this,
             [this] { m_ranks->setEnabled(ShardingKind(m_sharding->currentData().toInt()) != ShardingKind::None); });
+    connect(m_autocast, &QComboBox::currentIndexChanged, this, [this] {
+        const auto k = AutocastKind(m_autocast->currentData().toInt());
+        m_autocastRegion->setEnabled(k == AutocastKind::Bf16 || k == AutocastKind::Fp16);
+    });
     connect(m_stackBox, &QCheckBox::toggled, this, &WhatIfPanel::predictedStackToggled);
     connect(m_liveBox, &QCheckBox::toggled, this, [this](bool on) {
         m_live = on;
@@ -233,7 +246,7 @@ void WhatIfPanel::buildUi()
         connect(b, &QDoubleSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
     for (QSpinBox* b : {m_ranks, m_accumulate})
         connect(b, &QSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
-    for (QComboBox* c : {m_checkpoint, m_optimizer, m_sharding, m_autocast, m_expandable, m_roundup})
+    for (QComboBox* c : {m_checkpoint, m_optimizer, m_sharding, m_autocast, m_autocastRegion, m_expandable, m_roundup})
         connect(c, &QComboBox::currentIndexChanged, this, &WhatIfPanel::knobChanged);
     connect(m_maxSplit, &QSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
     connect(m_gcThreshold, &QDoubleSpinBox::valueChanged, this, &WhatIfPanel::knobChanged);
@@ -258,8 +271,9 @@ void WhatIfPanel::buildUi()
     };
     pair(tr("Micro-batch"), m_batch, tr("Sequence"), m_seq);
     pair(tr("Activations"), m_activation, tr("Accumulate"), m_accumulate);
-    pair(tr("Autocast"), m_autocast, tr("Checkpoint"), m_checkpoint);
-    pair(tr("Optimizer"), m_optimizer, tr("Trainable"), m_trainable);
+    pair(tr("Autocast"), m_autocast, tr("region"), m_autocastRegion);
+    pair(tr("Checkpoint"), m_checkpoint, tr("Optimizer"), m_optimizer);
+    pair(tr("Trainable"), m_trainable, QString(), nullptr);
     knobs->addWidget(label(tr("Sharding")), row, 0);
     knobs->addWidget(m_sharding, row, 1);
     knobs->addWidget(label(tr("ranks")), row, 2);
@@ -354,6 +368,7 @@ Scenario WhatIfPanel::scenario() const
     s.ranks = s.sharding == ShardingKind::None ? 1 : m_ranks->value();
     s.offloadOptimizer = m_offload->isChecked();
     s.autocast = AutocastKind(m_autocast->currentData().toInt());
+    s.autocastWholeRun = m_autocastRegion->isEnabled() && m_autocastRegion->currentData().toBool();
     s.trainable = ratioOf(m_trainable);
     s.freeze = m_freeze->text().trimmed().toStdString();
     s.accumulate = m_accumulate->value();
@@ -387,6 +402,7 @@ void WhatIfPanel::setScenario(const Scenario& s)
     m_offload->setChecked(s.offloadOptimizer);
     m_capacity->setText(s.capacity ? QString::fromStdString(formatBytes(*s.capacity)).remove(' ') : QString());
     m_autocast->setCurrentIndex(m_autocast->findData(int(s.autocast)));
+    m_autocastRegion->setCurrentIndex(m_autocastRegion->findData(s.autocastWholeRun));
     m_trainable->setValue(s.trainable.value());
     m_freeze->setText(QString::fromStdString(s.freeze));
     m_accumulate->setValue(s.accumulate);

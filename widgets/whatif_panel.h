@@ -124,6 +124,7 @@ private:
     QSpinBox* m_ranks = nullptr;
     QCheckBox* m_offload = nullptr;
     QComboBox* m_autocast = nullptr;
+    QComboBox* m_autocastRegion = nullptr; // --autocast-region: around each forward, or one over the run
     QDoubleSpinBox* m_trainable = nullptr;
     QLineEdit* m_freeze = nullptr;
     QSpinBox* m_accumulate = nullptr;

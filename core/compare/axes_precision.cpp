@@ -39,7 +39,8 @@ double elementSizeShare(const SitePairing& sites, bool autocastInB)
 // changed their element size as autocast changes it.
 bool autocastIn(const RunProfile& p, const CastEvidence& casts, const SitePairing& sites, bool isB)
 {
-    return p.autocastFrameAllocations > 0 || p.castCacheBytes > 0 || (casts.autocast() && elementSizeShare(sites, isB) >= 0.05);
+    return p.autocastFrameAllocations > 0 || p.castCacheBytes > 0 || p.autocastFact == Known::Yes ||
+           (casts.autocast() && elementSizeShare(sites, isB) >= 0.05);
 }
 
 std::string autocastEvidence(const RunProfile& p, const CastEvidence& casts)
@@ -53,6 +54,8 @@ std::string autocastEvidence(const RunProfile& p, const CastEvidence& casts)
                         " sizes) that the other run does not make: 16-bit copies of fp32 weights");
     if (p.castCacheBytes > 0)
         parts.push_back("a cast_cache pool of " + formatBytes(p.castCacheBytes));
+    else if (p.autocastFact == Known::Yes)
+        parts.push_back("autocast's casts in the run facts");
     std::string s;
     for (const auto& x : parts)
         s += (s.empty() ? "" : ", ") + x;

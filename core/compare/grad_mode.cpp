@@ -29,7 +29,9 @@ bool contains(std::string_view text, std::string_view what) { return text.find(w
 GradModeFinding findGradMode(const Trace& trace, const DeviceTrace& dev, const Classification& c, const TraceModel& m)
 {
     GradModeFinding out;
-    if (m.hasBackward) {
+    // The run facts say whether a training backward ran (frames, an annotation or the autograd
+    // engine's frees); the model's phase runs are the same evidence where the facts are missing.
+    if (c.facts.backward == Known::Yes || m.hasBackward) {
         out.mode = 1;
         out.evidence = "a backward pass is recorded";
         return out;

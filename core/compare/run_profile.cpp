@@ -50,7 +50,9 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
     for (FrameId fid : frames.stack(id)) {
         const Frame& fr = frames.frame(fid);
         const std::string_view name = fr.name, file = fr.filename;
-        if (contains(name, "autocast") || contains(file, "autocast_mode"))
+        // PyTorch's own autocast (at::autocast's dispatch and cast cache, torch/amp/autocast_mode.py):
+        // a user's function that merely has "autocast" in its name says nothing.
+        if (contains(name, "at::autocast::") || contains(file, "autocast_mode"))
             f.autocast = true;
         if (contains(name, "allgather") || contains(name, "all_gather") || contains(name, "reduce_scatter") ||
             contains(name, "_reduce_scatter") || contains(file, "deepspeed") || contains(file, "fully_sharded") ||
@@ -281,6 +283,10 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
     p.castCacheBytes = run.series.peak()[size_t(Pool::CastCache)];
 
     // Per allocation: frames, casts, recompute, call sites.
+    // The run ran under autocast: the run facts (the classifier's casts, with any frames), confirmed by
+    // at::autocast's frames or the weights' 16-bit twins the size laws found.
+    p.autocastFact = c.facts.autocast;
+    const bool autocastRun = c.facts.autocast == Known::Yes || m.autocastSeen || m.autocastFromStructure;
     const std::unordered_set<int64_t> paramSizes(p.parameterSizes.begin(), p.parameterSizes.end());
     std::unordered_set<uint32_t> forwardUserFrames;
     for (size_t a = 0; a < n; ++a) {
@@ -327,7 +333,7 @@ RunProfile profileRun(const RunInput& run, const TraceModel& m)
         const bool castShaped = phase == Phase::Forward && ordinal == 0 && m.requestedSize[a] > 0 && paramSizes.count(m.requestedSize[a] * 2);
         const bool fp32List = a < m.precision.size() && m.precision[a] == OpPrecision::Fp32;
         p.sites[key].push_back(
-            SiteAllocation{al.size, m.law[a], pool == Pool::Input, castShaped, fp32List, m.autocastSeen || m.autocastFromStructure, al.allocEvent});
+            SiteAllocation{al.size, m.law[a], pool == Pool::Input, castShaped, fp32List, autocastRun, al.allocEvent});
         p.userSiteOf.emplace(key, where | (((sf ? sf->userSite : 0x5bd1e995ull) ^ salt) & kSiteHashMask));
         if (!p.siteNames.count(key))
             p.siteNames[key] = sf ? sf->siteName : "(no frames)";

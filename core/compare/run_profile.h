@@ -74,6 +74,7 @@ struct RunProfile {
 
     // Precision (the size evidence for autocast needs both runs: SitePairing::casts).
     int autocastFrameAllocations = 0; // allocations whose stack names autocast (at::autocast::..., autocast_mode.py)
+    Known autocastFact = Known::Unknown; // RunFacts::autocast: the classifier found autocast's casts (any frames)
     int64_t castCacheBytes = 0;       // the classifier's cast_cache pool at its peak
 
     // Sharding: collectives named by the frames (all_gather, reduce_scatter, DeepSpeed, FSDP).

@@ -100,7 +100,7 @@ const std::vector<LawStep>& lawCascade()
          decideInputAndNeighbourVotes},
         {"ambiguous", "nothing decided: taken as the tokens (or as the sizes said), and reported by call site", reportAmbiguous},
         // Memory from before recording that the trace rebuilds follows what replaces it.
-        {"rebuilt in the trace", "freed in the trace and built again: the law of the n-th allocation of its size", decideReplaced},
+        {"rebuilt in the trace", "freed in the trace and built again: the law of the allocation of its size alive when it goes", decideReplaced},
         {"weight matrices", "the weight matrices autocast casts, per unit and others (finder)", findMatrices, false},
     };
     return steps;

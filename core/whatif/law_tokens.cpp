@@ -173,9 +173,13 @@ void revokeRareScores(LawContext& x)
 // Memory from before recording that the trace frees: a forward-only recording that starts while the
 // previous step's graph (or batch) still lives sees it freed and the same structure built again, the
 // same sizes from the same call sites. It is that structure, so it follows the law of what replaces
-// it: with a longer context the previous step's graph was longer too. The n-th such block of a size
-// (in the order they go) takes the law of the n-th allocation of that size the trace makes outside
-// the weights; a size the trace never makes again is left as it was (held constant, as before).
+// it: with a longer context the previous step's graph was longer too. What replaces a graph is the
+// next graph, alive when the old one goes (`out = model(x)` drops the old graph once the new output
+// exists): each such block (in the order they go) takes the law of the first allocation of its size
+// made in the trace outside the weights and alive when it is freed, else of the first of its size
+// at all. Transients of the same bytes (a score matrix only softmax keeps, next to the MLP's
+// activations of a*s = 4h) are made too but are not the graph. A size the trace never makes again is
+// left as it was (held constant, as before).
 void decideReplaced(LawContext& x)
 {
     std::vector<size_t> gone;
@@ -191,15 +195,26 @@ void decideReplaced(LawContext& x)
         if (!x.al(a).preexisting() && !isWeightPool(x.m.pool[a]) && x.m.lawEvidence[a] != LawEvidence::Phase && !x.m.stepWorkspace[a])
             made[x.size(a)].push_back(a);
     std::stable_sort(gone.begin(), gone.end(), [&](size_t p, size_t q) { return x.al(p).freeCompletedEvent < x.al(q).freeCompletedEvent; });
-    std::unordered_map<int64_t, size_t> used;
+    // Two cursors per size, each only moving forward (the blocks go in time order): the first not yet
+    // used, and the first not used nor freed before the current block goes.
+    std::vector<uint8_t> used(x.n(), 0);
+    std::unordered_map<int64_t, std::pair<size_t, size_t>> cursor;
     for (size_t a : gone) {
         const auto it = made.find(x.size(a));
         if (it == made.end())
             continue;
-        size_t& k = used[x.size(a)];
-        if (k >= it->second.size())
+        const std::vector<size_t>& list = it->second;
+        const EventIndex freed = x.al(a).freeCompletedEvent;
+        auto& [any, alive] = cursor[x.size(a)];
+        while (any < list.size() && used[list[any]])
+            ++any;
+        if (any >= list.size())
             continue;
-        const size_t by = it->second[k++];
+        while (alive < list.size() &&
+               (used[list[alive]] || (x.al(list[alive]).freeCompletedEvent != kNoEvent && x.al(list[alive]).freeCompletedEvent <= freed)))
+            ++alive;
+        const size_t by = alive < list.size() && x.al(list[alive]).allocEvent < freed ? list[alive] : list[any];
+        used[by] = 1;
         x.record[a].candidates = kAnyLaw; // its own size and frames no longer decide: what replaces it does
         x.decide(a, x.m.law[by], LawEvidence::Replaced);
         x.m.precision[a] = x.m.precision[by];

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 #include <vector>
 
 namespace poolscope {
@@ -19,6 +20,8 @@ constexpr int kInheritWindow = 16; // allocations back where an elementwise op's
 constexpr int kInputWindow = 32;   // allocations back where a matmul's fp32 input may be
 
 EventIndex before(EventIndex e) { return e > 0 ? e - 1 : kNoEvent; }
+
+constexpr int kMaxCastsPerCall = 2; // a matmul's tensor inputs: activation and weight, or two activations
 
 // Activations and the temporaries around them: what changes element size with autocast.
 bool eligible(const TraceModel& m, size_t a)
@@ -31,7 +34,10 @@ bool eligible(const TraceModel& m, size_t a)
 
 // Element-size ratio of every allocation, in allocation order: operators by autocast's lists, the
 // rest by the latest live tensor of the same bytes (their input, as an elementwise op's output).
-std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, bool toLow, int64_t& changed)
+// `guessed`: of the bytes that change, those of tensors whose frames name no operator (Python-only
+// stacks under a user's own module): their element size follows their neighbours, unconfirmed.
+std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, const std::vector<OpPrecision>& precision, bool toLow,
+                                 int64_t& changed, int64_t& guessed)
 {
     const size_t n = dev.allocations.size();
     std::vector<Ratio> ratio(n);
@@ -48,12 +54,14 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, bo
             continue;
         const Allocation& al = dev.allocations[a];
         // A bool mask (a comparison, dropout's mask: the smaller of its pair) stays one byte a value.
-        if (m.mask[a] || (m.precision[a] == OpPrecision::Promote &&
+        // The residual stream's bytes (a layer's input) keep its type, whether the operator is known
+        // or its frames name none (a user's own norm or add).
+        if (m.mask[a] || ((precision[a] == OpPrecision::Promote || precision[a] == OpPrecision::Unknown) &&
                           std::find(residual.begin(), residual.end(), m.requestedSize[a]) != residual.end())) {
             decided[a] = 1;
             continue;
         }
-        switch (m.precision[a]) {
+        switch (precision[a]) {
         case OpPrecision::Lower:
             ratio[a] = toLow ? narrow : widen;
             decided[a] = 1;
@@ -79,7 +87,7 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, bo
                 if (!eligible(m, b) || !decided[b])
                     continue;
                 ++seen;
-                if (nearest == SIZE_MAX && m.precision[b] != OpPrecision::Fp32 && m.precision[b] != OpPrecision::Cast)
+                if (nearest == SIZE_MAX && precision[b] != OpPrecision::Fp32 && precision[b] != OpPrecision::Cast)
                     nearest = b;
                 if (in.size != al.size || (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent))
                     continue;
@@ -87,14 +95,20 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, bo
                 found = true;
                 break;
             }
-            if (!found && nearest != SIZE_MAX)
+            // Only for a known operator (Promote: it runs in the type it is given): a tensor whose
+            // frames name no operator (Python-only stacks of a user's own code) may as well be one of
+            // autocast's fp32 results or casts, and is kept as recorded rather than guessed.
+            if (!found && nearest != SIZE_MAX && precision[a] != OpPrecision::Unknown)
                 ratio[a] = ratio[nearest].num == 0 ? Ratio{} : ratio[nearest];
             decided[a] = 1;
             break;
         }
         }
-        if (!ratio[a].isOne())
+        if (!ratio[a].isOne()) {
             changed += al.size;
+            if (precision[a] == OpPrecision::Unknown)
+                guessed += al.size;
+        }
     }
     // A weight's 16-bit gradient on its way into an fp32 .grad: without autocast the node makes the
     // fp32 gradient itself.
@@ -105,6 +119,74 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, bo
     return ratio;
 }
 
+// Autocast's casts where no frame names one (Python-only stacks: the _to_copy runs below the Python
+// frame of the matmul that asked for it, so it carries that operator's frames, and a user's module
+// may name no operator at all). Two facts of structure stand in for the missing frames:
+// - A call site that casts a weight (TraceModel::weightCast: the weights' 16-bit twins) is a
+//   matmul's: what it makes besides the casts is the matmul's 16-bit output.
+// - One call leaves its allocations one after the other under one stack, and autocast casts before
+//   the kernel runs: the call's leading allocations that have half the bytes of a live tensor made
+//   before the call (its fp32 input; a 16-bit input is not cast) are the inputs' casts, one per
+//   source, at most one per tensor input, never the call's last allocation (its output).
+// `precision` gets both: matmul outputs Lower, inputs' casts Cast. Returns the casts found.
+size_t castsFromStructure(const DeviceTrace& dev, const TraceModel& m, std::vector<OpPrecision>& precision)
+{
+    const size_t n = dev.allocations.size();
+    std::unordered_set<uint32_t> matmulSites;
+    for (size_t a = 0; a < n; ++a)
+        if (m.weightCast[a] && dev.allocations[a].stack.valid())
+            matmulSites.insert(dev.allocations[a].stack.value);
+    for (size_t a = 0; a < n; ++a)
+        if (!m.weightCast[a] && (precision[a] == OpPrecision::Unknown || precision[a] == OpPrecision::Promote) &&
+            dev.allocations[a].stack.valid() && matmulSites.count(dev.allocations[a].stack.value) && eligible(m, a))
+            precision[a] = OpPrecision::Lower;
+    std::vector<uint8_t> claimed(n, 0);
+    size_t found = 0;
+    for (size_t first = 0; first < n;) {
+        const StackId stack = dev.allocations[first].stack;
+        size_t end = first + 1;
+        while (end < n && stack.valid() && dev.allocations[end].stack == stack)
+            ++end;
+        if (end - first < 2 || (precision[first] != OpPrecision::Lower && !m.weightCast[first])) {
+            first = end;
+            continue;
+        }
+        int inputs = 0;
+        for (size_t c = first; c + 1 < end && inputs < kMaxCastsPerCall; ++c) {
+            const Allocation& al = dev.allocations[c];
+            if (m.weightCast[c]) {
+                ++inputs;
+                continue;
+            }
+            if (al.preexisting() || !eligible(m, c))
+                break;
+            size_t source = SIZE_MAX;
+            int seen = 0;
+            for (size_t b = first; b-- > 0 && seen < kInputWindow;) {
+                const Allocation& src = dev.allocations[b];
+                if (src.preexisting())
+                    break;
+                if (!eligible(m, b))
+                    continue;
+                ++seen;
+                if (claimed[b] || src.size != 2 * al.size || precision[b] == OpPrecision::Lower ||
+                    (src.freeCompletedEvent != kNoEvent && src.freeCompletedEvent < al.allocEvent))
+                    continue;
+                source = b;
+                break;
+            }
+            if (source == SIZE_MAX)
+                break; // the kernel's own allocations begin: no cast comes after them
+            claimed[source] = 1;
+            precision[c] = OpPrecision::Cast;
+            ++inputs;
+            ++found;
+        }
+        first = end;
+    }
+    return found;
+}
+
 } // namespace
 
 void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan)
@@ -112,7 +194,9 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     if (sc.autocast == AutocastKind::Keep)
         return;
     const bool toLow = sc.autocast != AutocastKind::Off;
-    bool castsSeen = m.autocastSeen;
+    // The run facts' autocast (the classifier's casts, found with any frames), confirmed by
+    // at::autocast's own frames or the weights' casts the size laws found.
+    bool castsSeen = m.autocastSeen || m.autocastFact == Known::Yes;
     for (size_t a = 0; a < m.weightCast.size() && !castsSeen; ++a)
         castsSeen = m.weightCast[a] != 0;
     if (toLow && castsSeen) {
@@ -125,8 +209,25 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         return;
     }
     const size_t n = plan.size.size();
-    int64_t changed = 0;
-    const std::vector<Ratio> ratio = elementRatios(dev, m, toLow, changed);
+    // What autocast did to each operator's output; with casts known only from the weights' 16-bit
+    // twins (no frame names a cast), the inputs' casts are found by the order of a call's allocations.
+    std::vector<OpPrecision> precision = m.precision;
+    size_t structuralCasts = 0;
+    const bool framesNameCasts =
+        m.autocastSeen || std::find(m.precision.begin(), m.precision.end(), OpPrecision::Cast) != m.precision.end();
+    if (!toLow && !framesNameCasts)
+        structuralCasts = castsFromStructure(dev, m, precision);
+    int64_t changed = 0, guessed = 0;
+    const std::vector<Ratio> ratio = elementRatios(dev, m, precision, toLow, changed, guessed);
+    // What the frames cannot tell is said, not hidden in the figure.
+    if (guessed > 0) {
+        plan.notes.push_back(formatBytes(guessed) + " of the " + formatBytes(changed) +
+                             " that change size were made by code whose frames name no operator (Python-only stacks): "
+                             "their element size is taken from the tensors they follow, which the frames cannot confirm");
+        if (guessed * 4 >= changed)
+            plan.caveats.push_back("precision: the element size of " + formatBytes(guessed) +
+                                   " of activations is a guess (no operator in their frames)");
+    }
     for (size_t a = 0; a < n; ++a)
         if (!ratio[a].isOne())
             plan.size[a] = ratio[a].apply(plan.size[a]);
@@ -140,7 +241,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             // weightCast unset) may be inputs' too: each claims a live fp32 source of twice its bytes,
             // one source per cast, so a weight's cast beside its input's finds the source taken.
             const bool unsure = m.pool[c] == Pool::CastCache && !m.weightCast[c];
-            if (cast.preexisting() || m.precision[c] != OpPrecision::Cast || m.weightCast[c] || !(eligible(m, c) || unsure))
+            if (cast.preexisting() || precision[c] != OpPrecision::Cast || m.weightCast[c] || !(eligible(m, c) || unsure))
                 continue;
             int seen = 0;
             for (size_t b = c; b-- > 0 && seen < kInputWindow;) {
@@ -170,6 +271,10 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                              formatBytes(kept) + " of fp32 inputs their matmuls kept through a cast are kept themselves); "
                              "matmul outputs and what follows them widen to fp32 (" + formatBytes(changed) +
                              " of activations over the trace change size); weights, gradients and optimizer state stay");
+        if (structuralCasts > 0)
+            plan.notes.push_back("no frame names a cast (Python-only stacks): " + std::to_string(structuralCasts) +
+                                 " inputs' casts told from the matmul outputs by their place in the call (made first, half the "
+                                 "bytes of a live fp32 input) and dropped, not widened");
         return;
     }
     // The cast cache: each weight matrix once per forward, from where its unit begins until its
@@ -204,7 +309,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         passBegin.push_back(pass.begin);
     for (size_t a = 0; a < n && !passBegin.empty(); ++a) {
         const Allocation& al = dev.allocations[a];
-        if (al.preexisting() || !eligible(m, a) || m.precision[a] != OpPrecision::Lower)
+        if (al.preexisting() || !eligible(m, a) || precision[a] != OpPrecision::Lower)
             continue;
         const auto it = std::upper_bound(passBegin.begin(), passBegin.end(), al.allocEvent);
         if (it == passBegin.begin())
@@ -224,16 +329,16 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                 continue;
             // A sibling matmul made by the same call (silu(w1(x)) * w3(x), or q, k, v from one line)
             // reads the same input: its 16-bit output is not this one's input.
-            if (m.precision[b] == OpPrecision::Lower && in.stack.valid() && in.stack == al.stack)
+            if (precision[b] == OpPrecision::Lower && in.stack.valid() && in.stack == al.stack)
                 continue;
-            if (m.precision[b] == OpPrecision::Lower || !ratio[b].isOne())
+            if (precision[b] == OpPrecision::Lower || !ratio[b].isOne())
                 break; // its input is a 16-bit tensor
             const EventIndex until = m.saved[a] ? al.freeCompletedEvent : al.allocEvent + 1;
             // Its bytes as the other knobs left them (a longer sequence casts a longer input).
             plan.extras.push_back({before(al.allocEvent), until, plan.size[b] / 2, al.stream, Pool::Activation});
             inputCasts += plan.size[b] / 2;
             // The matmul saves the cast: the fp32 source, kept only for it, goes after its last cast.
-            if (m.saved[b] && m.precision[b] != OpPrecision::Lower)
+            if (m.saved[b] && precision[b] != OpPrecision::Lower)
                 lastCastOf[b] = al.allocEvent;
             break;
         }
@@ -248,7 +353,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     int64_t upcasts = 0;
     for (size_t a = 1; a < n; ++a) {
         const Allocation& al = dev.allocations[a];
-        if (al.preexisting() || !eligible(m, a) || m.precision[a] != OpPrecision::Fp32)
+        if (al.preexisting() || !eligible(m, a) || precision[a] != OpPrecision::Fp32)
             continue;
         for (size_t b = a; b-- > 0;) {
             const Allocation& in = dev.allocations[b];

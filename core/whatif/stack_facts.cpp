@@ -160,7 +160,11 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
                 f.flags |= StackOpFacts::SoftmaxOp;
             if (l == "log_softmax" || l == "cross_entropy" || l == "nll_loss")
                 f.flags |= StackOpFacts::LogSoftmax;
-            if (contains(fr.filename, "/torch/optim/") || contains(fr.filename, "optimizer"))
+            // Installed optimizers only (torch/optim, bitsandbytes/optim, apex/optimizers): a user's
+            // file called optimizer.py is a name, and the run facts' optimizer-step passes
+            // (annotations, the step's structure) say where the user's own step runs.
+            if (isLibraryFile(fr.filename) && (contains(fr.filename, "/optim/") || contains(fr.filename, "/optimizers/") ||
+                                               contains(fr.filename, "/optimizer/")))
                 f.flags |= StackOpFacts::Optimizer;
             if (contains(l, "dequant") || contains(fr.filename, "bitsandbytes"))
                 f.flags |= StackOpFacts::Dequantize;

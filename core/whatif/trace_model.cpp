@@ -163,7 +163,9 @@ std::vector<int64_t> requestedSizes(const DeviceTrace& dev)
     std::vector<int64_t> requested(dev.allocations.size());
     for (size_t a = 0; a < requested.size(); ++a) {
         const Allocation& al = dev.allocations[a];
-        auto it = al.preexisting() ? blockRequested.find(al.address) : blockRequested.end();
+        // Only what is still alive at the end is the final block at its address: a pre-existing
+        // allocation the trace frees has its free's size, and its address may hold another by then.
+        auto it = al.preexisting() && al.freeCompletedEvent == kNoEvent ? blockRequested.find(al.address) : blockRequested.end();
         requested[a] = it != blockRequested.end() ? it->second : al.size;
     }
     return requested;
@@ -219,6 +221,7 @@ TraceModel buildTraceModel(const Trace& trace, const DeviceTrace& dev, const Cla
     m.requestedSize = requestedSizes(dev);
 
     m.phaseRuns = c.phases.runs;
+    m.autocastFact = c.facts.autocast;
     for (const auto& run : c.phases.runs) {
         m.hasBackward |= run.phase == Phase::Backward;
         if (run.phase == Phase::OptimizerStep && !m.hasStep) {

@@ -85,6 +85,7 @@ struct TraceModel {
     int64_t replacedCount = 0, replacedBytes = 0; // memory from before recording that the trace rebuilt (LawEvidence::Replaced)
     bool autocastSeen = false;          // the trace ran under autocast (its frames say so)
     bool autocastFromStructure = false; // no frame names a cast, but 16-bit twins of the weight matrices are cached per forward
+    Known autocastFact = Known::Unknown; // RunFacts::autocast: the classifier found autocast's casts (with any frames)
     std::vector<int32_t> gradSource;    // per Gradient allocation: the transient AccumulateGrad cloned it from, or -1
     std::vector<uint8_t> mask;          // per allocation: a bool mask (a comparison's output, dropout's mask)
     std::vector<int64_t> unitMatrices;  // weight matrices (bytes) of one repeated unit: what autocast casts per unit

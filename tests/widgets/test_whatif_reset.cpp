@@ -4,6 +4,7 @@
 #include "widgets/timeline_plot.h"
 #include "widgets/whatif_panel.h"
 
+#include <QComboBox>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTest>
@@ -27,6 +28,7 @@ private slots:
         s.ranks = 4;
         s.offloadOptimizer = true;
         s.autocast = AutocastKind::Bf16;
+        s.autocastWholeRun = true;
         s.freeze = "Embedding";
         s.accumulate = 4;
         s.capacity = int64_t(8) << 30;
@@ -64,6 +66,37 @@ private slots:
         // The answer goes: the chart shows the run as recorded.
         QVERIFY(handed > 0 && cleared);
         QVERIFY(!panel.result());
+    }
+
+    // The command line's --autocast-region forward|run as a knob: offered for bf16 and fp16 only,
+    // and what it says reaches the scenario the panel replays.
+    void autocastRegionIsAKnob()
+    {
+        const auto doc = poolscope::testing::synthDocument();
+        WhatIfPanel panel;
+        panel.setTrace(doc, 0);
+        auto* region = panel.findChild<QComboBox*>(QStringLiteral("autocastRegion"));
+        QVERIFY(region);
+        QVERIFY(!region->isEnabled()); // as recorded: no region to choose
+        Scenario s;
+        s.autocast = AutocastKind::Bf16;
+        s.autocastWholeRun = true;
+        panel.setScenario(s);
+        QVERIFY(region->isEnabled());
+        QVERIFY(panel.scenario().autocastWholeRun);
+        if (const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !shots.isEmpty()) { // the knobs, to look at
+            panel.resize(1100, 420);
+            panel.grab().save(QString::fromLocal8Bit(shots) + QStringLiteral("/whatif-autocast-region.png"));
+        }
+        QCOMPARE(panel.scenario().describe(), s.describe());
+        region->setCurrentIndex(region->findData(false));
+        QVERIFY(!panel.scenario().autocastWholeRun);
+        s.autocast = AutocastKind::Off;
+        s.autocastWholeRun = false;
+        panel.setScenario(s);
+        QVERIFY(!region->isEnabled());
+        QVERIFY(!panel.scenario().autocastWholeRun);
+        QVERIFY(panel.scenario().validate().empty());
     }
 };
 

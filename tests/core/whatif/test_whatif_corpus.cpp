@@ -179,17 +179,14 @@ static const char* knownMiss(const QString& from, const QString& knob)
         {{"niu_fwd_200.pickle", "autocast bf16"}, "-3.5 %: activations and temporaries under-predicted"},
         {{"niu_fb_200.pickle", "autocast bf16 run"}, "+4.0 %: activations over-predicted where the peak falls"},
         {{"niu_fb_200_bf16.pickle", "autocast off"}, "-7.9 %: the fp32 run peaks in a later step's forward"},
-        {{"niu_fwd_200.pickle", "autocast bf16 python"}, "Python frames only: matmuls by user code are not known as matmuls"},
-        {{"niu_fwd_200_bf16.pickle", "autocast off python"}, "Python frames only: 16-bit tensors by user code are not widened"},
-        {{"niu_fb_200.pickle", "autocast bf16 run python"}, "Python frames only"},
-        {{"niu_fb_200_bf16.pickle", "autocast off python"}, "Python frames only"},
-        {{"bol_fwd_cl512_fp32.pickle", "autocast bf16 python"}, "Python frames only"},
-        {{"bol_fwd_cl512_bf16.pickle", "autocast off python"}, "Python frames only"},
-        {{"nh_forward_fp32.pickle", "autocast bf16 python"}, "Python frames only"},
-        // Since the classifier counts casts without C++ frames (issue 22), nh_forward_mixed's twins are
-        // found there too, and `autocast off` widens what it takes for 16-bit: +7.5 % (was -1.1 % when
-        // nothing was found and the trace came back as recorded).
-        {{"nh_forward_mixed.pickle", "autocast off python"}, "Python frames only: +7.5 %, 16-bit tensors by user code are not told from casts"},
+        // fp32 -> bf16 with Python frames only: a user's own softmax, exp and norms name no operator,
+        // so which of their outputs autocast keeps in fp32 cannot be told (the prediction says so).
+        {{"niu_fwd_200.pickle", "autocast bf16 python"}, "Python frames only: -10.9 %, user code's fp32-list operators not known"},
+        {{"niu_fb_200.pickle", "autocast bf16 run python"}, "Python frames only: -6.2 %"},
+        {{"bol_fwd_cl512_fp32.pickle", "autocast bf16 python"}, "Python frames only: -3.7 %"},
+        {{"nh_forward_fp32.pickle", "autocast bf16 python"}, "Python frames only: +5.7 %"},
+        // The same -7.8 % as with every frame (the row above): nothing Python-only about it.
+        {{"niu_fb_200_bf16.pickle", "autocast off python"}, "-7.8 %: as with frames"},
     };
     const auto it = kMisses.find({from, knob});
     return it == kMisses.end() ? nullptr : it->second;

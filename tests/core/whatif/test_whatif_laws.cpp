@@ -4,6 +4,7 @@
 #include "core/classify/classifier.h"
 #include "core/synth/synth_truth.h"
 #include "core/whatif/whatif.h"
+#include "python_frames.h"
 
 #include <QtTest>
 
@@ -241,6 +242,10 @@ void TestWhatIfLaws::knobMatchesGeneratedRun_data()
         const QString name = attention == A::Softmax ? "softmax gelu" : "inline swiglu";
         QTest::newRow(qPrintable("fp32 -> autocast bf16, " + name)) << fp32 << autocast << "autocast bf16" << 1.5;
         QTest::newRow(qPrintable("autocast -> off, " + name)) << autocast << fp32 << "autocast off" << 1.5;
+        // With Python frames only (stacks='python'): no frame names a cast or a matmul. Autocast is
+        // known from the weights' 16-bit twins; the call sites that cast a weight are the matmuls, and
+        // a call's leading allocations of half a live input's bytes are its inputs' casts.
+        QTest::newRow(qPrintable("autocast -> off, python-only, " + name)) << autocast << fp32 << "autocast off python" << 1.5;
     }
     // Autocast where inputs' casts have weights' cast bytes (T = h: an h x h projection; T = 4h: an
     // MLP weight): the classifier cannot tell them apart, and autocast off must still keep the fp32
@@ -287,7 +292,17 @@ void TestWhatIfLaws::knobMatchesGeneratedRun()
         s.trainable = Ratio{vectors, synthSizes(from).parameterElements};
     }
     const Run base = make(from), real = make(to);
-    const WhatIfResult r = runWhatIf(base.result.trace, base.dev(), base.model, s);
+    WhatIfResult r;
+    if (k.contains("python")) {
+        // The same run as a recording with stacks='python' would have it.
+        const std::shared_ptr<Trace> py = pythonFramesOnly(base.result.trace);
+        const DeviceTrace& dev = py->devices[0];
+        const TraceModel pm = buildTraceModel(*py, dev, classify(*py, dev, RuleSet::builtin()));
+        QVERIFY(pm.autocastFromStructure || pm.autocastFact == Known::Yes);
+        r = runWhatIf(*py, dev, pm, s);
+    } else {
+        r = runWhatIf(base.result.trace, base.dev(), base.model, s);
+    }
     const int64_t actual = real.dev().peakAllocated;
     const double error = 100.0 * double(r.peakAllocated - actual) / double(actual);
     qInfo("%s: predicted %lld, generated %lld (%+.3f%%; as recorded %lld)", qPrintable(knob), qint64(r.peakAllocated),

@@ -189,10 +189,12 @@ void TestWhatIfSynth::forwardOnlyStartingMidGraph()
     QVERIFY(freed > 0);
     QVERIFY(replaced > freed * 9 / 10);
     // Held constant (the law before this rule), the pre-recording graph is a quarter of the peak and
-    // more. Not yet exact: at sequence x2 mid-graph lands at +3.2 % where the control lands at
-    // -0.04 % (docs/accuracy.md); x0.5 and micro-batch x2 within 0.3 points of it.
-    QVERIFY2(std::abs(midGraph - control) < 3.5, qPrintable(QString("mid-graph %1% against %2% from the start").arg(midGraph).arg(control)));
-    QVERIFY2(std::abs(midGraph) < 4.0, qPrintable(QString("error %1%").arg(midGraph)));
+    // more. Every byte of it is rebuilt (a freed block's own size, not the final block's at its
+    // reused address) by what is alive when it goes (the next graph, not the transients of its
+    // size): sequence x2 lands where the control does (it was +3.2 % with both wrong, docs/accuracy.md).
+    QCOMPARE(replaced, freed);
+    QVERIFY2(std::abs(midGraph - control) < 0.75, qPrintable(QString("mid-graph %1% against %2% from the start").arg(midGraph).arg(control)));
+    QVERIFY2(std::abs(midGraph) < 1.0, qPrintable(QString("error %1%").arg(midGraph)));
 }
 
 QTEST_GUILESS_MAIN(TestWhatIfSynth)
