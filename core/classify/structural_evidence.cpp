@@ -1,8 +1,11 @@
 #include "core/classify/structural_evidence.h"
 
+#include "core/redact/code_names.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -55,15 +58,23 @@ int64_t sum(const std::vector<int64_t>& v)
 void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
-    if (!c.history || f.firstForward == kNoEvent)
+    if (!c.history)
+        return;
+    // A script that builds no nn.Module names no forward: then what exists before the first backward
+    // and is kept, with a gradient of its size, is a weight (a tensor made with requires_grad).
+    const bool noForward = f.firstForward == kNoEvent;
+    const EventIndex bound = noForward ? f.firstBackward : f.firstForward;
+    if (bound == kNoEvent)
         return;
     uint16_t rule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (c.pool[i] != Pool::Unknown || a.preexisting() || a.allocEvent >= f.firstForward)
+        if (c.pool[i] != Pool::Unknown || a.preexisting() || a.allocEvent >= bound)
             continue;
         const EventIndex fe = freeEventOf(a);
         if (fe != kNoEvent && c.phases.phase[size_t(fe)] != Phase::OptimizerStep)
+            continue;
+        if (noForward && !c.gradientSizes.count(mirrorKey(a.size)))
             continue;
         if (!rule)
             rule = addRule(c, "made-before-first-forward-kept",
@@ -71,6 +82,35 @@ void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
                            "where no frame said more: the model's state (its weights, or buffers made for them)",
                            Pool::Parameter, kEvidenceLifetime);
         decide(c, i, Pool::Parameter, rule, 60);
+    }
+}
+
+void savedForBackward(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.backward != Known::Yes)
+        return;
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Unknown || a.preexisting())
+            continue;
+        const EventIndex fe = freeEventOf(a);
+        if (fe == kNoEvent || c.phases.phase[size_t(fe)] != Phase::Backward)
+            continue;
+        const int pass = f.passAt(fe);
+        if (pass < 0 || f.passes[size_t(pass)].phase != Phase::Backward || a.allocEvent >= f.passes[size_t(pass)].first)
+            continue; // made in the backward that let go of it: the engine's own scratch
+        const Phase birth = c.phases.phase[size_t(a.allocEvent)];
+        if (birth != Phase::Unknown && birth != Phase::Forward)
+            continue;
+        if (!rule)
+            rule = addRule(c, "saved-for-backward-by-structure",
+                           "made before the backward pass that let go of it, and let go of inside that pass (by the autograd "
+                           "engine): a tensor the graph saved for backward, whatever code made it (a script-level function, no "
+                           "nn.Module)",
+                           Pool::Activation, kEvidenceLifetime);
+        decide(c, i, Pool::Activation, rule, 65);
     }
 }
 
@@ -208,53 +248,72 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
     const auto& ev = dev.events;
     uint16_t rule[2] = {0, 0}; // parameter, optimizer state
     uint32_t run = UINT32_MAX;
-    std::unordered_map<int64_t, std::vector<uint32_t>> births; // size -> births of this step not yet paired
+    // Per size, the blocks this step made that are still alive and stand in for nothing yet, by birth.
+    std::unordered_map<int64_t, std::set<std::pair<EventIndex, uint32_t>>> open;
+    // What a block this step made replaced (a chain: p.data rebuilt twice, by the update and then by
+    // the weight decay, makes an intermediate the step itself lets go of): the pool it stands for and
+    // how sure that was; pool Unknown where the replaced block had none.
+    struct Link {
+        Pool pool;
+        uint8_t confidence;
+    };
+    std::unordered_map<uint32_t, Link> links;
     for (size_t e = 0; e < ev.count(); ++e) {
         if (tl.phase[e] != Phase::OptimizerStep)
             continue;
         if (tl.run[e] != run) {
             run = tl.run[e];
-            births.clear();
+            open.clear();
+            links.clear();
         }
         const AllocId id = dev.eventAlloc[e];
         if (!id.valid())
             continue;
-        const size_t i = id.value;
+        const uint32_t i = id.value;
         const Allocation& a = dev.allocations[i];
+        const bool bornHere = !a.preexisting() && tl.run[size_t(a.allocEvent)] == run;
         if (ev.action[e] == Action::Alloc && a.allocEvent == EventIndex(e)) {
-            births[a.size].push_back(uint32_t(i));
+            open[a.size].insert({a.allocEvent, i});
             continue;
         }
         if (EventIndex(e) != freeEventOf(a))
             continue;
-        const bool known = c.pool[i] == Pool::Parameter || c.pool[i] == Pool::OptimizerState;
-        if (!a.preexisting() && tl.run[size_t(a.allocEvent)] == run)
-            continue; // made and freed in this step: scratch
-        auto it = births.find(a.size);
-        if (it == births.end() || it->second.empty())
+        Link from{c.pool[i], c.confidence[i]};
+        if (bornHere) {
+            open[a.size].erase({a.allocEvent, i});
+            const auto l = links.find(i);
+            if (l == links.end())
+                continue; // made and freed in this step, replacing nothing: scratch
+            from = l->second;
+        } else if (from.pool != Pool::Parameter && from.pool != Pool::OptimizerState) {
+            from.pool = Pool::Unknown;
+        }
+        // An out-of-place update computes the new value, then lets go of the old one: the newest
+        // block of its size the step made and still holds is what replaced it.
+        auto& candidates = open[a.size];
+        if (candidates.empty())
             continue;
-        const uint32_t b = it->second.back();
-        it->second.pop_back();
-        const EventIndex bFree = freeEventOf(dev.allocations[b]);
-        if (bFree != kNoEvent && tl.run[size_t(bFree)] == run)
-            continue; // the new block does not outlive the step
-        if (!known) {
+        const uint32_t b = std::prev(candidates.end())->second;
+        candidates.erase(std::prev(candidates.end()));
+        links[b] = from;
+        if (from.pool == Pool::Unknown) {
             // It replaced something nothing named (its weights' own frames are gone): whether it is
             // the optimizer's state or a rebuilt parameter, the dump cannot say.
             c.confidence[b] = std::min<uint8_t>(c.confidence[b], 50);
             continue;
         }
-        const bool param = c.pool[i] == Pool::Parameter;
+        const bool param = from.pool == Pool::Parameter;
         uint16_t& r = rule[param ? 0 : 1];
         if (!r)
             r = addRule(c, param ? "step-rebuilds-parameter" : "step-replaces-state",
-                        std::string("made in an optimizer step and kept after it, freed-and-replaced pairing: the step let go of a ") +
-                            (param ? "parameter" : "block of optimizer state") +
-                            " of the same size right after making it (an out-of-place update such as p.data = p - lr * u): it "
-                            "takes the place, and the pool, of what it replaced",
-                        param ? Pool::Parameter : Pool::OptimizerState, kEvidenceLifetime | kEvidenceSize);
+                        std::string("made in an optimizer step, which let go of a ") + (param ? "parameter" : "block of optimizer state") +
+                            " of the same size right after making it (an out-of-place update such as p.data = p - lr * u, "
+                            "possibly in two moves: the update, then the weight decay): it takes the place, and the pool, of "
+                            "what it replaced",
+                        from.pool, kEvidenceLifetime | kEvidenceSize);
         // A replacement is as sure as what it replaced.
-        decide(c, b, c.pool[i], r, std::min<int>(param ? 80 : 85, c.confidence[i]));
+        decide(c, b, from.pool, r, std::min<int>(param ? 80 : 85, from.confidence));
+        links[b].confidence = c.confidence[b];
     }
 }
 
@@ -371,12 +430,18 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
         if (cppIn(a.stack))
             return;
     // Parameters by mirror key, as the rules count them (a pre-existing block by its requested size).
+    // A parameter an optimizer step rebuilt (p.data = ...) is the same weight again: one cast each.
     std::unordered_map<int64_t, int64_t> params;
-    int64_t paramBytes = 0;
-    for (const auto& [key, n] : c.parameterSizes) {
+    for (const auto& [key, n] : c.parameterSizes)
         params[key] = n;
-        paramBytes += key * int64_t(n);
-    }
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Parameter && !dev.allocations[i].preexisting() && i < c.birthPhase.size() &&
+            c.birthPhase[i] == Phase::OptimizerStep)
+            if (auto it = params.find(mirrorKey(dev.allocations[i].size)); it != params.end() && it->second > 0)
+                --it->second;
+    int64_t paramBytes = 0;
+    for (const auto& [key, n] : params)
+        paramBytes += key * n;
     if (paramBytes == 0)
         return;
     const RunFacts& facts = c.facts;
@@ -426,6 +491,60 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     }
 }
 
+namespace {
+
+// Code anyone can read: PyTorch's and installed packages' Python files, PyTorch's, CUDA's and the
+// collective libraries' native symbols. A checkout of a library run from its own folder is, to
+// the dump, the user's program.
+bool publicFrame(const Frame& f)
+{
+    if (f.isPython()) {
+        const auto lib = libraryRelativePath(f.filename);
+        return lib && lib->rfind("/site-packages/", 0) == 0;
+    }
+    for (std::string_view ns : {"c10::", "at::", "torch::", "cublas", "cudnn", "nccl", "cufft", "cusparse", "cutlass"})
+        if (f.name.find(ns) != std::string::npos)
+            return true;
+    return false;
+}
+
+} // namespace
+
+void programNamesWithoutHistory(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    if (c.history)
+        return;
+    std::unordered_map<uint32_t, bool> programOnly; // per stack: frames, none of them public
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (c.pool[i] == Pool::Unknown || !(c.rules[c.rule[i]].evidence & kEvidenceFrames))
+            continue;
+        const StackId st = dev.allocations[i].stack;
+        if (!st.valid())
+            continue;
+        auto it = programOnly.find(st.value);
+        if (it == programOnly.end()) {
+            const auto frames = trace.frames.stack(st);
+            bool any = false, pub = false;
+            for (FrameId f : frames) {
+                any = true;
+                pub = pub || publicFrame(trace.frames.frame(f));
+            }
+            it = programOnly.emplace(st.value, any && !pub).first;
+        }
+        if (!it->second)
+            continue;
+        if (!rule)
+            rule = addRule(c, "program-names-only-without-history",
+                           "no allocation history, and every frame of its stack is the program's own code (not PyTorch's or an "
+                           "installed package's): only the names the program gave its functions hint at what it is, and a name is "
+                           "not evidence (a renamed copy would have none); poolscope explain shows the stack",
+                           Pool::Unknown, 0);
+        decide(c, i, Pool::Unknown, rule, 1);
+        c.confidence[i] = 0;
+    }
+}
+
 void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c)
 {
     if (c.history)
@@ -461,6 +580,119 @@ void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c)
             decide(c, i, Pool::Unknown, outside, 1);
             c.confidence[i] = 0;
         }
+    }
+}
+
+void gradientsBeforeRecording(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    // A pre-existing block's requested size, as the rules count it (what a gradient of the same shape asked for).
+    std::unordered_map<uint64_t, int64_t> requested;
+    std::unordered_map<uint64_t, size_t> segmentOf;
+    std::vector<uint8_t> touched(dev.segments.size(), 0); // the segment also holds what the recording saw
+    for (size_t k = 0; k < dev.segments.size(); ++k)
+        for (const Block& b : dev.segments[k].blocks) {
+            if (b.state == BlockState::Inactive) {
+                touched[k] = 1;
+                continue;
+            }
+            if (b.requestedSize > 0)
+                requested.emplace(b.address, b.requestedSize);
+            segmentOf.emplace(b.address, k);
+            if (b.stack.valid() && !trace.frames.stack(b.stack).empty())
+                touched[k] = 1;
+        }
+    auto keyOf = [&](const Allocation& a) {
+        const auto it = requested.find(a.address);
+        return mirrorKey(it != requested.end() ? it->second : a.size);
+    };
+    auto stackless = [&](const Allocation& a) { return !a.stack.valid() || trace.frames.stack(a.stack).empty(); };
+    // The optimizer's state from before recording, per size: its blocks and the distinct stacks
+    // (lines of the step) that made them. Adam makes two per parameter at two lines.
+    std::unordered_map<int64_t, std::pair<int64_t, std::set<uint32_t>>> state;
+    std::unordered_map<int64_t, std::vector<uint32_t>> candidates;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.preexisting() || a.freeCompletedEvent != kNoEvent || a.freeRequestedEvent != kNoEvent)
+            continue;
+        if (c.pool[i] == Pool::OptimizerState && !stackless(a)) {
+            auto& s = state[keyOf(a)];
+            ++s.first;
+            s.second.insert(a.stack.value);
+        } else if (c.pool[i] == Pool::Parameter && stackless(a)) {
+            candidates[keyOf(a)].push_back(uint32_t(i));
+        }
+    }
+    if (state.empty() || candidates.empty())
+        return;
+    // Per size, as many per-parameter buffers per line as there are blocks without a stack over two:
+    // a parameter and its gradient each. Most of the bytes must agree, or the sizes say nothing.
+    int64_t agreeing = 0, all = 0;
+    std::vector<std::pair<int64_t, int64_t>> split; // size -> gradients
+    for (const auto& [key, ids] : candidates) {
+        const int64_t bytes = key * int64_t(ids.size());
+        all += bytes;
+        const auto st = state.find(key);
+        if (st == state.end() || st->second.second.empty())
+            continue;
+        const int64_t lines = int64_t(st->second.second.size());
+        if (st->second.first % lines != 0)
+            continue;
+        const int64_t perLine = st->second.first / lines;
+        if (int64_t(ids.size()) != 2 * perLine)
+            continue;
+        agreeing += bytes;
+        split.emplace_back(key, perLine);
+    }
+    if (agreeing == 0 || agreeing * 10 < all * 9)
+        return;
+    const uint16_t rule = addRule(
+        c, "gradients-beside-parameters-before-recording",
+        "made before recording began, without a stack, alive throughout, of a size the optimizer keeps per-parameter state "
+        "for (made by its step at as many lines as it has buffers), and twice as many of that size as one line's buffers: "
+        "one parameter and one gradient each (a Python-only capture records no frame on the autograd engine's thread). Of "
+        "each pair the one in a segment that also holds what the recording saw is the gradient: parameters come first, "
+        "in segments of their own",
+        Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+    for (const auto& [key, grads] : split) {
+        auto& ids = candidates[key];
+        std::stable_sort(ids.begin(), ids.end(), [&](uint32_t x, uint32_t y) {
+            const auto sx = segmentOf.find(dev.allocations[x].address), sy = segmentOf.find(dev.allocations[y].address);
+            const bool tx = sx != segmentOf.end() && touched[sx->second], ty = sy != segmentOf.end() && touched[sy->second];
+            if (tx != ty)
+                return tx;
+            return dev.allocations[x].address < dev.allocations[y].address;
+        });
+        for (int64_t k = 0; k < grads; ++k)
+            decide(c, ids[size_t(k)], Pool::Gradient, rule, 55);
+    }
+}
+
+void unwoundAtOom(const DeviceTrace& dev, Classification& c)
+{
+    if (dev.ooms.empty())
+        return;
+    const auto& tl = c.phases;
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (c.pool[i] != Pool::Temporary)
+            continue;
+        const Allocation& a = dev.allocations[i];
+        const EventIndex fe = freeEventOf(a);
+        if (a.preexisting() || fe == kNoEvent || tl.phase[size_t(a.allocEvent)] != Phase::Forward ||
+            tl.run[size_t(fe)] != tl.run[size_t(a.allocEvent)])
+            continue;
+        bool across = false;
+        for (const OomEvent& o : dev.ooms)
+            across = across || (o.index > a.allocEvent && o.index < fe);
+        if (!across)
+            continue;
+        if (!rule)
+            rule = addRule(c, "alive-at-oom-unwound",
+                           "made by the forward that ran out of memory, alive at the OOM, and let go of while the exception "
+                           "unwound, under the forward's own frames: part of that forward's working set (the graph's saved "
+                           "tensors or the failing function's locals; only the C++ frames of the release could tell which)",
+                           Pool::Activation, kEvidenceLifetime);
+        decide(c, i, Pool::Activation, rule, 60);
     }
 }
 
