@@ -129,14 +129,18 @@ public:
         // Structure over names: what was made alongside the parameters, what a step replaced, what
         // a library keeps per handle, what one forward kept for the next.
         classify_detail::keptFromBeforeFirstForward(m_dev, c);
+        classify_detail::savedForBackward(m_dev, c);
+        classify_detail::gradientsBeforeRecording(m_trace, m_dev, c);
         classify_detail::perParameterBuffers(m_trace, m_dev, c);
         classify_detail::perParameterStateByOrder(m_dev, c);
         classify_detail::stepReplacements(m_dev, c);
         classify_detail::workspaceBySize(m_dev, c);
         classify_detail::forwardCache(m_trace, m_dev, c);
+        classify_detail::unwoundAtOom(m_dev, c);
         countSizes(c);
         classify_detail::stateRewrittenBetweenPasses(m_dev, c);
         classify_detail::autocastCastsByCount(m_trace, m_dev, c);
+        classify_detail::programNamesWithoutHistory(m_trace, m_dev, c);
         classify_detail::weightFamilyWithoutHistory(m_dev, c);
         classify_detail::gradientsNeedParameterSize(m_dev, c);
         classify_detail::flagAutocastSurplus(m_dev, c);

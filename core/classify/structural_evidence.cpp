@@ -1,31 +1,16 @@
 #include "core/classify/structural_evidence.h"
 
+#include "core/classify/structural_common.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 
 namespace poolscope::classify_detail {
 namespace {
-
-EventIndex freeEventOf(const Allocation& a)
-{
-    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
-}
-
-uint16_t addRule(Classification& c, std::string name, std::string reason, Pool pool, uint8_t evidence, uint16_t roles = 0)
-{
-    c.rules.push_back(RuleInfo{std::move(name), std::move(reason), "built-in", pool, evidence, roles});
-    return uint16_t(c.rules.size() - 1);
-}
-
-void decide(Classification& c, size_t i, Pool pool, uint16_t rule, int confidence)
-{
-    c.pool[i] = pool;
-    c.rule[i] = rule;
-    c.confidence[i] = uint8_t(std::clamp(confidence, 1, 99));
-}
 
 // How many of `blocks` (sizes) pair one to one with a block of the same size in `reference`, in bytes.
 int64_t pairedBytes(const std::vector<int64_t>& blocks, const std::vector<int64_t>& reference)
@@ -55,15 +40,23 @@ int64_t sum(const std::vector<int64_t>& v)
 void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
-    if (!c.history || f.firstForward == kNoEvent)
+    if (!c.history)
+        return;
+    // A script that builds no nn.Module names no forward: then what exists before the first backward
+    // and is kept, with a gradient of its size, is a weight (a tensor made with requires_grad).
+    const bool noForward = f.firstForward == kNoEvent;
+    const EventIndex bound = noForward ? f.firstBackward : f.firstForward;
+    if (bound == kNoEvent)
         return;
     uint16_t rule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (c.pool[i] != Pool::Unknown || a.preexisting() || a.allocEvent >= f.firstForward)
+        if (c.pool[i] != Pool::Unknown || a.preexisting() || a.allocEvent >= bound)
             continue;
         const EventIndex fe = freeEventOf(a);
         if (fe != kNoEvent && c.phases.phase[size_t(fe)] != Phase::OptimizerStep)
+            continue;
+        if (noForward && !c.gradientSizes.count(mirrorKey(a.size)))
             continue;
         if (!rule)
             rule = addRule(c, "made-before-first-forward-kept",
@@ -71,6 +64,35 @@ void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
                            "where no frame said more: the model's state (its weights, or buffers made for them)",
                            Pool::Parameter, kEvidenceLifetime);
         decide(c, i, Pool::Parameter, rule, 60);
+    }
+}
+
+void savedForBackward(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.backward != Known::Yes)
+        return;
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Unknown || a.preexisting())
+            continue;
+        const EventIndex fe = freeEventOf(a);
+        if (fe == kNoEvent || c.phases.phase[size_t(fe)] != Phase::Backward)
+            continue;
+        const int pass = f.passAt(fe);
+        if (pass < 0 || f.passes[size_t(pass)].phase != Phase::Backward || a.allocEvent >= f.passes[size_t(pass)].first)
+            continue; // made in the backward that let go of it: the engine's own scratch
+        const Phase birth = c.phases.phase[size_t(a.allocEvent)];
+        if (birth != Phase::Unknown && birth != Phase::Forward)
+            continue;
+        if (!rule)
+            rule = addRule(c, "saved-for-backward-by-structure",
+                           "made before the backward pass that let go of it, and let go of inside that pass (by the autograd "
+                           "engine): a tensor the graph saved for backward, whatever code made it (a script-level function, no "
+                           "nn.Module)",
+                           Pool::Activation, kEvidenceLifetime);
+        decide(c, i, Pool::Activation, rule, 65);
     }
 }
 
@@ -208,53 +230,72 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
     const auto& ev = dev.events;
     uint16_t rule[2] = {0, 0}; // parameter, optimizer state
     uint32_t run = UINT32_MAX;
-    std::unordered_map<int64_t, std::vector<uint32_t>> births; // size -> births of this step not yet paired
+    // Per size, the blocks this step made that are still alive and stand in for nothing yet, by birth.
+    std::unordered_map<int64_t, std::set<std::pair<EventIndex, uint32_t>>> open;
+    // What a block this step made replaced (a chain: p.data rebuilt twice, by the update and then by
+    // the weight decay, makes an intermediate the step itself lets go of): the pool it stands for and
+    // how sure that was; pool Unknown where the replaced block had none.
+    struct Link {
+        Pool pool;
+        uint8_t confidence;
+    };
+    std::unordered_map<uint32_t, Link> links;
     for (size_t e = 0; e < ev.count(); ++e) {
         if (tl.phase[e] != Phase::OptimizerStep)
             continue;
         if (tl.run[e] != run) {
             run = tl.run[e];
-            births.clear();
+            open.clear();
+            links.clear();
         }
         const AllocId id = dev.eventAlloc[e];
         if (!id.valid())
             continue;
-        const size_t i = id.value;
+        const uint32_t i = id.value;
         const Allocation& a = dev.allocations[i];
+        const bool bornHere = !a.preexisting() && tl.run[size_t(a.allocEvent)] == run;
         if (ev.action[e] == Action::Alloc && a.allocEvent == EventIndex(e)) {
-            births[a.size].push_back(uint32_t(i));
+            open[a.size].insert({a.allocEvent, i});
             continue;
         }
         if (EventIndex(e) != freeEventOf(a))
             continue;
-        const bool known = c.pool[i] == Pool::Parameter || c.pool[i] == Pool::OptimizerState;
-        if (!a.preexisting() && tl.run[size_t(a.allocEvent)] == run)
-            continue; // made and freed in this step: scratch
-        auto it = births.find(a.size);
-        if (it == births.end() || it->second.empty())
+        Link from{c.pool[i], c.confidence[i]};
+        if (bornHere) {
+            open[a.size].erase({a.allocEvent, i});
+            const auto l = links.find(i);
+            if (l == links.end())
+                continue; // made and freed in this step, replacing nothing: scratch
+            from = l->second;
+        } else if (from.pool != Pool::Parameter && from.pool != Pool::OptimizerState) {
+            from.pool = Pool::Unknown;
+        }
+        // An out-of-place update computes the new value, then lets go of the old one: the newest
+        // block of its size the step made and still holds is what replaced it.
+        auto& candidates = open[a.size];
+        if (candidates.empty())
             continue;
-        const uint32_t b = it->second.back();
-        it->second.pop_back();
-        const EventIndex bFree = freeEventOf(dev.allocations[b]);
-        if (bFree != kNoEvent && tl.run[size_t(bFree)] == run)
-            continue; // the new block does not outlive the step
-        if (!known) {
+        const uint32_t b = std::prev(candidates.end())->second;
+        candidates.erase(std::prev(candidates.end()));
+        links[b] = from;
+        if (from.pool == Pool::Unknown) {
             // It replaced something nothing named (its weights' own frames are gone): whether it is
             // the optimizer's state or a rebuilt parameter, the dump cannot say.
             c.confidence[b] = std::min<uint8_t>(c.confidence[b], 50);
             continue;
         }
-        const bool param = c.pool[i] == Pool::Parameter;
+        const bool param = from.pool == Pool::Parameter;
         uint16_t& r = rule[param ? 0 : 1];
         if (!r)
             r = addRule(c, param ? "step-rebuilds-parameter" : "step-replaces-state",
-                        std::string("made in an optimizer step and kept after it, freed-and-replaced pairing: the step let go of a ") +
-                            (param ? "parameter" : "block of optimizer state") +
-                            " of the same size right after making it (an out-of-place update such as p.data = p - lr * u): it "
-                            "takes the place, and the pool, of what it replaced",
-                        param ? Pool::Parameter : Pool::OptimizerState, kEvidenceLifetime | kEvidenceSize);
+                        std::string("made in an optimizer step, which let go of a ") + (param ? "parameter" : "block of optimizer state") +
+                            " of the same size right after making it (an out-of-place update such as p.data = p - lr * u, "
+                            "possibly in two moves: the update, then the weight decay): it takes the place, and the pool, of "
+                            "what it replaced",
+                        from.pool, kEvidenceLifetime | kEvidenceSize);
         // A replacement is as sure as what it replaced.
-        decide(c, b, c.pool[i], r, std::min<int>(param ? 80 : 85, c.confidence[i]));
+        decide(c, b, from.pool, r, std::min<int>(param ? 80 : 85, from.confidence));
+        links[b].confidence = c.confidence[b];
     }
 }
 
@@ -371,12 +412,18 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
         if (cppIn(a.stack))
             return;
     // Parameters by mirror key, as the rules count them (a pre-existing block by its requested size).
+    // A parameter an optimizer step rebuilt (p.data = ...) is the same weight again: one cast each.
     std::unordered_map<int64_t, int64_t> params;
-    int64_t paramBytes = 0;
-    for (const auto& [key, n] : c.parameterSizes) {
+    for (const auto& [key, n] : c.parameterSizes)
         params[key] = n;
-        paramBytes += key * int64_t(n);
-    }
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Parameter && !dev.allocations[i].preexisting() && i < c.birthPhase.size() &&
+            c.birthPhase[i] == Phase::OptimizerStep)
+            if (auto it = params.find(mirrorKey(dev.allocations[i].size)); it != params.end() && it->second > 0)
+                --it->second;
+    int64_t paramBytes = 0;
+    for (const auto& [key, n] : params)
+        paramBytes += key * n;
     if (paramBytes == 0)
         return;
     const RunFacts& facts = c.facts;
@@ -426,41 +473,32 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     }
 }
 
-void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c)
+void unwoundAtOom(const DeviceTrace& dev, Classification& c)
 {
-    if (c.history)
+    if (dev.ooms.empty())
         return;
-    const uint16_t unrecorded = bit(Lifetime::NoHistory) | bit(Lifetime::Unrecorded);
-    auto guessed = [&](size_t i) { return c.pool[i] == Pool::Parameter && (c.lifetime[i] & unrecorded) == unrecorded; };
-    std::unordered_map<int64_t, int> family; // sizes of weights the frames named
-    for (size_t i = 0; i < c.size(); ++i)
-        if (c.pool[i] == Pool::Parameter && !guessed(i) && (c.rules[c.rule[i]].evidence & kEvidenceFrames))
-            ++family[mirrorKey(dev.allocations[i].size)];
-    size_t named = 0;
-    for (const auto& [size, n] : family)
-        named += size_t(n);
-    if (named < 16)
-        return; // a handful of named weights is no family of shapes to judge the rest by
-    uint16_t inFamily = 0, outside = 0;
+    const auto& tl = c.phases;
+    uint16_t rule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
-        if (!guessed(i))
+        if (c.pool[i] != Pool::Temporary)
             continue;
-        if (family.count(mirrorKey(dev.allocations[i].size))) {
-            if (!inFamily)
-                inFamily = addRule(c, "no-history-weight-size",
-                                   "no history and no stack, older than the blocks that carry one, and of a size the weights the "
-                                   "frames name have: one of the model's weights, by its size",
-                                   Pool::Parameter, kEvidenceSize | kEvidenceLifetime);
-            decide(c, i, Pool::Parameter, inFamily, 45);
-        } else {
-            if (!outside)
-                outside = addRule(c, "no-history-not-a-weight-size",
-                                  "no history and no stack, and of a size none of the weights the frames name has (a feature map "
-                                  "or a buffer): nothing in the dump says what it is",
-                                  Pool::Unknown, 0);
-            decide(c, i, Pool::Unknown, outside, 1);
-            c.confidence[i] = 0;
-        }
+        const Allocation& a = dev.allocations[i];
+        const EventIndex fe = freeEventOf(a);
+        if (a.preexisting() || fe == kNoEvent || tl.phase[size_t(a.allocEvent)] != Phase::Forward ||
+            tl.run[size_t(fe)] != tl.run[size_t(a.allocEvent)])
+            continue;
+        bool across = false;
+        for (const OomEvent& o : dev.ooms)
+            across = across || (o.index > a.allocEvent && o.index < fe);
+        if (!across)
+            continue;
+        if (!rule)
+            rule = addRule(c, "alive-at-oom-unwound",
+                           "made by the forward that ran out of memory, alive at the OOM, and let go of while the exception "
+                           "unwound, under the forward's own frames: part of that forward's working set (the graph's saved "
+                           "tensors or the failing function's locals; only the C++ frames of the release could tell which)",
+                           Pool::Activation, kEvidenceLifetime);
+        decide(c, i, Pool::Activation, rule, 60);
     }
 }
 

@@ -9,8 +9,15 @@ namespace poolscope::classify_detail {
 
 // Made before the first forward pass and kept to the end (or until an optimizer step let go of it),
 // where no rule spoke (the user's own constructors, renamed or not): the model's state, a parameter
-// at 60 % (per-parameter buffers among them are then told apart by perParameterBuffers).
+// at 60 % (per-parameter buffers among them are then told apart by perParameterBuffers). A run
+// whose frames name no forward (a script without nn.Module) is bounded by its first backward, and
+// a block kept from before it needs a gradient of its size.
 void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c);
+
+// Made before the backward pass that let go of it, and let go of inside it, where no rule spoke: what
+// the autograd engine frees in backward is what the graph saved, whatever made it (a script-level
+// attention's exp output, with no nn.Module frame to name a forward). Activation at 65 %.
+void savedForBackward(const DeviceTrace& dev, Classification& c);
 
 // Per-parameter buffers made at sibling lines. Stacks that differ only in the line of one frame are
 // one "family" (a loop over the parameters allocating at two or more lines of one function):
@@ -23,9 +30,11 @@ void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c);
 //   moments).
 void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
-// An out-of-place update inside an optimizer step (p.data = p - lr * u; m = b1 * m + ...): a block
-// born in the step, kept after it, that the step pairs with the block of its size freed right after
-// it was made, takes that block's pool (a parameter rebuilt by assigning p.data stays a parameter).
+// An out-of-place update inside an optimizer step (p.data = p - lr * u; m = b1 * m + ...): where the
+// step lets go of a block made before it (a parameter, a moment), the newest block of that size the
+// step made and still holds replaced it and takes its pool. Chains count: a parameter rebuilt twice
+// (the update, then the decoupled weight decay) passes its pool through the intermediate the step
+// itself frees to the block that survives the step.
 void stepReplacements(const DeviceTrace& dev, Classification& c);
 
 // A library's per-handle workspace seen under any frames (or none): a block of a default cuBLAS
@@ -50,12 +59,34 @@ void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
 // weight's size does not come once per weight of every shape). Cast cache at 55 %.
 void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
+// A dump without history whose blocks' stacks hold only the program's own code (no frame of PyTorch
+// or an installed package): a rule that matched a name there (a function called init_weight_list)
+// decided from a name the user chose. Without history nothing in the run can confirm it, so the
+// block stays unclassified, and the verdict says what the dump cannot tell.
+void programNamesWithoutHistory(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
 // A dump without history: blocks without a stack, older than the blocks that carry one, are taken
 // for weights at 40 % (no-history-predates-recording). Where 16 or more blocks with stacks show the model's
 // weights, their sizes are the family of weight shapes: a stackless block of one of those sizes is a
 // weight (45 %); one of a size no weight has (a power-of-two feature map, 128 x 512 x 512 fp32) is not
 // claimed (unknown). Without stacked weights the guess stays below what the verdict acts on.
 void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c);
+
+// Recording started after training steps (a forward profiled after warm-up steps), with Python frames
+// only: the optimizer's state from before recording still shows its step's frames, but the
+// gradients were made on the autograd engine's thread, which has no Python frame, so they look like
+// parameters made before recording (no stack, alive throughout). Where, for at least 90 % of those
+// blocks' bytes, each size holds exactly twice as many of them as the optimizer made state buffers of
+// that size per line of its step, half of them are gradients (55 %): those in segments that also hold
+// what the recording saw (parameters are made first, in segments of their own), then by address.
+void gradientsBeforeRecording(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
+// A scratch block of the forward that ran out of memory, alive at the OOM and freed in the same pass
+// after it: the frees of the exception's unwinding, which carry the failing forward's own Python
+// frames. With C++ frames the release shows (release_variables, tb_dealloc: a teardown); without
+// them the pass seems to go on. Such a block was part of the forward's working set at the OOM:
+// activation at 60 % (saved tensor or local, the dump without C++ frames cannot say).
+void unwoundAtOom(const DeviceTrace& dev, Classification& c);
 
 // A gradient has a parameter's size. Where the run knows its parameters and a block that only its
 // lifetime calls a gradient (made in backward and kept) has no parameter's size, it is something

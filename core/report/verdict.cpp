@@ -92,18 +92,41 @@ std::string_view poolAdvice(Pool pool)
     return "";
 }
 
+namespace {
+
+// Why the gradients exist although no backward made them, as far as the dump can say.
+std::string staleGradientsWhy(const MomentEvidence& ev)
+{
+    return ev.backward == Known::No ? "no backward in this recording made them" : "the dump shows no backward that made them";
+}
+
+constexpr std::string_view kDropGradients =
+    "drop them before moving or evaluating the model (optimizer.zero_grad(set_to_none=True) or "
+    "model.zero_grad(set_to_none=True), or requires_grad_(False))";
+
+} // namespace
+
 std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
 {
     switch (pool) {
     case Pool::Parameter:
-        if (ev.training != Known::Yes)
-            return "hold them in lower precision (bf16, 8-bit or 4-bit weights), offload part of them to the host, or split "
-                   "the model across GPUs (tensor or pipeline parallel)";
+        if (ev.training != Known::Yes) {
+            std::string advice = "hold them in lower precision (bf16, 8-bit or 4-bit weights), offload part of them to the host, or split "
+                                 "the model across GPUs (tensor or pipeline parallel)";
+            // Stale gradients beside the weights (a model moved or evaluated while its parameters held
+            // .grad) are the cheapest knob: they go with one call.
+            if (ev.backward != Known::Yes && ev.gradientBytes > 0) {
+                char gib[48];
+                std::snprintf(gib, sizeof gib, "%.2f GiB", double(ev.gradientBytes) / double(int64_t(1) << 30));
+                advice = "first, " + std::string(gib) + " beside them are gradients the parameters still hold (.grad; " +
+                         staleGradientsWhy(ev) + "): " + std::string(kDropGradients) + "; then, if it still does not fit, " + advice;
+            }
+            return advice;
+        }
         break;
     case Pool::Gradient:
         if (ev.backward != Known::Yes)
-            return "no backward in this recording made them: they are gradients the parameters still held (.grad); drop "
-                   "them before moving or evaluating the model (model.zero_grad(set_to_none=True), or requires_grad_(False))";
+            return staleGradientsWhy(ev) + ": they are gradients the parameters still hold (.grad); " + std::string(kDropGradients);
         break;
     case Pool::CachedFree:
         return allocatorAdvice(ev);
@@ -165,6 +188,8 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
         if (const uint16_t pp = c.privatePoolOf(i); pp != 0 && pp < perPool.size())
             perPool[pp] += b;
         const Phase birth = i < c.birthPhase.size() ? c.birthPhase[i] : Phase::Unknown;
+        if (p == Pool::Gradient)
+            m.gradientBytes += b;
         if (p == Pool::Temporary) {
             temporary += b;
             if (birth != Phase::OptimizerStep && birth != Phase::ZeroGrad)
@@ -249,7 +274,8 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
     if (nothingSays && ev && !ev->history) {
         v.advice = std::string(wall ? "The dump cannot name the wall: " : "The dump cannot name the largest pool: ") +
                    gib(pools[size_t(v.dominant)]) +
-                   " have neither history nor a stack; record torch.cuda.memory._record_memory_history() before the OOM to name them";
+                   " have no allocation history and no frame of PyTorch or a library that says what they are (the program's own "
+                   "function names are not evidence); record torch.cuda.memory._record_memory_history() before the OOM to name them";
     } else if (nothingSays) {
         v.advice = isWall + phrase + " (no frame, phase or lifetime names it): " + std::string(poolAdvice(Pool::Unknown));
     } else if (ev && v.dominant == Pool::CachedFree && !wall) {

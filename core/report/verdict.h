@@ -62,6 +62,9 @@ struct MomentEvidence {
     // or cannot say (Unknown: no history). Sharding advice needs Yes.
     Known training = Known::Unknown;
     Known backward = Known::Unknown; // a training backward ran (RunFacts::backward)
+    // Gradient bytes alive at the moment: where no backward made them (backward not Yes) they are
+    // stale .grad the parameters still hold, and dropping them is the first knob.
+    int64_t gradientBytes = 0;
     bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
 
     MomentEvidence() { confidence.fill(-1); }

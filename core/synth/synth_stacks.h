@@ -21,10 +21,41 @@ namespace poolscope {
 //                   with the stack their history kept (weights, activations), some without (older
 //                   than recording), and a cuBLAS workspace of the default size without frames;
 //   NoHistoryBare:  the same blocks with no stack at all (segments only).
+// The classes of issue 22 (synth_classes.cpp), each a pool the frames do not name:
+//   KvGenerate:     generate() under no_grad with the user's own KV cache class, torch.cat-ing
+//                   each layer's keys and values per token (the old ones freed in the next forward);
+//   GradsMoved:     a model moved with .to() while its parameters held .grad, then an evaluation
+//                   forward and an OOM (nn.Module._apply moves each gradient from a line of its own);
+//   WorkspacePython: a Windows capture (Python frames only) of a sampling loop whose first matmul
+//                   makes cuBLAS's default workspace under linear.py's frames;
+//   JvpForward:     a training step whose forward calls torch.autograd.functional.jvp (outputs
+//                   made by the engine inside the forward and kept by it), then backward, AdamW;
+//   HandOptimizer:  two steps with the user's own Adam (a torch.optim.Optimizer subclass): moments
+//                   made in its constructor, m and v replaced and p.data rebuilt twice in step;
+//   ScriptAttention: a script-level attention (no nn.Module) whose exp output the engine frees in
+//                   backward.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
-enum class StackScenario : uint8_t { Vllm, Megatron, DataParallelOom, NoHistory, NoHistoryBare };
+enum class StackScenario : uint8_t {
+    Vllm,
+    Megatron,
+    DataParallelOom,
+    NoHistory,
+    NoHistoryBare,
+    KvGenerate,
+    GradsMoved,
+    WorkspacePython,
+    JvpForward,
+    HandOptimizer,
+    ScriptAttention
+};
+// The issue-22 class scenarios, in order (tests run each through the ablations).
+inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
+                                                    StackScenario::WorkspacePython, StackScenario::JvpForward,
+                                                    StackScenario::HandOptimizer,   StackScenario::ScriptAttention};
 
-std::optional<StackScenario> parseStackScenario(std::string_view name); // vllm, megatron, dp-oom, no-history, no-history-bare
+// vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
+// jvp-forward, hand-optimizer, script-attention
+std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 
 SynthResult synthesizeScenario(StackScenario scenario, int scale = 1);

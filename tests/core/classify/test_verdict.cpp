@@ -220,6 +220,34 @@ private slots:
         QVERIFY2(stale.advice.find("zero_grad(set_to_none=True)") != std::string::npos && stale.advice.find("ZeRO") == std::string::npos,
                  stale.advice.c_str());
     }
+
+    // blockzero's shape: parameters and their stale gradients tie, the parameters are named first,
+    // and the knob is still to drop the gradients (before any advice on the weights), no sharding.
+    void staleGradientsBesideParameters()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Parameter)] = gib(14.82);
+        b[size_t(Pool::Gradient)] = gib(14.82);
+        MomentEvidence ev;
+        ev.atOom = true;
+        ev.history = false;
+        ev.confidence.fill(85);
+        ev.bytesByEvidence[size_t(Pool::Parameter)][kEvidenceFrames] = gib(14.82);
+        ev.bytesByEvidence[size_t(Pool::Gradient)][kEvidenceFrames | kEvidenceSize] = gib(14.82);
+        ev.gradientBytes = gib(14.82);
+        const Verdict v = makeVerdict("At the OOM", b, ev);
+        QCOMPARE(v.dominant, Pool::Parameter);
+        QVERIFY2(v.advice.find("first, 14.82 GiB beside them are gradients the parameters still hold") != std::string::npos, v.advice.c_str());
+        QVERIFY2(v.advice.find("the dump shows no backward that made them") != std::string::npos, v.advice.c_str()); // no history: Unknown
+        QVERIFY2(v.advice.find("optimizer.zero_grad(set_to_none=True)") < v.advice.find("lower precision"), v.advice.c_str());
+        for (const char* word : {"ZeRO", "FSDP", "shard"})
+            QVERIFY2(v.advice.find(word) == std::string::npos, v.advice.c_str());
+        // With a backward in the run, gradients are the training's own: no such advice.
+        ev.backward = Known::Yes;
+        ev.history = true;
+        ev.training = Known::Yes;
+        QVERIFY(makeVerdict("At the OOM", b, ev).advice.find("still hold") == std::string::npos);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestVerdict)

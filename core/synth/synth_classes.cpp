@@ -1,0 +1,377 @@
+// The classes of issue 22 as short dumps with known pools: each is a way real programs make memory
+// whose pool the frames do not name (the user's own code, Python-only captures), so the classifier
+// has to find it from the run's structure. The user's files are deliberately called nothing a rule
+// knows (run.py, lib.py, model.py); only PyTorch's own frames carry public names.
+#include "core/synth/synth_stacks.h"
+
+#include "core/synth/synth_recorder.h"
+
+#include <stdexcept>
+#include <vector>
+
+namespace poolscope::synth_detail {
+namespace {
+
+const std::string kUser = "/home/user/proj/";
+const Frames kMain = {{kUser + "run.py", "main", 40}, {kUser + "run.py", "<module>", 77}};
+
+// nn.Module._apply as torch 2.5 runs it for model.to(device): the parameter at one line, its .grad
+// (when it holds one) at another, buffers at a third, recursing into children at a fourth.
+Frames moveFrames(int line)
+{
+    return Frames{{kTorch + "nn/modules/module.py", "convert", 1357},
+                  {kTorch + "nn/modules/module.py", "_apply", line},
+                  {kTorch + "nn/modules/module.py", "_apply", 930},
+                  {kTorch + "nn/modules/module.py", "to", 1371}} +
+           kMain;
+}
+constexpr int kApplyParam = 957, kApplyGrad = 998;
+
+// The autograd engine's device thread: C++ frames only (no Python frame, whatever the capture).
+const Frames kEngine = {{"??", "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, ...)", 0},
+                       {"??", "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", 0},
+                       {"??", "torch::autograd::Engine::thread_init(int, std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)", 0}};
+
+Frames engineAlloc(const std::string& node)
+{
+    return kCppAlloc + Frames{{"??", "torch::autograd::generated::" + node + "::apply(std::vector<at::Tensor>&&)", 0}} + kEngine;
+}
+Frames accumulateGrad()
+{
+    return kCppAlloc + Frames{{"??", "torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor>&&)", 0}} + kEngine;
+}
+// The engine dropping what a node saved, once the node ran (call_function -> release_variables).
+Frames engineRelease(const std::string& node)
+{
+    return kCppFree + Frames{{"??", "torch::autograd::SavedVariable::reset_data()", 0},
+                             {"??", "torch::autograd::generated::" + node + "::release_variables()", 0}} +
+           kEngine;
+}
+// An intermediate the engine let go of as soon as the next node consumed it.
+const Frames kEngineFree = kCppFree + kEngine;
+
+// loss.backward() from the training loop: the Python call that starts the engine.
+const Frames kBackwardCall = Frames{{kTorch + "autograd/graph.py", "_engine_run_backward", 768},
+                                   {kTorch + "autograd/__init__.py", "backward", 267},
+                                   {kTorch + "_tensor.py", "backward", 521}} +
+                             kMain;
+
+// A forward inside the user's module: model.py forward under nn.Module's call.
+Frames inModel(int line, const Frames& caller)
+{
+    return Frames{{kUser + "model.py", "forward", line}} + kModuleCall + caller;
+}
+
+// --- a home-made KV cache grown per token in generate() ------------------------------------------
+
+SynthResult kvGenerate(int scale)
+{
+    Recorder r;
+    const int64_t h = 256 * scale, vocab = 8000, prompt = 64, layers = 4;
+    for (int l = 0; l < layers; ++l)
+        for (int64_t rows : {3 * h, h, 4 * h, h})
+            r.alloc(rows * h * 2, moveFrames(kApplyParam), Pool::Parameter);
+    r.alloc(vocab * h * 2, moveFrames(kApplyParam), Pool::Parameter);
+    // generate() in the user's lib.py: one forward per token under no_grad; the cache is the user's
+    // own class, torch.cat-ing each layer's keys and values onto what it held.
+    const Frames generate = Frames{{kUser + "lib.py", "generate", 212}} + kMain;
+    const Frames forward = inModel(88, generate);
+    const Frames cacheUpdate = Frames{{kUser + "lib.py", "update", 51}, {kUser + "model.py", "forward", 61}} + kModuleCall + forward;
+    std::vector<uint64_t> keys(layers, 0), values(layers, 0);
+    uint64_t logits = 0;
+    for (int t = 0; t < 6; ++t) {
+        const int64_t n = t == 0 ? prompt : 1, total = prompt + t;
+        const uint64_t hidden = r.alloc(n * h * 2, forward, Pool::Temporary);
+        for (int l = 0; l < layers; ++l) {
+            const uint64_t qkv = r.alloc(n * 3 * h * 2, inModel(58, forward), Pool::Temporary);
+            const uint64_t k = r.alloc(total * h * 2, cacheUpdate, Pool::KvCache);
+            const uint64_t v = r.alloc(total * h * 2, cacheUpdate, Pool::KvCache);
+            if (keys[l]) {
+                r.free(keys[l], cacheUpdate);
+                r.free(values[l], cacheUpdate);
+            }
+            keys[l] = k;
+            values[l] = v;
+            const uint64_t scores = r.alloc(n * total * 8 * 4, inModel(64, forward), Pool::Temporary);
+            const uint64_t out = r.alloc(n * h * 2, inModel(66, forward), Pool::Temporary);
+            r.free(scores, inModel(66, forward));
+            r.free(qkv, inModel(67, forward));
+            r.free(out, inModel(70, forward));
+        }
+        r.free(hidden, forward);
+        // The logits go back to generate(), which samples from them and lets them go.
+        logits = r.alloc(n * vocab * 4, inModel(92, generate), Pool::Activation);
+        r.free(logits, Frames{{kUser + "lib.py", "generate", 215}} + kMain);
+    }
+    return r.finish();
+}
+
+// --- gradients moved with .to() ------------------------------------------------------------------
+
+SynthResult gradsMoved(int scale)
+{
+    Recorder r;
+    const int64_t h = 512 * scale;
+    // A trained model, back on the host with every parameter's .grad, moved to the device for an
+    // evaluation: _apply moves each parameter, then its gradient, from a line of its own.
+    for (int l = 0; l < 4; ++l)
+        for (int64_t rows : {3 * h, h, 4 * h, h}) {
+            const int64_t cols = rows == h && l % 2 ? 4 * h : h;
+            r.alloc(rows * cols * 4, moveFrames(kApplyParam), Pool::Parameter);
+            r.alloc(rows * cols * 4, moveFrames(kApplyGrad), Pool::Gradient);
+        }
+    // The evaluation forward under no_grad: scratch only.
+    const Frames evaluate = Frames{{kUser + "run.py", "evaluate", 120}} + kMain;
+    for (int l = 0; l < 4; ++l) {
+        const uint64_t a = r.alloc(256 * 4 * h * 4, inModel(30, evaluate), Pool::Temporary);
+        const uint64_t b = r.alloc(256 * h * 4, inModel(31, evaluate), Pool::Temporary);
+        r.free(a, inModel(32, evaluate));
+        r.free(b, inModel(33, evaluate));
+    }
+    // The next request does not fit: the OOM names the wall.
+    r.oom(int64_t(64) << 30, inModel(30, evaluate));
+    return r.finish();
+}
+
+// --- the cuBLAS workspace under Python-only frames -----------------------------------------------
+
+SynthResult workspacePython(int scale)
+{
+    Recorder r;
+    const int64_t h = 256 * scale;
+    // A Windows capture: backslash paths, Python frames only.
+    const std::string torch = "C:\\Users\\user\\miniconda3\\Lib\\site-packages\\torch\\";
+    const Frames main = {{"C:\\Users\\user\\ddpm\\sample.py", "sample", 31}, {"C:\\Users\\user\\ddpm\\sample.py", "<module>", 60}};
+    const Frames call = {{torch + "nn\\modules\\module.py", "_call_impl", 1527}, {torch + "nn\\modules\\module.py", "_wrapped_call_impl", 1518}};
+    const Frames move = Frames{{torch + "nn\\modules\\module.py", "convert", 1150},
+                               {torch + "nn\\modules\\module.py", "_apply", 802},
+                               {torch + "nn\\modules\\module.py", "to", 1160}} +
+                        main;
+    for (int l = 0; l < 6; ++l)
+        r.alloc(h * h * 4, move, Pool::Parameter);
+    const Frames unet = Frames{{"C:\\Users\\user\\ddpm\\unet.py", "forward", 77}} + call + main;
+    const Frames linear = Frames{{torch + "nn\\modules\\linear.py", "forward", 116}} + call + unet;
+    for (int step = 0; step < 3; ++step) {
+        std::vector<uint64_t> scratch;
+        for (int l = 0; l < 6; ++l) {
+            // The first matmul of the process creates its handle's workspace, under the layer's frames.
+            if (step == 0 && l == 0)
+                r.alloc(8519680, linear, Pool::Workspace);
+            scratch.push_back(r.alloc(64 * h * 4, linear, Pool::Temporary));
+            if (scratch.size() > 2) {
+                r.free(scratch.front(), unet);
+                scratch.erase(scratch.begin());
+            }
+        }
+        for (uint64_t s : scratch)
+            r.free(s, unet);
+    }
+    return r.finish();
+}
+
+// --- torch.autograd.functional.jvp inside the forward --------------------------------------------
+
+SynthResult jvpForward(int scale)
+{
+    Recorder r;
+    const int64_t h = 512 * scale, tokens = 1024;
+    std::vector<std::pair<uint64_t, int64_t>> params;
+    for (int l = 0; l < 4; ++l)
+        for (int64_t cols : {h, 4 * h})
+            params.push_back({r.alloc(h * cols * 4, moveFrames(kApplyParam), Pool::Parameter), h * cols * 4});
+    const Frames trainStep = Frames{{kUser + "run.py", "train_step", 90}} + kMain;
+    const Frames forward = inModel(40, trainStep);
+    // The forward keeps its activations for backward; in the middle it calls jvp, whose double
+    // backward runs on the engine's thread and whose outputs the forward goes on to use (and keep).
+    const Frames jvp = Frames{{kTorch + "autograd/functional.py", "_autograd_grad", 192}, {kTorch + "autograd/functional.py", "jvp", 437}} +
+                       inModel(45, trainStep);
+    // torch.autograd.grad inside jvp runs the engine on the calling thread: the nodes' allocations
+    // carry the engine's C++ frames and, outside them, the forward's Python frames.
+    const Frames nested = Frames{{"??", "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, ...)", 0},
+                                 {"??", "torch::autograd::Engine::execute(std::vector<torch::autograd::Edge> const&, ...)", 0},
+                                 {"python_engine.cpp", "torch::autograd::python::PythonEngine::execute(...)", 0},
+                                 {kTorch + "autograd/__init__.py", "grad", 411}} +
+                          jvp;
+    auto nestedAlloc = [&](const std::string& node) { return kCppAlloc + Frames{{"??", "torch::autograd::generated::" + node + "::apply(std::vector<at::Tensor>&&)", 0}} + nested; };
+    std::vector<uint64_t> saved;
+    for (int l = 0; l < 4; ++l) {
+        saved.push_back(r.alloc(tokens * h * 4, forward, Pool::Activation));
+        saved.push_back(r.alloc(tokens * 4 * h * 4, forward, Pool::Activation));
+        if (l == 1) {
+            const uint64_t seed = r.alloc(tokens * h * 4, jvp, Pool::Temporary);
+            // Outputs of the nested backward: tangents of an activation's size, kept by the forward.
+            for (int k = 0; k < 2; ++k)
+                saved.push_back(r.alloc(tokens * h * 4, nestedAlloc("MmBackward0"), Pool::Activation));
+            const uint64_t inner = r.alloc(tokens * 4 * h * 4, nestedAlloc("GeluBackward0"), Pool::Temporary);
+            r.free(inner, kCppFree + nested);
+            r.free(seed, jvp);
+        }
+    }
+    // The training backward: the engine frees what the forward saved and makes each weight's gradient.
+    const uint64_t root = r.alloc(4, kCppAlloc + Frames{{"??", "torch::autograd::GraphRoot::apply(...)", 0}} + kEngine + kBackwardCall, Pool::Temporary);
+    std::vector<uint64_t> grads;
+    for (size_t k = saved.size(); k-- > 0;) {
+        const uint64_t g = r.alloc(tokens * h * 4, engineAlloc("MmBackward0"), Pool::Temporary);
+        r.free(saved[k], engineRelease("MmBackward0"));
+        r.free(g, kEngineFree);
+    }
+    for (const auto& [addr, bytes] : params)
+        grads.push_back(r.alloc(bytes, accumulateGrad(), Pool::Gradient));
+    r.free(root, kEngineFree);
+    // AdamW's step: the moments made on the first step, foreach scratch.
+    const Frames step = Frames{{kTorch + "optim/adamw.py", "_init_group", 120}, {kTorch + "optim/adamw.py", "step", 196},
+                               {kTorch + "optim/optimizer.py", "wrapper", 484}} +
+                        kMain;
+    r.annotate("Optimizer.step#AdamW.step", true);
+    for (const auto& [addr, bytes] : params) {
+        r.alloc(bytes, step, Pool::OptimizerState);
+        r.alloc(bytes, step, Pool::OptimizerState);
+    }
+    const Frames foreach = Frames{{kTorch + "optim/adamw.py", "_multi_tensor_adamw", 640}, {kTorch + "optim/adamw.py", "step", 210},
+                                  {kTorch + "optim/optimizer.py", "wrapper", 484}} +
+                           kMain;
+    const uint64_t tmp = r.alloc(params.front().second, foreach, Pool::Temporary);
+    r.free(tmp, foreach);
+    r.annotate("Optimizer.step#AdamW.step", false);
+    return r.finish();
+}
+
+// --- a hand-written optimizer: moments in its constructor, p.data rebuilt in step ---------------
+
+SynthResult handOptimizer(int scale)
+{
+    Recorder r;
+    const int64_t h = 256 * scale, tokens = 2048;
+    // Parameters made on the device by the model's constructors (the user's own modules).
+    const Frames build = Frames{{kTorch + "nn/modules/linear.py", "__init__", 106}, {kUser + "model.py", "__init__", 22}} + kMain;
+    struct P {
+        uint64_t p, m, v;
+        int64_t bytes;
+    };
+    std::vector<P> ps;
+    for (int l = 0; l < 4; ++l)
+        for (int64_t cols : {h, 4 * h, h})
+            ps.push_back({r.alloc(h * cols * 4, build, Pool::Parameter), 0, 0, h * cols * 4});
+    // The optimizer's constructor (lib.py, a torch.optim.Optimizer subclass): two moments per parameter.
+    for (P& p : ps) {
+        p.m = r.alloc(p.bytes, Frames{{kUser + "lib.py", "__init__", 19}} + kMain, Pool::OptimizerState);
+        p.v = r.alloc(p.bytes, Frames{{kUser + "lib.py", "__init__", 20}} + kMain, Pool::OptimizerState);
+    }
+    const Frames stepCall = {{kTorch + "optim/optimizer.py", "wrapper", 493}, {kUser + "run.py", "main", 52}, {kUser + "run.py", "<module>", 77}};
+    auto stepLine = [&](int line) { return Frames{{kUser + "lib.py", "step", line}} + stepCall; };
+    std::vector<uint64_t> grads(ps.size(), 0);
+    for (int s = 0; s < 2; ++s) {
+        r.annotate("Optimizer.zero_grad#MyAdam.zero_grad", true);
+        for (uint64_t& g : grads)
+            if (g) {
+                r.free(g, Frames{{kTorch + "optim/optimizer.py", "zero_grad", 980}} + kMain);
+                g = 0;
+            }
+        r.annotate("Optimizer.zero_grad#MyAdam.zero_grad", false);
+        const Frames trainStep = Frames{{kUser + "run.py", "main", 48}, {kUser + "run.py", "<module>", 77}};
+        std::vector<uint64_t> saved;
+        for (int l = 0; l < 4; ++l)
+            for (int k = 0; k < 3; ++k)
+                saved.push_back(r.alloc(tokens * h * 4, inModel(30 + k, trainStep), Pool::Activation));
+        const Frames backward = Frames{{kTorch + "autograd/graph.py", "_engine_run_backward", 768},
+                                       {kTorch + "autograd/__init__.py", "backward", 267},
+                                       {kTorch + "_tensor.py", "backward", 521},
+                                       {kUser + "run.py", "main", 50},
+                                       {kUser + "run.py", "<module>", 77}};
+        const uint64_t root = r.alloc(4, backward, Pool::Temporary);
+        r.free(root, backward);
+        for (size_t k = saved.size(); k-- > 0;) {
+            const uint64_t g = r.alloc(tokens * h * 4, engineAlloc("MmBackward0"), Pool::Temporary);
+            r.free(saved[k], engineRelease("MmBackward0"));
+            r.free(g, kEngineFree);
+        }
+        for (size_t i = 0; i < ps.size(); ++i)
+            grads[i] = r.alloc(ps[i].bytes, accumulateGrad(), Pool::Gradient);
+        // step(): m = b1 * m + (1 - b1) * g; v = ...; p.data = p.data - lr * m / (sqrt(v) + eps);
+        // p.data = p.data - lr * wd * p.data. Each update makes new tensors and drops the old ones.
+        r.annotate("Optimizer.step#MyAdam.step", true);
+        for (P& p : ps) {
+            const uint64_t t1 = r.alloc(p.bytes, stepLine(51), Pool::Temporary);
+            const uint64_t m = r.alloc(p.bytes, stepLine(51), Pool::OptimizerState);
+            r.free(t1, stepLine(51));
+            r.free(p.m, stepLine(51));
+            p.m = m;
+            const uint64_t t2 = r.alloc(p.bytes, stepLine(56), Pool::Temporary);
+            const uint64_t v = r.alloc(p.bytes, stepLine(56), Pool::OptimizerState);
+            r.free(t2, stepLine(56));
+            r.free(p.v, stepLine(56));
+            p.v = v;
+            const uint64_t t3 = r.alloc(p.bytes, stepLine(63), Pool::Temporary);
+            const uint64_t first = r.alloc(p.bytes, stepLine(63), Pool::Parameter);
+            r.free(t3, stepLine(63));
+            r.free(p.p, stepLine(63)); // p.data = ...: the old storage goes
+            const uint64_t t4 = r.alloc(p.bytes, stepLine(64), Pool::Temporary);
+            const uint64_t second = r.alloc(p.bytes, stepLine(64), Pool::Parameter);
+            r.free(t4, stepLine(64));
+            r.free(first, stepLine(64)); // replaced again by the weight decay
+            p.p = second;
+        }
+        r.annotate("Optimizer.step#MyAdam.step", false);
+    }
+    return r.finish();
+}
+
+// --- a script-level attention whose exp output the engine frees in backward ----------------------
+
+SynthResult scriptAttention(int scale)
+{
+    Recorder r;
+    const int64_t h = 256 * scale, tokens = 1024, heads = 8;
+    // No nn.Module anywhere: tensors with requires_grad made by the script, a plain function for
+    // attention, loss.backward() at the end.
+    const Frames script = {{kUser + "run.py", "<module>", 20}};
+    std::vector<uint64_t> weights;
+    for (int k = 0; k < 3; ++k)
+        weights.push_back(r.alloc(h * h * 4, script, Pool::Parameter));
+    const Frames attention = {{kUser + "run.py", "attention", 9}, {kUser + "run.py", "<module>", 31}};
+    const Frames attentionSoftmax = {{kUser + "run.py", "attention", 11}, {kUser + "run.py", "<module>", 31}};
+    const uint64_t q = r.alloc(tokens * h * 4, attention, Pool::Activation);
+    const uint64_t k = r.alloc(tokens * h * 4, attention, Pool::Activation);
+    const uint64_t scores = r.alloc(heads * tokens * tokens * 4, attention, Pool::Temporary);
+    // exp(scores - max): saved by ExpBackward0 for the backward, freed by the engine there.
+    const uint64_t e = r.alloc(heads * tokens * tokens * 4, attentionSoftmax, Pool::Activation);
+    r.free(scores, attentionSoftmax);
+    const uint64_t probs = r.alloc(heads * tokens * tokens * 4, attentionSoftmax, Pool::Activation);
+    const uint64_t out = r.alloc(tokens * h * 4, {{kUser + "run.py", "attention", 12}, {kUser + "run.py", "<module>", 31}}, Pool::Activation);
+    const uint64_t root = r.alloc(4, kBackwardCall, Pool::Temporary);
+    r.free(root, kBackwardCall);
+    const uint64_t gOut = r.alloc(tokens * h * 4, engineAlloc("MmBackward0"), Pool::Temporary);
+    r.free(out, engineRelease("MmBackward0"));
+    const uint64_t gProbs = r.alloc(heads * tokens * tokens * 4, engineAlloc("MmBackward0"), Pool::Temporary);
+    r.free(probs, engineRelease("DivBackward0"));
+    r.free(gOut, kEngineFree);
+    const uint64_t gExp = r.alloc(heads * tokens * tokens * 4, engineAlloc("DivBackward0"), Pool::Temporary);
+    r.free(gProbs, kEngineFree);
+    r.free(e, engineRelease("ExpBackward0"));
+    const uint64_t gScores = r.alloc(heads * tokens * tokens * 4, engineAlloc("ExpBackward0"), Pool::Temporary);
+    r.free(gExp, kEngineFree);
+    r.free(q, engineRelease("MmBackward0"));
+    r.free(k, engineRelease("MmBackward0"));
+    for (size_t w = 0; w < weights.size(); ++w)
+        r.alloc(h * h * 4, accumulateGrad(), Pool::Gradient);
+    r.free(gScores, kEngineFree);
+    return r.finish();
+}
+
+} // namespace
+
+SynthResult synthesizeClassScenario(StackScenario scenario, int scale)
+{
+    switch (scenario) {
+    case StackScenario::KvGenerate: return kvGenerate(scale);
+    case StackScenario::GradsMoved: return gradsMoved(scale);
+    case StackScenario::WorkspacePython: return workspacePython(scale);
+    case StackScenario::JvpForward: return jvpForward(scale);
+    case StackScenario::HandOptimizer: return handOptimizer(scale);
+    case StackScenario::ScriptAttention: return scriptAttention(scale);
+    default: break;
+    }
+    throw std::invalid_argument("not an issue-22 class scenario");
+}
+
+} // namespace poolscope::synth_detail

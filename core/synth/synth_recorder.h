@@ -1,0 +1,213 @@
+#pragma once
+// Private to core/synth: the recorder behind the short scenario dumps (synth_stacks.cpp,
+// synth_classes.cpp): allocations and frees through the allocator model, each with the frames a
+// real stack leaves and its true pool, finished into a one-device Trace with its final segments.
+#include "core/allocator/address_space.h"
+#include "core/allocator/caching_allocator.h"
+#include "core/model/trace_builder.h"
+#include "core/synth/synth.h"
+#include "core/synth/synth_stacks.h"
+
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace poolscope::synth_detail {
+
+
+inline const std::string kSite = "/usr/local/lib/python3.10/dist-packages/";
+inline const std::string kTorch = kSite + "torch/";
+
+struct Spec {
+    std::string file;
+    std::string name;
+    int64_t line = 0;
+};
+using Frames = std::vector<Spec>;
+
+inline Frames operator+(Frames a, const Frames& b)
+{
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+inline const Frames kModuleCall = {{kTorch + "nn/modules/module.py", "_call_impl", 1527}, {kTorch + "nn/modules/module.py", "_wrapped_call_impl", 1518}};
+
+inline const Frames kCppAlloc = {{"??", "torch::unwind::unwind()", 0},
+                          {"??", "torch::CapturedTraceback::gather(bool, bool, bool)", 0},
+                          {"CUDACachingAllocator.cpp", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)", 0},
+                          {"??", "at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)", 0}};
+inline const Frames kCppFree = {{"??", "torch::unwind::unwind()", 0},
+                         {"??", "torch::CapturedTraceback::gather(bool, bool, bool)", 0},
+                         {"CUDACachingAllocator.cpp", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::free(c10::cuda::CUDACachingAllocator::Native::(anonymous namespace)::Block*)", 0},
+                         {"??", "c10::StorageImpl::~StorageImpl()", 0},
+                         {"??", "c10::TensorImpl::~TensorImpl()", 0}};
+
+// Records one device's history through the allocator model: a default pool and, for CUDA-graph
+// capture, a private pool with its own segments (pool id (1, 0)) in the same address space.
+class Recorder {
+public:
+    Recorder() : m_main(AllocatorConfig{}), m_graph(AllocatorConfig{})
+    {
+        m_main.setAddressSource(&m_addresses);
+        m_graph.setAddressSource(&m_addresses);
+    }
+
+    void record(bool on) { m_recording = on; }
+    void keepStacks(bool on) { m_keepStacks = on; }
+    void graphPool(bool on) { m_inGraph = on; }
+
+    StackId stack(const Frames& frames)
+    {
+        std::vector<FrameId> ids;
+        for (const Spec& s : frames)
+            ids.push_back(m_result.trace.frames.internFrame(s.file, s.name, s.line));
+        return m_result.trace.frames.internStack(ids);
+    }
+
+    uint64_t alloc(int64_t bytes, const Frames& where, Pool pool)
+    {
+        CachingAllocatorSim& sim = m_inGraph ? m_graph : m_main;
+        const StackId st = stack(where);
+        const AllocResult r = sim.malloc(bytes, 0);
+        if (!r.ok)
+            throw std::logic_error("synth scenario: the allocator model refused " + std::to_string(bytes) + " bytes");
+        drain(sim, st);
+        m_live[r.addr] = Live{bytes, m_keepStacks ? st : StackId{}, m_inGraph};
+        if (m_recording) {
+            push(Action::Alloc, r.addr, bytes, st);
+            m_eventPool.back() = pool;
+        } else {
+            m_preexisting[r.addr] = pool;
+        }
+        return r.addr;
+    }
+
+    void free(uint64_t addr, const Frames& where)
+    {
+        auto it = m_live.find(addr);
+        if (it == m_live.end())
+            return;
+        const StackId st = stack(where);
+        if (m_recording) {
+            push(Action::FreeRequested, addr, it->second.requested, st);
+            push(Action::FreeCompleted, addr, it->second.requested, st);
+        }
+        (it->second.graph ? m_graph : m_main).free(addr);
+        drain(it->second.graph ? m_graph : m_main, st);
+        m_live.erase(it);
+    }
+
+    // What the OOM observer sees: the request that failed and the device's free bytes.
+    void oom(int64_t bytes, const Frames& where) { push(Action::Oom, uint64_t(1) << 20, bytes, stack(where)); }
+    void snapshotEntry() { push(Action::Snapshot, 0, 0, StackId{}); }
+    // A record_function range edge (Optimizer.step#Adam.step, ...), as PyTorch's profiler hooks
+    // write them into the snapshot's external_annotations.
+    void annotate(const std::string& name, bool start)
+    {
+        if (!m_recording)
+            return;
+        m_time += 3;
+        m_result.trace.annotations.push_back(Annotation{name, start, 0, m_time});
+        m_time += 3;
+    }
+
+    SynthResult finish()
+    {
+        DeviceTrace& dev = m_dev;
+        auto addSegments = [&](const CachingAllocatorSim& sim, int64_t poolFirst) {
+            for (const SimSegmentInfo& s : sim.segments()) {
+                Segment seg;
+                seg.address = s.addr;
+                seg.stream = s.stream;
+                seg.isLarge = !s.small;
+                seg.poolId[0] = poolFirst;
+                for (const SimBlockInfo& b : s.blocks) {
+                    Block blk;
+                    blk.address = b.addr;
+                    blk.size = b.size;
+                    blk.requestedSize = b.allocated ? b.requested : 0;
+                    blk.state = b.allocated ? BlockState::ActiveAllocated : BlockState::Inactive;
+                    if (auto it = m_live.find(b.addr); it != m_live.end() && b.allocated)
+                        blk.stack = it->second.stack;
+                    seg.totalSize += b.size;
+                    if (b.allocated) {
+                        seg.allocatedSize += b.size;
+                        seg.activeSize += b.size;
+                        seg.requestedSize += b.requested;
+                    }
+                    seg.blocks.push_back(blk);
+                }
+                dev.segments.push_back(std::move(seg));
+            }
+        };
+        addSegments(m_main, 0);
+        addSegments(m_graph, 1);
+        Trace& t = m_result.trace;
+        t.format = SourceFormat::SnapshotPickle;
+        t.formatDetail = "synthetic (poolscope synth --scenario)";
+        finalizeDevice(dev, t.warnings);
+        for (const Allocation& a : dev.allocations) {
+            Pool p = Pool::Unknown;
+            if (a.allocEvent >= 0) {
+                p = m_eventPool[size_t(a.allocEvent)];
+            } else if (auto it = m_preexisting.find(a.address); it != m_preexisting.end()) {
+                p = it->second;
+            }
+            m_result.truth.push_back(p);
+        }
+        m_result.stepsRun = 1;
+        m_result.peakReserved = m_main.stats().peakReserved + m_graph.stats().peakReserved;
+        t.devices.push_back(std::move(dev));
+        return std::move(m_result);
+    }
+
+    bool recording() const { return m_recording; }
+
+private:
+    struct Live {
+        int64_t requested = 0;
+        StackId stack;
+        bool graph = false;
+    };
+
+    void push(Action a, uint64_t addr, int64_t size, StackId st)
+    {
+        m_time += 7;
+        m_dev.events.push(a, addr, size, 0, m_time, st);
+        m_eventPool.push_back(Pool::Unknown);
+        if (a == Action::Oom) {
+            m_result.oom = true;
+            m_result.oomIndex = EventIndex(m_dev.events.count() - 1);
+        }
+    }
+
+    void drain(CachingAllocatorSim& sim, StackId st)
+    {
+        for (const SimEvent& e : sim.events()) {
+            if (!m_recording)
+                break;
+            if (e.kind == SimEventKind::SegmentAlloc)
+                push(Action::SegmentAlloc, e.addr, e.size, st);
+            else if (e.kind == SimEventKind::SegmentFree)
+                push(Action::SegmentFree, e.addr, e.size, st);
+        }
+        sim.clearEvents();
+    }
+
+    VirtualAddressSpace m_addresses;
+    CachingAllocatorSim m_main, m_graph;
+    SynthResult m_result;
+    DeviceTrace m_dev;
+    std::vector<Pool> m_eventPool;
+    std::unordered_map<uint64_t, Pool> m_preexisting;
+    std::unordered_map<uint64_t, Live> m_live;
+    bool m_recording = true, m_keepStacks = true, m_inGraph = false;
+    int64_t m_time = 1748730219000000;
+};
+
+// synth_classes.cpp: the issue-22 class scenarios.
+SynthResult synthesizeClassScenario(StackScenario scenario, int scale);
+
+} // namespace poolscope::synth_detail
