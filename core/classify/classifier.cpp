@@ -3,6 +3,8 @@
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/frame_matcher.h"
 #include "core/classify/structural_evidence.h"
+#include "core/classify/structural_phases.h"
+#include "core/classify/structural_state.h"
 
 #include <algorithm>
 #include <array>
@@ -128,10 +130,12 @@ public:
         // a library keeps per handle, what one forward kept for the next.
         classify_detail::keptFromBeforeFirstForward(m_dev, c);
         classify_detail::perParameterBuffers(m_trace, m_dev, c);
+        classify_detail::perParameterStateByOrder(m_dev, c);
         classify_detail::stepReplacements(m_dev, c);
         classify_detail::workspaceBySize(m_dev, c);
-        classify_detail::forwardCache(m_dev, c);
+        classify_detail::forwardCache(m_trace, m_dev, c);
         countSizes(c);
+        classify_detail::stateRewrittenBetweenPasses(m_dev, c);
         classify_detail::autocastCastsByCount(m_trace, m_dev, c);
         classify_detail::weightFamilyWithoutHistory(m_dev, c);
         classify_detail::gradientsNeedParameterSize(m_dev, c);
@@ -139,6 +143,7 @@ public:
         classify_detail::pendingFreeBlocks(m_dev, c);
         countSizes(c);
         judgeUntracked(c);
+        capStructuralConfidence(m_dev, c);
         classify_detail::assignPrivatePools(m_dev, c);
         addPoolFacts(c.facts, m_dev, c);
         return c;
@@ -201,7 +206,7 @@ private:
                 lt |= bit(Lifetime::Recorded);
                 f.birth = tl.phase[size_t(a.allocEvent)];
                 const auto src = tl.source[size_t(a.allocEvent)];
-                if (src == PhaseSource::Frames || src == PhaseSource::Annotation)
+                if (src == PhaseSource::Frames || src == PhaseSource::Annotation || src == PhaseSource::Structure)
                     lt |= bit(Lifetime::OwnPhase);
             }
             if (f.freed) {

@@ -58,6 +58,30 @@ std::string phaseEvidence(const Trace& trace, const DeviceTrace& dev, const Clas
             }
         break;
     }
+    case PhaseSource::Structure:
+        // What in the stream placed it (structural_phases.cpp), per phase.
+        switch (ph) {
+        case Phase::Forward:
+            s += ", from the allocation stream's shape (no frame or annotation named it): a rise of the bytes alive to a peak, or "
+                 "a call whose layers repeat the same sizes (a forward without backward)";
+            break;
+        case Phase::Backward:
+            s += ", from the allocation stream's shape (no frame or annotation named it): the fall after a forward's peak that "
+                 "frees its blocks last-made first while allocating";
+            break;
+        case Phase::Teardown:
+            s += ", from the allocation stream's shape (no frame or annotation named it): a forward's blocks freed in one burst "
+                 "with no allocation between, a graph dropped without backward";
+            break;
+        case Phase::OptimizerStep:
+            s += ", from the allocation stream's shape (no frame or annotation named it): after a backward, the stretch making "
+                 "blocks of its gradients' sizes";
+            break;
+        default:
+            s += ", from the allocation stream's shape (no frame or annotation named it)";
+            break;
+        }
+        break;
     case PhaseSource::Inherited:
         s += ", taken from the events around it (its own stack names no phase)";
         break;

@@ -24,6 +24,9 @@ inline std::optional<Phase> parsePhase(std::string_view name)
 }
 
 // Where an event's phase came from, strongest first. Explanations quote it.
-enum class PhaseSource : uint8_t { Frames, Annotation, Inherited, None };
+// Structure: no frame or annotation named it; the allocation stream's shape did (see
+// structural_phases.h): a rise to a peak is a forward, the fall that frees it while allocating is a
+// backward, and so on. Decisions resting on it alone stay below 70 %.
+enum class PhaseSource : uint8_t { Frames, Annotation, Structure, Inherited, None };
 
 } // namespace poolscope

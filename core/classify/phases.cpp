@@ -1,5 +1,7 @@
 #include "core/classify/phases.h"
 
+#include "core/classify/structural_phases.h"
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -184,6 +186,8 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     // Events before the first evidence stay Unknown: guessing them from what follows would invent
     // a phase (a trace often starts with data loading or model set-up).
     (void)firstKnown;
+    // Where neither frames nor annotations named a forward or a backward, the stream's shape may.
+    inferStructuralPhases(dev, tl);
 
     for (size_t i = 0; i < n; ++i) {
         if (tl.runs.empty() || tl.runs.back().phase != tl.phase[i] || boundary[i])

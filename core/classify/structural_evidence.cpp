@@ -297,7 +297,7 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
     }
 }
 
-void forwardCache(const DeviceTrace& dev, Classification& c)
+void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
     if (!c.history || f.backward != Known::No || f.gradMode == Known::Yes || f.forwardPasses < 2)
@@ -327,7 +327,7 @@ void forwardCache(const DeviceTrace& dev, Classification& c)
                                    "code is called",
                                    Pool::KvCache, kEvidenceLifetime);
             decide(c, i, Pool::KvCache, keptRule, 75);
-            if (a.stack.valid())
+            if (a.stack.valid() && !trace.frames.stack(a.stack).empty()) // a stack without frames is no site
                 ++cacheSites[a.stack.value];
         } else {
             // Held to the end: outputs the caller kept look the same, so only a block made where a

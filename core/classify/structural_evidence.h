@@ -40,7 +40,7 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c);
 // (a KV cache grown or replaced per token), whatever the code is called; a block still held at the
 // end is the cache's newest part only where it was made at such a block's site (outputs the caller
 // kept look the same otherwise).
-void forwardCache(const DeviceTrace& dev, Classification& c);
+void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
 // Autocast's weight casts where the frames that show them (at::autocast::cached_cast, a C++ frame)
 // were not recorded (no C++ frame anywhere in the dump: stacks='python', Windows): in a forward pass,

@@ -30,7 +30,8 @@ RunFacts buildRunFacts(const DeviceTrace& dev, const PhaseTimeline& tl, bool his
             continue;
         bool own = false;
         for (EventIndex e = run.first; e <= run.last && !own; ++e)
-            own = tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
+            own = tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation ||
+                  tl.source[size_t(e)] == PhaseSource::Structure;
         if (!own)
             continue;
         // Consecutive runs of one phase split by the caller's code stay separate passes (one model

@@ -45,7 +45,13 @@ std::string phaseLabel(Phase p)
 std::vector<PhaseBand> phaseBands(const DeviceTimeline& tl, const Classification* c, size_t minEvents)
 {
     std::vector<PhaseBand> bands;
-    if (c && c->phases.anyFrameEvidence) {
+    // Phases the allocation stream's shape placed (no frame or annotation named them) are drawn
+    // too, labelled as inferred.
+    auto inferred = [&](const PhaseTimeline::Run& run) {
+        return size_t(run.first) < c->phases.source.size() && c->phases.source[size_t(run.first)] == PhaseSource::Structure;
+    };
+    const bool structural = c && std::any_of(c->phases.runs.begin(), c->phases.runs.end(), inferred);
+    if (c && (c->phases.anyFrameEvidence || structural)) {
         for (const auto& run : c->phases.runs) {
             if (run.phase == Phase::Unknown || size_t(run.last - run.first + 1) < minEvents)
                 continue;
@@ -53,7 +59,7 @@ std::vector<PhaseBand> phaseBands(const DeviceTimeline& tl, const Classification
                 bands.back().last = run.last; // a short interruption does not split a phase
                 continue;
             }
-            bands.push_back(PhaseBand{run.first, run.last, run.phase, phaseLabel(run.phase)});
+            bands.push_back(PhaseBand{run.first, run.last, run.phase, phaseLabel(run.phase) + (inferred(run) ? " (inferred)" : "")});
         }
         return bands;
     }

@@ -2,6 +2,7 @@
 // ("well under a second"). Two shapes: few distinct frames (one model, many steps) and many (every
 // layer's forward on its own line, so the frame matcher has real work). With a corpus directory,
 // also the real full-step dump.
+#include "tests/core/classify/frame_ablation.h"
 #include "tests/core/classify/training_trace.h"
 
 #include "core/classify/classifier.h"
@@ -70,6 +71,11 @@ int main(int argc, char** argv)
     o.stacks = StackMode::All;
     const TrainingTrace many = makeTrainingTrace(o);
     bench("training loop, a frame per layer", *many.trace, many.trace->devices[0], rules);
+
+    // The same trace with no frames but its history: the phases come from the allocation stream's
+    // shape (structural_phases.cpp); the ratio to the line above is its cost.
+    const auto frameless = ablateFrames(*many.trace, KeepFrames::None);
+    bench("training loop, frameless", *frameless, frameless->devices[0], rules);
 
     const std::string corpus = argc > 1 ? argv[1] : std::string(POOLSCOPE_RESOURCES_DIR) + "/../../shared/corpus";
     const std::string file = corpus + "/k_ctx128_fullstep.pickle";

@@ -1,0 +1,516 @@
+#include "core/classify/structural_phases.h"
+
+#include "core/classify/classifier.h"
+#include "core/classify/structural_repetition.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace poolscope {
+namespace {
+
+EventIndex releaseOf(const Allocation& a)
+{
+    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+}
+
+int64_t sizeKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+// A rise of the bytes alive and the fall after it, as the zig-zag over the curve found them:
+// the rise starts after `trough` (the last event at the low before it), peaks at `peak`, and falls
+// to `fallEnd` (the first event at the low after it). `open`: the dump ended before it fell.
+struct Swing {
+    EventIndex trough = 0, peak = 0, fallEnd = 0;
+    bool open = false;
+};
+
+// Swings of at least `threshold` bytes each way. A zig-zag: a peak is confirmed once the curve fell
+// `threshold` below it, a low once the curve rose `threshold` above it; smaller wiggles (one
+// layer's scratch) are inside a swing, not swings of their own.
+std::vector<Swing> swings(const std::vector<int64_t>& live, int64_t threshold)
+{
+    std::vector<Swing> out;
+    const EventIndex n = EventIndex(live.size());
+    EventIndex lowFirst = 0, lowLast = 0, highAt = 0;
+    int64_t low = live[0], high = live[0];
+    bool seekingPeak = true;
+    for (EventIndex e = 1; e < n; ++e) {
+        const int64_t v = live[size_t(e)];
+        if (seekingPeak) {
+            if (v < low || (v == low && high == low)) {
+                if (v < low)
+                    lowFirst = e;
+                low = high = v;
+                lowLast = highAt = e;
+                continue;
+            }
+            if (v > high) {
+                high = v;
+                highAt = e;
+            }
+            if (high - v >= threshold && high - low >= threshold) {
+                out.push_back(Swing{lowLast, highAt, e, false});
+                seekingPeak = false;
+                low = v;
+                lowFirst = lowLast = e;
+            }
+        } else {
+            if (v < low) {
+                low = v;
+                lowFirst = lowLast = e;
+            } else if (v == low) {
+                lowLast = e;
+            }
+            out.back().fallEnd = lowFirst;
+            if (v - low >= threshold) {
+                // The next rise starts after the last event at this low (lowLast).
+                seekingPeak = true;
+                high = v;
+                highAt = e;
+            }
+        }
+    }
+    if (seekingPeak && high - low >= threshold)
+        out.push_back(Swing{lowLast, highAt, n - 1, true});
+    return out;
+}
+
+void place(PhaseTimeline& tl, EventIndex from, EventIndex to, Phase phase, size_t& placed)
+{
+    for (EventIndex e = std::max<EventIndex>(from, 0); e <= to && size_t(e) < tl.phase.size(); ++e) {
+        if (tl.phase[size_t(e)] != Phase::Unknown)
+            continue; // a frame or an annotation placed it: that decides
+        tl.phase[size_t(e)] = phase;
+        tl.source[size_t(e)] = PhaseSource::Structure;
+        ++placed;
+    }
+}
+
+// Where frames name the passes but nothing names an optimizer step (a hand-written optimizer whose
+// files and functions are the user's own, no Optimizer.step annotation), its events inherit the
+// backward's phase. After each named backward, up to the next named forward, the stretch that makes
+// blocks of a gradient's size (a block the backward made and kept, of a size alive before the first
+// forward), keeping some or making about one per gradient, is the optimizer step; only events no
+// frame or annotation named are placed.
+size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    const auto& ev = dev.events;
+    const EventIndex n = EventIndex(ev.count());
+    auto named = [&](EventIndex e) {
+        return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
+    };
+    auto bornAt = [&](EventIndex e) -> const Allocation* {
+        const AllocId id = dev.eventAlloc[size_t(e)];
+        if (!id.valid() || ev.action[size_t(e)] != Action::Alloc)
+            return nullptr;
+        const Allocation& a = dev.allocations[id.value];
+        return a.allocEvent == e ? &a : nullptr;
+    };
+    EventIndex firstForward = kNoEvent;
+    for (EventIndex e = 0; e < n && firstForward == kNoEvent; ++e)
+        if (named(e) && tl.phase[size_t(e)] == Phase::Forward)
+            firstForward = e;
+    if (firstForward == kNoEvent)
+        return 0;
+    std::unordered_set<int64_t> stateSizes;
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = releaseOf(a);
+        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
+            stateSizes.insert(sizeKey(a.size));
+    }
+    size_t placed = 0;
+    // Gradients kept from one backward to the next (accumulated in place, zero_grad without
+    // set_to_none) are made once: the sizes of every backward so far count.
+    std::unordered_set<int64_t> gradientSizes;
+    for (EventIndex e = 0; e < n;) {
+        if (!(named(e) && tl.phase[size_t(e)] == Phase::Backward)) {
+            ++e;
+            continue;
+        }
+        // A named backward: to its last named event before the next named forward.
+        const EventIndex start = e;
+        EventIndex last = e, next = n;
+        for (EventIndex k = e + 1; k < n; ++k) {
+            if (named(k) && tl.phase[size_t(k)] == Phase::Forward) {
+                next = k;
+                break;
+            }
+            if (named(k) && tl.phase[size_t(k)] == Phase::Backward)
+                last = k;
+        }
+        for (EventIndex k = start; k <= last; ++k)
+            if (const Allocation* a = bornAt(k)) {
+                const EventIndex r = releaseOf(*a);
+                if ((r == kNoEvent || r > last) && stateSizes.count(sizeKey(a->size)))
+                    gradientSizes.insert(sizeKey(a->size));
+            }
+        EventIndex first = kNoEvent, end = kNoEvent;
+        size_t made = 0, kept = 0;
+        for (EventIndex k = last + 1; k < next; ++k) {
+            const Allocation* a = bornAt(k);
+            if (!a || named(k) || !gradientSizes.count(sizeKey(a->size)))
+                continue;
+            ++made;
+            const EventIndex r = releaseOf(*a);
+            kept += r == kNoEvent || r >= next;
+            if (first == kNoEvent)
+                first = k;
+            end = std::max(k, r == kNoEvent || r >= next ? k : r);
+        }
+        if (first != kNoEvent && (kept > 0 || made * 2 >= gradientSizes.size()))
+            for (EventIndex k = first; k <= end; ++k)
+                if (!named(k)) {
+                    tl.phase[size_t(k)] = Phase::OptimizerStep;
+                    tl.source[size_t(k)] = PhaseSource::Structure;
+                    ++placed;
+                }
+        e = next;
+    }
+    return placed;
+}
+
+// A run whose bytes show no pass's rise and fall (forwards under no_grad let go of each layer's
+// scratch as they go): its forwards where its layers' sizes repeat (structural_repetition.h).
+size_t placeRepeatedForwards(const RepeatedForwards& calls, PhaseTimeline& tl)
+{
+    size_t placed = 0;
+    for (const EventSpan& f : calls.calls)
+        place(tl, f.first, f.last, Phase::Forward, placed);
+    return placed;
+}
+
+} // namespace
+
+size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    const auto& ev = dev.events;
+    const size_t n = ev.count();
+    if (n < 2 || tl.phase.size() != n)
+        return 0;
+    bool anyAlloc = false, stepNamed = false, passesNamed = false;
+    for (size_t e = 0; e < n; ++e) {
+        const PhaseSource s = tl.source[e];
+        const bool named = s == PhaseSource::Frames || s == PhaseSource::Annotation;
+        passesNamed = passesNamed || (named && (tl.phase[e] == Phase::Forward || tl.phase[e] == Phase::Backward));
+        stepNamed = stepNamed || (named && tl.phase[e] == Phase::OptimizerStep);
+        anyAlloc = anyAlloc || ev.action[e] == Action::Alloc;
+    }
+    if (passesNamed)
+        return stepNamed ? 0 : optimizerAfterNamedBackward(dev, tl); // the frames or annotations show the passes
+    if (!anyAlloc)
+        return 0; // no history: no stream to read
+
+    // The bytes alive of the blocks the trace made, after each event (blocks from before recording
+    // are the run's state, not the rise and fall of its passes).
+    auto bornAt = [&](size_t e) -> const Allocation* {
+        const AllocId id = dev.eventAlloc[e];
+        if (!id.valid() || ev.action[e] != Action::Alloc)
+            return nullptr;
+        const Allocation& a = dev.allocations[id.value];
+        return a.allocEvent == EventIndex(e) ? &a : nullptr;
+    };
+    auto releasedAt = [&](size_t e) -> const Allocation* {
+        const AllocId id = dev.eventAlloc[e];
+        if (!id.valid() || ev.action[e] == Action::Alloc)
+            return nullptr;
+        const Allocation& a = dev.allocations[id.value];
+        return releaseOf(a) == EventIndex(e) ? &a : nullptr;
+    };
+    // Two curves: the bytes alive of the blocks that the trace makes and lets go of again (a pass's
+    // products and scratch: what rises in a forward and falls in its backward), and of every block
+    // it makes (adding what is kept: weights built, gradients and state made once, a graph kept to
+    // the end). Swings are read on the first, so that gradients kept to the end do not hide the
+    // backward's fall; their size is judged against the second.
+    std::vector<int64_t> passing(n), all(n);
+    int64_t curPassing = 0, curAll = 0, lo = 0, hi = 0;
+    for (size_t e = 0; e < n; ++e) {
+        if (const Allocation* a = bornAt(e)) {
+            curAll += a->size;
+            if (releaseOf(*a) != kNoEvent)
+                curPassing += a->size;
+        } else if (const Allocation* r = releasedAt(e); r && !r->preexisting()) {
+            curAll -= r->size;
+            curPassing -= r->size;
+        }
+        passing[e] = curPassing;
+        all[e] = curAll;
+        lo = std::min(lo, curAll);
+        hi = std::max(hi, curAll);
+    }
+    // A pass's fall releases most of what its forward saved; one layer's scratch (attention scores
+    // freed at the layer's end) is a small part of that. A quarter of the passing bytes' range, and
+    // 5 % of everything the trace made (so that the wiggles of a forward whose graph is kept to the
+    // end, with little passing at all, are no passes).
+    int64_t passLo = 0, passHi = 0;
+    for (int64_t v : passing) {
+        passLo = std::min(passLo, v);
+        passHi = std::max(passHi, v);
+    }
+    const int64_t threshold = std::max({(passHi - passLo) / 4, (hi - lo) / 20, int64_t(1) << 20});
+    std::vector<Swing> sw = swings(passing, threshold);
+    // Where a swing's forward starts: the first block of the rise that is let go of before its peak
+    // (a forward's scratch; weights being built are kept, and weights a later step replaces are let
+    // go of only after the peak). kNoEvent where the
+    // swing is no pass: a pass accumulates, so that much of what is alive at its peak was made in
+    // each half of its rise (saved tensors of the early layers); one operator's scratch
+    // (attention scores made and freed at once in a no-grad forward) rises and falls in a few events.
+    auto passStart = [&](const Swing& s) -> EventIndex {
+        EventIndex start = kNoEvent;
+        for (EventIndex e = s.trough + 1; e <= s.peak && start == kNoEvent; ++e)
+            if (const Allocation* a = bornAt(size_t(e))) {
+                const EventIndex r = releaseOf(*a);
+                if (r != kNoEvent && (s.open || r <= s.peak))
+                    start = e;
+            }
+        if (start == kNoEvent || s.peak - start < 32)
+            return kNoEvent;
+        const EventIndex mid = start + (s.peak - start) / 2;
+        int64_t alive = 0, early = 0;
+        for (EventIndex e = start; e <= s.peak; ++e)
+            if (const Allocation* a = bornAt(size_t(e))) {
+                const EventIndex r = releaseOf(*a);
+                if (r == kNoEvent || r > s.peak) {
+                    alive += a->size;
+                    if (e <= mid)
+                        early += a->size;
+                }
+            }
+        // ... and of the second half too: layer after layer saves its tensors. A rise made at its
+        // start and then flat (a model loaded and copied, then a long stretch of other work) is no pass.
+        return alive > 0 && early * 5 >= alive && (alive - early) * 5 >= alive ? start : kNoEvent;
+    };
+    sw.erase(std::remove_if(sw.begin(), sw.end(), [&](const Swing& s) { return passStart(s) == kNoEvent; }), sw.end());
+    // After the last fall, a rise of kept blocks that never falls: a forward whose graph the dump
+    // still holds (taken at its end, or at an OOM inside it). Not where what is kept has the sizes
+    // of the run's state blocks (an optimizer's first step making its state, weights being loaded).
+    {
+        const EventIndex tail = sw.empty() ? 0 : sw.back().fallEnd;
+        EventIndex lowAt = tail, highAt = tail;
+        for (EventIndex e = tail; e < EventIndex(n); ++e)
+            if (all[size_t(e)] <= all[size_t(lowAt)])
+                lowAt = e;
+        for (EventIndex e = lowAt; e < EventIndex(n); ++e)
+            if (all[size_t(e)] > all[size_t(highAt)] || highAt < lowAt)
+                highAt = e;
+        const Swing open{lowAt, highAt, EventIndex(n) - 1, true};
+        // Still near its top when the dump ends: the graph is held (a rise that fell back by more
+        // than a quarter was let go of, by no pass the stream shows).
+        const int64_t rise = all[size_t(highAt)] - all[size_t(lowAt)];
+        if (highAt > lowAt && rise >= threshold && (all[n - 1] - all[size_t(lowAt)]) * 4 >= rise * 3 && passStart(open) != kNoEvent)
+            sw.push_back(open);
+    }
+    const RepeatedForwards calls = forwardsByRepetition(dev);
+    if (sw.empty())
+        return placeRepeatedForwards(calls, tl);
+
+    std::vector<EventIndex> forwardStart(sw.size(), kNoEvent);
+    for (size_t k = 0; k < sw.size(); ++k)
+        forwardStart[k] = passStart(sw[k]);
+    // The run's state: sizes of the blocks alive where the first forward starts (from before
+    // recording, or made before it and kept). A gradient has the size of one of them.
+    std::unordered_set<int64_t> stateSizes;
+    EventIndex firstForward = kNoEvent;
+    for (EventIndex f : forwardStart)
+        if (f != kNoEvent) {
+            firstForward = f;
+            break;
+        }
+    if (firstForward == kNoEvent)
+        return placeRepeatedForwards(calls, tl); // rises of kept blocks only: weights built or loaded, no pass's shape
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = releaseOf(a);
+        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
+            stateSizes.insert(sizeKey(a.size));
+    }
+
+    if (sw.back().open && forwardStart.back() != kNoEvent) {
+        int64_t kept = 0, stateSized = 0;
+        for (EventIndex e = sw.back().trough + 1; e <= sw.back().peak; ++e)
+            if (const Allocation* a = bornAt(size_t(e)); a && releaseOf(*a) == kNoEvent) {
+                kept += a->size;
+                if (stateSizes.count(sizeKey(a->size)))
+                    stateSized += a->size;
+            }
+        if (stateSized * 2 >= kept)
+            forwardStart.back() = kNoEvent;
+    }
+
+    // Kept to undo the swings' reading where the repetition reads the run better (below).
+    const std::vector<Phase> phaseBefore = tl.phase;
+    const std::vector<PhaseSource> sourceBefore = tl.source;
+    bool anyBackward = false;
+    size_t placed = 0;
+    std::unordered_set<int64_t> keptGradientSizes; // of every backward so far (see optimizerAfterNamedBackward)
+    for (size_t k = 0; k < sw.size(); ++k) {
+        const Swing& s = sw[k];
+        const EventIndex fStart = forwardStart[k];
+        if (fStart == kNoEvent)
+            continue;
+        if (s.open) {
+            place(tl, fStart, EventIndex(n) - 1, Phase::Forward, placed);
+            continue;
+        }
+        // The next forward's start bounds this one's release: the fall's low can come before the
+        // backward ends (the first layers' gradients, an embedding's among them, are made last).
+        EventIndex nextStart = EventIndex(n);
+        for (size_t j = k + 1; j < sw.size(); ++j)
+            if (forwardStart[j] != kNoEvent) {
+                nextStart = forwardStart[j];
+                break;
+            }
+        // What the forward made and the fall released, in the order it was released.
+        std::vector<EventIndex> frees;
+        int64_t aliveAtPeak = 0;
+        // From a few events before the first scratch: the output the forward's first operator made
+        // before it (the low the curve returned to can sit just after that output).
+        for (EventIndex e = std::max(s.trough + 1, fStart - 8); e <= s.peak; ++e) {
+            const Allocation* a = bornAt(size_t(e));
+            if (!a)
+                continue;
+            const EventIndex r = releaseOf(*a);
+            if (r == kNoEvent || r > s.peak)
+                aliveAtPeak += a->size;
+            // Scratch made just before the peak and freed just after it (the loss's last operators,
+            // a few events) is the forward finishing, not the release of what it saved. The last
+            // layer's saved tensor, freed by the backward's first operator, looks the same: it goes
+            // with the forward, one block in a pass's hundreds.
+            if (r != kNoEvent && r > s.peak && r < nextStart && r - e > 16)
+                frees.push_back(r);
+        }
+        if (frees.empty()) {
+            place(tl, fStart, s.peak, Phase::Forward, placed);
+            continue;
+        }
+        std::sort(frees.begin(), frees.end());
+        // The releases come densely while the engine (or the graph's teardown) walks the graph; a
+        // straggler long after (the caller dropping the output or the loss once the step is done)
+        // is not part of it.
+        const EventIndex gap = std::max<EventIndex>(64, (s.fallEnd - s.peak) / 8);
+        EventIndex releaseEnd = frees.front();
+        for (size_t j = 1; j < frees.size(); ++j) {
+            if (frees[j] - frees[j - 1] > gap && j * 2 >= frees.size())
+                break;
+            releaseEnd = frees[j];
+        }
+        EventIndex releaseStart = frees.front();
+        // The operator whose output comes before its inputs are freed belongs to the release.
+        // (Events that neither make nor let go of a block, a free's completion or a segment's
+        // mapping, go along.)
+        auto madeOrNeutral = [&](EventIndex e) { return bornAt(size_t(e)) || !releasedAt(size_t(e)); };
+        while (releaseStart - 1 > s.peak && madeOrNeutral(releaseStart - 1))
+            --releaseStart;
+        // After the last release of what the forward saved come the backward's last products (the
+        // first layers' gradients, kept) and the release of its own scratch made before (the first
+        // layer's input gradient); a block made there and let go of at once is the next stretch's.
+        const EventIndex lastSaved = releaseEnd;
+        while (releaseEnd + 1 < nextStart) {
+            const EventIndex e = releaseEnd + 1;
+            if (const Allocation* b = bornAt(size_t(e))) {
+                const EventIndex r = releaseOf(*b);
+                if (r != kNoEvent && r - e <= 16)
+                    break;
+            } else if (const Allocation* r = releasedAt(size_t(e))) {
+                // Its own scratch.
+                const bool own = !r->preexisting() && r->allocEvent >= releaseStart && r->allocEvent <= lastSaved;
+                if (!own)
+                    break;
+            }
+            ++releaseEnd;
+        }
+        size_t allocs = 0, freesIn = 0;
+        int64_t freedOfForward = 0;
+        std::unordered_set<int64_t> gradientSizes; // made by this fall and kept
+        for (EventIndex e = releaseStart; e <= releaseEnd; ++e) {
+            if (const Allocation* a = bornAt(size_t(e))) {
+                ++allocs;
+                const EventIndex r = releaseOf(*a);
+                if ((r == kNoEvent || r > releaseEnd) && stateSizes.count(sizeKey(a->size)))
+                    gradientSizes.insert(sizeKey(a->size));
+            } else if (const Allocation* r = releasedAt(size_t(e))) {
+                ++freesIn;
+                if (!r->preexisting() && r->allocEvent >= fStart && r->allocEvent <= s.peak)
+                    freedOfForward += r->size;
+            }
+        }
+        // The engine walks the graph from the loss back: what the forward made last is released
+        // first. A forward freeing its own scratch (no grad) lets go in the order it made it.
+        size_t pairs = 0, reversed = 0;
+        for (size_t j = 1; j < frees.size() && frees[j] <= releaseEnd; ++j) {
+            ++pairs;
+            reversed += releasedAt(size_t(frees[j]))->allocEvent < releasedAt(size_t(frees[j - 1]))->allocEvent;
+        }
+        const bool lastInFirstOut = pairs > 0 && reversed * 2 >= pairs;
+        Phase fall = Phase::Forward;
+        if (allocs * 10 < freesIn)
+            fall = Phase::Teardown; // released in one burst: a graph dropped without backward
+        else if (lastInFirstOut && pairs >= 8 && freedOfForward * 2 >= aliveAtPeak && (!gradientSizes.empty() || allocs * 10 >= freesIn * 3))
+            fall = Phase::Backward; // most of what the forward saved, layer after layer, with products
+        if (fall == Phase::Teardown) {
+            // A burst: the graph's last blocks, let go of first, belong to it whatever their age.
+            while (releaseStart - 1 > s.peak && !bornAt(size_t(releaseStart - 1)))
+                --releaseStart;
+        }
+        place(tl, fStart, releaseStart - 1, Phase::Forward, placed);
+        place(tl, releaseStart, fall == Phase::Forward ? s.fallEnd : releaseEnd, fall, placed);
+        anyBackward = anyBackward || fall == Phase::Backward;
+        if (fall != Phase::Backward || stepNamed)
+            continue;
+        keptGradientSizes.insert(gradientSizes.begin(), gradientSizes.end());
+        if (keptGradientSizes.empty())
+            continue;
+        // The optimizer step: after the backward and before the next forward, the stretch that
+        // makes blocks of a gradient's size (state at the first step, out-of-place updates, the
+        // update's temporaries) or lets go of them.
+        const EventIndex gapEnd = nextStart;
+        EventIndex first = kNoEvent, last = kNoEvent;
+        size_t made = 0, kept = 0;
+        for (EventIndex e = releaseEnd + 1; e < gapEnd; ++e) {
+            const Allocation* a = bornAt(size_t(e));
+            if (!a || !keptGradientSizes.count(sizeKey(a->size)))
+                continue;
+            ++made;
+            const EventIndex r = releaseOf(*a);
+            kept += r == kNoEvent || r >= gapEnd;
+            if (first == kNoEvent)
+                first = e;
+            last = std::max(e, r == kNoEvent || r >= gapEnd ? e : r);
+        }
+        if (first != kNoEvent && (kept > 0 || made * 2 >= keptGradientSizes.size()))
+            place(tl, first, last, Phase::OptimizerStep, placed);
+    }
+    // A no-grad forward whose layers each rise and fall (weights brought in per layer, a large
+    // attention score let go of at the layer's end) shows a swing per layer, none of whose falls is
+    // a backward: where the layers' sizes repeat and one stretch of alike layers holds three such
+    // swings or more, the swings are its layers and the calls the passes. (A training step's swing
+    // is a pass whose fall is its backward, however its steps repeat.)
+    if (!anyBackward)
+        for (const EventSpan& run : calls.layerRuns) {
+            size_t inside = 0;
+            for (const Swing& s : sw)
+                inside += s.trough >= run.first && s.peak <= run.last;
+            if (inside >= 3) {
+                tl.phase = phaseBefore;
+                tl.source = sourceBefore;
+                return placeRepeatedForwards(calls, tl);
+            }
+        }
+    return placed;
+}
+
+bool phasesFromStructure(const PhaseTimeline& tl, const Allocation& a)
+{
+    auto structural = [&](EventIndex e) { return e != kNoEvent && size_t(e) < tl.source.size() && tl.source[size_t(e)] == PhaseSource::Structure; };
+    return structural(a.allocEvent) || structural(releaseOf(a));
+}
+
+void capStructuralConfidence(const DeviceTrace& dev, Classification& c)
+{
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (c.evidenceOf(i) & kEvidenceFrames)
+            continue; // a frame of its own stack spoke
+        if (c.confidence[i] > kStructuralConfidenceCap && phasesFromStructure(c.phases, dev.allocations[i]))
+            c.confidence[i] = uint8_t(kStructuralConfidenceCap);
+    }
+}
+
+} // namespace poolscope

@@ -1,0 +1,158 @@
+#include "core/classify/structural_state.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+namespace poolscope::classify_detail {
+
+void perParameterStateByOrder(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.firstForward == kNoEvent || (f.backward != Known::Yes && f.optimizerSteps == 0))
+        return;
+    std::vector<uint32_t> kept; // made before the first forward, kept, decided without frames
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || a.allocEvent >= f.firstForward || c.pool[i] != Pool::Parameter)
+            continue;
+        if (c.evidenceOf(i) & kEvidenceFrames)
+            continue;
+        kept.push_back(uint32_t(i));
+    }
+    std::sort(kept.begin(), kept.end(), [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+    const size_t n = kept.size();
+    auto sizesOf = [&](size_t from, size_t count) {
+        std::vector<int64_t> s;
+        for (size_t k = from; k < from + count; ++k)
+            s.push_back(mirrorKey(dev.allocations[kept[k]].size));
+        std::sort(s.begin(), s.end());
+        return s;
+    };
+    if (n < 6 || n > 4096)
+        return; // too few to split, or more blocks than a quadratic search should look at
+    // The parameters are the first run; the largest run that works (a model's layers repeat, so a
+    // shorter run of the first layers can match the next layers by size by coincidence).
+    // Prefix sums of the sizes: a run can match only where its bytes are K times the first run's,
+    // which rules out almost every split before anything is sorted.
+    std::vector<int64_t> prefix(n + 1, 0);
+    for (size_t k = 0; k < n; ++k)
+        prefix[k + 1] = prefix[k] + mirrorKey(dev.allocations[kept[k]].size);
+    size_t len = 0, groups = 0;
+    for (size_t p = n / 3; p >= 2 && !len; --p) {
+        if (prefix[3 * p] - prefix[p] != 2 * prefix[p] && (4 * p > n || prefix[4 * p] - prefix[p] != 3 * prefix[p]))
+            continue;
+        const std::vector<int64_t> params = sizesOf(0, p);
+        if (params.front() == params.back())
+            continue; // one repeated size: a pool of equal buffers, not a model's weights
+        for (size_t k = 2; k <= 3 && !len; ++k) {
+            if (p + k * p > n)
+                break;
+            std::vector<int64_t> expected;
+            for (size_t j = 0; j < k; ++j)
+                expected.insert(expected.end(), params.begin(), params.end());
+            std::sort(expected.begin(), expected.end());
+            if (sizesOf(p, k * p) == expected) {
+                len = p;
+                groups = k + 1;
+            }
+        }
+    }
+    if (!len)
+        return;
+    c.rules.push_back(RuleInfo{"per-parameter-state-by-order",
+                                   "made before the first forward and kept, in a run that trains: the blocks made then form " +
+                                       std::to_string(groups) + " runs, in the order they were made, the later ones matching the first one to one by size. An "
+                                       "optimizer is built from the parameters, so the first run is the parameters and the " +
+                                       std::to_string(groups - 1) + " later ones its per-parameter buffers (moments made in its "
+                                       "constructor); a model copied that many times would look the same",
+                                   "built-in", Pool::OptimizerState, uint8_t(kEvidenceLifetime | kEvidenceSize)});
+    const uint16_t rule = uint16_t(c.rules.size() - 1);
+    for (size_t k = len; k < len * groups; ++k) {
+        c.pool[kept[k]] = Pool::OptimizerState;
+        c.rule[kept[k]] = rule;
+        c.confidence[kept[k]] = 60;
+    }
+}
+
+void stateRewrittenBetweenPasses(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.passes.empty() || c.parameterSizes.empty())
+        return;
+    const EventIndex end = EventIndex(dev.events.count());
+    // The stretch between passes an event lies in: the number of passes begun by then.
+    auto stretchOf = [&](EventIndex e) {
+        return size_t(std::upper_bound(f.passes.begin(), f.passes.end(), e, [](EventIndex v, const Pass& p) { return v < p.first; }) -
+                      f.passes.begin());
+    };
+    auto releaseOf = [](const Allocation& a) { return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent; };
+    auto open = [&](size_t i) {
+        const Pool p = c.pool[i];
+        return p == Pool::Unknown || p == Pool::Activation || p == Pool::Temporary || p == Pool::Other;
+    };
+    // Candidates: unclaimed, of a parameter's size, made outside passes and alive across one.
+    std::map<std::pair<size_t, int64_t>, std::vector<uint32_t>> madeIn; // (stretch, size) -> births
+    std::vector<uint32_t> candidates;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || !open(i) || !c.parameterSizes.count(mirrorKey(a.size)) || f.passAt(a.allocEvent) >= 0)
+            continue;
+        const EventIndex r = releaseOf(a);
+        if (r != kNoEvent && f.passAt(r) >= 0)
+            continue;
+        const size_t born = stretchOf(a.allocEvent);
+        if (born >= stretchOf(r == kNoEvent ? end : r) || born >= f.passes.size())
+            continue; // lives across no pass
+        candidates.push_back(uint32_t(i));
+        madeIn[{born, mirrorKey(a.size)}].push_back(uint32_t(i));
+    }
+    // Per stretch: the pairs (old let go of, new made) and the sizes and bytes they cover.
+    struct Stretch {
+        std::vector<std::pair<uint32_t, uint32_t>> pairs;
+        std::set<int64_t> sizes;
+        int64_t bytes = 0;
+    };
+    std::map<size_t, Stretch> stretches;
+    for (uint32_t i : candidates) {
+        const Allocation& a = dev.allocations[i];
+        const EventIndex r = releaseOf(a);
+        if (r == kNoEvent)
+            continue;
+        const size_t s = stretchOf(r);
+        auto it = madeIn.find({s, mirrorKey(a.size)});
+        if (it == madeIn.end() || it->second.empty())
+            continue;
+        const uint32_t successor = it->second.back();
+        it->second.pop_back();
+        Stretch& st = stretches[s];
+        st.pairs.emplace_back(i, successor);
+        st.sizes.insert(mirrorKey(a.size));
+        st.bytes += a.size;
+    }
+    int64_t paramBytes = 0;
+    for (const auto& [key, n] : c.parameterSizes)
+        paramBytes += key * int64_t(n);
+    uint16_t rule = 0;
+    for (const auto& [s, st] : stretches) {
+        if (st.sizes.size() < 2 || st.bytes * 10 < paramBytes)
+            continue;
+        if (!rule) {
+            c.rules.push_back(RuleInfo{"state-rewritten-between-passes",
+                                       "of a parameter's size, made outside the passes and alive across one, and replaced between two "
+                                       "passes by a block of its size made there that lives on, with blocks of other parameter sizes "
+                                       "replaced alongside: per-parameter state an optimizer rewrites out of place each step",
+                                       "built-in", Pool::OptimizerState, uint8_t(kEvidenceLifetime | kEvidenceSize)});
+            rule = uint16_t(c.rules.size() - 1);
+        }
+        for (const auto& [old, successor] : st.pairs)
+            for (uint32_t i : {old, successor}) {
+                c.pool[i] = Pool::OptimizerState;
+                c.rule[i] = rule;
+                c.confidence[i] = 60;
+            }
+    }
+}
+
+} // namespace poolscope::classify_detail

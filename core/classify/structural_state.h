@@ -1,0 +1,28 @@
+#pragma once
+// Private to core/classify: the optimizer's per-parameter buffers told from the parameters by the
+// order the program had to make them in, where no frame says which is which (a frameless capture).
+#include "core/classify/classifier.h"
+
+namespace poolscope::classify_detail {
+
+// In a run that trains (a backward or an optimizer step), blocks made before the first forward and
+// kept, that only their lifetime placed (no frame of theirs spoke): an optimizer is built from the
+// model's parameters, so its per-parameter buffers (Adam's two moments, made in its constructor)
+// come after them. Where those blocks, in the order they were made, split into K + 1 runs of equal
+// length (K >= 2) whose sizes match the first run's one to one, the first run is the parameters and
+// the K later runs optimizer state, at 60 %: the order holds for a reason, but a model and K copies
+// of it made the same way (a frozen teacher, an EMA) would look the same. K = 1 (SGD momentum, or one
+// copy of the model) is not decided: the two readings are equally common.
+void perParameterStateByOrder(const DeviceTrace& dev, Classification& c);
+
+// State an optimizer rewrites out of place between passes (m = b * m + ..., made anew and the old
+// block let go of), where no frame or annotation named its step (a hand-written or zeroth-order
+// optimizer whose file names are the user's own): blocks that nothing else claimed, of a parameter's
+// size, made outside the passes and alive across at least one, let go of between two passes while
+// a block of the same size made in that same stretch takes over and again lives across a pass. Only
+// where one stretch replaces blocks of at least two parameter sizes and a tenth of the parameters'
+// bytes: a data batch replaced per step is one or two blocks, the per-parameter state of an
+// optimizer covers the model. Optimizer state at 60 %.
+void stateRewrittenBetweenPasses(const DeviceTrace& dev, Classification& c);
+
+} // namespace poolscope::classify_detail
