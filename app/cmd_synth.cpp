@@ -132,7 +132,7 @@ CommandBody defineSynth(CLI::App& app)
             std::unique_ptr<std::ostream> zstream;
             std::ostream* sink = &file;
             if (zst) {
-                zbuf = std::make_unique<ZstdOutputBuffer>(file);
+                zbuf = std::make_unique<ZstdOutputBuffer>(file, *out);
                 zstream = std::make_unique<std::ostream>(zbuf.get());
                 sink = zstream.get();
             }

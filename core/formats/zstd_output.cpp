@@ -1,90 +1,55 @@
 #include "core/formats/zstd_output.h"
 
-#include <stdexcept>
-#include <string>
+#include "core/util/atomic_file.h"
+
 #include <zstd.h>
 
 namespace poolscope {
+namespace {
 
-struct ZstdOutputBuffer::Ctx {
-    ZSTD_CCtx* cctx = nullptr;
-    ~Ctx() { ZSTD_freeCCtx(cctx); }
-};
-
-ZstdOutputBuffer::ZstdOutputBuffer(std::ostream& sink, int level) : m_ctx(std::make_unique<Ctx>()), m_sink(sink)
-{
-    m_ctx->cctx = ZSTD_createCCtx();
-    if (!m_ctx->cctx)
-        throw std::runtime_error("zstd: cannot create a compression context");
-    ZSTD_CCtx_setParameter(m_ctx->cctx, ZSTD_c_compressionLevel, level);
-    // Uses a second core where libzstd was built with threads; ignored otherwise.
-    ZSTD_CCtx_setParameter(m_ctx->cctx, ZSTD_c_nbWorkers, 2);
-    m_in.resize(ZSTD_CStreamInSize() * 4);
-    m_out.resize(ZSTD_CStreamOutSize());
-    setp(m_in.data(), m_in.data() + m_in.size());
-}
-
-ZstdOutputBuffer::~ZstdOutputBuffer()
-{
-    try {
-        close();
-    } catch (...) {
+class ZstdCodec final : public OutputCodec {
+public:
+    ZstdCodec(int level, const std::string& path) : m_cctx(ZSTD_createCCtx())
+    {
+        if (!m_cctx)
+            throw WriteError((path.empty() ? std::string() : path + ": ") + "zstd: cannot create a compression context");
+        ZSTD_CCtx_setParameter(m_cctx, ZSTD_c_compressionLevel, level);
+        // Uses a second core where libzstd was built with threads; ignored otherwise.
+        ZSTD_CCtx_setParameter(m_cctx, ZSTD_c_nbWorkers, 2);
+        m_out.resize(ZSTD_CStreamOutSize());
     }
-}
+    ~ZstdCodec() override { ZSTD_freeCCtx(m_cctx); }
+    ZstdCodec(const ZstdCodec&) = delete;
+    ZstdCodec& operator=(const ZstdCodec&) = delete;
 
-void ZstdOutputBuffer::compress(const char* data, size_t size, bool end)
-{
-    ZSTD_inBuffer in{data, size, 0};
-    for (;;) {
-        ZSTD_outBuffer out{m_out.data(), m_out.size(), 0};
-        const size_t left = ZSTD_compressStream2(m_ctx->cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
-        if (ZSTD_isError(left))
-            throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(left));
-        m_sink.write(m_out.data(), std::streamsize(out.pos));
-        if (end ? left == 0 : in.pos == in.size)
-            break;
-    }
-}
+    const char* name() const override { return "zstd"; }
+    size_t inputBufferSize() const override { return ZSTD_CStreamInSize() * 4; }
 
-ZstdOutputBuffer::int_type ZstdOutputBuffer::overflow(int_type ch)
-{
-    compress(pbase(), size_t(pptr() - pbase()), false);
-    setp(m_in.data(), m_in.data() + m_in.size());
-    if (!traits_type::eq_int_type(ch, traits_type::eof())) {
-        *pptr() = traits_type::to_char_type(ch);
-        pbump(1);
-    }
-    return traits_type::not_eof(ch);
-}
-
-std::streamsize ZstdOutputBuffer::xsputn(const char* s, std::streamsize n)
-{
-    if (n > epptr() - pptr()) {
-        compress(pbase(), size_t(pptr() - pbase()), false);
-        setp(m_in.data(), m_in.data() + m_in.size());
-        if (n >= epptr() - pptr()) {
-            compress(s, size_t(n), false);
-            return n;
+    std::string compress(const char* data, size_t size, bool end, std::ostream& emit) override
+    {
+        ZSTD_inBuffer in{data, size, 0};
+        for (;;) {
+            ZSTD_outBuffer out{m_out.data(), m_out.size(), 0};
+            const size_t left = ZSTD_compressStream2(m_cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+            if (ZSTD_isError(left))
+                return ZSTD_getErrorName(left);
+            emit.write(m_out.data(), std::streamsize(out.pos));
+            // Continuing: done once the input is taken. Ending: done once zstd has nothing left to flush.
+            if (end ? left == 0 : in.pos == in.size)
+                return {};
         }
     }
-    traits_type::copy(pptr(), s, size_t(n));
-    pbump(int(n));
-    return n;
-}
 
-int ZstdOutputBuffer::sync()
-{
-    return 0; // nothing to push early: the frame is finished by close()
-}
+private:
+    ZSTD_CCtx* m_cctx;
+    std::vector<char> m_out;
+};
 
-void ZstdOutputBuffer::close()
+} // namespace
+
+ZstdOutputBuffer::ZstdOutputBuffer(std::ostream& sink, std::string path, int level)
+    : CompressedOutputBuffer(sink, std::make_unique<ZstdCodec>(level, path), path)
 {
-    if (m_closed)
-        return;
-    m_closed = true;
-    compress(pbase(), size_t(pptr() - pbase()), true);
-    setp(m_in.data(), m_in.data() + m_in.size());
-    m_sink.flush();
 }
 
 } // namespace poolscope

@@ -61,12 +61,12 @@ void writeRedactedCopy(const Trace& redacted, const std::string& outPath)
     AtomicFile file(outPath); // readers never see half a copy; a failure leaves OUT as it was
     std::ostream& out = file.stream();
     if (endsWith(lower, ".zst") || endsWith(lower, ".zstd")) {
-        ZstdOutputBuffer buf(out);
+        ZstdOutputBuffer buf(out, outPath);
         std::ostream os(&buf);
         writeBody(redacted, os);
         buf.close();
     } else if (endsWith(lower, ".gz")) {
-        GzipOutputBuffer buf(out);
+        GzipOutputBuffer buf(out, outPath);
         std::ostream os(&buf);
         writeBody(redacted, os);
         buf.close();

@@ -9,47 +9,16 @@
 #include "core/load.h"
 #include "core/report/allocator_advice.h"
 #include "core/whatif/whatif.h"
-
-#include <sys/stat.h>
+#include "tests/bench/bench_util.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <string>
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
 using namespace poolscope;
-
-struct Timing {
-    double wall = 1e30;
-    double cpu = 1e30;
-};
-
-template <typename F>
-Timing best(int repeat, F&& f)
-{
-    Timing t;
-    for (int k = 0; k < repeat; ++k) {
-        const auto w0 = Clock::now();
-        const std::clock_t c0 = std::clock();
-        f();
-        t.cpu = std::min(t.cpu, double(std::clock() - c0) / CLOCKS_PER_SEC);
-        t.wall = std::min(t.wall, std::chrono::duration<double>(Clock::now() - w0).count());
-    }
-    return t;
-}
-
-bool exists(const std::string& path)
-{
-    struct stat st{};
-    return stat(path.c_str(), &st) == 0;
-}
-
-} // namespace
+using bench::best;
+using bench::Timing;
 
 int main(int argc, char** argv)
 {
@@ -73,15 +42,7 @@ int main(int argc, char** argv)
         }
     }
     const std::string path = dir + "/whatif_bench_" + std::to_string(entries) + ".pickle";
-    if (!exists(path)) {
-        const std::string cmd = "python3 '" POOLSCOPE_SOURCE_DIR "/tests/bench/make_big_snapshot.py' '" + path + "' " + std::to_string(entries);
-        std::printf("making %s ...\n", path.c_str());
-        std::fflush(stdout);
-        if (std::system(cmd.c_str()) != 0 || !exists(path)) {
-            std::fprintf(stderr, "bench_allocator_settings: could not make %s (needs python3)\n", path.c_str());
-            return 1;
-        }
-    }
+    bench::ensureBigSnapshot(path, entries, "bench_allocator_settings");
     {
         const auto trace = load(path);
         const DeviceTrace& dev = trace->devices.at(0);
@@ -102,7 +63,7 @@ int main(int argc, char** argv)
         }
     }
     const std::string oomFile = corpus + "/dd_ditext8_oom.pickle.json";
-    if (!exists(oomFile)) {
+    if (!bench::usableFile(oomFile)) {
         std::printf("real OOM: %s not found, skipped\n", oomFile.c_str());
         return 0;
     }

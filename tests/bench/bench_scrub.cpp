@@ -4,7 +4,7 @@
 // move (what scrubbing would cost if the chart redrew everything).
 //
 //   build/tests/bench/bench_scrub [FILE=/tmp/poolscope-bench/snapshot_1000000.pickle] [moves=200]
-// Make FILE with tests/bench/make_big_snapshot.py (see README, Performance).
+// Make FILE with tests/bench/make_big_snapshot.py (see docs/performance.md).
 #include "core/load.h"
 #include "tests/bench/bench_stats.h"
 #include "core/engine/document.h"

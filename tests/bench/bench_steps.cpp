@@ -6,8 +6,7 @@
 #include "core/sites/site_tree.h"
 #include "core/steps/leaks.h"
 #include "core/steps/steps.h"
-
-#include <sys/stat.h>
+#include "tests/bench/bench_util.h"
 
 #include <chrono>
 #include <cstdio>
@@ -19,11 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-bool exists(const std::string& p)
-{
-    struct stat st{};
-    return stat(p.c_str(), &st) == 0 && st.st_size > 0;
-}
 } // namespace
 
 int main(int argc, char** argv)
@@ -41,13 +35,7 @@ int main(int argc, char** argv)
     }
     if (file.empty()) {
         file = "/tmp/poolscope-bench/snapshot_" + std::to_string(entries) + ".pickle";
-        if (!exists(file)) {
-            std::system("mkdir -p /tmp/poolscope-bench");
-            const std::string cmd = "python3 " + std::string(POOLSCOPE_SOURCE_DIR) + "/tests/bench/make_big_snapshot.py " + file + " " +
-                                    std::to_string(entries) + " >&2";
-            if (std::system(cmd.c_str()) != 0)
-                return 1;
-        }
+        bench::ensureBigSnapshot(file, entries, "bench_steps");
     }
     DocumentOptions options; // as the window opens a dump: classified, timelines built
     options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());

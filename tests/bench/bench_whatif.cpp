@@ -8,64 +8,22 @@
 #include "core/classify/classifier.h"
 #include "core/load.h"
 #include "core/whatif/whatif.h"
-
-#include <sys/stat.h>
+#include "tests/bench/bench_util.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <sstream>
 #include <string>
 #include <vector>
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace poolscope;
+using bench::best;
+using bench::Timing;
 
 volatile int64_t g_sink = 0; // keeps the baseline's result, so the pass is not optimised away
-
-struct Timing {
-    double wall = 1e30;
-    double cpu = 1e30;
-};
-
-template <typename F>
-Timing best(int repeat, F&& f)
-{
-    Timing t;
-    for (int k = 0; k < repeat; ++k) {
-        const auto w0 = Clock::now();
-        const std::clock_t c0 = std::clock();
-        f();
-        t.cpu = std::min(t.cpu, double(std::clock() - c0) / CLOCKS_PER_SEC);
-        t.wall = std::min(t.wall, std::chrono::duration<double>(Clock::now() - w0).count());
-    }
-    return t;
-}
-
-bool exists(const std::string& path)
-{
-    struct stat st{};
-    return stat(path.c_str(), &st) == 0;
-}
-
-std::string ensureSnapshot(const std::string& dir, long entries)
-{
-    const std::string path = dir + "/whatif_bench_" + std::to_string(entries) + ".pickle";
-    if (exists(path))
-        return path;
-    const std::string cmd = "python3 '" POOLSCOPE_SOURCE_DIR "/tests/bench/make_big_snapshot.py' '" + path + "' " + std::to_string(entries);
-    std::printf("making %s ...\n", path.c_str());
-    std::fflush(stdout);
-    if (std::system(cmd.c_str()) != 0 || !exists(path)) {
-        std::fprintf(stderr, "bench_whatif: could not make %s (needs python3)\n", path.c_str());
-        std::exit(1);
-    }
-    return path;
-}
 
 // The baseline: one pass over the same events that only sums allocation sizes.
 int64_t plainPass(const DeviceTrace& dev)
@@ -108,7 +66,8 @@ int main(int argc, char** argv)
     std::printf("%-9s %8s %8s | %10s %10s | %10s %10s | %10s %9s | %s\n", "events", "load s", "model s", "identity s",
                 "cpu s", "scenario s", "cpu s", "plain s", "ratio", "identity check");
     for (long n : sizes) {
-        const std::string path = ensureSnapshot(dir, n);
+        const std::string path = dir + "/whatif_bench_" + std::to_string(n) + ".pickle";
+        bench::ensureBigSnapshot(path, n, "bench_whatif");
         std::shared_ptr<const Trace> trace;
         const Timing load = best(1, [&] { trace = poolscope::load(path); });
         const DeviceTrace& dev = trace->devices.at(0);

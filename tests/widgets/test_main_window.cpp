@@ -4,6 +4,7 @@
 #include "snapshot_writer.h"
 #include "widgets/allocator_view.h"
 #include "widgets/breakdown_model.h"
+#include "open_and_wait.h"
 #include "widgets/main_window.h"
 #include "widgets/stack_model.h"
 #include "widgets/tensor_model.h"
@@ -32,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 using namespace poolscope;
+using testing::openAndWait;
 
 namespace {
 
@@ -60,13 +62,6 @@ class TestMainWindow : public QObject {
 private:
     QTemporaryDir m_dir;
     QString m_dump;
-
-    void openAndWait(MainWindow& w, const QString& path)
-    {
-        QSignalSpy changed(&w, &MainWindow::documentChanged);
-        w.openFile(path);
-        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, 60000);
-    }
 
 private slots:
     void initTestCase()

@@ -5,6 +5,7 @@
 #include "core/redact/redact.h"
 #include "core/timeline/synthetic_trace.h"
 #include "snapshot_writer.h"
+#include "open_and_wait.h"
 #include "widgets/main_window.h"
 #include "widgets/redact_dialog.h"
 
@@ -19,19 +20,13 @@
 #include <QTest>
 
 using namespace poolscope;
+using testing::openAndWait;
 
 class TestRedactDialog : public QObject {
     Q_OBJECT
 private:
     QTemporaryDir m_dir;
     QString m_dump;
-
-    static void openAndWait(MainWindow& w, const QString& path)
-    {
-        QSignalSpy changed(&w, &MainWindow::documentChanged);
-        w.openFile(path);
-        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, 60000);
-    }
 
     static RedactDialog* openDialog(MainWindow& w)
     {

@@ -3,6 +3,7 @@
 // the tensor table's filters do not carry over to the next file ("0 of 543 alive").
 #include "core/timeline/synthetic_trace.h"
 #include "snapshot_writer.h"
+#include "open_and_wait.h"
 #include "widgets/main_window.h"
 #include "widgets/tensor_model.h"
 
@@ -14,6 +15,7 @@
 #include <QTest>
 
 using namespace poolscope;
+using testing::openAndWait;
 
 namespace {
 
@@ -31,13 +33,6 @@ class TestWindowDocumentActions : public QObject {
     Q_OBJECT
     QTemporaryDir m_dir;
     QString m_a, m_b;
-
-    void openAndWait(MainWindow& w, const QString& path)
-    {
-        QSignalSpy changed(&w, &MainWindow::documentChanged);
-        w.openFile(path);
-        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, 60000);
-    }
 
 private slots:
     void initTestCase()

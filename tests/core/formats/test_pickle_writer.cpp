@@ -3,6 +3,7 @@
 #include "core/formats/pickle_writer.h"
 #include "core/load.h"
 #include "core/model/trace_builder.h"
+#include "support/check_pickle.h"
 
 #include <QtTest>
 
@@ -13,30 +14,6 @@
 using namespace poolscope;
 
 namespace {
-
-QString python()
-{
-    return QStandardPaths::findExecutable("python3");
-}
-
-QString checker()
-{
-    return QString(POOLSCOPE_SOURCE_DIR) + "/tests/tools/check_pickle.py";
-}
-
-// Runs tests/tools/check_pickle.py; returns its complaint, or an empty string when the check holds.
-QString runCheck(const QStringList& args)
-{
-    QProcess p;
-    p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(python(), QStringList{checker()} + args);
-    if (!p.waitForFinished(300000))
-        return "python3 did not finish";
-    const QString out = QString::fromUtf8(p.readAll()).trimmed();
-    if (p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0)
-        return out.isEmpty() ? QString("exit code %1").arg(p.exitCode()) : out;
-    return {};
-}
 
 std::string pickled(const PyObjPtr& obj, int protocol)
 {
@@ -141,7 +118,7 @@ private slots:
 
 void TestPickleWriter::initTestCase()
 {
-    if (python().isEmpty())
+    if (testing::python3().isEmpty())
         QSKIP("python3 not found: the writer is checked against CPython's pickler");
 }
 
@@ -205,7 +182,7 @@ void TestPickleWriter::matchesCPython()
     }
     QTemporaryDir dir;
     const QString file = writeTemp(dir, "case.pickle", pickled(obj, protocol));
-    QCOMPARE(runCheck({"roundtrip", file, QString::number(protocol), expr}), QString());
+    QCOMPARE(testing::checkPickle({"roundtrip", file, QString::number(protocol), expr}), QString());
 }
 
 void TestPickleWriter::sharingAndLongMemo()
@@ -226,7 +203,7 @@ void TestPickleWriter::sharingAndLongMemo()
         const QString file = writeTemp(dir, "shared.pickle", pickled(obj, proto));
         const QString expr = "['filler%d' % i for i in range(300)] + [[{'name': 'forward', 'line': 39}] * 2] * 700 + [('shared-string',) * 2]";
         const QString check = "obj[300][0] is obj[999][1] and obj[-1][0] is obj[-1][1] and obj[300] is not obj[301]";
-        QCOMPARE(runCheck({"roundtrip", file, QString::number(proto), expr, check}), QString());
+        QCOMPARE(testing::checkPickle({"roundtrip", file, QString::number(proto), expr, check}), QString());
     }
 }
 
@@ -239,7 +216,7 @@ void TestPickleWriter::framesAroundLargeStrings()
     for (int proto : {4, 5}) {
         QTemporaryDir dir;
         const QString file = writeTemp(dir, "large.pickle", pickled(obj, proto));
-        QCOMPARE(runCheck({"roundtrip", file, QString::number(proto), "['x'*70000, 1, 'y'*65536, 'z'*65535, list(range(30000))]"}),
+        QCOMPARE(testing::checkPickle({"roundtrip", file, QString::number(proto), "['x'*70000, 1, 'y'*65536, 'z'*65535, list(range(30000))]"}),
                  QString());
     }
 }
@@ -316,7 +293,7 @@ void TestPickleWriter::snapshotRoundTrip()
                           "and obj['device_traces'][0][0]['frames'] is obj['device_traces'][0][1]['frames'] "
                           "and obj['device_traces'][0][3]['frames'] is obj['device_traces'][0][4]['frames'] "
                           "and obj['device_traces'][0][2]['frames'] is not obj['device_traces'][0][3]['frames']";
-    QCOMPARE(runCheck({"roundtrip", file, QString::number(protocol), "(lambda: (exec(\"" + frames + "\", globals()), " + expr + ")[1])()", check}),
+    QCOMPARE(testing::checkPickle({"roundtrip", file, QString::number(protocol), "(lambda: (exec(\"" + frames + "\", globals()), " + expr + ")[1])()", check}),
              QString());
 
     // And PoolScope's own reader gets the same numbers back.
@@ -346,7 +323,7 @@ void TestPickleWriter::snapshotJson()
     writeSnapshotJson(t, j);
     const QString pf = writeTemp(dir, "snap.pickle", p.str());
     const QString jf = writeTemp(dir, "snap.json", j.str());
-    QCOMPARE(runCheck({"json", jf, pf}), QString());
+    QCOMPARE(testing::checkPickle({"json", jf, pf}), QString());
     auto back = load(jf.toStdString());
     QCOMPARE(back->devices.at(0).eventCount(), t.devices[0].eventCount());
     QCOMPARE(back->devices.at(0).peakAllocated, t.devices[0].peakAllocated);
@@ -372,7 +349,7 @@ void TestPickleWriter::corpusRewrite()
     std::ostringstream out;
     writeSnapshot(*trace, out, 4);
     const QString ours = writeTemp(dir, "rewritten.pickle", out.str());
-    QCOMPARE(runCheck({"compare", file, ours}), QString());
+    QCOMPARE(testing::checkPickle({"compare", file, ours}), QString());
     auto back = load(ours.toStdString());
     QCOMPARE(back->devices.size(), trace->devices.size());
     for (size_t i = 0; i < trace->devices.size(); ++i) {

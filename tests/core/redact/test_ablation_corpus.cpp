@@ -8,6 +8,7 @@
 #include "core/classify/rules.h"
 #include "core/load.h"
 #include "core/redact/ablation.h"
+#include "support/corpus.h"
 
 #include <QtTest>
 
@@ -16,16 +17,6 @@
 using namespace poolscope;
 
 namespace {
-
-QStringList corpusFiles()
-{
-    const QDir dir(POOLSCOPE_CORPUS_DIR);
-    QStringList out;
-    for (const QString& f : dir.entryList(QDir::Files, QDir::Name))
-        if (f != "README.md" && f != "expected.json")
-            out << f;
-    return out;
-}
 
 std::shared_ptr<const RuleSet> shippedRules()
 {
@@ -74,12 +65,7 @@ private:
 
 void TestAblationCorpus::targets_data()
 {
-    QTest::addColumn<QString>("name");
-    const QStringList files = corpusFiles();
-    if (files.isEmpty())
-        QTest::newRow("no corpus") << QString();
-    for (const QString& f : files)
-        QTest::newRow(qPrintable(f)) << f;
+    testing::addCorpusRows();
 }
 
 void TestAblationCorpus::targets()
@@ -87,7 +73,7 @@ void TestAblationCorpus::targets()
     QFETCH(QString, name);
     if (name.isEmpty())
         QSKIP("../shared/corpus not available");
-    const auto trace = load((QString(POOLSCOPE_CORPUS_DIR) + "/" + name).toStdString());
+    const auto trace = load(testing::corpusPath(name).toStdString());
     const AblationResult r = ablate(trace, shippedRules());
     m_results.push_back(r);
     struct Check {

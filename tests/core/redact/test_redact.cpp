@@ -9,6 +9,7 @@
 #include "core/redact/redacted_copy.h"
 
 #include "core/run_poolscope.h"
+#include "support/check_pickle.h"
 
 #include <QtTest>
 
@@ -89,20 +90,6 @@ std::vector<Frame> framesOf(const Trace& t, StackId s)
     for (FrameId f : t.frames.stack(s))
         out.push_back(t.frames.frame(f));
     return out;
-}
-
-QString runCheck(const QStringList& args)
-{
-    const QString python = QStandardPaths::findExecutable("python3");
-    if (python.isEmpty())
-        return {};
-    QProcess p;
-    p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(python, QStringList{QString(POOLSCOPE_SOURCE_DIR "/tests/tools/check_pickle.py")} + args);
-    if (!p.waitForFinished(300000))
-        return "python3 did not finish";
-    const QString out = QString::fromUtf8(p.readAll()).trimmed();
-    return p.exitCode() == 0 ? QString() : (out.isEmpty() ? "failed" : out);
 }
 
 } // namespace
@@ -305,7 +292,7 @@ void TestRedact::writtenCopies()
     QCOMPARE(b.ooms.size(), a.ooms.size());
     QCOMPARE(back->annotations.size(), original.annotations.size());
     if (name.endsWith(".pickle")) {
-        QCOMPARE(runCheck({"snapshot", QString::fromStdString(out), frames}), QString());
+        QCOMPARE(testing::checkPickle({"snapshot", QString::fromStdString(out), frames}), QString());
         std::ifstream in(out, std::ios::binary);
         const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         QVERIFY(bytes.find("alice") == std::string::npos);

@@ -11,6 +11,8 @@
 #include "core/report/report.h"
 
 #include "core/run_poolscope.h"
+#include "support/check_pickle.h"
+#include "support/corpus.h"
 
 #include <QtTest>
 
@@ -22,34 +24,10 @@ using namespace poolscope;
 
 namespace {
 
-QStringList corpusFiles()
-{
-    const QDir dir(POOLSCOPE_CORPUS_DIR);
-    QStringList out;
-    for (const QString& f : dir.entryList(QDir::Files, QDir::Name))
-        if (f != "README.md" && f != "expected.json")
-            out << f;
-    return out;
-}
-
 std::string readBytes(const std::string& path)
 {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-QString runCheck(const QStringList& args)
-{
-    const QString python = QStandardPaths::findExecutable("python3");
-    if (python.isEmpty())
-        return {};
-    QProcess p;
-    p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(python, QStringList{QString(POOLSCOPE_SOURCE_DIR "/tests/tools/check_pickle.py")} + args);
-    if (!p.waitForFinished(300000))
-        return "python3 did not finish";
-    const QString out = QString::fromUtf8(p.readAll()).trimmed();
-    return p.exitCode() == 0 ? QString() : (out.isEmpty() ? "failed" : out);
 }
 
 // `report --no-pools --json` of a trace, without what a redaction changes by design: the file's
@@ -177,12 +155,7 @@ private slots:
 
 void TestRedactCorpus::renamedCopy_data()
 {
-    QTest::addColumn<QString>("name");
-    const QStringList files = corpusFiles();
-    if (files.isEmpty())
-        QTest::newRow("no corpus") << QString();
-    for (const QString& f : files)
-        QTest::newRow(qPrintable(f)) << f;
+    testing::addCorpusRows();
 }
 
 void TestRedactCorpus::renamedCopy()
@@ -190,7 +163,7 @@ void TestRedactCorpus::renamedCopy()
     QFETCH(QString, name);
     if (name.isEmpty())
         QSKIP("../shared/corpus not available");
-    const QString file = QString(POOLSCOPE_CORPUS_DIR) + "/" + name;
+    const QString file = testing::corpusPath(name);
     const auto original = load(file.toStdString());
     QTemporaryDir dir;
     const bool json = original->format == SourceFormat::SnapshotJson;
@@ -233,7 +206,7 @@ void TestRedactCorpus::renamedCopy()
 
     // PyTorch's structure still reads (python's pickle, no torch), and the numbers are the same.
     if (!json)
-        QCOMPARE(runCheck({"snapshot", out}), QString());
+        QCOMPARE(testing::checkPickle({"snapshot", out}), QString());
     QCOMPARE(copy->frames.frameCount(), original->frames.frameCount());
     QCOMPARE(numbersReport(copy), numbersReport(original));
 }
@@ -243,7 +216,7 @@ void TestRedactCorpus::framesOptions()
     QFETCH(QString, name);
     if (name.isEmpty())
         QSKIP("../shared/corpus not available");
-    const auto original = load((QString(POOLSCOPE_CORPUS_DIR) + "/" + name).toStdString());
+    const auto original = load(testing::corpusPath(name).toStdString());
     if (original->format == SourceFormat::KinetoTrace || original->format == SourceFormat::MemoryTimelineRaw)
         QSKIP("not an allocator snapshot");
     const QByteArray numbers = numbersReport(original);
