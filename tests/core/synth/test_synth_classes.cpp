@@ -88,8 +88,8 @@ const std::map<std::string, std::string>& knownMisses()
         {"grads-moved none peak moved", "97.5 %"},
         {"workspace-python none default moved", "15.3 %"}, // parameter -> unknown (the workspace itself stays)
         {"workspace-python none peak moved", "15.3 %"},
-        {"jvp-forward none default moved", "49.4 %"},      // gradient -> unknown, parameter -> unknown
-        {"jvp-forward none peak moved", "49.4 %"},
+        {"jvp-forward none default moved", "37.0 %"},      // gradient -> activation, parameter -> activation (frameless: a wrong pool, not unknown; was 49.4 % to unknown before the repetition finder)
+        {"jvp-forward none peak moved", "37.0 %"},
         {"hand-optimizer none default moved", "95.5 %"},   // activation, optimizer_state, parameter -> unknown
         {"hand-optimizer none peak moved", "95.5 %"},
         {"script-attention none default moved", "66.9 %"}, // the exp output (activation) -> temporary, weights -> unknown
