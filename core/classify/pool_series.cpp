@@ -9,6 +9,12 @@
 namespace poolscope {
 namespace {
 
+// One allocation's pool as an index (Unknown past the classification's end), and what it adds at its
+// birth: its size, and the slack of a block alive at the end. The peak scan and the series scan
+// write the same deltas from these two.
+size_t allocationPool(const Classification& c, size_t a) { return size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown); }
+int64_t birthBytes(const Allocation& al) { return al.size + (al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0); }
+
 // When the remainder is negative (a dump whose final segments lack blocks the trace left alive),
 // bytes are taken back from the least specific pools first.
 constexpr std::array<Pool, kAllocationPoolCount> kGiveBackOrder = {
@@ -90,8 +96,7 @@ PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c)
     const size_t n = dev.eventCount();
     const auto& allocs = dev.allocations;
     const Pool target = dev.segments.empty() ? c.untrackedPool : Pool::Other;
-    auto poolOf = [&](size_t a) { return size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown); };
-    auto birthBytes = [](const Allocation& al) { return al.size + (al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0); };
+    auto poolOf = [&](size_t a) { return allocationPool(c, a); };
 
     // The same deltas computePoolSeries writes (each allocation's birth bytes at its alloc event,
     // -size at its free_completed), met in event order through eventAlloc. The few an event's
@@ -184,12 +189,8 @@ struct Scan {
     size_t activeCount = 0, activeAllocationPools = 0;
     Pool target = Pool::Other;
 
-    size_t poolOf(size_t a) const { return size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown); }
-    // What an allocation adds at its birth: its size, and the slack of a block alive at the end.
-    static int64_t birthBytes(const Allocation& al)
-    {
-        return al.size + (al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0);
-    }
+    size_t poolOf(size_t a) const { return allocationPool(c, a); }
+    static int64_t birthBytes(const Allocation& al) { return poolscope::birthBytes(al); }
 
     // Deltas at the events of h written into the columns: +size (and the slack of a block alive at
     // the end) at the alloc, -size at free_completed. Only events inside h are written, so two
