@@ -483,6 +483,10 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
     // a backward: where the layers' sizes repeat and one stretch of alike layers holds three such
     // swings or more, the swings are its layers and the calls the passes. (A training step's swing
     // is a pass whose fall is its backward, however its steps repeat.)
+    // No swing read as a pass (a rise of kept blocks only: the model built, then no-grad calls whose
+    // bytes never rise much): the calls where the layers' sizes repeat.
+    if (placed == 0)
+        return placeRepeatedForwards(calls, tl);
     if (!anyBackward)
         for (const EventSpan& run : calls.layerRuns) {
             size_t inside = 0;
