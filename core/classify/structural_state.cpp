@@ -63,6 +63,20 @@ void perParameterStateByOrder(const DeviceTrace& dev, Classification& c)
     }
     if (!len)
         return;
+    // A model of alike layers repeats its sizes in order, layer after layer: where the whole
+    // sequence repeats with a period no longer than the parameters' run, more times over than the
+    // runs found, the runs are the layers (an optimizer whose state is made lazily, at its first
+    // step, has none yet), not a model and copies of it. A model's embedding and head make its
+    // run one of a kind.
+    for (size_t q = 1; q <= len; ++q) {
+        if (n % q != 0 || n / q <= groups)
+            continue;
+        bool periodic = true;
+        for (size_t k = q; k < n && periodic; ++k)
+            periodic = mirrorKey(dev.allocations[kept[k]].size) == mirrorKey(dev.allocations[kept[k - q]].size);
+        if (periodic)
+            return;
+    }
     c.rules.push_back(RuleInfo{"per-parameter-state-by-order",
                                    "made before the first forward and kept, in a run that trains: the blocks made then form " +
                                        std::to_string(groups) + " runs, in the order they were made, the later ones matching the first one to one by size. An "

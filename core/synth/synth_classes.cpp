@@ -6,6 +6,7 @@
 
 #include "core/synth/synth_recorder.h"
 
+#include <functional>
 #include <stdexcept>
 #include <vector>
 
@@ -283,73 +284,6 @@ SynthResult workspacePython(int scale)
     return r.finish();
 }
 
-// --- torch.autograd.functional.jvp inside the forward --------------------------------------------
-
-SynthResult jvpForward(int scale)
-{
-    Recorder r;
-    const int64_t h = 512 * scale, tokens = 1024;
-    std::vector<std::pair<uint64_t, int64_t>> params;
-    for (int l = 0; l < 4; ++l)
-        for (int64_t cols : {h, 4 * h})
-            params.push_back({r.alloc(h * cols * 4, moveFrames(kApplyParam), Pool::Parameter), h * cols * 4});
-    const Frames trainStep = Frames{{kUser + "run.py", "train_step", 90}} + kMain;
-    const Frames forward = inModel(40, trainStep);
-    // The forward keeps its activations for backward; in the middle it calls jvp, whose double
-    // backward runs on the engine's thread and whose outputs the forward goes on to use (and keep).
-    const Frames jvp = Frames{{kTorch + "autograd/functional.py", "_autograd_grad", 192}, {kTorch + "autograd/functional.py", "jvp", 437}} +
-                       inModel(45, trainStep);
-    // torch.autograd.grad inside jvp runs the engine on the calling thread: the nodes' allocations
-    // carry the engine's C++ frames and, outside them, the forward's Python frames.
-    const Frames nested = Frames{{"??", "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, ...)", 0},
-                                 {"??", "torch::autograd::Engine::execute(std::vector<torch::autograd::Edge> const&, ...)", 0},
-                                 {"python_engine.cpp", "torch::autograd::python::PythonEngine::execute(...)", 0},
-                                 {kTorch + "autograd/__init__.py", "grad", 411}} +
-                          jvp;
-    auto nestedAlloc = [&](const std::string& node) { return kCppAlloc + Frames{{"??", "torch::autograd::generated::" + node + "::apply(std::vector<at::Tensor>&&)", 0}} + nested; };
-    std::vector<uint64_t> saved;
-    for (int l = 0; l < 4; ++l) {
-        saved.push_back(r.alloc(tokens * h * 4, forward, Pool::Activation));
-        saved.push_back(r.alloc(tokens * 4 * h * 4, forward, Pool::Activation));
-        if (l == 1) {
-            const uint64_t seed = r.alloc(tokens * h * 4, jvp, Pool::Temporary);
-            // Outputs of the nested backward: tangents of an activation's size, kept by the forward.
-            for (int k = 0; k < 2; ++k)
-                saved.push_back(r.alloc(tokens * h * 4, nestedAlloc("MmBackward0"), Pool::Activation));
-            const uint64_t inner = r.alloc(tokens * 4 * h * 4, nestedAlloc("GeluBackward0"), Pool::Temporary);
-            r.free(inner, kCppFree + nested);
-            r.free(seed, jvp);
-        }
-    }
-    // The training backward: the engine frees what the forward saved and makes each weight's gradient.
-    const uint64_t root = r.alloc(4, kCppAlloc + Frames{{"??", "torch::autograd::GraphRoot::apply(...)", 0}} + kEngine + kBackwardCall, Pool::Temporary);
-    std::vector<uint64_t> grads;
-    for (size_t k = saved.size(); k-- > 0;) {
-        const uint64_t g = r.alloc(tokens * h * 4, engineAlloc("MmBackward0"), Pool::Temporary);
-        r.free(saved[k], engineRelease("MmBackward0"));
-        r.free(g, kEngineFree);
-    }
-    for (const auto& [addr, bytes] : params)
-        grads.push_back(r.alloc(bytes, accumulateGrad(), Pool::Gradient));
-    r.free(root, kEngineFree);
-    // AdamW's step: the moments made on the first step, foreach scratch.
-    const Frames step = Frames{{kTorch + "optim/adamw.py", "_init_group", 120}, {kTorch + "optim/adamw.py", "step", 196},
-                               {kTorch + "optim/optimizer.py", "wrapper", 484}} +
-                        kMain;
-    r.annotate("Optimizer.step#AdamW.step", true);
-    for (const auto& [addr, bytes] : params) {
-        r.alloc(bytes, step, Pool::OptimizerState);
-        r.alloc(bytes, step, Pool::OptimizerState);
-    }
-    const Frames foreach = Frames{{kTorch + "optim/adamw.py", "_multi_tensor_adamw", 640}, {kTorch + "optim/adamw.py", "step", 210},
-                                  {kTorch + "optim/optimizer.py", "wrapper", 484}} +
-                           kMain;
-    const uint64_t tmp = r.alloc(params.front().second, foreach, Pool::Temporary);
-    r.free(tmp, foreach);
-    r.annotate("Optimizer.step#AdamW.step", false);
-    return r.finish();
-}
-
 // --- a training step of a small model, operator by operator ------------------------------------
 
 // The forward and backward of `weights.size() / 3` blocks (LayerNorm, three Linears with a GELU
@@ -359,8 +293,11 @@ SynthResult jvpForward(int scale)
 // what the node saved, and each weight's gradient as it reaches the Linear that used it. Returns
 // the weights' gradients, in the order of `weights` (their sizes). A block of five saved tensors
 // per layer, as the first form of these scenarios had, resembles no model.
+// `afterLayer` (when set) runs after each layer's forward and returns blocks the forward made
+// there that the graph saved too (a nested autograd call's outputs the forward goes on to use).
+using SavedBlocks = std::vector<std::pair<uint64_t, int64_t>>;
 std::vector<uint64_t> trainingStep(Recorder& r, const std::vector<int64_t>& weights, int64_t tokens, int64_t h, const Frames& caller,
-                                   const Frames& backwardCall)
+                                   const Frames& backwardCall, const std::function<SavedBlocks(size_t)>& afterLayer = {})
 {
     const int64_t f32 = 4;
     const size_t layers = weights.size() / 3;
@@ -386,6 +323,9 @@ std::vector<uint64_t> trainingStep(Recorder& r, const std::vector<int64_t>& weig
         const uint64_t out = r.alloc(tokens * h * f32, inModel(35, caller), Pool::Temporary);
         keep(tokens * h * f32, 36, -1); // the residual: the next LayerNorm's input
         r.free(out, inModel(36, caller));
+        if (afterLayer)
+            for (const auto& [addr, bytes] : afterLayer(l))
+                saved.push_back(Saved{addr, bytes, -1});
     }
     const uint64_t loss = r.alloc(4, inModel(40, caller), Pool::Activation);
     // loss.backward(): the engine's graph root, then the nodes from the last operator back.
@@ -405,6 +345,65 @@ std::vector<uint64_t> trainingStep(Recorder& r, const std::vector<int64_t>& weig
     r.free(flowing, kEngineFree);
     r.free(loss, caller); // the loop rebinds `loss`
     return grads;
+}
+
+// --- torch.autograd.functional.jvp inside the forward --------------------------------------------
+
+SynthResult jvpForward(int scale)
+{
+    Recorder r;
+    const int64_t h = 512 * scale, tokens = 1024;
+    std::vector<int64_t> weights;
+    for (int l = 0; l < 4; ++l)
+        for (int64_t cols : {h, 4 * h, h}) {
+            r.alloc(h * cols * 4, moveFrames(kApplyParam), Pool::Parameter);
+            weights.push_back(h * cols * 4);
+        }
+    const Frames trainStep = Frames{{kUser + "run.py", "train_step", 90}} + kMain;
+    // In the middle of the forward the model calls jvp, whose double backward runs on the engine's
+    // thread and whose outputs the forward goes on to use (and keep).
+    const Frames jvp = Frames{{kTorch + "autograd/functional.py", "_autograd_grad", 192}, {kTorch + "autograd/functional.py", "jvp", 437}} +
+                       inModel(45, trainStep);
+    // torch.autograd.grad inside jvp runs the engine on the calling thread: the nodes' allocations
+    // carry the engine's C++ frames and, outside them, the forward's Python frames.
+    const Frames nested = Frames{{"??", "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, ...)", 0},
+                                 {"??", "torch::autograd::Engine::execute(std::vector<torch::autograd::Edge> const&, ...)", 0},
+                                 {"python_engine.cpp", "torch::autograd::python::PythonEngine::execute(...)", 0},
+                                 {kTorch + "autograd/__init__.py", "grad", 411}} +
+                          jvp;
+    auto nestedAlloc = [&](const std::string& node) { return kCppAlloc + Frames{{"??", "torch::autograd::generated::" + node + "::apply(std::vector<at::Tensor>&&)", 0}} + nested; };
+    auto jvpCall = [&](size_t layer) {
+        SavedBlocks out;
+        if (layer != 1)
+            return out;
+        const uint64_t seed = r.alloc(tokens * h * 4, jvp, Pool::Temporary);
+        // Outputs of the nested backward: tangents of an activation's size, kept by the forward.
+        for (int k = 0; k < 2; ++k)
+            out.push_back({r.alloc(tokens * h * 4, nestedAlloc("MmBackward0"), Pool::Activation), tokens * h * 4});
+        const uint64_t inner = r.alloc(tokens * 4 * h * 4, nestedAlloc("GeluBackward0"), Pool::Temporary);
+        r.free(inner, kCppFree + nested);
+        r.free(seed, jvp);
+        return out;
+    };
+    // The training step: the forward keeps its activations; the engine frees them in backward and
+    // makes each weight's gradient.
+    trainingStep(r, weights, tokens, h, trainStep, kBackwardCall, jvpCall);
+    // AdamW's step: the moments made on the first step, foreach scratch.
+    const Frames step = Frames{{kTorch + "optim/adamw.py", "_init_group", 120}, {kTorch + "optim/adamw.py", "step", 196},
+                               {kTorch + "optim/optimizer.py", "wrapper", 484}} +
+                        kMain;
+    r.annotate("Optimizer.step#AdamW.step", true);
+    for (int64_t bytes : weights) {
+        r.alloc(bytes, step, Pool::OptimizerState);
+        r.alloc(bytes, step, Pool::OptimizerState);
+    }
+    const Frames foreach = Frames{{kTorch + "optim/adamw.py", "_multi_tensor_adamw", 640}, {kTorch + "optim/adamw.py", "step", 210},
+                                  {kTorch + "optim/optimizer.py", "wrapper", 484}} +
+                           kMain;
+    const uint64_t tmp = r.alloc(weights.front(), foreach, Pool::Temporary);
+    r.free(tmp, foreach);
+    r.annotate("Optimizer.step#AdamW.step", false);
+    return r.finish();
 }
 
 // --- a hand-written optimizer: moments in its constructor, p.data rebuilt in step ---------------
@@ -485,40 +484,92 @@ SynthResult handOptimizer(int scale)
 SynthResult scriptAttention(int scale)
 {
     Recorder r;
-    const int64_t h = 256 * scale, tokens = 1024, heads = 8;
-    // No nn.Module anywhere: tensors with requires_grad made by the script, a plain function for
-    // attention, loss.backward() at the end.
+    const int64_t h = 256 * scale, tokens = 1024, heads = 8, f32 = 4, layers = 2;
+    // No nn.Module anywhere: weights made by the script with requires_grad, plain functions for
+    // attention and the MLP, loss.backward() and a hand-written SGD update, once. (A second step is
+    // not recorded here: with its frames, the second forward of a script without nn.Module inherits
+    // the backward's phase from the frames before it and its saved tensors read as gradients, a
+    // miss of the with-frames phases this scenario does not cover.)
     const Frames script = {{kUser + "run.py", "<module>", 20}};
     std::vector<uint64_t> weights;
-    for (int k = 0; k < 3; ++k)
-        weights.push_back(r.alloc(h * h * 4, script, Pool::Parameter));
-    const Frames attention = {{kUser + "run.py", "attention", 9}, {kUser + "run.py", "<module>", 31}};
-    const Frames attentionSoftmax = {{kUser + "run.py", "attention", 11}, {kUser + "run.py", "<module>", 31}};
-    const uint64_t q = r.alloc(tokens * h * 4, attention, Pool::Activation);
-    const uint64_t k = r.alloc(tokens * h * 4, attention, Pool::Activation);
-    const uint64_t scores = r.alloc(heads * tokens * tokens * 4, attention, Pool::Temporary);
-    // exp(scores - max): saved by ExpBackward0 for the backward, freed by the engine there.
-    const uint64_t e = r.alloc(heads * tokens * tokens * 4, attentionSoftmax, Pool::Activation);
-    r.free(scores, attentionSoftmax);
-    const uint64_t probs = r.alloc(heads * tokens * tokens * 4, attentionSoftmax, Pool::Activation);
-    const uint64_t out = r.alloc(tokens * h * 4, {{kUser + "run.py", "attention", 12}, {kUser + "run.py", "<module>", 31}}, Pool::Activation);
-    const uint64_t root = r.alloc(4, kBackwardCall, Pool::Temporary);
-    r.free(root, kBackwardCall);
-    const uint64_t gOut = r.alloc(tokens * h * 4, engineAlloc("MmBackward0"), Pool::Temporary);
-    r.free(out, engineRelease("MmBackward0"));
-    const uint64_t gProbs = r.alloc(heads * tokens * tokens * 4, engineAlloc("MmBackward0"), Pool::Temporary);
-    r.free(probs, engineRelease("DivBackward0"));
-    r.free(gOut, kEngineFree);
-    const uint64_t gExp = r.alloc(heads * tokens * tokens * 4, engineAlloc("DivBackward0"), Pool::Temporary);
-    r.free(gProbs, kEngineFree);
-    r.free(e, engineRelease("ExpBackward0"));
-    const uint64_t gScores = r.alloc(heads * tokens * tokens * 4, engineAlloc("ExpBackward0"), Pool::Temporary);
-    r.free(gExp, kEngineFree);
-    r.free(q, engineRelease("MmBackward0"));
-    r.free(k, engineRelease("MmBackward0"));
-    for (size_t w = 0; w < weights.size(); ++w)
-        r.alloc(h * h * 4, accumulateGrad(), Pool::Gradient);
-    r.free(gScores, kEngineFree);
+    for (int l = 0; l < layers; ++l)
+        for (int64_t cols : {h, h, h, h, 4 * h, h}) // Wq, Wk, Wv, Wo, W1 (h x 4h), W2 (4h x h)
+            weights.push_back(r.alloc(h * cols * f32, script, Pool::Parameter));
+    auto at = [&](const char* fn, int line) { return Frames{{kUser + "run.py", fn, line}, {kUser + "run.py", "<module>", 40}}; };
+    std::vector<uint64_t> grads(weights.size(), 0);
+    for (int step = 0; step < 1; ++step) {
+        // What the graph saved, in the order the forward made it, with the weight whose gradient the
+        // backward makes when it reaches that tensor's matmul (-1: none).
+        std::vector<std::pair<uint64_t, int>> saved;
+        std::vector<int64_t> bytesOf;
+        auto keep = [&](int64_t bytes, const Frames& f, int weight) {
+            saved.push_back({r.alloc(bytes, f, Pool::Activation), weight});
+            bytesOf.push_back(bytes);
+            return saved.back().first;
+        };
+        const int64_t act = tokens * h * f32, scores = heads * tokens * tokens * f32, small = heads * tokens * f32;
+        // A fresh noisy input each step (a denoising objective): saved by the first matmuls.
+        keep(act, at("loss_fn", 30), -1);
+        for (int l = 0; l < layers; ++l) {
+            const int w = 6 * l;
+            // attention(x): q, k, v; q @ k^T / sqrt(d); exp(s - max) / sum; @ v; @ Wo.
+            keep(act, at("attention", 9), w);     // q (saved by q @ k^T), Wq's gradient made there
+            keep(act, at("attention", 9), w + 1); // k
+            keep(act, at("attention", 9), w + 2); // v (saved by probs @ v)
+            const uint64_t s1 = r.alloc(scores, at("attention", 10), Pool::Temporary);
+            const uint64_t s2 = r.alloc(scores, at("attention", 10), Pool::Temporary); // / sqrt(d)
+            r.free(s1, at("attention", 10));
+            const uint64_t mx = r.alloc(small, at("attention", 11), Pool::Temporary);
+            keep(small * 2, at("attention", 11), -1); // max's indices, saved by MaxBackward
+            const uint64_t z = r.alloc(scores, at("attention", 11), Pool::Temporary);
+            r.free(s2, at("attention", 11));
+            r.free(mx, at("attention", 11));
+            keep(scores, at("attention", 11), -1); // exp(z): ExpBackward0 saves its result
+            r.free(z, at("attention", 11));
+            keep(small, at("attention", 12), -1);      // the denominator, saved by the division
+            keep(scores, at("attention", 12), -1);     // probs, saved by probs @ v
+            keep(act, at("attention", 13), w + 3);     // the heads' output, saved by @ Wo
+            const uint64_t o = r.alloc(act, at("attention", 14), Pool::Temporary);
+            keep(act, at("block", 20), -1); // x + attention(x)
+            r.free(o, at("block", 20));
+            // mlp(x): relu(x @ W1) @ W2, the residual.
+            const uint64_t h1 = r.alloc(4 * act, at("mlp", 16), Pool::Temporary);
+            keep(4 * act, at("mlp", 16), w + 4); // relu's output: ReluBackward0 and @ W2 save it
+            r.free(h1, at("mlp", 16));
+            const uint64_t h2 = r.alloc(act, at("mlp", 17), Pool::Temporary);
+            keep(act, at("block", 21), w + 5); // x + mlp(x)
+            r.free(h2, at("block", 21));
+        }
+        const uint64_t sq = r.alloc(tokens * h * f32, at("loss_fn", 33), Pool::Temporary);
+        const uint64_t loss = r.alloc(4, at("loss_fn", 33), Pool::Activation);
+        r.free(sq, at("loss_fn", 33));
+        // loss.backward(): the engine walks back, making each input's gradient before letting go of
+        // what the node saved, and each weight's gradient as it reaches its matmul.
+        const uint64_t root = r.alloc(4, kBackwardCall, Pool::Temporary);
+        uint64_t flowing = r.alloc(tokens * h * f32, engineAlloc("PowBackward0"), Pool::Temporary);
+        r.free(root, kEngineFree);
+        for (size_t k = saved.size(); k-- > 0;) {
+            const uint64_t g = r.alloc(bytesOf[k], engineAlloc(k % 3 ? "MmBackward0" : "ExpBackward0"), Pool::Temporary);
+            if (saved[k].second >= 0) {
+                const size_t wi = size_t(saved[k].second);
+                const int64_t wb = wi % 6 == 4 ? h * 4 * h * f32 : h * h * f32;
+                grads[wi] = r.alloc(wb, accumulateGrad(), Pool::Gradient);
+            }
+            r.free(saved[k].first, engineRelease(k % 3 ? "MmBackward0" : "ExpBackward0"));
+            r.free(flowing, kEngineFree);
+            flowing = g;
+        }
+        r.free(flowing, kEngineFree);
+        r.free(loss, at("main", 45));
+        // with torch.no_grad(): w -= lr * w.grad; w.grad = None
+        for (size_t i = 0; i < weights.size(); ++i) {
+            const int64_t wb = i % 6 == 4 ? h * 4 * h * f32 : h * h * f32;
+            const uint64_t t = r.alloc(wb, at("main", 48), Pool::Temporary);
+            r.free(t, at("main", 48));
+            r.free(grads[i], at("main", 49));
+            grads[i] = 0;
+        }
+    }
     return r.finish();
 }
 
