@@ -36,9 +36,9 @@ struct Fixture {
     const DeviceTrace& dev() const { return trace->devices.at(0); }
 };
 
-Fixture make(StackScenario s)
+Fixture make(StackScenario s, int scale = 1)
 {
-    SynthResult r = synthesizeScenario(s);
+    SynthResult r = synthesizeScenario(s, scale);
     QTemporaryDir dir;
     const std::string path = dir.filePath(QString::fromStdString(std::string(stackScenarioName(s)) + ".pickle")).toStdString();
     {
@@ -90,17 +90,13 @@ double target(const std::string& variant) { return variant == "none" ? 0.15 : 0.
 class TestSynthClasses : public QObject {
     Q_OBJECT
 private slots:
-    void originalIsRight_data()
-    {
-        QTest::addColumn<int>("scenario");
-        for (StackScenario s : kClassScenarios)
-            QTest::newRow(std::string(stackScenarioName(s)).c_str()) << int(s);
-    }
+    void originalIsRight_data() { ablationsMeetTargets_data(); }
     // Every allocation in its true pool, at every moment of the run.
     void originalIsRight()
     {
         QFETCH(int, scenario);
-        const Fixture f = make(StackScenario(scenario));
+        QFETCH(int, scale);
+        const Fixture f = make(StackScenario(scenario), scale);
         const Classification c = classify(*f.trace, f.dev(), *rules());
         QCOMPARE(c.size(), f.truth.size());
         const ByteAccuracy acc = byteAccuracy(f.dev(), c.pool, f.truth);
@@ -110,15 +106,19 @@ private slots:
     void ablationsMeetTargets_data()
     {
         QTest::addColumn<int>("scenario");
-        for (StackScenario s : kClassScenarios)
-            QTest::newRow(std::string(stackScenarioName(s)).c_str()) << int(s);
+        QTest::addColumn<int>("scale");
+        // Scaled too: the structure, not one set of sizes, has to carry the decisions.
+        for (int scale : {1, 3})
+            for (StackScenario s : kClassScenarios)
+                QTest::newRow((std::string(stackScenarioName(s)) + (scale > 1 ? " x" + std::to_string(scale) : "")).c_str()) << int(s) << scale;
     }
     // The same pools once the code is renamed, the C++ frames dropped, or every frame dropped.
     void ablationsMeetTargets()
     {
         QFETCH(int, scenario);
+        QFETCH(int, scale);
         const StackScenario s = StackScenario(scenario);
-        const Fixture f = make(s);
+        const Fixture f = make(s, scale);
         const AblationResult r = ablate(f.trace, rules());
         QCOMPARE(r.devices.size(), size_t(1));
         const AblationDevice& d = r.devices.front();
