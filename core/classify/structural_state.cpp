@@ -255,11 +255,23 @@ void keptBeforeAnyRelease(const DeviceTrace& dev, Classification& c)
     const EventIndex bound = firstRelease(dev);
     if (bound == kNoEvent)
         return; // nothing was ever let go of: no computation to bound the state by
-    uint16_t rule = 0;
+    // A computation ran after it (blocks made and let go of, a handful at least), and the state is
+    // more than one block: one block and one release say nothing about what either is.
+    size_t released = 0;
+    std::vector<uint32_t> state;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (c.pool[i] != Pool::Unknown || a.preexisting() || a.allocEvent >= bound || freeEventOf(a) != kNoEvent)
+        if (a.preexisting())
             continue;
+        if (freeEventOf(a) != kNoEvent)
+            ++released;
+        else if (c.pool[i] == Pool::Unknown && a.allocEvent < bound)
+            state.push_back(uint32_t(i));
+    }
+    if (released < 8 || state.size() < 2)
+        return;
+    uint16_t rule = 0;
+    for (uint32_t i : state) {
         if (!rule)
             rule = addRule(c, "kept-before-any-release",
                            "made before anything the recording saw was let go of, and kept to the end, in a run where no pass "

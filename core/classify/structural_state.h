@@ -42,7 +42,8 @@ void gradientsMovedInPairs(const DeviceTrace& dev, Classification& c);
 // Where the stream shows no pass at all (no forward, no backward found by frames, annotations or
 // structure), blocks made before the first block the trace let go of, and kept to the end, are the
 // model's state built before any computation ran: a parameter at 50 %, a guess the verdict does not
-// act on as certain (buffers and optimizer state made that early look the same).
+// act on as certain (buffers and optimizer state made that early look the same). Only where a
+// computation ran (eight blocks let go of or more) and the state is two blocks or more.
 void keptBeforeAnyRelease(const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail
