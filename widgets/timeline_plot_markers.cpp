@@ -189,8 +189,15 @@ void TimelinePlot::updateBandLabels()
         m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | (above ? Qt::AlignBottom : Qt::AlignVCenter));
     }
     // A band's label where its band is wide enough for it and no earlier band's label is there
-    // (annotations may overlap in time: their bands do, and their labels would sit on each other).
+    // (annotations may overlap in time: their bands do, and their labels would sit on each other),
+    // nor the peak's or an OOM's label: on a short chart the peak's dot reaches the band labels'
+    // row, and the marker's label matters more (the band's colour still says the phase).
     std::vector<QRectF> shown;
+    if (m_peakText && m_peakText->visible())
+        shown.push_back(textRect(m_peakText));
+    for (QCPItemText* t : m_oomTexts)
+        if (t->visible())
+            shown.push_back(textRect(t));
     for (auto& [keys, text] : m_bandItems) {
         const double w = xAxis->coordToPixel(keys.upper) - xAxis->coordToPixel(keys.lower);
         bool visible = w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8;
