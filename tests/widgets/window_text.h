@@ -11,8 +11,11 @@
 //   frame's path) when the cell's tooltip holds the whole text;
 // - an elided label in the call-site icicle (IcicleView): its boxes are as wide as their bytes, a
 //   flame graph's labels elide by design, and the box's tooltip holds the whole frame.
+// Pools are named as people say them ("KV cache"), never by their identifiers (`kv_cache`), in
+// every text outside the tables of frames (a frame may name a user's own function or file).
 // Text that carries "…" itself (an action "Export image…", a placeholder) is recognised from the
 // widgets' own strings.
+#include "core/classify/pool.h"
 #include "widgets/text_probe.h"
 
 #include <QAbstractItemView>
@@ -23,6 +26,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QRegularExpression>
 #include <QScrollBar>
 #include <QTabBar>
 #include <QWidget>
@@ -168,6 +172,15 @@ inline QStringList windowTextProblems(QWidget& window)
             if (!itsOwn && !icicle && !elidedWithTooltip(t.widget, p.box, window))
                 problems << QStringLiteral("elided in %1: '%2' %3").arg(name(t), p.text, windowTextWhere(p.box));
         }
+        bool inTable = false;
+        for (QWidget* w = t.widget; w && !inTable; w = w->parentWidget())
+            inTable = qobject_cast<QAbstractItemView*>(w) || w->inherits("poolscope::IcicleView");
+        if (!inTable)
+            for (size_t k = 0; k < kPoolCount; ++k) {
+                const QString id = QString::fromLatin1(poolName(Pool(k)).data(), int(poolName(Pool(k)).size()));
+                if (id.contains(QLatin1Char('_')) && p.text.contains(QRegularExpression(QStringLiteral("\\b%1\\b").arg(id))))
+                    problems << QStringLiteral("identifier '%1' in %2: '%3'").arg(id, name(t), p.text);
+            }
         if (p.clipped(tolerance)) {
             if (!scrollsTo(t.widget, p))
                 problems << QStringLiteral("cut in %1: '%2' %3 by %4").arg(name(t), p.text, windowTextWhere(p.box), windowTextWhere(p.clip));
