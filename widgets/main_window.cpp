@@ -41,6 +41,7 @@
 #include <QStyle>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QTableView>
 #include <QToolBar>
 #include <QTreeView>
@@ -372,6 +373,12 @@ void MainWindow::buildDocks()
 void MainWindow::showEvent(QShowEvent* event)
 {
     QMainWindow::showEvent(event);
+    // The tabbed docks' titles stay whole ("What if…" read as "Wha…" in a narrow bottom area):
+    // they scroll with arrows instead of eliding.
+    for (QTabBar* tabs : findChildren<QTabBar*>(Qt::FindDirectChildrenOnly)) {
+        tabs->setElideMode(Qt::ElideNone);
+        tabs->setUsesScrollButtons(true);
+    }
     if (m_layoutRestored || m_defaultLayoutApplied)
         return;
     m_defaultLayoutApplied = true;
