@@ -13,6 +13,7 @@
 #include "core/report/device_memory.h"
 #include "core/report/report.h"
 #include "core/whatif/whatif.h"
+#include "support/sim_recording.h"
 
 #include <QProcess>
 #include <QtTest>
@@ -29,45 +30,27 @@ constexpr int64_t MiB = int64_t(1) << 20;
 // `capacity`. The trace is what PyTorch records: segment events, allocs, frees, the OOM.
 std::shared_ptr<const Document> fragmentingRun(int64_t capacity, int64_t finalRequest)
 {
-    CachingAllocatorSim rec(AllocatorConfig{}, capacity);
-    DeviceTrace dev;
-    auto push = [&](Action a, uint64_t addr, int64_t size) { dev.events.push(a, addr, size, 0, kNoTime, StackId{}); };
-    auto flush = [&] {
-        for (const auto& e : rec.events())
-            if (e.kind == SimEventKind::SegmentAlloc)
-                push(Action::SegmentAlloc, e.addr, e.size);
-            else if (e.kind == SimEventKind::SegmentFree)
-                push(Action::SegmentFree, e.addr, e.size);
-        rec.clearEvents();
-    };
+    CachingAllocatorSim sim(AllocatorConfig{}, capacity);
+    testing::SimRecording rec{sim};
     for (int step = 0; step < 4; ++step) {
-        const auto tmp = rec.malloc(200 * MiB, 0);
-        flush();
-        push(Action::Alloc, tmp.addr, 200 * MiB);
-        rec.free(tmp.addr);
-        push(Action::FreeRequested, tmp.addr, 200 * MiB);
-        push(Action::FreeCompleted, tmp.addr, 200 * MiB);
-        const auto keep = rec.malloc(110 * MiB, 0);
-        flush();
-        push(Action::Alloc, keep.addr, 110 * MiB);
+        const auto tmp = sim.malloc(200 * MiB, 0);
+        rec.segmentEvents();
+        rec.push(Action::Alloc, tmp.addr, 200 * MiB);
+        sim.free(tmp.addr);
+        rec.push(Action::FreeRequested, tmp.addr, 200 * MiB);
+        rec.push(Action::FreeCompleted, tmp.addr, 200 * MiB);
+        const auto keep = sim.malloc(110 * MiB, 0);
+        rec.segmentEvents();
+        rec.push(Action::Alloc, keep.addr, 110 * MiB);
     }
-    const auto last = rec.malloc(finalRequest, 0);
-    flush();
+    const auto last = sim.malloc(finalRequest, 0);
+    rec.segmentEvents();
     if (last.ok)
-        push(Action::Alloc, last.addr, finalRequest);
+        rec.push(Action::Alloc, last.addr, finalRequest);
     else
-        push(Action::Oom, uint64_t(capacity - rec.stats().reserved), finalRequest);
-    for (const auto& seg : rec.segments()) {
-        Segment s;
-        s.address = seg.addr;
-        s.totalSize = seg.size;
-        s.isLarge = !seg.small;
-        for (const auto& b : seg.blocks)
-            s.blocks.push_back(Block{b.addr, b.size, b.requested, b.allocated ? BlockState::ActiveAllocated : BlockState::Inactive, {}});
-        dev.segments.push_back(s);
-    }
+        rec.push(Action::Oom, uint64_t(capacity - sim.stats().reserved), finalRequest);
     std::vector<std::string> warnings;
-    finalizeDevice(dev, warnings);
+    DeviceTrace dev = rec.finish(warnings);
     auto trace = std::make_shared<Trace>();
     trace->path = "fragmenting-synth";
     trace->devices.push_back(std::move(dev));

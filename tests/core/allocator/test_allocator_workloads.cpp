@@ -4,6 +4,7 @@
 #include "core/allocator/caching_allocator.h"
 #include "core/allocator/replay.h"
 #include "core/model/trace_builder.h"
+#include "support/sim_recording.h"
 
 #include <QtTest>
 
@@ -91,47 +92,29 @@ void TestAllocatorWorkloads::replayReproducesRecordedSegments()
 {
     // Record a workload with one simulator, write it as a trace, replay it with a fresh one.
     const uint64_t pre = 0x7f1000000000ull;
-    CachingAllocatorSim rec(AllocatorConfig{});
+    CachingAllocatorSim sim(AllocatorConfig{});
     std::vector<ExistingBlock> params{{pre, 16 * MiB, 16 * MiB}};
-    QVERIFY(rec.addExistingSegment(pre, 40 * MiB, 0, false, params));
-    DeviceTrace dev;
-    auto push = [&](Action a, uint64_t addr, int64_t size) { dev.events.push(a, addr, size, 0, kNoTime, StackId{}); };
-    auto flush = [&] {
-        for (const auto& e : rec.events())
-            if (e.kind == SimEventKind::SegmentAlloc)
-                push(Action::SegmentAlloc, e.addr, e.size);
-            else if (e.kind == SimEventKind::SegmentFree)
-                push(Action::SegmentFree, e.addr, e.size);
-        rec.clearEvents();
-    };
+    QVERIFY(sim.addExistingSegment(pre, 40 * MiB, 0, false, params));
+    testing::SimRecording rec{sim};
     std::mt19937_64 rng(7);
     std::vector<std::pair<uint64_t, int64_t>> live;
     for (int step = 0; step < 600; ++step) {
         if (live.empty() || rng() % 3 != 0) {
             const int64_t size = int64_t(rng() % (30 * MiB)) + 1;
-            auto r = rec.malloc(size, 0);
-            flush();
-            push(Action::Alloc, r.addr, size);
+            auto r = sim.malloc(size, 0);
+            rec.segmentEvents();
+            rec.push(Action::Alloc, r.addr, size);
             live.emplace_back(r.addr, size);
         } else {
             const size_t k = rng() % live.size();
-            rec.free(live[k].first);
-            push(Action::FreeRequested, live[k].first, live[k].second);
-            push(Action::FreeCompleted, live[k].first, live[k].second);
+            sim.free(live[k].first);
+            rec.push(Action::FreeRequested, live[k].first, live[k].second);
+            rec.push(Action::FreeCompleted, live[k].first, live[k].second);
             live.erase(live.begin() + std::ptrdiff_t(k));
         }
     }
-    for (const auto& seg : rec.segments()) {
-        Segment s;
-        s.address = seg.addr;
-        s.totalSize = seg.size;
-        s.isLarge = !seg.small;
-        for (const auto& b : seg.blocks)
-            s.blocks.push_back(Block{b.addr, b.size, b.requested, b.allocated ? BlockState::ActiveAllocated : BlockState::Inactive, {}});
-        dev.segments.push_back(s);
-    }
     std::vector<std::string> warnings;
-    finalizeDevice(dev, warnings);
+    const DeviceTrace dev = rec.finish(warnings);
     ReplayOptions opt;
     opt.useRecordedAddresses = false; // addresses come out the same by themselves: same rules, same start
     auto r = replayDevice(dev, AllocatorConfig{}, opt);
@@ -141,15 +124,15 @@ void TestAllocatorWorkloads::replayReproducesRecordedSegments()
     QCOMPARE(r.seededSegments, int64_t(1));
     QCOMPARE(r.seededAllocations, int64_t(1));
     QCOMPARE(r.reservedMatches, r.reservedCompared);
-    QCOMPARE(r.finalStats.reserved, rec.stats().reserved);
-    QCOMPARE(r.finalStats.allocated, rec.stats().allocated);
+    QCOMPARE(r.finalStats.reserved, sim.stats().reserved);
+    QCOMPARE(r.finalStats.allocated, sim.stats().allocated);
     // Without the pre-recording segment the first requests need segments of their own.
     opt.seedInitialState = false;
     auto bare = replayDevice(dev, AllocatorConfig{}, opt);
     QVERIFY(bare.comparison.matched < bare.comparison.recorded || bare.comparison.simulated > bare.comparison.recorded);
     // With a capacity below what the trace needs, the replay stops at an OOM.
     opt.seedInitialState = true;
-    opt.capacity = rec.stats().peakReserved / 2; // live bytes only grow in this workload
+    opt.capacity = sim.stats().peakReserved / 2; // live bytes only grow in this workload
     auto tight = replayDevice(dev, AllocatorConfig{}, opt);
     QVERIFY(tight.oom.has_value());
     QCOMPARE(tight.stoppedAt, tight.oom->index);

@@ -33,13 +33,21 @@ SynthModel small(int steps)
     return m;
 }
 
-std::shared_ptr<const Document> open(Trace trace)
+// Classified by the shipped rules; timelines are left to be built on demand (steps need none).
+DocumentOptions documentOptions()
 {
     DocumentOptions o;
     o.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
     o.eagerTimelines = false;
-    return Document::fromTrace(std::make_shared<const Trace>(std::move(trace)), o);
+    return o;
 }
+
+std::shared_ptr<const Document> open(Trace trace)
+{
+    return Document::fromTrace(std::make_shared<const Trace>(std::move(trace)), documentOptions());
+}
+
+std::shared_ptr<const Document> open(const QString& path) { return Document::open(path.toStdString(), documentOptions()); }
 
 std::set<SiteKey> sitesOf(const Trace& t, const std::vector<StackId>& stacks)
 {
@@ -294,10 +302,7 @@ private slots:
         const QString path = kCorpus + "/" + file;
         if (!QFile::exists(path))
             QSKIP("../shared/corpus is absent: corpus checks skipped");
-        DocumentOptions o;
-        o.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
-        o.eagerTimelines = false;
-        const auto doc = Document::open(path.toStdString(), o);
+        const auto doc = open(path);
         for (size_t d = 0; d < doc->deviceCount(); ++d) {
             const DeviceSteps s = deviceSteps(doc->device(d));
             QCOMPARE(s.table.source, StepSource::ProfilerSteps);
@@ -314,10 +319,7 @@ private slots:
         const QString path = kCorpus + "/" + file;
         if (!QFile::exists(path))
             QSKIP("../shared/corpus is absent: corpus checks skipped");
-        DocumentOptions o;
-        o.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
-        o.eagerTimelines = false;
-        const auto doc = Document::open(path.toStdString(), o);
+        const auto doc = open(path);
         const DeviceSteps d = deviceSteps(doc->device(doc->defaultDevice()));
         qInfo("%s: %zu steps (%zu complete), %s; growth per step %lld; %zu suspects", qPrintable(file), d.table.steps.size(),
               d.table.completeSteps(), d.table.how.c_str(), (long long)d.table.growthPerStep(), d.leaks.suspects.size());
