@@ -187,6 +187,108 @@ size_t castsFromStructure(const DeviceTrace& dev, const TraceModel& m, std::vect
     return found;
 }
 
+
+// Input sizes (bytes) of a linear layer x @ W that makes `out` bytes, for each weight matrix W of the
+// run: with T tokens, out = T * d_out elements and W = d_in * d_out, so x = T * d_in elements (what
+// autocast casts is fp32, as the recorded output and the master weights are). None where T is
+// unknown or no matrix divides.
+std::vector<int64_t> linearInputSizes(const TraceModel& m, int64_t out)
+{
+    std::vector<int64_t> sizes;
+    const int64_t tokens = m.dims.tokens;
+    if (tokens <= 0 || out <= 0 || out % tokens != 0)
+        return sizes;
+    const int64_t perToken = out / tokens; // d_out elements of the output's size
+    for (const auto* matrices : {&m.unitMatrices, &m.otherMatrices})
+        for (int64_t w : *matrices)
+            if (w % perToken == 0) // fp32 weights and output: d_in = W / (d_out * 4 B); what is cast is fp32, 4 B
+                sizes.push_back(tokens * (w / perToken) * 4);
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
+}
+
+// The fp32 tensors matmul `a` reads, to be cast to 16 bits: live, made in its pass, following the
+// batch (a weight, a mask or a position table is no activation input). Two shapes of matmul:
+// - A linear layer (its output has T tokens of a weight matrix's output width): its input is the
+//   latest live tensor of a width that matrix takes. Other matmuls' outputs are passed over (q, k
+//   and v read one x), and so are 16-bit tensors of another width (SwiGLU's w3 reads x past w1's
+//   gate); a 16-bit tensor of the width (attention's output, reshaped) is the input, not cast.
+// - Activation by activation (attention's q kT, P V), where the latest live fp32 tensor has no
+//   linear width: its two latest live inputs, the second at least as large as the smaller of the
+//   first and the output (a contraction's operands; a softmax's row sums are none). A 16-bit one (a
+//   matmul's output) counts, but is not cast.
+// Without the tokens T no width is known: the latest live fp32 tensor, as one input.
+std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, const std::vector<OpPrecision>& precision,
+                                 const std::vector<Ratio>& ratio, size_t a, EventIndex passBegin)
+{
+    const Allocation& al = dev.allocations[a];
+    const std::vector<int64_t> widths = linearInputSizes(m, al.size);
+    // Candidates, latest first: live batch-dependent tensors made in the pass before the matmul.
+    std::vector<size_t> live;
+    int seen = 0;
+    for (size_t b = a; b-- > 0 && seen < kInputWindow;) {
+        const Allocation& in = dev.allocations[b];
+        if (in.preexisting() || in.allocEvent < passBegin)
+            break;
+        if (!eligible(m, b) || in.size < 512)
+            continue;
+        ++seen;
+        // A tensor that follows the tokens has a whole number of bytes per token.
+        const bool perToken = m.dims.tokens <= 0 || in.size % m.dims.tokens == 0;
+        if ((in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent) && batchExponent(m.law[b]) > 0 && perToken)
+            live.push_back(b);
+    }
+    auto sixteenBit = [&](size_t b) { return precision[b] == OpPrecision::Lower || !ratio[b].isOne(); };
+    std::vector<size_t> casts;
+    if (m.dims.tokens <= 0) {
+        for (size_t b : live) {
+            if (precision[b] == OpPrecision::Lower && dev.allocations[b].stack == al.stack)
+                continue; // a sibling matmul of the same call reads the same input
+            if (!sixteenBit(b))
+                casts.push_back(b);
+            break;
+        }
+        return casts;
+    }
+    for (size_t b : live) {
+        const bool width = std::binary_search(widths.begin(), widths.end(), dev.allocations[b].size);
+        if (precision[b] == OpPrecision::Lower || (sixteenBit(b) && !width))
+            continue;
+        if (!width)
+            break; // an fp32 tensor no linear layer of this output takes: activation by activation
+        if (!sixteenBit(b))
+            casts.push_back(b);
+        return casts;
+    }
+    // One call's second allocation (einsum's output and its bmm, their C++ frames apart): the call's
+    // casts came before its first.
+    if (!live.empty() && precision[live.front()] == OpPrecision::Lower) {
+        bool between = false;
+        for (size_t b = live.front() + 1; b < a && !between; ++b)
+            between = eligible(m, b);
+        if (!between)
+            return casts;
+    }
+    // The two operands, latest first; one smaller than both the other and the output is none (a
+    // softmax's row sums, a mask made beside the scores).
+    std::vector<size_t> operands;
+    for (size_t b : live) {
+        const int64_t size = dev.allocations[b].size;
+        if (operands.size() == 1 && dev.allocations[operands[0]].size < std::min(size, al.size))
+            operands.clear();
+        else if (operands.size() == 1 && size < std::min(dev.allocations[operands[0]].size, al.size))
+            break;
+        operands.push_back(b);
+        if (operands.size() == size_t(kMaxCastsPerCall))
+            break;
+    }
+    for (size_t b : operands)
+        if (!sixteenBit(b))
+            casts.push_back(b);
+    return casts;
+}
+
 } // namespace
 
 void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan)
@@ -301,7 +403,10 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             }
         }
     }
-    // Each matmul casts its fp32 input: the latest live fp32 tensor that is no matmul output.
+    // Each matmul casts its fp32 inputs (matmulInputs: which live tensors it reads). The cast is what
+    // the matmul saves for backward where the recorded run kept the fp32 input past the forward (a
+    // graph held it): it lives as long as the input did, and the input, kept only for it, goes after
+    // its last cast. Outside a graph the cast is transient.
     int64_t inputCasts = 0;
     std::map<size_t, EventIndex> lastCastOf; // fp32 source -> the event of its last cast
     std::vector<EventIndex> passBegin;
@@ -317,30 +422,15 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         const ForwardPass& pass = m.passes[size_t(it - passBegin.begin()) - 1];
         if (al.allocEvent > pass.end)
             continue;
-        int seen = 0;
-        for (size_t b = a; b-- > 0 && seen < kInputWindow;) {
+        for (size_t b : matmulInputs(dev, m, precision, ratio, a, pass.begin)) {
             const Allocation& in = dev.allocations[b];
-            if (in.preexisting() || in.allocEvent < pass.begin)
-                break;
-            if (!eligible(m, b) || in.size < 512)
-                continue;
-            ++seen;
-            if (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent)
-                continue;
-            // A sibling matmul made by the same call (silu(w1(x)) * w3(x), or q, k, v from one line)
-            // reads the same input: its 16-bit output is not this one's input.
-            if (precision[b] == OpPrecision::Lower && in.stack.valid() && in.stack == al.stack)
-                continue;
-            if (precision[b] == OpPrecision::Lower || !ratio[b].isOne())
-                break; // its input is a 16-bit tensor
-            const EventIndex until = m.saved[a] ? al.freeCompletedEvent : al.allocEvent + 1;
+            const bool kept = m.saved[b] != 0;
+            const EventIndex until = kept ? in.freeCompletedEvent : al.allocEvent + 1;
             // Its bytes as the other knobs left them (a longer sequence casts a longer input).
             plan.extras.push_back({before(al.allocEvent), until, plan.size[b] / 2, al.stream, Pool::Activation});
             inputCasts += plan.size[b] / 2;
-            // The matmul saves the cast: the fp32 source, kept only for it, goes after its last cast.
-            if (m.saved[b] && precision[b] != OpPrecision::Lower)
+            if (kept)
                 lastCastOf[b] = al.allocEvent;
-            break;
         }
     }
     int64_t released = 0;
