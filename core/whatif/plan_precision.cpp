@@ -208,22 +208,44 @@ std::vector<int64_t> linearInputSizes(const TraceModel& m, int64_t out)
     return sizes;
 }
 
+// The Python frames of two stacks are the same (one line of the user's code), whatever C++ frames
+// differ below them. Without a frame table, the whole stacks.
+bool samePythonLine(const FrameTable* frames, StackId x, StackId y)
+{
+    if (x == y)
+        return true;
+    if (!frames || !x.valid() || !y.valid())
+        return false;
+    auto python = [&](StackId s) {
+        std::vector<FrameId> out;
+        for (FrameId f : frames->stack(s)) {
+            const std::string& file = frames->frame(f).filename;
+            if (file.size() > 3 && file.ends_with(".py"))
+                out.push_back(f);
+        }
+        return out;
+    };
+    const std::vector<FrameId> px = python(x);
+    return !px.empty() && px == python(y);
+}
+
 // The fp32 tensors matmul `a` reads, to be cast to 16 bits: live, made in its pass, following the
 // batch (a weight, a mask or a position table is no activation input). Two shapes of matmul:
 // - A linear layer (its output has T tokens of a weight matrix's output width): its input is the
 //   latest live tensor of a width that matrix takes. Other matmuls' outputs are passed over (q, k
 //   and v read one x), and so are 16-bit tensors of another width (SwiGLU's w3 reads x past w1's
 //   gate); a 16-bit tensor of the width (attention's output, reshaped) is the input, not cast.
-// - Activation by activation (attention's q kT, P V), where the latest live fp32 tensor has no
-//   linear width: its two latest live inputs, the second at least as large as the smaller of the
+// - Activation by activation (attention's q kT, P V), where the output grows with s^2 (the scores)
+//   or the latest live fp32 tensor has no linear width: its two latest live inputs, the second at least as large as the smaller of the
 //   first and the output (a contraction's operands; a softmax's row sums are none). A 16-bit one (a
 //   matmul's output) counts, but is not cast.
 // Without the tokens T no width is known: the latest live fp32 tensor, as one input.
-std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, const std::vector<OpPrecision>& precision,
-                                 const std::vector<Ratio>& ratio, size_t a, EventIndex passBegin)
+std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, const FrameTable* frames,
+                                 const std::vector<OpPrecision>& precision, const std::vector<Ratio>& ratio, size_t a, EventIndex passBegin)
 {
     const Allocation& al = dev.allocations[a];
-    const std::vector<int64_t> widths = linearInputSizes(m, al.size);
+    // Attention's scores (b*s^2, their size law) are no linear layer's output, whatever divides.
+    const std::vector<int64_t> widths = seqExponent(m.law[a]) > 1 ? std::vector<int64_t>{} : linearInputSizes(m, al.size);
     // Candidates, latest first: live batch-dependent tensors made in the pass before the matmul.
     std::vector<size_t> live;
     int seen = 0;
@@ -241,6 +263,16 @@ std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, co
     }
     auto sixteenBit = [&](size_t b) { return precision[b] == OpPrecision::Lower || !ratio[b].isOne(); };
     std::vector<size_t> casts;
+    // One call's second allocation (einsum's output buffer and its bmm: C++ frames apart, the same
+    // Python line) right after its first: the call's casts came before its first. Sibling calls
+    // from separate lines (q, k and v) each cast their input.
+    if (!live.empty() && precision[live.front()] == OpPrecision::Lower && samePythonLine(frames, al.stack, dev.allocations[live.front()].stack)) {
+        bool between = false;
+        for (size_t b = live.front() + 1; b < a && !between; ++b)
+            between = eligible(m, b);
+        if (!between)
+            return casts;
+    }
     if (m.dims.tokens <= 0) {
         for (size_t b : live) {
             if (precision[b] == OpPrecision::Lower && dev.allocations[b].stack == al.stack)
@@ -260,15 +292,6 @@ std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, co
         if (!sixteenBit(b))
             casts.push_back(b);
         return casts;
-    }
-    // One call's second allocation (einsum's output and its bmm, their C++ frames apart): the call's
-    // casts came before its first.
-    if (!live.empty() && precision[live.front()] == OpPrecision::Lower) {
-        bool between = false;
-        for (size_t b = live.front() + 1; b < a && !between; ++b)
-            between = eligible(m, b);
-        if (!between)
-            return casts;
     }
     // The two operands, latest first; one smaller than both the other and the output is none (a
     // softmax's row sums, a mask made beside the scores).
@@ -291,7 +314,7 @@ std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, co
 
 } // namespace
 
-void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan)
+void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan)
 {
     if (sc.autocast == AutocastKind::Keep)
         return;
@@ -422,7 +445,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         const ForwardPass& pass = m.passes[size_t(it - passBegin.begin()) - 1];
         if (al.allocEvent > pass.end)
             continue;
-        for (size_t b : matmulInputs(dev, m, precision, ratio, a, pass.begin)) {
+        for (size_t b : matmulInputs(dev, m, frames, precision, ratio, a, pass.begin)) {
             const Allocation& in = dev.allocations[b];
             const bool kept = m.saved[b] != 0;
             const EventIndex until = kept ? in.freeCompletedEvent : al.allocEvent + 1;
