@@ -32,8 +32,20 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
 {
     std::vector<PassRange> out;
     bool open = false;
+    // A run that only releases (allocated never above where it began, and lower at its end) is no
+    // forward, whatever its frames say: the previous pass's graph freed before the next forward
+    // (Python-only stacks put the frees under the loop's line of the next call).
+    auto releasesOnly = [&](const PhaseTimeline::Run& run) {
+        if (dev.allocated.size() <= size_t(run.last) || run.first > run.last)
+            return false;
+        const int64_t start = run.first > 0 ? dev.allocated[size_t(run.first) - 1] : dev.initialAllocated;
+        const int64_t high = *std::max_element(dev.allocated.begin() + run.first, dev.allocated.begin() + run.last + 1);
+        return high <= start && dev.allocated[size_t(run.last)] < start;
+    };
     for (const auto& run : c.phases.runs) {
-        if (run.phase == Phase::Forward) {
+        if (run.phase == Phase::Forward && releasesOnly(run)) {
+            open = false;
+        } else if (run.phase == Phase::Forward) {
             if (open)
                 out.back().end = run.last;
             else
