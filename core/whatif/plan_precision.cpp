@@ -75,6 +75,28 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, co
             decided[a] = 1;
             break;
         default: {
+            // In backward a gradient has the type of the forward tensor it is the gradient of (the
+            // autograd engine casts it so), and a node computes in its forward output's type: the
+            // latest forward tensor of the same bytes still kept for backward is the one whose node
+            // runs now.
+            if (m.phaseAt(al.allocEvent) == Phase::Backward) {
+                size_t mirror = SIZE_MAX;
+                for (size_t b = a; b-- > 0;) {
+                    const Allocation& in = dev.allocations[b];
+                    if (in.preexisting())
+                        break;
+                    if (!m.saved[b] || !decided[b] || in.size != al.size ||
+                        (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent))
+                        continue;
+                    mirror = b;
+                    break;
+                }
+                if (mirror != SIZE_MAX) {
+                    ratio[a] = ratio[mirror].num == 0 ? Ratio{} : ratio[mirror];
+                    decided[a] = 1;
+                    break;
+                }
+            }
             // The latest live tensor of the same bytes is its input (an elementwise op); failing
             // that, the latest tensor made at all carries the type the code is running in.
             int seen = 0;
