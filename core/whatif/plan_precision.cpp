@@ -254,16 +254,18 @@ bool samePythonLine(const FrameTable* frames, StackId x, StackId y)
 // The fp32 tensors matmul `a` reads, to be cast to 16 bits: live, made in its pass, following the
 // batch (a weight, a mask or a position table is no activation input). Two shapes of matmul:
 // - A linear layer (its output has T tokens of a weight matrix's output width): its input is the
-//   latest live tensor of a width that matrix takes. Other matmuls' outputs are passed over (q, k
-//   and v read one x), and so are 16-bit tensors of another width (SwiGLU's w3 reads x past w1's
-//   gate); a 16-bit tensor of the width (attention's output, reshaped) is the input, not cast.
+//   latest live tensor of a width that matrix takes. Sibling linear layers' outputs are passed over
+//   (q, k and v read one x: a linear output whose own input has this one's width), and so are
+//   16-bit tensors of another width (SwiGLU's w3 reads x past w1's gate); a 16-bit tensor of the
+//   width (attention's output, reshaped or not) is the input, not cast.
 // - Activation by activation (attention's q kT, P V), where the output grows with s^2 (the scores)
 //   or the latest live fp32 tensor has no linear width: its two latest live inputs, the second at least as large as the smaller of the
 //   first and the output (a contraction's operands; a softmax's row sums are none). A 16-bit one (a
 //   matmul's output) counts, but is not cast.
 // Without the tokens T no width is known: the latest live fp32 tensor, as one input.
 std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, const FrameTable* frames,
-                                 const std::vector<OpPrecision>& precision, const std::vector<Ratio>& ratio, size_t a, EventIndex passBegin)
+                                 const std::vector<OpPrecision>& precision, const std::vector<Ratio>& ratio, size_t a, EventIndex passBegin,
+                                 std::vector<size_t>& linearInput)
 {
     const Allocation& al = dev.allocations[a];
     // Attention's scores (b*s^2, their size law) are no linear layer's output, whatever divides.
@@ -305,12 +307,20 @@ std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, co
         }
         return casts;
     }
+    // A linear layer reads tokens x features: never attention's b*s^2 scores, whatever their bytes.
+    auto isWidth = [&](size_t b) {
+        return seqExponent(m.law[b]) <= 1 && std::binary_search(widths.begin(), widths.end(), dev.allocations[b].size);
+    };
     for (size_t b : live) {
-        const bool width = std::binary_search(widths.begin(), widths.end(), dev.allocations[b].size);
-        if (precision[b] == OpPrecision::Lower || (sixteenBit(b) && !width))
+        const bool width = isWidth(b);
+        // A sibling linear layer's output (q beside k): it read an input this one may read too.
+        const bool sibling = precision[b] == OpPrecision::Lower &&
+                             (!width || (linearInput[b] != SIZE_MAX && isWidth(linearInput[b])));
+        if (sibling || (sixteenBit(b) && !width))
             continue;
         if (!width)
             break; // an fp32 tensor no linear layer of this output takes: activation by activation
+        linearInput[a] = b;
         if (!sixteenBit(b))
             casts.push_back(b);
         return casts;
@@ -457,6 +467,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     std::vector<EventIndex> passBegin;
     for (const auto& pass : m.passes)
         passBegin.push_back(pass.begin);
+    std::vector<size_t> linearInput(n, SIZE_MAX); // a linear layer's output -> the tensor it read
     for (size_t a = 0; a < n && !passBegin.empty(); ++a) {
         const Allocation& al = dev.allocations[a];
         if (al.preexisting() || !eligible(m, a) || precision[a] != OpPrecision::Lower)
@@ -467,7 +478,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         const ForwardPass& pass = m.passes[size_t(it - passBegin.begin()) - 1];
         if (al.allocEvent > pass.end)
             continue;
-        for (size_t b : matmulInputs(dev, m, frames, precision, ratio, a, pass.begin)) {
+        for (size_t b : matmulInputs(dev, m, frames, precision, ratio, a, pass.begin, linearInput)) {
             const Allocation& in = dev.allocations[b];
             const bool kept = m.saved[b] != 0;
             const EventIndex until = kept ? in.freeCompletedEvent : al.allocEvent + 1;
