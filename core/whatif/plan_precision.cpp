@@ -282,7 +282,9 @@ std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, co
         ++seen;
         // A tensor that follows the tokens has a whole number of bytes per token.
         const bool perToken = m.dims.tokens <= 0 || in.size % m.dims.tokens == 0;
-        if ((in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent) && batchExponent(m.law[b]) > 0 && perToken)
+        // A bool mask (dropout's, a comparison's) is no matmul operand.
+        if ((in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent) && batchExponent(m.law[b]) > 0 && perToken &&
+            !m.mask[b])
             live.push_back(b);
     }
     auto sixteenBit = [&](size_t b) { return precision[b] == OpPrecision::Lower || !ratio[b].isOne(); };
@@ -325,18 +327,27 @@ std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, co
             casts.push_back(b);
         return casts;
     }
-    // The two operands, latest first; one smaller than both the other and the output is none (a
-    // softmax's row sums, a mask made beside the scores).
+    // The two operands, latest first. One smaller than both the next and the output is none (a
+    // mask made beside the scores). A contraction [B,m,k] x [B,k,n] -> [B,m,n] in attention: q kT
+    // has operands of one size, P V has V of the output's size beside P; two b*s^2 tensors are not
+    // one product's operands (the softmax kept beside its dropout). Anything else ends the search.
+    auto quadratic = [&](size_t b) { return seqExponent(m.law[b]) > 1; };
     std::vector<size_t> operands;
     for (size_t b : live) {
         const int64_t size = dev.allocations[b].size;
-        if (operands.size() == 1 && dev.allocations[operands[0]].size < std::min(size, al.size))
-            operands.clear();
-        else if (operands.size() == 1 && size < std::min(dev.allocations[operands[0]].size, al.size))
-            break;
-        operands.push_back(b);
-        if (operands.size() == size_t(kMaxCastsPerCall))
-            break;
+        if (operands.empty()) {
+            operands.push_back(b);
+            continue;
+        }
+        const size_t f = operands[0];
+        const int64_t first = dev.allocations[f].size;
+        if (first < std::min(size, al.size)) {
+            operands[0] = b;
+            continue;
+        }
+        if ((size == first || size == al.size) && !(quadratic(b) && quadratic(f)))
+            operands.push_back(b);
+        break;
     }
     for (size_t b : operands)
         if (!sixteenBit(b))
