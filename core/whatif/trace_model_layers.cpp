@@ -32,24 +32,30 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
 {
     std::vector<PassRange> out;
     bool open = false;
-    // A run that only releases (allocated never above where it began, and lower at its end) is no
-    // forward, whatever its frames say: the previous pass's graph freed before the next forward
-    // (Python-only stacks put the frees under the loop's line of the next call).
-    auto releasesOnly = [&](const PhaseTimeline::Run& run) {
-        if (dev.allocated.size() <= size_t(run.last) || run.first > run.last)
+    // A run that only releases, and gives back at least half of what the open pass built (allocated
+    // never above where the run began, and that much lower at its end), is no forward whatever its
+    // frames say: the previous pass's graph freed before the next forward (Python-only stacks put
+    // the frees under the loop's line of the next call). A short release inside a pass is not one.
+    auto level = [&](EventIndex e) { return e > 0 ? dev.allocated[size_t(e) - 1] : dev.initialAllocated; };
+    int64_t passStart = 0;
+    auto releasesGraph = [&](const PhaseTimeline::Run& run) {
+        if (!open || dev.allocated.size() <= size_t(run.last) || run.first > run.last)
             return false;
-        const int64_t start = run.first > 0 ? dev.allocated[size_t(run.first) - 1] : dev.initialAllocated;
+        const int64_t start = level(run.first);
         const int64_t high = *std::max_element(dev.allocated.begin() + run.first, dev.allocated.begin() + run.last + 1);
-        return high <= start && dev.allocated[size_t(run.last)] < start;
+        const int64_t drop = start - dev.allocated[size_t(run.last)];
+        return high <= start && drop > 0 && 2 * drop >= start - passStart;
     };
     for (const auto& run : c.phases.runs) {
-        if (run.phase == Phase::Forward && releasesOnly(run)) {
+        if (run.phase == Phase::Forward && releasesGraph(run)) {
             open = false;
         } else if (run.phase == Phase::Forward) {
             if (open)
                 out.back().end = run.last;
-            else
+            else {
+                passStart = dev.allocated.empty() ? 0 : level(run.first);
                 out.push_back({run.first, run.last});
+            }
             open = true;
         } else if (run.phase != Phase::Unknown) {
             open = false;
