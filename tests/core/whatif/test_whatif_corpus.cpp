@@ -56,6 +56,8 @@ private slots:
     void twoKnobsCompose();
     void autocastSeenWithoutFrames_data();
     void autocastSeenWithoutFrames();
+    void pythonOnlyKeepsTheStructure_data();
+    void pythonOnlyKeepsTheStructure();
     void sgdRemovesOptimizerState();
     void microBatchOneFromPositionIds();
     void zero2On8RanksCutsGradientsAndState();
@@ -252,6 +254,36 @@ void TestWhatIfCorpus::autocastSeenWithoutFrames()
     if (autocast && !found)
         QEXPECT_FAIL("", "the weight twins are not found without C++ frames in this run", Continue);
     QCOMPARE(casts, autocast);
+}
+
+// What the precision what-if builds on is read from structure, so a Python-only copy must find what
+// the frames found: the forward passes (niu_fwd's graph is freed under the next call's Python line,
+// a release no forward makes), their layers, the tokens, and the weight matrices autocast casts
+// (niu_fb's own Adam rebuilds each weight twice a step: 7 parameter-sized blocks per weight, divided
+// out by the first step's gradients even where the token ids also sit in the parameter pool).
+void TestWhatIfCorpus::pythonOnlyKeepsTheStructure_data()
+{
+    QTest::addColumn<QString>("file");
+    for (const char* f : {"niu_fwd_200.pickle", "niu_fb_200.pickle", "nh_forward_fp32.pickle", "bol_fwd_cl512_fp32.pickle"})
+        QTest::newRow(f) << QString(f);
+}
+
+void TestWhatIfCorpus::pythonOnlyKeepsTheStructure()
+{
+    QFETCH(QString, file);
+    if (!QFileInfo::exists(corpusFile(qPrintable(file))))
+        QSKIP("absent from ../shared/corpus");
+    const Loaded full = loadCorpus(qPrintable(file)), py = loadCorpus(qPrintable(file), true);
+    QCOMPARE(py.model.passes.size(), full.model.passes.size());
+    for (size_t p = 0; p < full.model.passes.size(); ++p) {
+        QCOMPARE(py.model.passes[p].begin, full.model.passes[p].begin);
+        QCOMPARE(py.model.passes[p].end, full.model.passes[p].end);
+        QCOMPARE(py.model.passes[p].layers.size(), full.model.passes[p].layers.size());
+    }
+    QCOMPARE(py.model.dims.tokens, full.model.dims.tokens);
+    QCOMPARE(py.model.unitMatrices, full.model.unitMatrices);
+    for (int64_t w : full.model.otherMatrices)
+        QVERIFY(std::find(py.model.otherMatrices.begin(), py.model.otherMatrices.end(), w) != py.model.otherMatrices.end());
 }
 
 // Two knobs at once: sequence x2 and autocast bf16 from the context-128 run must land where autocast
