@@ -403,6 +403,17 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         // An input's cast was what its matmul kept: without autocast the fp32 source itself is kept
         // as long as the cast was (the source of the cast, made just before it with twice its bytes).
         int64_t kept = 0;
+        // One call's casts (q and k cast for one q kT: consecutive casts under one stack) read distinct
+        // sources; a later call may cast a source again (q, k and v each cast x).
+        std::vector<size_t> claimer(n, SIZE_MAX);
+        auto sameCall = [&](size_t x, size_t y) { // x < y, both casts
+            if (dev.allocations[x].stack != dev.allocations[y].stack)
+                return false;
+            for (size_t z = x + 1; z < y; ++z)
+                if (precision[z] != OpPrecision::Cast && eligible(m, z))
+                    return false;
+            return true;
+        };
         for (size_t c = 0; c < n; ++c) {
             const Allocation& cast = dev.allocations[c];
             // Casts the classifier could not tell from weights' (cast_cache, but more than the weights:
@@ -419,6 +430,10 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                 ++seen;
                 if (src.size != 2 * cast.size || !eligible(m, b) || (src.freeCompletedEvent != kNoEvent && src.freeCompletedEvent < cast.allocEvent))
                     continue;
+                if (!unsure && claimer[b] != SIZE_MAX && sameCall(claimer[b], c))
+                    continue;
+                if (claimer[b] == SIZE_MAX)
+                    claimer[b] = c;
                 const bool castOutlives = cast.freeCompletedEvent == kNoEvent ||
                                           (src.freeCompletedEvent != kNoEvent && cast.freeCompletedEvent > src.freeCompletedEvent);
                 if (castOutlives && plan.size[b] > 0) {
