@@ -140,11 +140,15 @@ void findWeightShapes(LawContext& x)
         if (x.m.pool[a] == Pool::Gradient && !al.preexisting() && (!x.m.hasStep || al.allocEvent < x.m.firstStepEvent))
             ++gradCount[x.size(a)];
     }
-    if (!gradCount.empty() && gradCount.size() == paramCount.size()) {
+    // Sizes no gradient has (a buffer, a frozen table, a block the classifier could not tell from a
+    // weight without frames) keep their count; the sizes that have gradients must agree on k.
+    if (!gradCount.empty()) {
         int64_t k = 0;
         for (const auto& [bytes, count] : paramCount) {
             const auto g = gradCount.find(bytes);
-            if (g == gradCount.end() || count % g->second != 0 || (k != 0 && count / g->second != k)) {
+            if (g == gradCount.end())
+                continue;
+            if (count % g->second != 0 || (k != 0 && count / g->second != k)) {
                 k = 0;
                 break;
             }
@@ -152,7 +156,8 @@ void findWeightShapes(LawContext& x)
         }
         if (k >= 2)
             for (auto& [bytes, count] : paramCount)
-                count /= k;
+                if (gradCount.count(bytes))
+                    count /= k;
     }
     x.weights.dims = modelDims(paramCount, x.weights.vectors);
 }

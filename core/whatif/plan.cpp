@@ -14,7 +14,7 @@ void applyCheckpointing(const DeviceTrace& dev, const TraceModel& m, const Scena
 // Defined in plan_training.cpp and plan_precision.cpp.
 void applyTrainable(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan);
 void applyAccumulate(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan);
-void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan);
+void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan);
 
 namespace {
 
@@ -240,7 +240,7 @@ Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& 
     Scenario perPass = scenario;
     perPass.batchScale = scenario.batchScale * Ratio{1, std::max(1, scenario.accumulate)};
     applyBatch(model, perPass, plan);
-    applyAutocast(dev, model, scenario, plan);
+    applyAutocast(dev, model, scenario, frames, plan);
     applyOptimizer(dev, model, scenario, plan);
     applyTrainable(dev, model, scenario, frames, plan);
     applyAccumulate(dev, model, scenario, plan);

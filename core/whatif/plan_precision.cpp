@@ -75,6 +75,28 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, co
             decided[a] = 1;
             break;
         default: {
+            // In backward a gradient has the type of the forward tensor it is the gradient of (the
+            // autograd engine casts it so), and a node computes in its forward output's type: the
+            // latest forward tensor of the same bytes still kept for backward is the one whose node
+            // runs now.
+            if (m.phaseAt(al.allocEvent) == Phase::Backward) {
+                size_t mirror = SIZE_MAX;
+                for (size_t b = a; b-- > 0;) {
+                    const Allocation& in = dev.allocations[b];
+                    if (in.preexisting())
+                        break;
+                    if (!m.saved[b] || !decided[b] || in.size != al.size ||
+                        (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent))
+                        continue;
+                    mirror = b;
+                    break;
+                }
+                if (mirror != SIZE_MAX) {
+                    ratio[a] = ratio[mirror].num == 0 ? Ratio{} : ratio[mirror];
+                    decided[a] = 1;
+                    break;
+                }
+            }
             // The latest live tensor of the same bytes is its input (an elementwise op); failing
             // that, the latest tensor made at all carries the type the code is running in.
             int seen = 0;
@@ -187,9 +209,155 @@ size_t castsFromStructure(const DeviceTrace& dev, const TraceModel& m, std::vect
     return found;
 }
 
+
+// Input sizes (bytes) of a linear layer x @ W that makes `out` bytes, for each weight matrix W of the
+// run: with T tokens, out = T * d_out elements and W = d_in * d_out, so x = T * d_in elements (what
+// autocast casts is fp32, as the recorded output and the master weights are). None where T is
+// unknown or no matrix divides.
+std::vector<int64_t> linearInputSizes(const TraceModel& m, int64_t out)
+{
+    std::vector<int64_t> sizes;
+    const int64_t tokens = m.dims.tokens;
+    if (tokens <= 0 || out <= 0 || out % tokens != 0)
+        return sizes;
+    const int64_t perToken = out / tokens; // d_out elements of the output's size
+    for (const auto* matrices : {&m.unitMatrices, &m.otherMatrices})
+        for (int64_t w : *matrices)
+            if (w % perToken == 0) // fp32 weights and output: d_in = W / (d_out * 4 B); what is cast is fp32, 4 B
+                sizes.push_back(tokens * (w / perToken) * 4);
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
+}
+
+// The Python frames of two stacks are the same (one line of the user's code), whatever C++ frames
+// differ below them. Without a frame table, the whole stacks.
+bool samePythonLine(const FrameTable* frames, StackId x, StackId y)
+{
+    if (x == y)
+        return true;
+    if (!frames || !x.valid() || !y.valid())
+        return false;
+    auto python = [&](StackId s) {
+        std::vector<FrameId> out;
+        for (FrameId f : frames->stack(s)) {
+            const std::string& file = frames->frame(f).filename;
+            if (file.size() > 3 && file.ends_with(".py"))
+                out.push_back(f);
+        }
+        return out;
+    };
+    const std::vector<FrameId> px = python(x);
+    return !px.empty() && px == python(y);
+}
+
+// The fp32 tensors matmul `a` reads, to be cast to 16 bits: live, made in its pass, following the
+// batch (a weight, a mask or a position table is no activation input). Two shapes of matmul:
+// - A linear layer (its output has T tokens of a weight matrix's output width): its input is the
+//   latest live tensor of a width that matrix takes. Sibling linear layers' outputs are passed over
+//   (q, k and v read one x: a linear output whose own input has this one's width), and so are
+//   16-bit tensors of another width (SwiGLU's w3 reads x past w1's gate); a 16-bit tensor of the
+//   width (attention's output, reshaped or not) is the input, not cast.
+// - Activation by activation (attention's q kT, P V), where the output grows with s^2 (the scores)
+//   or the latest live fp32 tensor has no linear width: its two latest live inputs, the second at least as large as the smaller of the
+//   first and the output (a contraction's operands; a softmax's row sums are none). A 16-bit one (a
+//   matmul's output) counts, but is not cast.
+// Without the tokens T no width is known: the latest live fp32 tensor, as one input.
+std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, const FrameTable* frames,
+                                 const std::vector<OpPrecision>& precision, const std::vector<Ratio>& ratio, size_t a, EventIndex passBegin,
+                                 std::vector<size_t>& linearInput)
+{
+    const Allocation& al = dev.allocations[a];
+    // Attention's scores (b*s^2, their size law) are no linear layer's output, whatever divides.
+    const std::vector<int64_t> widths = seqExponent(m.law[a]) > 1 ? std::vector<int64_t>{} : linearInputSizes(m, al.size);
+    // Candidates, latest first: live batch-dependent tensors made in the pass before the matmul.
+    std::vector<size_t> live;
+    int seen = 0;
+    for (size_t b = a; b-- > 0 && seen < kInputWindow;) {
+        const Allocation& in = dev.allocations[b];
+        if (in.preexisting() || in.allocEvent < passBegin)
+            break;
+        if (!eligible(m, b) || in.size < 512)
+            continue;
+        ++seen;
+        // A tensor that follows the tokens has a whole number of bytes per token.
+        const bool perToken = m.dims.tokens <= 0 || in.size % m.dims.tokens == 0;
+        // A bool mask (dropout's, a comparison's) is no matmul operand.
+        if ((in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent) && batchExponent(m.law[b]) > 0 && perToken &&
+            !m.mask[b])
+            live.push_back(b);
+    }
+    auto sixteenBit = [&](size_t b) { return precision[b] == OpPrecision::Lower || !ratio[b].isOne(); };
+    std::vector<size_t> casts;
+    // One call's second allocation (einsum's output buffer and its bmm: C++ frames apart, the same
+    // Python line) right after its first: the call's casts came before its first. Sibling calls
+    // from separate lines (q, k and v) each cast their input.
+    if (!live.empty() && precision[live.front()] == OpPrecision::Lower && samePythonLine(frames, al.stack, dev.allocations[live.front()].stack)) {
+        bool between = false;
+        for (size_t b = live.front() + 1; b < a && !between; ++b)
+            between = eligible(m, b);
+        if (!between)
+            return casts;
+    }
+    if (m.dims.tokens <= 0) {
+        for (size_t b : live) {
+            if (precision[b] == OpPrecision::Lower && dev.allocations[b].stack == al.stack)
+                continue; // a sibling matmul of the same call reads the same input
+            if (!sixteenBit(b))
+                casts.push_back(b);
+            break;
+        }
+        return casts;
+    }
+    // A linear layer reads tokens x features: never attention's b*s^2 scores, whatever their bytes.
+    auto isWidth = [&](size_t b) {
+        return seqExponent(m.law[b]) <= 1 && std::binary_search(widths.begin(), widths.end(), dev.allocations[b].size);
+    };
+    for (size_t b : live) {
+        const bool width = isWidth(b);
+        // A sibling linear layer's output (q beside k): it read an input this one may read too.
+        const bool sibling = precision[b] == OpPrecision::Lower &&
+                             (!width || (linearInput[b] != SIZE_MAX && isWidth(linearInput[b])));
+        if (sibling || (sixteenBit(b) && !width))
+            continue;
+        if (!width)
+            break; // an fp32 tensor no linear layer of this output takes: activation by activation
+        linearInput[a] = b;
+        if (!sixteenBit(b))
+            casts.push_back(b);
+        return casts;
+    }
+    // The two operands, latest first. One smaller than both the next and the output is none (a
+    // mask made beside the scores). A contraction [B,m,k] x [B,k,n] -> [B,m,n] in attention: q kT
+    // has operands of one size, P V has V of the output's size beside P; two b*s^2 tensors are not
+    // one product's operands (the softmax kept beside its dropout). Anything else ends the search.
+    auto quadratic = [&](size_t b) { return seqExponent(m.law[b]) > 1; };
+    std::vector<size_t> operands;
+    for (size_t b : live) {
+        const int64_t size = dev.allocations[b].size;
+        if (operands.empty()) {
+            operands.push_back(b);
+            continue;
+        }
+        const size_t f = operands[0];
+        const int64_t first = dev.allocations[f].size;
+        if (first < std::min(size, al.size)) {
+            operands[0] = b;
+            continue;
+        }
+        if ((size == first || size == al.size) && !(quadratic(b) && quadratic(f)))
+            operands.push_back(b);
+        break;
+    }
+    for (size_t b : operands)
+        if (!sixteenBit(b))
+            casts.push_back(b);
+    return casts;
+}
+
 } // namespace
 
-void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan)
+void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan)
 {
     if (sc.autocast == AutocastKind::Keep)
         return;
@@ -235,6 +403,17 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         // An input's cast was what its matmul kept: without autocast the fp32 source itself is kept
         // as long as the cast was (the source of the cast, made just before it with twice its bytes).
         int64_t kept = 0;
+        // One call's casts (q and k cast for one q kT: consecutive casts under one stack) read distinct
+        // sources; a later call may cast a source again (q, k and v each cast x).
+        std::vector<size_t> claimer(n, SIZE_MAX);
+        auto sameCall = [&](size_t x, size_t y) { // x < y, both casts
+            if (dev.allocations[x].stack != dev.allocations[y].stack)
+                return false;
+            for (size_t z = x + 1; z < y; ++z)
+                if (precision[z] != OpPrecision::Cast && eligible(m, z))
+                    return false;
+            return true;
+        };
         for (size_t c = 0; c < n; ++c) {
             const Allocation& cast = dev.allocations[c];
             // Casts the classifier could not tell from weights' (cast_cache, but more than the weights:
@@ -251,6 +430,10 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                 ++seen;
                 if (src.size != 2 * cast.size || !eligible(m, b) || (src.freeCompletedEvent != kNoEvent && src.freeCompletedEvent < cast.allocEvent))
                     continue;
+                if (!unsure && claimer[b] != SIZE_MAX && sameCall(claimer[b], c))
+                    continue;
+                if (claimer[b] == SIZE_MAX)
+                    claimer[b] = c;
                 const bool castOutlives = cast.freeCompletedEvent == kNoEvent ||
                                           (src.freeCompletedEvent != kNoEvent && cast.freeCompletedEvent > src.freeCompletedEvent);
                 if (castOutlives && plan.size[b] > 0) {
@@ -301,12 +484,16 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             }
         }
     }
-    // Each matmul casts its fp32 input: the latest live fp32 tensor that is no matmul output.
+    // Each matmul casts its fp32 inputs (matmulInputs: which live tensors it reads). The cast is what
+    // the matmul saves for backward where the recorded run kept the fp32 input past the forward (a
+    // graph held it): it lives as long as the input did, and the input, kept only for it, goes after
+    // its last cast. Outside a graph the cast is transient.
     int64_t inputCasts = 0;
     std::map<size_t, EventIndex> lastCastOf; // fp32 source -> the event of its last cast
     std::vector<EventIndex> passBegin;
     for (const auto& pass : m.passes)
         passBegin.push_back(pass.begin);
+    std::vector<size_t> linearInput(n, SIZE_MAX); // a linear layer's output -> the tensor it read
     for (size_t a = 0; a < n && !passBegin.empty(); ++a) {
         const Allocation& al = dev.allocations[a];
         if (al.preexisting() || !eligible(m, a) || precision[a] != OpPrecision::Lower)
@@ -317,30 +504,15 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         const ForwardPass& pass = m.passes[size_t(it - passBegin.begin()) - 1];
         if (al.allocEvent > pass.end)
             continue;
-        int seen = 0;
-        for (size_t b = a; b-- > 0 && seen < kInputWindow;) {
+        for (size_t b : matmulInputs(dev, m, frames, precision, ratio, a, pass.begin, linearInput)) {
             const Allocation& in = dev.allocations[b];
-            if (in.preexisting() || in.allocEvent < pass.begin)
-                break;
-            if (!eligible(m, b) || in.size < 512)
-                continue;
-            ++seen;
-            if (in.freeCompletedEvent != kNoEvent && in.freeCompletedEvent < al.allocEvent)
-                continue;
-            // A sibling matmul made by the same call (silu(w1(x)) * w3(x), or q, k, v from one line)
-            // reads the same input: its 16-bit output is not this one's input.
-            if (precision[b] == OpPrecision::Lower && in.stack.valid() && in.stack == al.stack)
-                continue;
-            if (precision[b] == OpPrecision::Lower || !ratio[b].isOne())
-                break; // its input is a 16-bit tensor
-            const EventIndex until = m.saved[a] ? al.freeCompletedEvent : al.allocEvent + 1;
+            const bool kept = m.saved[b] != 0;
+            const EventIndex until = kept ? in.freeCompletedEvent : al.allocEvent + 1;
             // Its bytes as the other knobs left them (a longer sequence casts a longer input).
             plan.extras.push_back({before(al.allocEvent), until, plan.size[b] / 2, al.stream, Pool::Activation});
             inputCasts += plan.size[b] / 2;
-            // The matmul saves the cast: the fp32 source, kept only for it, goes after its last cast.
-            if (m.saved[b] && precision[b] != OpPrecision::Lower)
+            if (kept)
                 lastCastOf[b] = al.allocEvent;
-            break;
         }
     }
     int64_t released = 0;

@@ -32,12 +32,47 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
 {
     std::vector<PassRange> out;
     bool open = false;
+    // A run that only releases, gives back at least half of what the open pass built (allocated never
+    // above where the run began, and that much lower at its end), and is followed by the pass's own
+    // first allocation again (the next call of the model: its first tensor, same stack and bytes) is
+    // no forward, whatever its frames say: the previous call's graph freed before the next forward
+    // (Python-only stacks put the frees under the loop's line of the next call). A release inside a
+    // pass (a no-grad forward dropping what it no longer needs) is followed by something else. A
+    // release that ends the recording is left in the pass: it cannot be told from a no-grad forward
+    // dropping its output.
+    auto level = [&](EventIndex e) { return e > 0 ? dev.allocated[size_t(e) - 1] : dev.initialAllocated; };
+    auto firstAllocation = [&](EventIndex from) -> const Allocation* {
+        for (size_t e = size_t(from); e < dev.eventAlloc.size() && e < size_t(from) + 64; ++e) {
+            const AllocId id = dev.eventAlloc[e];
+            if (id.valid() && dev.allocations[id.value].allocEvent == EventIndex(e))
+                return &dev.allocations[id.value];
+        }
+        return nullptr;
+    };
+    int64_t passStart = 0;
+    const Allocation* passFirst = nullptr;
+    auto releasesGraph = [&](const PhaseTimeline::Run& run) {
+        if (!open || !passFirst || dev.allocated.size() <= size_t(run.last) || run.first > run.last)
+            return false;
+        const int64_t start = level(run.first);
+        const int64_t high = *std::max_element(dev.allocated.begin() + run.first, dev.allocated.begin() + run.last + 1);
+        const int64_t drop = start - dev.allocated[size_t(run.last)];
+        if (high > start || drop <= 0 || 2 * drop < start - passStart)
+            return false;
+        const Allocation* next = firstAllocation(run.last + 1);
+        return next && next->size == passFirst->size && next->stack == passFirst->stack;
+    };
     for (const auto& run : c.phases.runs) {
-        if (run.phase == Phase::Forward) {
+        if (run.phase == Phase::Forward && releasesGraph(run)) {
+            open = false;
+        } else if (run.phase == Phase::Forward) {
             if (open)
                 out.back().end = run.last;
-            else
+            else {
+                passStart = dev.allocated.empty() ? 0 : level(run.first);
+                passFirst = dev.eventAlloc.empty() ? nullptr : firstAllocation(run.first);
                 out.push_back({run.first, run.last});
+            }
             open = true;
         } else if (run.phase != Phase::Unknown) {
             open = false;
