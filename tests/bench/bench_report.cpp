@@ -3,7 +3,9 @@
 // it: a fresh process, timed from start to exit, its peak RSS from wait4. The baseline, measured in
 // the same run and interleaved with it, is a plain read of the whole file (bench_util.h plainRead).
 // Medians of several runs: this 2-core machine is shared and single runs move by ±30 %.
-//   bench_report [--full] [--entries N[,N...]] [--dir DIR] [--runs K] [-- EXTRA REPORT ARGS]
+//   bench_report [--full] [--entries N[,N...]] [--dir DIR] [--runs K] [--binary PATH]... [-- EXTRA REPORT ARGS]
+// --binary (repeatable; default the poolscope built beside this benchmark) compares builds, e.g. the
+// one before a change and after it: every run reads the file and then runs each binary in turn.
 #include "bench_util.h"
 
 #include <sys/resource.h>
@@ -25,15 +27,16 @@ struct Run {
 };
 
 // One `poolscope report` in a child process, output to /dev/null.
-Run report(const std::string& file, const std::vector<std::string>& extra)
+Run report(const std::string& binary, const std::string& file, const std::vector<std::string>& extra)
 {
-    std::vector<std::string> args = {POOLSCOPE_BINARY, "report", file};
+    std::vector<std::string> args = {binary, "report", file};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args)
         argv.push_back(a.data());
     argv.push_back(nullptr);
     Run r;
+    std::fflush(stdout); // the child's freopen would write out what this process has buffered
     const auto t0 = std::chrono::steady_clock::now();
     const pid_t pid = fork();
     if (pid == 0) {
@@ -65,7 +68,7 @@ int main(int argc, char** argv)
     std::vector<long> sizes = {1000000};
     std::string dir = "/tmp/poolscope-bench";
     int runs = 5;
-    std::vector<std::string> extra;
+    std::vector<std::string> extra, binaries;
     for (size_t i = 0; i < args.size(); ++i) {
         if (args[i] == "--full")
             sizes = {1000000, 6000000};
@@ -78,36 +81,51 @@ int main(int argc, char** argv)
             dir = args[++i];
         else if (args[i] == "--runs" && i + 1 < args.size())
             runs = std::max(1, std::stoi(args[++i]));
+        else if (args[i] == "--binary" && i + 1 < args.size())
+            binaries.push_back(args[++i]);
         else if (args[i] == "--") {
             extra.assign(args.begin() + long(i) + 1, args.end());
             break;
         }
     }
+    if (binaries.empty())
+        binaries.push_back(POOLSCOPE_BINARY);
     std::printf("%-9s %8s | %9s %9s %9s | %9s %9s %9s | %9s %8s | %s\n", "entries", "MB", "report s", "best s", "worst s",
                 "user s", "sys s", "peak RSS", "read s", "x read", "runs");
     for (long n : sizes) {
         const std::string file = dir + "/snapshot_" + std::to_string(n) + ".pickle";
         ensureBigSnapshot(file, n, "bench_report");
         plainRead(file); // into the page cache: every run below then reads it from memory
-        std::vector<double> wall, user, sys, read;
-        long rss = 0;
+        struct Sample {
+            std::vector<double> wall, user, sys;
+            long rss = 0;
+        };
+        std::vector<Sample> samples(binaries.size());
+        std::vector<double> read;
         for (int k = 0; k < runs; ++k) {
             read.push_back(plainRead(file));
-            const Run r = report(file, extra);
-            if (r.wall < 0 || !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
-                std::fprintf(stderr, "bench_report: poolscope report %s failed (status %d)\n", file.c_str(), r.status);
-                return 1;
+            for (size_t b = 0; b < binaries.size(); ++b) {
+                const Run r = report(binaries[b], file, extra);
+                if (r.wall < 0 || !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
+                    std::fprintf(stderr, "bench_report: %s report %s failed (status %d)\n", binaries[b].c_str(), file.c_str(), r.status);
+                    return 1;
+                }
+                samples[b].wall.push_back(r.wall);
+                samples[b].user.push_back(r.user);
+                samples[b].sys.push_back(r.sys);
+                samples[b].rss = std::max(samples[b].rss, r.rssKiB);
             }
-            wall.push_back(r.wall);
-            user.push_back(r.user);
-            sys.push_back(r.sys);
-            rss = std::max(rss, r.rssKiB);
         }
         const double mb = double(std::filesystem::file_size(file)) / 1e6;
-        const double w = median(wall), rd = median(read);
-        std::printf("%-9ld %8.1f | %9.3f %9.3f %9.3f | %9.3f %9.3f %7.0f MB | %9.3f %7.1fx | %d\n", n, mb, w,
-                    *std::min_element(wall.begin(), wall.end()), *std::max_element(wall.begin(), wall.end()), median(user),
-                    median(sys), double(rss) / 1024.0, rd, rd > 0 ? w / rd : 0.0, runs);
+        const double rd = median(read);
+        for (size_t b = 0; b < binaries.size(); ++b) {
+            const Sample& x = samples[b];
+            const double w = median(x.wall);
+            std::printf("%-9ld %8.1f | %9.3f %9.3f %9.3f | %9.3f %9.3f %7.0f MB | %9.3f %7.1fx | %d%s%s\n", n, mb, w,
+                        *std::min_element(x.wall.begin(), x.wall.end()), *std::max_element(x.wall.begin(), x.wall.end()),
+                        median(x.user), median(x.sys), double(x.rss) / 1024.0, rd, rd > 0 ? w / rd : 0.0, runs,
+                        binaries.size() > 1 ? "  " : "", binaries.size() > 1 ? binaries[b].c_str() : "");
+        }
         std::fflush(stdout);
     }
     std::printf("report s = median wall time of `poolscope report FILE` (fresh process, output discarded); user/sys = its "
