@@ -178,19 +178,24 @@ PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c, s
     };
     std::vector<HalfPeaks> halves;
     if (n >= twoThreadsFrom && n >= 2) {
-        // The raw sums before the middle event: every delta the scan meets at an earlier event, i.e.
-        // each allocation's birth bytes at an alloc event before it and its size at a free before it.
         const size_t m = n / 2;
-        PoolBytes second = raw;
-        for (size_t a = 0; a < allocs.size(); ++a) {
-            const Allocation& al = allocs[a];
-            if (!al.preexisting() && size_t(al.allocEvent) < m)
-                second[poolOf(a)] += birthBytes(al);
-            if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) < m)
-                second[poolOf(a)] -= al.size;
-        }
         halves.resize(2);
-        onTwoThreads([&] { scan(0, m, raw, halves[0]); }, [&] { scan(m, n, second, halves[1]); });
+        onTwoThreads([&] { scan(0, m, raw, halves[0]); },
+                     [&] {
+                         // The raw sums before the middle event, on this thread while the first half
+                         // is scanned: every delta the scan meets at an earlier event, i.e. each
+                         // allocation's birth bytes at an alloc event before it and its size at a free
+                         // before it.
+                         PoolBytes second = raw;
+                         for (size_t a = 0; a < allocs.size(); ++a) {
+                             const Allocation& al = allocs[a];
+                             if (!al.preexisting() && size_t(al.allocEvent) < m)
+                                 second[poolOf(a)] += birthBytes(al);
+                             if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) < m)
+                                 second[poolOf(a)] -= al.size;
+                         }
+                         scan(m, n, second, halves[1]);
+                     });
     } else {
         halves.resize(1);
         scan(0, n, raw, halves[0]);
