@@ -1,5 +1,7 @@
 #include "core/classify/pool_series.h"
 
+#include "core/classify/pool_peaks.h"
+
 #include "core/util/huge_pages.h"
 #include "core/util/two_threads.h"
 
@@ -90,6 +92,8 @@ PoolBytes poolsAtEvent(const DeviceTrace& dev, const Classification& c, EventInd
     b[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.reservedAt(i) - allocated);
     return b;
 }
+
+PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c) { return computePoolPeaks(dev, c, 200'000); }
 
 PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c, size_t twoThreadsFrom)
 {

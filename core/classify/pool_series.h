@@ -88,10 +88,7 @@ struct PoolPeakScan {
     PoolBytes peak{};
     std::array<EventIndex, kPoolCount> peakIndex{};
 };
-// From `twoThreadsFrom` events on, the events are scanned in two halves on two threads (each event's
-// pools depend only on the sums of the deltas before it, summed for the second half from the
-// allocations), as the series is.
-PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c, size_t twoThreadsFrom = 200'000);
+PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c);
 
 // The series' bytes after one event, without the series: one pass over the allocations, the same
 // numbers computePoolSeries(dev, c).at(i) gives. For commands that ask about one moment (ranks).

@@ -5,6 +5,7 @@
 
 #include "core/classify/agreement.h"
 #include "core/classify/classifier.h"
+#include "core/classify/pool_peaks.h"
 #include "core/classify/pool_series.h"
 #include "core/model/trace_builder.h"
 
