@@ -1,5 +1,7 @@
 #include "core/classify/pool_series.h"
 
+#include "core/classify/pool_peaks.h"
+
 #include "core/util/huge_pages.h"
 #include "core/util/two_threads.h"
 
@@ -91,7 +93,9 @@ PoolBytes poolsAtEvent(const DeviceTrace& dev, const Classification& c, EventInd
     return b;
 }
 
-PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c)
+PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c) { return computePoolPeaks(dev, c, 200'000); }
+
+PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c, size_t twoThreadsFrom)
 {
     const size_t n = dev.eventCount();
     const auto& allocs = dev.allocations;
@@ -133,36 +137,82 @@ PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c)
     r.initial = raw;
     absorb(dev.initialAllocated - allocatedBytes(raw), target, [&](Pool p) -> int64_t& { return r.initial[size_t(p)]; });
     r.initial[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.initialReserved - dev.initialAllocated);
+
+    // Events [begin, end) from `start` (the allocation pools' raw sums before `begin`): each event's
+    // pools depend on those sums alone, so the events split in two halves that two threads scan at
+    // once. A half's peak is its largest value and first event reaching it.
+    struct HalfPeaks {
+        PoolBytes peak;
+        std::array<EventIndex, kPoolCount> index;
+    };
+    auto scan = [&](size_t begin, size_t end, PoolBytes start, HalfPeaks& h) {
+        h.peak.fill(std::numeric_limits<int64_t>::min());
+        h.index.fill(kNoEvent);
+        PoolBytes cur{}, rawHere = start;
+        // The extras of this half, found by the event they fall at (they are sorted by it).
+        size_t extra = size_t(std::lower_bound(extras.begin(), extras.end(), begin,
+                                               [](const Extra& x, size_t e) { return x.event < e; }) -
+                              extras.begin());
+        for (size_t i = begin; i < end; ++i) {
+            if (const AllocId id = dev.eventAlloc[i]; id.valid()) {
+                const Allocation& al = allocs[id.value];
+                if (!al.preexisting() && size_t(al.allocEvent) == i)
+                    rawHere[poolOf(id.value)] += birthBytes(al);
+                if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) == i)
+                    rawHere[poolOf(id.value)] -= al.size;
+            }
+            for (; extra < extras.size() && extras[extra].event == i; ++extra)
+                rawHere[extras[extra].pool] += extras[extra].delta;
+            // As computePoolSeries's running sums: the remainder against allocated[i] absorbed, the cache on top.
+            int64_t sum = 0;
+            for (size_t k = 0; k < activeCount; ++k) {
+                cur[active[k]] = rawHere[active[k]];
+                sum += rawHere[active[k]];
+            }
+            const int64_t allocated = dev.allocated[i];
+            if (allocated != sum)
+                absorb(allocated - sum, target, [&](Pool p) -> int64_t& { return cur[size_t(p)]; });
+            cur[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.reserved[i] - allocated);
+            for (size_t p = 0; p < kPoolCount; ++p)
+                if (cur[p] > h.peak[p]) {
+                    h.peak[p] = cur[p];
+                    h.index[p] = EventIndex(i);
+                }
+        }
+    };
+    std::vector<HalfPeaks> halves;
+    if (n >= twoThreadsFrom && n >= 2) {
+        const size_t m = n / 2;
+        halves.resize(2);
+        onTwoThreads([&] { scan(0, m, raw, halves[0]); },
+                     [&] {
+                         // The raw sums before the middle event, on this thread while the first half
+                         // is scanned: every delta the scan meets at an earlier event, i.e. each
+                         // allocation's birth bytes at an alloc event before it and its size at a free
+                         // before it.
+                         PoolBytes second = raw;
+                         for (size_t a = 0; a < allocs.size(); ++a) {
+                             const Allocation& al = allocs[a];
+                             if (!al.preexisting() && size_t(al.allocEvent) < m)
+                                 second[poolOf(a)] += birthBytes(al);
+                             if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) < m)
+                                 second[poolOf(a)] -= al.size;
+                         }
+                         scan(m, n, second, halves[1]);
+                     });
+    } else {
+        halves.resize(1);
+        scan(0, n, raw, halves[0]);
+    }
+    // Merged in event order: a peak is the first event reaching the largest value, the initial state first.
     r.peak = r.initial;
     r.peakIndex.fill(kNoEvent);
-    PoolBytes cur{};
-    size_t extra = 0;
-    for (size_t i = 0; i < n; ++i) {
-        if (const AllocId id = dev.eventAlloc[i]; id.valid()) {
-            const Allocation& al = allocs[id.value];
-            if (!al.preexisting() && size_t(al.allocEvent) == i)
-                raw[poolOf(id.value)] += birthBytes(al);
-            if (al.freeCompletedEvent != kNoEvent && size_t(al.freeCompletedEvent) == i)
-                raw[poolOf(id.value)] -= al.size;
-        }
-        for (; extra < extras.size() && extras[extra].event == i; ++extra)
-            raw[extras[extra].pool] += extras[extra].delta;
-        // As computePoolSeries's running sums: the remainder against allocated[i] absorbed, the cache on top.
-        int64_t sum = 0;
-        for (size_t k = 0; k < activeCount; ++k) {
-            cur[active[k]] = raw[active[k]];
-            sum += raw[active[k]];
-        }
-        const int64_t allocated = dev.allocated[i];
-        if (allocated != sum)
-            absorb(allocated - sum, target, [&](Pool p) -> int64_t& { return cur[size_t(p)]; });
-        cur[size_t(Pool::CachedFree)] = std::max<int64_t>(0, dev.reserved[i] - allocated);
+    for (const HalfPeaks& h : halves)
         for (size_t p = 0; p < kPoolCount; ++p)
-            if (cur[p] > r.peak[p]) {
-                r.peak[p] = cur[p];
-                r.peakIndex[p] = EventIndex(i);
+            if (h.index[p] != kNoEvent && h.peak[p] > r.peak[p]) {
+                r.peak[p] = h.peak[p];
+                r.peakIndex[p] = h.index[p];
             }
-    }
     return r;
 }
 

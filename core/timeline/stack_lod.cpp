@@ -36,13 +36,36 @@ StackLod::StackLod(std::vector<std::vector<int64_t>> layers, std::vector<int64_t
     const size_t samples = sampleCount();
     size_t blocks = (samples + kLeafSamples - 1) / kLeafSamples;
     std::vector<Extrema> level(blocks * k, kEmpty);
+    std::vector<const int64_t*> column(k);
+    for (size_t l = 0; l < k; ++l)
+        column[l] = m_layers[l].data();
     auto leaves = [&](size_t first, size_t last) { // samples [first, last), whole blocks
-        for (size_t s = first; s < last; ++s) {
-            int64_t c = 0;
-            const size_t b = s / kLeafSamples;
+        // A block at a time, layer by layer: the block's cumulative tops are a row of 16 sums that the
+        // compiler keeps in vector registers, where a sample-by-sample walk through the layers
+        // (a branch and a read-modify-write of the block's extrema per value) took ~10 ns per value,
+        // as long as the pool series itself at a million events.
+        for (size_t b = first / kLeafSamples; b * kLeafSamples < last; ++b) {
+            const size_t s0 = b * kLeafSamples;
+            if (s0 == 0 || s0 + kLeafSamples > samples) { // the initial state, or a ragged last block
+                for (size_t s = s0; s < std::min(s0 + kLeafSamples, samples); ++s) {
+                    int64_t c = 0;
+                    for (size_t l = 0; l < k; ++l) {
+                        c += value(l, s);
+                        merge(level[b * k + l], Extrema{c, c});
+                    }
+                }
+                continue;
+            }
+            int64_t top[kLeafSamples] = {};
             for (size_t l = 0; l < k; ++l) {
-                c += value(l, s);
-                merge(level[b * k + l], Extrema{c, c});
+                const int64_t* v = column[l] + (s0 - 1); // sample s is event s - 1
+                int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+                for (size_t j = 0; j < kLeafSamples; ++j) {
+                    top[j] += v[j];
+                    lo = std::min(lo, top[j]);
+                    hi = std::max(hi, top[j]);
+                }
+                level[b * k + l] = Extrema{lo, hi};
             }
         }
     };

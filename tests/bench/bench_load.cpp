@@ -1,10 +1,14 @@
 // Load benchmark: snapshot pickles of 100k, 1M (and with --full 6M) entries made by repeating a real
 // trace (make_big_snapshot.py), loaded by PoolScope and, as the baseline in the same run, by Python's
-// own unpickler. Each load runs in a child process so peak RSS belongs to that load alone.
-//   bench_load [--full] [--entries N[,N...]] [--dir DIR] [--no-python]
+// own unpickler and a plain read of the file (bench_util.h plainRead), interleaved with the loads.
+// Each load runs in a child process so peak RSS belongs to that load alone; figures are medians of
+// --runs runs (default 5) on this shared machine, with the best run beside them.
+//   bench_load [--full] [--entries N[,N...]] [--dir DIR] [--no-python] [--runs K]
 //   bench_load --child FILE [--pair-afterwards] [--general-reader]   (one load, as the table's rows run it)
 #include "core/load.h"
 #include "core/engine/document.h"
+
+#include "bench_util.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -85,6 +89,7 @@ int main(int argc, char** argv)
     std::vector<long> sizes = {100000, 1000000};
     std::string dir = "/tmp/poolscope-bench";
     bool python = true;
+    int runs = 5;
     for (size_t i = 0; i < args.size(); ++i) {
         if (args[i] == "--full")
             sizes = {100000, 1000000, 6000000};
@@ -97,47 +102,56 @@ int main(int argc, char** argv)
             dir = args[++i];
         else if (args[i] == "--no-python")
             python = false;
+        else if (args[i] == "--runs" && i + 1 < args.size())
+            runs = std::max(1, std::stoi(args[++i]));
     }
     const std::string self = "/proc/" + std::to_string(getpid()) + "/exe";
     const std::string script = std::string(POOLSCOPE_SOURCE_DIR) + "/tests/bench/make_big_snapshot.py";
     std::system(("mkdir -p " + dir).c_str());
 
-    std::printf("%-9s %9s | %9s %9s %9s %9s %9s %9s | %9s %9s | %7s %7s\n", "entries", "MB", "load s", "chart s", "MB/s",
-                "Mentry/s", "load RSS", "chart RSS", "py s", "py RSS", "speedup", "RSS/file");
+    std::printf("%-9s %9s | %9s %9s %9s %9s %9s | %9s %9s | %9s %8s | %9s %9s | %7s %7s\n", "entries", "MB", "load s",
+                "chart s", "best", "MB/s", "Mentry/s", "load RSS", "chart RSS", "read s", "x read", "py s", "py RSS",
+                "speedup", "RSS/file");
     for (long n : sizes) {
         const std::string file = dir + "/snapshot_" + std::to_string(n) + ".pickle";
         if (fileSize(file) <= 0)
             run("python3 " + script + " " + file + " " + std::to_string(n) + " >&2");
         const double mb = double(fileSize(file)) / 1e6;
-        // Best of three for PoolScope (noisy 2-core machine); Python once, it is slow enough. Each
-        // repetition also runs, interleaved, the baselines of two LoadOptions: pairing the entries after
-        // the parse instead of on the second core during it, and reading every entry as a dict first
-        // (the general pickle reader) instead of straight from the bytes.
+        // Medians of `runs` repetitions for PoolScope (noisy 2-core machine); Python once, it is slow
+        // enough. Each repetition also runs, interleaved, a plain read of the file and the baselines of
+        // two LoadOptions: pairing the entries after the parse instead of on the second core during
+        // it, and reading every entry as a dict first (the general pickle reader) instead of straight
+        // from the bytes.
         struct Variant {
             const char* flag;
             const char* what;
-            double load = 1e9, chart = 1e9;
+            std::vector<double> load, chart;
             long loadRss = 0, rss = 0;
         };
-        std::vector<Variant> variants = {{"", ""},
-                                         {"--pair-afterwards", "pairing after the parse"},
-                                         {"--general-reader", "entries read as dicts first"}};
+        std::vector<Variant> variants = {{"", "", {}, {}},
+                                         {"--pair-afterwards", "pairing after the parse", {}, {}},
+                                         {"--general-reader", "entries read as dicts first", {}, {}}};
         size_t entries = 0;
-        for (int rep = 0; rep < 3; ++rep) {
+        std::vector<double> reads;
+        poolscope::bench::plainRead(file); // into the page cache, as for every load below
+        for (int rep = 0; rep < runs; ++rep) {
+            reads.push_back(poolscope::bench::plainRead(file));
             for (Variant& v : variants) {
                 std::istringstream r(run(self + " --child " + file + " " + v.flag));
                 double l = 0, c = 0;
                 long k = 0, lk = 0;
                 r >> l >> c >> lk >> k >> entries;
-                if (l > 0 && l < v.load)
-                    v.load = l;
-                if (c > 0 && c < v.chart)
-                    v.chart = c;
+                if (l > 0 && c > 0) {
+                    v.load.push_back(l);
+                    v.chart.push_back(c);
+                }
                 v.rss = std::max(v.rss, k);
                 v.loadRss = std::max(v.loadRss, lk);
             }
         }
-        const double load = variants[0].load, chart = variants[0].chart;
+        using poolscope::bench::median;
+        const double load = median(variants[0].load), chart = median(variants[0].chart), read = median(reads);
+        const double best = variants[0].chart.empty() ? 0 : *std::min_element(variants[0].chart.begin(), variants[0].chart.end());
         const long rss = variants[0].rss, loadRss = variants[0].loadRss;
         double pyS = 0, pyRss = 0;
         if (python) {
@@ -146,16 +160,19 @@ int main(int argc, char** argv)
                                      "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\""));
             r >> pyS >> pyRss;
         }
-        std::printf("%-9zu %9.1f | %9.3f %9.3f %9.1f %9.2f %9.1f %9.1f | %9.3f %9.1f | %6.1fx %7.2f\n", entries, mb, load,
-                    chart, mb / load, double(entries) / load / 1e6, double(loadRss) / 1024.0, double(rss) / 1024.0, pyS,
-                    pyRss / 1024.0, pyS > 0 ? pyS / load : 0.0, double(loadRss) / 1024.0 / mb);
+        std::printf("%-9zu %9.1f | %9.3f %9.3f %9.3f %9.1f %9.2f | %9.1f %9.1f | %9.3f %7.1fx | %9.3f %9.1f | %6.1fx %7.2f\n", entries,
+                    mb, load, chart, best, mb / load, double(entries) / load / 1e6, double(loadRss) / 1024.0, double(rss) / 1024.0,
+                    read, read > 0 ? chart / read : 0.0, pyS, pyRss / 1024.0, pyS > 0 ? pyS / load : 0.0, double(loadRss) / 1024.0 / mb);
         for (size_t k = 1; k < variants.size(); ++k)
-            std::printf("%-9s %9s | %9.3f %9.3f %19s %9.1f %9.1f   %s (baseline): load %.2fx, first chart %.2fx slower\n", "", "",
-                        variants[k].load, variants[k].chart, "", double(variants[k].loadRss) / 1024.0,
-                        double(variants[k].rss) / 1024.0, variants[k].what, variants[k].load / load, variants[k].chart / chart);
+            std::printf("%-9s %9s | %9.3f %9.3f %39s %9.1f %9.1f   %s (baseline): load %.2fx, first chart %.2fx slower\n", "", "",
+                        median(variants[k].load), median(variants[k].chart), "", double(variants[k].loadRss) / 1024.0,
+                        double(variants[k].rss) / 1024.0, variants[k].what, median(variants[k].load) / load,
+                        median(variants[k].chart) / chart);
         std::fflush(stdout);
     }
-    std::printf("load s = poolscope::load; chart s = load + classification + timeline (first chart); speedup = python "
-                "pickle.load / load; load RSS and chart RSS = PoolScope peak RSS after the load and after the first chart; RSS/file = load RSS / file size.\n");
+    std::printf("load s = poolscope::load; chart s = load + classification + timeline (first chart); both medians of the "
+                "runs, best = the fastest first chart; read s = median plain read of the file (page cache), x read = chart s / "
+                "read s; speedup = python pickle.load / load; load RSS and chart RSS = PoolScope peak RSS after the load and "
+                "after the first chart; RSS/file = load RSS / file size.\n");
     return 0;
 }

@@ -9,6 +9,10 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace poolscope::bench {
 
@@ -54,6 +58,35 @@ inline void ensureBigSnapshot(const std::string& path, long entries, const char*
         std::fprintf(stderr, "%s: could not make %s (needs python3)\n", who, path.c_str());
         std::exit(1);
     }
+}
+
+// The baseline the load and report benchmarks divide by: reading the whole file once, as any program
+// that looks at every byte must (read() in 1 MiB pieces into one buffer, from the page cache when
+// the file was read before), in seconds; negative when the file cannot be read.
+inline double plainRead(const std::string& path)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+        return -1;
+    std::vector<char> buf(size_t(1) << 20);
+    unsigned sum = 0;
+    for (ssize_t got; (got = ::read(fd, buf.data(), buf.size())) > 0;)
+        for (ssize_t k = 0; k < got; k += 4096)
+            sum += unsigned(buf[size_t(k)]); // a byte per page read, so the copy cannot be skipped
+    ::close(fd);
+    [[maybe_unused]] static volatile unsigned sink;
+    sink = sum;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The median of a sample (the middle one; the upper middle of an even count).
+inline double median(std::vector<double> v)
+{
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
 }
 
 } // namespace poolscope::bench

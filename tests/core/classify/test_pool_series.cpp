@@ -5,6 +5,7 @@
 
 #include "core/classify/agreement.h"
 #include "core/classify/classifier.h"
+#include "core/classify/pool_peaks.h"
 #include "core/classify/pool_series.h"
 #include "core/model/trace_builder.h"
 
@@ -143,12 +144,15 @@ void checkExact(const DeviceTrace& d, const Classification& c, const PoolSeries&
 void checkPeaks(const DeviceTrace& d, const Classification& c)
 {
     const PoolSeries s = computePoolSeries(d, c);
-    const PoolPeakScan peaks = computePoolPeaks(d, c);
-    for (size_t p = 0; p < kPoolCount; ++p) {
-        const QString what = QString::fromUtf8(poolName(Pool(p)).data());
-        QVERIFY2(peaks.initial[p] == s.initial()[p], qPrintable(what));
-        QVERIFY2(peaks.peak[p] == s.peak()[p], qPrintable(QStringLiteral("%1: %2 vs %3").arg(what).arg(peaks.peak[p]).arg(s.peak()[p])));
-        QVERIFY2(peaks.peakIndex[p] == s.peakIndex(Pool(p)), qPrintable(QStringLiteral("%1: event %2 vs %3").arg(what).arg(peaks.peakIndex[p]).arg(s.peakIndex(Pool(p)))));
+    // Once as one scan and once in two halves, whatever the trace's length.
+    for (const size_t twoThreadsFrom : {SIZE_MAX, size_t(0)}) {
+        const PoolPeakScan peaks = computePoolPeaks(d, c, twoThreadsFrom);
+        for (size_t p = 0; p < kPoolCount; ++p) {
+            const QString what = QString::fromUtf8(poolName(Pool(p)).data());
+            QVERIFY2(peaks.initial[p] == s.initial()[p], qPrintable(what));
+            QVERIFY2(peaks.peak[p] == s.peak()[p], qPrintable(QStringLiteral("%1: %2 vs %3").arg(what).arg(peaks.peak[p]).arg(s.peak()[p])));
+            QVERIFY2(peaks.peakIndex[p] == s.peakIndex(Pool(p)), qPrintable(QStringLiteral("%1: event %2 vs %3").arg(what).arg(peaks.peakIndex[p]).arg(s.peakIndex(Pool(p)))));
+        }
     }
 }
 
