@@ -140,8 +140,8 @@ struct TraceLaws {
 
 // 6. The optimizer: what ran, and its state bytes per parameter (8 for Adam/AdamW), from the run
 //    facts' parameters and optimizer state; a name (PyTorch's Optimizer.step# annotation, an
-//    installed optimizer's file in the state's or the step's stacks) only names a kind whose
-//    memory the state confirms. Built by findOptimizer (trace_model_optimizer.cpp).
+//    installed optimizer's file in the state's or the step's stacks) names its kind; a user's file
+//    never does. Built by findOptimizer (trace_model_optimizer.cpp).
 struct TraceOptimizer {
     OptimizerKind recordedOptimizer = OptimizerKind::Keep; // Keep: unknown
     std::string optimizerEvidence;

@@ -4,14 +4,15 @@
 // dump gets the same figures as the original.
 //
 // The memory is structure: the state alive at the end over the parameters gives the bytes per
-// parameter (8: Adam-like, 4: momentum-like, 0: none). A name only says which kind of that memory
-// it is (Adam or AdamW, Lion or SGD with momentum, a factored Adafactor, an 8-bit Adam), and only
-// a name PyTorch or an installed optimizer library wrote is read:
+// parameter (8: Adam-like, 4: momentum-like, 0: none). A name says which kind it is (Adam or AdamW,
+// Lion or SGD with momentum, a factored Adafactor, an 8-bit Adam), and only a name PyTorch or an
+// installed optimizer library wrote is read:
 // - the `Optimizer.step#<class>.step` annotation torch.optim's profiler hook records;
 // - an installed optimizer's file (torch/optim/adamw.py, bitsandbytes/optim/...) in the stacks of
 //   the allocations the run facts call optimizer state or that the optimizer-step passes made.
 // A user's own file or function name never counts (a hand-written Adam in `my_optim.py` is read
-// from its state), and a name whose kind the state contradicts is dropped.
+// from its state). A library's name is kept where the state looks smaller than its kind's (ZeRO
+// shards the state over the ranks: a quarter of Adam's 8 bytes per parameter is still Adam).
 #include "core/whatif/trace_model.h"
 
 #include <algorithm>
@@ -52,26 +53,6 @@ bool libraryOptimizerFile(std::string_view file)
             if (at == 0 || file[at - 1] == '/')
                 return true;
     return false;
-}
-
-// Whether the state's bytes per fp32 parameter (`ratio`, 0 when no state is alive at the end) allow
-// a named kind. No state at the end (a trace cut before the first step, or SGD) contradicts nothing.
-bool stateAllows(OptimizerKind k, int64_t ratio, bool haveState)
-{
-    if (!haveState)
-        return true;
-    switch (k) {
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW:
-        return ratio >= 8;
-    case OptimizerKind::Lion:
-        return ratio == 4;
-    case OptimizerKind::Adam8bit:
-    case OptimizerKind::Adafactor:
-        return ratio <= 4;
-    default:
-        return true; // SGD: with or without momentum, the state says which
-    }
 }
 
 struct Totals {
@@ -159,7 +140,7 @@ TraceOptimizer findOptimizer(const Trace& trace, const DeviceTrace& dev, const C
                 best = v;
         ratio = best;
     }
-    if (auto [kind, evidence] = namedOptimizer(trace, dev, c); kind != OptimizerKind::Keep && stateAllows(kind, ratio, o.stateBytes > 0)) {
+    if (auto [kind, evidence] = namedOptimizer(trace, dev, c); kind != OptimizerKind::Keep) {
         o.recordedOptimizer = kind;
         o.optimizerEvidence = evidence;
     }
