@@ -1,6 +1,7 @@
 #include "core/classify/classifier.h"
 
 #include "core/classify/builtin_evidence.h"
+#include "core/classify/structural_cache.h"
 #include "core/classify/frame_matcher.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_phases.h"
@@ -129,6 +130,8 @@ public:
         // Structure over names: what was made alongside the parameters, what a step replaced, what
         // a library keeps per handle, what one forward kept for the next.
         classify_detail::keptFromBeforeFirstForward(m_dev, c);
+        classify_detail::gradientsMovedInPairs(m_dev, c);
+        classify_detail::keptBeforeAnyRelease(m_dev, c);
         classify_detail::savedForBackward(m_dev, c);
         classify_detail::gradientsBeforeRecording(m_trace, m_dev, c);
         classify_detail::perParameterBuffers(m_trace, m_dev, c);
@@ -136,6 +139,7 @@ public:
         classify_detail::stepReplacements(m_dev, c);
         classify_detail::workspaceBySize(m_dev, c);
         classify_detail::forwardCache(m_trace, m_dev, c);
+        classify_detail::cacheAcrossLayerRuns(m_dev, c);
         classify_detail::unwoundAtOom(m_dev, c);
         countSizes(c);
         classify_detail::stateRewrittenBetweenPasses(m_dev, c);
