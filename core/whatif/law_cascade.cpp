@@ -11,13 +11,18 @@
 
 namespace poolscope {
 
-// Defined in trace_model_layers.cpp: forward passes, their layers and the backward that follows.
-void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m);
-
 namespace law_detail {
 namespace {
 
-void findLayers(LawContext& x) { findForwardPasses(x.trace, x.dev, x.c, x.m); }
+// The layers are read from what may still follow the tokens: every allocation the weights' steps
+// before this one did not fix (open ones read as the tokens').
+void findLayers(LawContext& x)
+{
+    std::vector<uint8_t> followsTokens(x.n());
+    for (size_t a = 0; a < x.n(); ++a)
+        followsTokens[a] = x.open(a) || x.m.law[a] != SizeLaw::Fixed;
+    static_cast<TraceLayers&>(x.m) = findForwardPasses(x.trace, x.dev, x.c, x.m, x.m, followsTokens, x.m.notes);
+}
 
 } // namespace
 
@@ -32,6 +37,11 @@ LawContext::LawContext(const Trace& trace_, const DeviceTrace& dev_, const Class
     m.lawEvidence.assign(count, LawEvidence::Default);
     m.lawStep.assign(count, kNoLawStep);
     m.lawCandidates.assign(count, kAnyLaw);
+    // The operators' part is the cascade's too: its finders fill it as they read the stacks.
+    m.precision.assign(count, OpPrecision::Unknown);
+    m.weightCast.assign(count, 0);
+    m.mask.assign(count, 0);
+    m.stepWorkspace.assign(count, 0);
     m.gradSource.assign(count, -1);
 }
 
@@ -160,6 +170,15 @@ void decideSizeLaws(const Trace& trace, const DeviceTrace& dev, const Classifica
     for (size_t i = 0; i < steps.size(); ++i) {
         x.step = uint8_t(i);
         steps[i].run(x);
+    }
+    // The bytes that follow the batch, by law (the notes and the sequence knob's summary).
+    for (size_t a = 0; a < x.n(); ++a) {
+        const int64_t size = dev.allocations[a].size;
+        if (m.law[a] == SizeLaw::Fixed)
+            continue;
+        (m.law[a] == SizeLaw::Quadratic ? m.quadraticBytes : m.linearBytes) += size;
+        if (m.saved[a])
+            (m.law[a] == SizeLaw::Quadratic ? m.quadraticSavedBytes : m.linearSavedBytes) += size;
     }
 }
 

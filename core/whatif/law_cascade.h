@@ -74,6 +74,7 @@ struct ScoreFamily {
 // A bit per SizeLaw: the laws an allocation's size and origin still admit.
 inline constexpr uint8_t lawBit(SizeLaw l) { return uint8_t(1u << unsigned(l)); }
 inline constexpr uint8_t kAnyLaw = 0x3f;
+inline constexpr size_t kLawCount = 6; // SizeLaw's values
 
 // Per allocation: what the cascade knows while it decides.
 struct LawRecord {
@@ -122,6 +123,7 @@ public:
     }
     int64_t size(size_t a) const { return m.requestedSize[a]; }
     bool open(size_t a) const { return record[a].open; }
+    bool admits(size_t a, SizeLaw l) const { return (record[a].candidates & lawBit(l)) != 0; }
     bool twoLaws(size_t a) const { return record[a].candidates == (lawBit(SizeLaw::Linear) | lawBit(SizeLaw::Quadratic)); }
     // Decides a's law: the step that did, and the candidates it chose among, are kept for explain.
     void decide(size_t a, SizeLaw law, LawEvidence why);

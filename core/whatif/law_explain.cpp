@@ -112,7 +112,7 @@ LawExplanation explainLaw(const Trace& trace, const DeviceTrace& dev, const Trac
         for (const AmbiguousSite& s : m.ambiguous)
             if (s.site.rfind(site, 0) == 0) {
                 e.ambiguity = "reported as ambiguous with " + std::to_string(s.count - 1) + " other allocation(s) of " + s.site + ": taken as " +
-                              std::string(sizeLawName(s.chosen)) + ", could be " + std::string(sizeLawName(s.other));
+                              std::string(sizeLawName(s.chosen)) + ", could be " + sizeLawList(s.others);
                 break;
             }
     }

@@ -1,10 +1,15 @@
 // The queries the token-law steps share (the score family, the frames that say "attention scores",
 // the causal-mask lines, a product's order around softmax), and the cascade's last deciders: sizes
-// two laws explain, decided by the votes of a call site, an autograd mirror, an input and the
-// neighbours; what no vote decides is reported as ambiguous.
+// more than one law explains (an allocation's candidates, LawRecord), decided by the votes of a call
+// site, an autograd mirror, an input and the neighbours; what no vote decides is reported as
+// ambiguous. A vote is over laws, not over a fixed pair: a voter speaks for the law it was decided
+// with, and a vote decides only a law the allocation's candidates admit. (Today the sizes leave
+// two candidates open, the tokens' and the scores'; a new law with its own ambiguity votes the same
+// way.)
 #include "core/whatif/law_cascade.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <set>
@@ -175,7 +180,7 @@ bool LawContext::maskLine(size_t a) const
 
 namespace {
 
-// The law all of a group's decided allocations agree on, if they do.
+// The law all of a group's decided allocations agree on, if they do (any law: one vote each).
 struct Unanimous {
     int state = 0; // 0 no vote, 1 unanimous, 2 split
     SizeLaw law = SizeLaw::Linear;
@@ -218,7 +223,7 @@ void callSiteVotes(LawContext& x, std::vector<size_t>& pending)
             continue;
         }
         auto it = st.valid() ? votes.find(st.value) : votes.end();
-        if (it != votes.end() && it->second.agreed())
+        if (it != votes.end() && it->second.agreed() && x.admits(a, it->second.law))
             x.decide(a, it->second.law, LawEvidence::CallSite);
         else
             still.push_back(a);
@@ -250,7 +255,7 @@ void mirrorVotes(LawContext& x, std::vector<size_t>& pending)
     for (size_t a : pending) {
         const StackOpFacts& f = x.facts(a);
         auto it = f.has(StackOpFacts::Backward) && !f.opKey.empty() ? votes.find({f.opKey, x.size(a)}) : votes.end();
-        if (it != votes.end() && it->second.agreed() && !(x.record[a].contextTwin && it->second.undecided))
+        if (it != votes.end() && it->second.agreed() && x.admits(a, it->second.law) && !(x.record[a].contextTwin && it->second.undecided))
             x.decide(a, it->second.law, LawEvidence::CallSite);
         else
             still.push_back(a);
@@ -276,7 +281,7 @@ void inputVotes(LawContext& x, std::vector<size_t>& pending)
         // the scores and the context collide, the one-byte tensor living before it may be either's mask.
         if (x.record[a].contextTwin && x.m.mask[a] && x.facts(a).has(StackOpFacts::Dropout)) {
             if (a + 1 < x.m.allocationCount && x.dev.allocations[a + 1].stack == x.dev.allocations[a].stack && !x.open(a + 1) &&
-                x.m.lawEvidence[a + 1] != LawEvidence::Default)
+                x.m.lawEvidence[a + 1] != LawEvidence::Default && x.admits(a, x.m.law[a + 1]))
                 x.decide(a, x.m.law[a + 1], LawEvidence::Neighbours);
             else
                 still.push_back(a);
@@ -300,7 +305,7 @@ void inputVotes(LawContext& x, std::vector<size_t>& pending)
             // as likely the other kind.
             if (x.record[a].contextTwin && sameElements && alive && (x.open(b) || why == LawEvidence::Default))
                 break;
-            if (!sameElements || x.open(b) || x.m.law[b] == SizeLaw::Fixed || why == LawEvidence::Default)
+            if (!sameElements || x.open(b) || x.m.law[b] == SizeLaw::Fixed || why == LawEvidence::Default || !x.admits(a, x.m.law[b]))
                 continue;
             if (!alive)
                 continue;
@@ -326,22 +331,27 @@ void neighbourVotes(LawContext& x, std::vector<size_t>& pending)
                 continue;
             }
             const Allocation& al = x.dev.allocations[a];
-            int quadratic = 0, linear = 0, seen = 0;
+            std::array<int, kLawCount> tally{}; // neighbours per law, among a's candidates
+            int seen = 0;
             for (size_t b = a + 1; b < x.m.allocationCount && seen < kNeighbourWindow; ++b) {
                 const Allocation& nb = x.dev.allocations[b];
                 if (al.freeCompletedEvent != kNoEvent && nb.allocEvent > al.freeCompletedEvent)
                     break;
                 ++seen;
                 const LawEvidence why = x.m.lawEvidence[b];
-                if (x.open(b) || x.m.law[b] == SizeLaw::Fixed || why == LawEvidence::Default || !x.inScoreFamily(b))
+                if (x.open(b) || x.m.law[b] == SizeLaw::Fixed || why == LawEvidence::Default || !x.inScoreFamily(b) ||
+                    !x.admits(a, x.m.law[b]))
                     continue;
-                quadratic += x.m.law[b] == SizeLaw::Quadratic;
-                linear += x.m.law[b] == SizeLaw::Linear;
+                ++tally[size_t(x.m.law[b])];
             }
-            if (quadratic > linear)
-                x.decide(a, SizeLaw::Quadratic, LawEvidence::Neighbours);
-            else if (linear > quadratic)
-                x.decide(a, SizeLaw::Linear, LawEvidence::Neighbours);
+            // The law with more neighbours than any other decides; a tie decides nothing.
+            size_t best = 0;
+            for (size_t l = 1; l < kLawCount; ++l)
+                if (tally[l] > tally[best])
+                    best = l;
+            const bool tie = std::count(tally.begin(), tally.end(), tally[best]) > 1;
+            if (tally[best] > 0 && !tie)
+                x.decide(a, SizeLaw(best), LawEvidence::Neighbours);
             else
                 still.push_back(a);
         }
@@ -382,30 +392,38 @@ void decideInputAndNeighbourVotes(LawContext& x)
     }
 }
 
-// What no evidence decided: taken as tokens (or as the sizes said), and said, by call site. The
-// casts of a weight's bytes that outnumber such weights and, at b = 1, the embedding outputs of the
-// tokens' bytes were decided by their sizes; the law the sizes could not rule out stays a candidate.
+// What no evidence decided: taken as the tokens where they are a candidate (the usual case; else
+// the first law its candidates admit), and said, by call site, with the laws it could have been.
+// The casts of a weight's bytes that outnumber such weights and, at b = 1, the embedding outputs of
+// the tokens' bytes were decided by their sizes; the law the sizes could not rule out stays a candidate.
 void reportAmbiguous(LawContext& x)
 {
     std::map<std::string, AmbiguousSite> sites;
-    auto report = [&](size_t a, const char* what, SizeLaw other) {
-        x.record[a].candidates = lawBit(x.m.law[a]) | lawBit(other);
+    auto report = [&](size_t a, const char* what, uint8_t others) {
+        x.record[a].candidates = others | lawBit(x.m.law[a]);
         x.decide(a, x.m.law[a], LawEvidence::Default);
         AmbiguousSite& site = sites[siteName(x.trace, x.al(a), x.facts(a)) + what];
         site.chosen = x.m.law[a];
-        site.other = other;
+        site.others |= others;
         ++site.count;
         site.bytes += x.size(a);
         x.m.ambiguousBytes += x.size(a);
     };
     for (size_t a : x.pending()) {
+        const uint8_t candidates = x.record[a].candidates;
         x.m.law[a] = SizeLaw::Linear;
-        report(a, "", SizeLaw::Quadratic);
+        if (!(candidates & lawBit(SizeLaw::Linear)))
+            for (size_t l = 0; l < kLawCount; ++l)
+                if (candidates & lawBit(SizeLaw(l)) && SizeLaw(l) != SizeLaw::Fixed) {
+                    x.m.law[a] = SizeLaw(l);
+                    break;
+                }
+        report(a, "", uint8_t(candidates & ~lawBit(x.m.law[a])));
     }
     for (size_t a : x.castsUnsure)
-        report(a, " (a weight's cast or an input's)", SizeLaw::Fixed);
+        report(a, " (a weight's cast or an input's)", lawBit(SizeLaw::Fixed));
     for (size_t a : x.embeddingsUnsure)
-        report(a, " (the tokens' embedding or the positions', at b = 1)", SizeLaw::Seq);
+        report(a, " (the tokens' embedding or the positions', at b = 1)", lawBit(SizeLaw::Seq));
     for (auto& [name, site] : sites) {
         site.site = name;
         x.m.ambiguous.push_back(site);

@@ -9,9 +9,10 @@
 
 namespace poolscope {
 
-// Fills TraceModel::law, lawEvidence, lawStep, lawCandidates, precision, weightCast, stepWorkspace,
-// mask, gradSource, dims, ambiguous and ambiguousBytes, and (through the cascade's layer step) the
-// forward passes and their layers (requestedSize, pool and the phase facts must be set). `facts` is
+// Builds the trace model's parts 3 to 5 (trace_model.h): TraceLaws (each allocation's law, why,
+// the step that decided it, the dimensions, what stayed ambiguous), TraceOperators (what its
+// finders read from the stacks and the weights) and, through its "layers" step, TraceLayers.
+// Reads parts 1 and 2 (TraceAllocations, TraceRunFacts), which must be set. `facts` is
 // stackFacts(trace.frames). The cascade's steps are listed by lawSteps().
 void decideSizeLaws(const Trace& trace, const DeviceTrace& dev, const Classification& c, const std::vector<StackOpFacts>& facts,
                     TraceModel& m);

@@ -28,7 +28,8 @@ struct PassRange {
 // Forward runs, merged across runs of unknown phase between them (a frame-less stretch inside a
 // forward is still that forward). A trace whose phases are all unknown and that has no backward
 // or step is taken as one forward pass.
-std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classification& c, TraceModel& m)
+std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classification& c, const TraceRunFacts& run,
+                                     std::vector<std::string>& notes)
 {
     std::vector<PassRange> out;
     bool open = false;
@@ -51,36 +52,36 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
     };
     int64_t passStart = 0;
     const Allocation* passFirst = nullptr;
-    auto releasesGraph = [&](const PhaseTimeline::Run& run) {
-        if (!open || !passFirst || dev.allocated.size() <= size_t(run.last) || run.first > run.last)
+    auto releasesGraph = [&](const PhaseTimeline::Run& pr) {
+        if (!open || !passFirst || dev.allocated.size() <= size_t(pr.last) || pr.first > pr.last)
             return false;
-        const int64_t start = level(run.first);
-        const int64_t high = *std::max_element(dev.allocated.begin() + run.first, dev.allocated.begin() + run.last + 1);
-        const int64_t drop = start - dev.allocated[size_t(run.last)];
+        const int64_t start = level(pr.first);
+        const int64_t high = *std::max_element(dev.allocated.begin() + pr.first, dev.allocated.begin() + pr.last + 1);
+        const int64_t drop = start - dev.allocated[size_t(pr.last)];
         if (high > start || drop <= 0 || 2 * drop < start - passStart)
             return false;
-        const Allocation* next = firstAllocation(run.last + 1);
+        const Allocation* next = firstAllocation(pr.last + 1);
         return next && next->size == passFirst->size && next->stack == passFirst->stack;
     };
-    for (const auto& run : c.phases.runs) {
-        if (run.phase == Phase::Forward && releasesGraph(run)) {
+    for (const auto& r : c.phases.runs) {
+        if (r.phase == Phase::Forward && releasesGraph(r)) {
             open = false;
-        } else if (run.phase == Phase::Forward) {
+        } else if (r.phase == Phase::Forward) {
             if (open)
-                out.back().end = run.last;
+                out.back().end = r.last;
             else {
-                passStart = dev.allocated.empty() ? 0 : level(run.first);
-                passFirst = dev.eventAlloc.empty() ? nullptr : firstAllocation(run.first);
-                out.push_back({run.first, run.last});
+                passStart = dev.allocated.empty() ? 0 : level(r.first);
+                passFirst = dev.eventAlloc.empty() ? nullptr : firstAllocation(r.first);
+                out.push_back({r.first, r.last});
             }
             open = true;
-        } else if (run.phase != Phase::Unknown) {
+        } else if (r.phase != Phase::Unknown) {
             open = false;
         }
     }
-    if (out.empty() && !m.hasBackward && !m.hasStep && dev.eventCount() > 0) {
+    if (out.empty() && !run.hasBackward && !run.hasStep && dev.eventCount() > 0) {
         out.push_back({0, EventIndex(dev.eventCount()) - 1});
-        m.notes.push_back("no phase evidence: the whole trace is taken as one forward pass");
+        notes.push_back("no phase evidence: the whole trace is taken as one forward pass");
     }
     return out;
 }
@@ -88,18 +89,19 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
 // U (the layer input) and each saved allocation's layer, once the units' starts are known.
 // `shape`: the allocations the units were read from (the saved ones, or all in inference).
 void assignLayers(const DeviceTrace& dev, const std::vector<size_t>& shape, const std::vector<size_t>& savedIdx, ForwardPass& pass,
-                  int passNo, TraceModel& m, const std::vector<EventIndex>& begins, EventIndex headBegin)
+                  int passNo, TraceLayers& m, const std::vector<uint8_t>& follows, const std::vector<EventIndex>& begins,
+                  EventIndex headBegin)
 {
     const auto& allocs = dev.allocations;
     // U, the layer input: the embedding output (the largest allocation that follows the batch kept
     // before the first layer), else the most common such size inside the layers.
     for (size_t a : shape)
-        if (allocs[a].allocEvent < begins[0] && m.law[a] != SizeLaw::Fixed)
+        if (allocs[a].allocEvent < begins[0] && follows[a])
             pass.inputBytes = std::max(pass.inputBytes, allocs[a].size);
     if (pass.inputBytes == 0) {
         std::unordered_map<int64_t, int64_t> sizes;
         for (size_t a : shape)
-            if (allocs[a].allocEvent >= begins[0] && m.law[a] != SizeLaw::Fixed)
+            if (allocs[a].allocEvent >= begins[0] && follows[a])
                 ++sizes[allocs[a].size];
         int64_t most = 0;
         for (auto& [s, n] : sizes)
@@ -117,7 +119,7 @@ void assignLayers(const DeviceTrace& dev, const std::vector<size_t>& shape, cons
         m.pass[a] = passNo;
         m.layer[a] = int32_t(l);
         pass.layers[l].savedBytes += allocs[a].size;
-        if (allocs[a].size == pass.inputBytes && m.law[a] != SizeLaw::Fixed)
+        if (allocs[a].size == pass.inputBytes && follows[a])
             lastInput[l] = int64_t(a);
     }
     for (int64_t a : lastInput)
@@ -128,7 +130,7 @@ void assignLayers(const DeviceTrace& dev, const std::vector<size_t>& shape, cons
 // `all`: every allocation of the pass that follows the batch, `savedIdx`: those kept past it;
 // `marked`: units the recording marked (poolscope::unit annotations), as event ranges.
 void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const std::vector<size_t>& savedIdx, ForwardPass& pass,
-                int passNo, TraceModel& m, const std::vector<std::pair<EventIndex, EventIndex>>& marked)
+                int passNo, TraceLayers& m, const std::vector<uint8_t>& follows, const std::vector<std::pair<EventIndex, EventIndex>>& marked)
 {
     const auto& allocs = dev.allocations;
     if (!marked.empty()) {
@@ -146,7 +148,7 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const st
                     pass.layers[k].forwardEnd = std::min(e, pass.end);
                     ++k;
                 }
-            assignLayers(dev, savedIdx.size() >= 16 ? savedIdx : all, savedIdx, pass, passNo, m, begins,
+            assignLayers(dev, savedIdx.size() >= 16 ? savedIdx : all, savedIdx, pass, passNo, m, follows, begins,
                          pass.layers.back().forwardEnd + 1);
             return;
         }
@@ -221,11 +223,11 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const st
         pass.layers[l].forwardBegin = begins[l];
         pass.layers[l].forwardEnd = l + 1 < begins.size() ? begins[l + 1] - 1 : headBegin - 1;
     }
-    assignLayers(dev, shape, savedIdx, pass, passNo, m, begins, headBegin);
+    assignLayers(dev, shape, savedIdx, pass, passNo, m, follows, begins, headBegin);
 }
 
 // Backward of each layer: its saved activations are released there, top layer first.
-void findBackward(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, ForwardPass& pass, int passNo, const TraceModel& m)
+void findBackward(const DeviceTrace& dev, const std::vector<size_t>& savedIdx, ForwardPass& pass, int passNo, const TraceLayers& m)
 {
     const auto& allocs = dev.allocations;
     const size_t L = pass.layers.size();
@@ -287,9 +289,16 @@ std::vector<std::pair<EventIndex, EventIndex>> markedUnits(const Trace& trace, c
     return out;
 }
 
-void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, TraceModel& m)
+TraceLayers findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classification& c, const TraceAllocations& allocations,
+                              const TraceRunFacts& run, const std::vector<uint8_t>& follows, std::vector<std::string>& notes)
 {
-    const auto ranges = forwardRanges(dev, c, m);
+    TraceLayers m;
+    const size_t n = dev.allocations.size();
+    m.pass.assign(n, -1);
+    m.layer.assign(n, -1);
+    m.saved.assign(n, 0);
+    m.keptInput.assign(n, 0);
+    const auto ranges = forwardRanges(dev, c, run, notes);
     const auto marked = markedUnits(trace, dev);
     const auto& allocs = dev.allocations;
     // Allocations are sorted by allocEvent (pre-existing first): one sweep assigns passes.
@@ -307,7 +316,7 @@ void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classif
         while (a < allocs.size() && allocs[a].allocEvent < pass.begin)
             ++a;
         for (; a < allocs.size() && allocs[a].allocEvent <= pass.end; ++a) {
-            if (m.law[a] == SizeLaw::Fixed)
+            if (!follows[a])
                 continue;
             all.push_back(a);
             const EventIndex f = allocs[a].freeCompletedEvent;
@@ -316,7 +325,7 @@ void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classif
                 savedIdx.push_back(a);
             }
         }
-        findLayers(dev, all, savedIdx, pass, int(p), m, marked);
+        findLayers(dev, all, savedIdx, pass, int(p), m, follows, marked);
         for (size_t s : savedIdx)
             if (m.pass[s] < 0)
                 m.pass[s] = int32_t(p);
@@ -326,13 +335,27 @@ void findForwardPasses(const Trace& trace, const DeviceTrace& dev, const Classif
         m.passes.push_back(std::move(pass));
     }
     if (!m.passes.empty() && m.layersPerPass == 0)
-        m.notes.push_back("no repeated unit (a module called in a loop) found in the forward pass: checkpointing and sharding "
+        notes.push_back("no repeated unit (a module called in a loop) found in the forward pass: checkpointing and sharding "
                           "units are approximated. Record with the capture helper's units= (resources/capture/poolscope_capture.py: "
                           "record(..., annotate=model, units=model.layers)) to mark them");
     else if (!m.passes.empty())
-        m.notes.push_back(std::to_string(m.passes.size()) + " forward pass(es) of " + std::to_string(m.layersPerPass) +
+        notes.push_back(std::to_string(m.passes.size()) + " forward pass(es) of " + std::to_string(m.layersPerPass) +
                           (marked.empty() ? " repeated units (found by their repeating call sites)" : " units (marked by units=)") +
                           "; a unit's input is " + formatBytes(m.passes.front().inputBytes));
+    if (m.layersPerPass > 0) {
+        // A layer's weights: each parameter size as many times as it occurs per layer (a norm's
+        // 2L + 1 copies give two per layer; embeddings and heads, once or twice, none).
+        std::unordered_map<int64_t, std::pair<int64_t, int64_t>> bySize; // requested -> (count, block bytes)
+        for (size_t a = 0; a < n; ++a)
+            if (allocations.pool[a] == Pool::Parameter) {
+                auto& [count, bytes] = bySize[allocations.requestedSize[a]];
+                ++count;
+                bytes = std::max(bytes, dev.allocations[a].size);
+            }
+        for (auto& [size, cb] : bySize)
+            m.layerParameterBytes += cb.second * (cb.first / m.layersPerPass);
+    }
+    return m;
 }
 
 } // namespace poolscope

@@ -24,8 +24,9 @@ bool namesEmptyCache(const FrameTable& frames, StackId stack)
 
 } // namespace
 
-void findReplayInputs(const Trace& trace, const DeviceTrace& dev, TraceModel& m)
+TraceReplayInputs findReplayInputs(const Trace& trace, const DeviceTrace& dev)
 {
+    TraceReplayInputs m;
     const auto& ev = dev.events;
     const size_t n = ev.count();
     // Runs of segment_free: the same rule as core/allocator/replay.cpp uses to find empty_cache().
@@ -38,7 +39,7 @@ void findReplayInputs(const Trace& trace, const DeviceTrace& dev, TraceModel& m)
             ++i;
             continue;
         }
-        TraceModel::ReleaseRun run;
+        TraceReplayInputs::ReleaseRun run;
         run.at = EventIndex(i);
         size_t j = i;
         while (j < n && (ev.action[j] == Action::SegmentFree || ev.action[j] == Action::SegmentUnmap)) {
@@ -60,17 +61,16 @@ void findReplayInputs(const Trace& trace, const DeviceTrace& dev, TraceModel& m)
         if (!createdByTrace.count(s.address) && !s.isExpandable)
             m.initialSegments.push_back({s.address, s.totalSize, s.stream, !s.isLarge});
     std::sort(m.initialSegments.begin(), m.initialSegments.end(),
-              [](const TraceModel::InitialSegment& a, const TraceModel::InitialSegment& b) { return a.addr < b.addr; });
+              [](const TraceReplayInputs::InitialSegment& a, const TraceReplayInputs::InitialSegment& b) { return a.addr < b.addr; });
 
-    m.stream.resize(dev.allocations.size());
     for (size_t a = 0; a < dev.allocations.size(); ++a) {
         const Allocation& al = dev.allocations[a];
-        m.stream[a] = al.stream;
         // A genuine free_completed names its allocation; the builder's closures sit on an alloc event.
         if (!al.preexisting() && al.freeCompletedEvent != kNoEvent && ev.action[size_t(al.freeCompletedEvent)] == Action::Alloc)
             m.reuseCloses.emplace_back(al.freeCompletedEvent, uint32_t(a));
     }
     std::sort(m.reuseCloses.begin(), m.reuseCloses.end());
+    return m;
 }
 
 } // namespace poolscope

@@ -99,10 +99,20 @@ void TestLawCascade::everyLawNamesItsDecider()
     // a*s = h: the products are told apart by their order around softmax, not by their frames.
     if (collides)
         QVERIFY2(byStep["product order"] > 0, "a*s = h: no product decided by its order around softmax");
+    // What stayed ambiguous names the laws it could have followed besides the one taken, and a vote
+    // decided only among an allocation's candidates.
+    for (const AmbiguousSite& site : tm.ambiguous) {
+        QVERIFY(site.others != 0);
+        QVERIFY(!(site.others & bit(site.chosen)));
+    }
 }
 
 void TestLawCascade::explainShowsTheStepAndWhatItRuledOut()
 {
+    // The ambiguous report lists any number of other laws (the votes are over N laws).
+    QCOMPARE(sizeLawList(bit(SizeLaw::Quadratic)), std::string("x b*s^2"));
+    QCOMPARE(sizeLawList(bit(SizeLaw::Seq) | bit(SizeLaw::SeqSquared)), std::string("x s or x s^2"));
+
     // Scores of 4h per token beside an MLP activation of 4h: softmax's frames decide, over the tokens.
     const SynthResult r = synthesize(model(SynthDtype::Fp32, SynthAttention::Softmax, 256, 4));
     const DeviceTrace& dev = r.trace.devices[0];

@@ -235,6 +235,16 @@ private:
             if (!al.preexisting())
                 c.birthPhase[a] = c.phases.phase[size_t(al.allocEvent)];
         }
+        // The run facts the classifier's last step adds from the pools (addPoolFacts): the what-if
+        // reads the parameters, gradients and optimizer state from them.
+        for (size_t a = 0; a < allocs.size(); ++a) {
+            if (c.pool[a] == Pool::Parameter)
+                c.facts.parameters.push_back({uint32_t(a), allocs[a].size, UINT32_MAX});
+            else if (c.pool[a] == Pool::Gradient)
+                c.facts.gradients.push_back(uint32_t(a));
+            else if (c.pool[a] == Pool::OptimizerState)
+                c.facts.optimizerState.push_back(uint32_t(a));
+        }
     }
 
     TransformerSpec m_spec;
