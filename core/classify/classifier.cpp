@@ -140,6 +140,7 @@ public:
         classify_detail::unwoundAtOom(m_dev, c);
         classify_detail::forwardProductsFromBeforeRecording(m_dev, c);
         classify_detail::hostBatchesCopiedToDevice(m_trace, m_dev, c);
+        classify_detail::parametersMovedBack(m_dev, c);
         countSizes(c);
         classify_detail::stateRewrittenBetweenPasses(m_dev, c);
         classify_detail::autocastCastsByCount(m_trace, m_dev, c);

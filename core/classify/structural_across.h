@@ -23,3 +23,16 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
 void hostBatchesCopiedToDevice(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail
+
+namespace poolscope::classify_detail {
+
+// The model's tensors brought back: where the trace opens with a run of births followed at once by
+// a run of the same sizes in the same order (a per-parameter buffer built from each parameter, or a
+// copy), the first run is the parameters (what is built from them comes after them). A later run of
+// that sequence made after every block of the parameters' current run was let go of is the same
+// tensors moved away and back (.to('cpu') then .to('cuda'), as a federated client does); one made
+// while they live is something built from them (state, a copy). Decides only what phase and lifetime
+// alone guessed (unknown, activation, temporary, other), never what a frame named.
+void parametersMovedBack(const DeviceTrace& dev, Classification& c);
+
+} // namespace poolscope::classify_detail

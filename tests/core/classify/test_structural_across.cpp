@@ -5,6 +5,7 @@
 // hand-made two-device history.
 #include "core/classify/classifier.h"
 #include "core/classify/shipped_rules.h"
+#include "core/classify/structure_fixtures.h"
 #include "core/load.h"
 #include "core/model/trace_builder.h"
 #include "core/redact/redact.h"
@@ -100,6 +101,54 @@ std::shared_ptr<const Trace> hostFeedingDevice(int steps, int samples, int64_t s
     return t;
 }
 
+// A zeroth-order (MeZO-style) federated client, without frames on its own tensors: the model moved to
+// the device (no stack), its per-parameter state built from it in the same order, forwards only
+// (their frames name the forward), the model moved off the device and back between rounds, the
+// state rewritten out of place after the last round's forwards. Nothing here runs backward.
+testing::Fixture zerothOrderRounds(int rounds)
+{
+    using testing::FixtureRecorder;
+    FixtureRecorder r;
+    const std::vector<int64_t> sizes = {6 << 20, 3072, 2 << 20, 3072, 2 << 20, 8 << 20, 3072, 8 << 20};
+    auto makeSet = [&](Pool pool) {
+        std::vector<uint64_t> set;
+        for (int64_t s : sizes)
+            set.push_back(r.alloc(s, {}, pool));
+        return set;
+    };
+    std::vector<uint64_t> params = makeSet(Pool::Parameter);
+    std::vector<uint64_t> state = makeSet(Pool::OptimizerState);
+    const auto fwd = r.stack(testing::frames({{"/home/u/zq/net.py", "forward", 31}}, testing::kCall,
+                                             std::vector<FixtureRecorder::F>{{"/home/u/zq/client.py", "step", 12}}));
+    const auto client = r.stack({{"/home/u/zq/client.py", "step", 14}});
+    for (int round = 0; round < rounds; ++round) {
+        for (int pass = 0; pass < 3; ++pass) {
+            std::vector<uint64_t> acts;
+            for (int l = 0; l < 4; ++l)
+                acts.push_back(r.alloc(int64_t(l + 1) * (256 << 10), fwd, Pool::Temporary));
+            for (uint64_t a : acts)
+                r.free(a, fwd);
+        }
+        // The client's own code after its forwards (the losses' scalars): outside any forward.
+        const uint64_t loss = r.alloc(512, client, Pool::Other);
+        r.free(loss, client);
+        if (round + 1 < rounds) { // the next client's turn: the model leaves the device and comes back
+            for (uint64_t w : params)
+                r.free(w);
+            params = makeSet(Pool::Parameter);
+        }
+    }
+    // The state rewritten out of place: each new buffer made before the old one goes.
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        const uint64_t fresh = r.alloc(sizes[k], {}, Pool::OptimizerState);
+        r.free(state[k]);
+        state[k] = fresh;
+    }
+    const std::vector<uint64_t> last = {r.alloc(1 << 20, fwd, Pool::Temporary)};
+    r.free(last[0], fwd);
+    return r.finish();
+}
+
 } // namespace
 
 class TestStructuralAcross : public QObject {
@@ -108,6 +157,8 @@ private slots:
     void hostBatchesFromTheirDeviceCopy();
     void hostBatchesNeedADevice();
     void kinetoHostFrameless();
+    void parametersMovedBackSynthetic();
+    void parametersMovedBackZerothOrderCorpus();
     void workspaceFromBeforeRecordingPythonOnly_data();
     void workspaceFromBeforeRecordingPythonOnly();
 };
@@ -183,6 +234,59 @@ void TestStructuralAcross::kinetoHostFrameless()
     for (size_t i = 0; i < original.size(); ++i)
         if (host.allocations[i].aliveAfter(host.peakIndex))
             QCOMPARE(original.rules[original.rule[i]].name, std::string("dataloader-batch"));
+}
+
+void TestStructuralAcross::parametersMovedBackSynthetic()
+{
+    const testing::Fixture f = zerothOrderRounds(3);
+    const DeviceTrace& dev = f.trace->devices[0];
+    const Classification c = classify(*f.trace, dev, testing::shippedRules());
+    int moved = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (f.truth[i] != Pool::Parameter)
+            continue;
+        QCOMPARE(c.pool[i], Pool::Parameter);
+        moved += c.rules[c.rule[i]].name == "parameters-moved-back";
+        QVERIFY(c.confidence[i] < 70);
+    }
+    QCOMPARE(moved, 3 * 8); // every set of the lineage: built, and brought back twice
+    // The state built from them is not a parameter: the rewrite out of place names it.
+    for (size_t i = 0; i < c.size(); ++i)
+        if (f.truth[i] == Pool::OptimizerState)
+            QCOMPARE(c.pool[i], Pool::OptimizerState);
+}
+
+void TestStructuralAcross::parametersMovedBackZerothOrderCorpus()
+{
+    // DeComFL: a ZO-Adam client; the model is moved off the device and back between clients, its
+    // per-parameter state (made from the parameters in the estimator's constructor) rewritten out of
+    // place. Frameless, the parameters alive at the peak are the lineage's last run and the state the
+    // rewritten one, as their frames say with all frames.
+    const auto t = loadCorpus("zl_decomfl.pickle");
+    if (!t)
+        QSKIP("../shared/corpus not available");
+    const auto bare = redacted(*t, FrameKeep::None);
+    const DeviceTrace& dev = bare->devices[0];
+    const Classification c = classify(*bare, dev, testing::shippedRules());
+    const Classification all = classify(*t, t->devices[0], testing::shippedRules());
+    int64_t params = 0, state = 0, same = 0, alive = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (!dev.allocations[i].aliveAfter(dev.peakIndex))
+            continue;
+        alive += dev.allocations[i].size;
+        same += c.pool[i] == all.pool[i] ? dev.allocations[i].size : 0;
+        if (all.pool[i] == Pool::Parameter) {
+            QCOMPARE(c.pool[i], Pool::Parameter);
+            QCOMPARE(c.rules[c.rule[i]].name, std::string("parameters-moved-back"));
+            params += dev.allocations[i].size;
+        }
+        if (all.pool[i] == Pool::OptimizerState) {
+            QCOMPARE(c.pool[i], Pool::OptimizerState);
+            state += dev.allocations[i].size;
+        }
+    }
+    QVERIFY(params > 400 << 20 && state > 600 << 20);
+    QVERIFY2(same * 100 >= alive * 85, qPrintable(QString("%1 of %2 bytes at the peak keep their pool").arg(same).arg(alive)));
 }
 
 void TestStructuralAcross::workspaceFromBeforeRecordingPythonOnly_data()

@@ -25,7 +25,7 @@ std::shared_ptr<const RuleSet> shippedRules()
 }
 
 // Misses that remain with the classifier working from the run's structure (issue 22,
-// h22b, f22; the kineto host, k_ctx256 / nh_forward_mixed Python-only ones were fixed by f22 and are
+// h22b, f22; the kineto host, zl frameless, k_ctx256 / nh_forward_mixed Python-only ones were fixed by f22 and are
 // hard checks now). Key: "file variant check"; value: the figure measured. Each is a QEXPECT_FAIL: once the
 // classifier meets the target the test reports XPASS, and the line goes.
 const std::map<std::string, std::string>& knownMisses()
@@ -37,8 +37,6 @@ const std::map<std::string, std::string>& knownMisses()
         {"nh_forward_fp32.pickle cuda:0 none peak moved", "54.6 %"},
         {"nh_forward_mixed.pickle cuda:0 none default moved", "64.0 %"},
         {"nh_forward_mixed.pickle cuda:0 none peak moved", "64.0 %"},
-        {"zl_decomfl.pickle cuda:0 none default moved", "64.8 %"},
-        {"zl_decomfl.pickle cuda:0 none peak moved", "64.8 %"},
     };
     return misses;
 }
