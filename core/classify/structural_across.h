@@ -17,7 +17,8 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
 
 // On the host of a profiler trace that also records a GPU device: a host block whose exact bytes a
 // GPU device allocates after it was made and before the host makes the next of that size (the
-// .to()/.cuda() copy of what the host built)
+// .to()/.cuda() copy of what the host built), sooner than the device made one before it (a copy
+// follows its source; the other way round it is an output copied to the host each step),
 // is the batch that feeds the device (input); the same-size host blocks let go of in one burst right
 // after it was made, whose bytes add up to it, are the samples it was stacked from (collate).
 void hostBatchesCopiedToDevice(const Trace& trace, const DeviceTrace& dev, Classification& c);

@@ -2,25 +2,34 @@
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
+#include <climits>
+#include <iterator>
 #include <unordered_map>
 #include <vector>
 
 namespace poolscope::classify_detail {
 namespace {
 
-// Births on the GPU devices of the trace, by exact bytes: their times, sorted.
-std::unordered_map<int64_t, std::vector<int64_t>> deviceBirthTimes(const Trace& trace)
+// Lives on the GPU devices of the trace, by exact bytes: (birth, let go of; INT64_MAX when never)
+// times, sorted by birth.
+using Lives = std::vector<std::pair<int64_t, int64_t>>;
+std::unordered_map<int64_t, Lives> deviceLives(const Trace& trace)
 {
-    std::unordered_map<int64_t, std::vector<int64_t>> out;
+    std::unordered_map<int64_t, Lives> out;
     for (const DeviceTrace& d : trace.devices) {
         if (d.kind != DeviceKind::Cuda)
             continue;
-        for (const Allocation& a : d.allocations)
-            if (!a.preexisting() && size_t(a.allocEvent) < d.events.count() && d.events.timeUs[size_t(a.allocEvent)] != kNoTime)
-                out[a.size].push_back(d.events.timeUs[size_t(a.allocEvent)]);
+        auto timeOf = [&](EventIndex e) { return e == kNoEvent || size_t(e) >= d.events.count() ? kNoTime : d.events.timeUs[size_t(e)]; };
+        for (const Allocation& a : d.allocations) {
+            const int64_t born = a.preexisting() ? kNoTime : timeOf(a.allocEvent);
+            if (born == kNoTime)
+                continue;
+            const EventIndex gone = freeEventOf(a);
+            out[a.size].emplace_back(born, gone == kNoEvent || timeOf(gone) == kNoTime ? INT64_MAX : timeOf(gone));
+        }
     }
-    for (auto& [size, times] : out)
-        std::sort(times.begin(), times.end());
+    for (auto& [size, lives] : out)
+        std::sort(lives.begin(), lives.end());
     return out;
 }
 
@@ -33,7 +42,7 @@ void hostBatchesCopiedToDevice(const Trace& trace, const DeviceTrace& dev, Class
 {
     if (dev.kind != DeviceKind::Cpu || !c.history || !dev.hasTime)
         return;
-    const auto onDevice = deviceBirthTimes(trace);
+    const auto onDevice = deviceLives(trace);
     if (onDevice.empty())
         return;
     const auto& ev = dev.events;
@@ -70,14 +79,21 @@ void hostBatchesCopiedToDevice(const Trace& trace, const DeviceTrace& dev, Class
         // records no addresses, and which free closes which block is then the reader's guess.
         const auto next = nextHostBirth.find(i);
         const int64_t until = next != nextHostBirth.end() ? next->second : INT64_MAX;
-        auto copy = std::lower_bound(it->second.begin(), it->second.end(), born);
-        if (copy == it->second.end() || *copy >= until)
+        const Lives& lives = it->second;
+        auto copy = std::lower_bound(lives.begin(), lives.end(), std::pair<int64_t, int64_t>{born, INT64_MIN});
+        if (copy == lives.end() || copy->first >= until)
+            continue;
+        // A copy follows its source at once: where the device made a block of those bytes closer
+        // before this one than the next after it, this is the copy of that one to the host (an
+        // output's .cpu() each step), not a batch for the device.
+        if (copy != lives.begin() && born - std::prev(copy)->first < copy->first - born)
             continue;
         if (!batchRule)
             batchRule = addRule(c, "host-batch-copied-to-device",
                                 "host memory whose exact bytes a GPU device of the same trace allocates after it was made "
-                                "and before the host makes the next of that size: the batch the host built and copied to "
-                                "the device (.to()/.cuda())",
+                                "and before the host makes the next of that size, sooner than the device made one before it "
+                                "(a copy follows its source): the batch the host built and copied to the device "
+                                "(.to()/.cuda())",
                                 Pool::Input, kEvidenceLifetime | kEvidenceSize);
         decide(c, i, Pool::Input, batchRule, 60);
         // The samples it was stacked from: host blocks of one size let go of in one burst of frees

@@ -46,7 +46,11 @@ const DeviceTrace* deviceOf(const Trace& t, DeviceKind kind)
 // names: per step the host decodes `samples` images (each a block kept until the batch is made, and
 // a smaller scratch), stacks them into a batch beside its labels' few bytes, lets the samples go;
 // the GPU then allocates the batch's copy and the forward's blocks; the host drops the batch at the
-// next step. One more host block per step has a size the GPU never allocates (the host's own).
+// next step. One more host block per step has a size the GPU never allocates (the host's own), and
+// the host copies the forward's output back each step (.cpu() for a metric) while the GPU holds it:
+// a host block of the GPU's bytes that is no batch.
+constexpr int64_t kOutputBytes = 40960; // the forward's output, copied to the host each step
+
 std::shared_ptr<const Trace> hostFeedingDevice(int steps, int samples, int64_t sampleBytes)
 {
     auto t = std::make_shared<Trace>();
@@ -89,8 +93,12 @@ std::shared_ptr<const Trace> hostFeedingDevice(int steps, int samples, int64_t s
         std::vector<uint64_t> acts;
         for (int l = 0; l < 6; ++l)
             acts.push_back(alloc(gpu, (l + 3) * 100000));
+        const uint64_t output = alloc(gpu, kOutputBytes);
+        const uint64_t onHost = alloc(host, kOutputBytes);
+        release(gpu, output, kOutputBytes);
         for (size_t l = acts.size(); l-- > 0;)
             release(gpu, acts[l], (int64_t(l) + 3) * 100000);
+        release(host, onHost, kOutputBytes);
         if (s + 1 < steps)
             release(host, own, 3 * 4096 + 8);
     }
@@ -169,7 +177,7 @@ void TestStructuralAcross::hostBatchesFromTheirDeviceCopy()
     const auto t = hostFeedingDevice(4, 8, kSample);
     const DeviceTrace& host = *deviceOf(*t, DeviceKind::Cpu);
     const Classification c = classify(*t, host, testing::shippedRules());
-    int batches = 0, parts = 0;
+    int batches = 0, parts = 0, outputs = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = host.allocations[i];
         const std::string& rule = c.rules[c.rule[i]].name;
@@ -183,12 +191,15 @@ void TestStructuralAcross::hostBatchesFromTheirDeviceCopy()
             QCOMPARE(c.pool[i], Pool::Input);
             QCOMPARE(rule, std::string("host-samples-of-a-batch"));
         } else {
-            // The host's own blocks and scratch: no copy, no batch made of them.
+            outputs += a.size == kOutputBytes;
+            // The host's own blocks and scratch, and the outputs copied from the GPU (which the GPU
+            // allocates again in the next step): no batch, no batch made of them.
             QVERIFY2(rule != "host-batch-copied-to-device" && rule != "host-samples-of-a-batch", rule.c_str());
         }
     }
     QCOMPARE(batches, 4);
     QCOMPARE(parts, 32);
+    QCOMPARE(outputs, 4);
 }
 
 void TestStructuralAcross::hostBatchesNeedADevice()
