@@ -32,7 +32,8 @@ namespace poolscope::classify_detail {
 // copy), the first run is the parameters (what is built from them comes after them). A later run of
 // that sequence made after every block of the parameters' current run was let go of is the same
 // tensors moved away and back (.to('cpu') then .to('cuda'), as a federated client does); one made
-// while they live is something built from them (state, a copy). Decides only what phase and lifetime
+// while they live is something built from them (state, a copy). Only runs whose every block outlives a
+// whole forward count (the repeat that names the first run too): a loop's scratch repeats its sizes. Decides only what phase and lifetime
 // alone guessed (unknown, activation, temporary, other), never what a frame named.
 void parametersMovedBack(const DeviceTrace& dev, Classification& c);
 

@@ -33,6 +33,25 @@ void parametersMovedBack(const DeviceTrace& dev, Classification& c)
     }
     if (!p)
         return;
+    // Parameters and what is built from them live across the forwards; a loop's scratch, which
+    // repeats its sizes too, does not. A run counts where every block of it outlives a whole forward.
+    auto acrossForward = [&](size_t from) {
+        for (size_t j = 0; j < p; ++j) {
+            const Allocation& a = dev.allocations[births[from + j]];
+            const EventIndex gone = freeEventOf(a);
+            bool across = false;
+            for (const Pass& pass : c.facts.passes)
+                if (pass.phase == Phase::Forward && pass.first > a.allocEvent && (gone == kNoEvent || gone > pass.last)) {
+                    across = true;
+                    break;
+                }
+            if (!across)
+                return false;
+        }
+        return true;
+    };
+    if (!acrossForward(p))
+        return; // what the next run repeats is no state kept across forwards
     // Every later run of that sequence (non-overlapping, in order).
     std::vector<size_t> runs{0};
     for (size_t k = p; k + p <= births.size();) {
@@ -63,7 +82,9 @@ void parametersMovedBack(const DeviceTrace& dev, Classification& c)
     if (lineage.size() < 2)
         return; // never moved back: the other structural rules read a run that keeps its parameters
     uint16_t rule = 0;
-    for (size_t from : lineage)
+    for (size_t from : lineage) {
+        if (!acrossForward(from))
+            continue; // moved off again before any forward ran with it
         for (size_t j = 0; j < p; ++j) {
             const uint32_t i = births[from + j];
             const Pool pool = c.pool[i];
@@ -79,6 +100,7 @@ void parametersMovedBack(const DeviceTrace& dev, Classification& c)
                                Pool::Parameter, kEvidenceLifetime | kEvidenceSize);
             decide(c, i, Pool::Parameter, rule, 55);
         }
+    }
 }
 
 } // namespace poolscope::classify_detail
