@@ -28,6 +28,9 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 SegmentRowsWidget::SegmentRowsWidget(QWidget* parent) : QWidget(parent), m_palette(PoolPalette::fromSystem())
 {
     setMouseTracking(true);
+    // At least its rows' height: a resizable scroll area shrinks a Preferred widget to its minimum
+    // size hint, which cut the rows below the dock's height off, out of the scroll bar's reach.
+    setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Minimum);
 }
 
 void SegmentRowsWidget::setLayoutData(std::shared_ptr<const DeviceTimeline> timeline, SegmentLayout layout)

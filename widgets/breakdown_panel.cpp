@@ -44,6 +44,11 @@ BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
     m_view->setSelectionMode(QAbstractItemView::NoSelection);
     m_view->setAlternatingRowColors(true);
     m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 6);
+    // A long name ("cached free (reserved − allocated)") wraps onto a second line in a narrow dock
+    // rather than being elided: the row grows to its text.
+    m_view->setWordWrap(true);
+    m_view->setTextElideMode(Qt::ElideNone);
+    m_view->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_view->setMinimumHeight(m_view->verticalHeader()->defaultSectionSize() * 4);
     layout->addWidget(m_text);
     // The pools and, one tab over, the fragmentation (issue 25): the dock is short, and both need rows.

@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QScrollArea>
 #include <QSplitter>
+#include <QScrollBar>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
@@ -179,6 +180,9 @@ void CompareView::fillTable()
             }
             m_table->setItem(r, col, item);
         }
+    // The table keeps its columns whole (delta and ratio are what it is read for): its side of the
+    // splitter does not shrink below them, the axes' prose beside it wraps instead.
+    m_table->setMinimumWidth(m_table->horizontalHeader()->length() + m_table->verticalScrollBar()->sizeHint().width() + 2 * m_table->frameWidth());
     QString axes;
     for (int i = 0; i < m_content.axes.size(); ++i)
         axes += QStringLiteral("<p><b>%1</b><br>%2</p>").arg(m_content.axes[i].toHtmlEscaped(), m_content.evidence.value(i).toHtmlEscaped());

@@ -173,14 +173,19 @@ void DevicesStrip::paintEvent(QPaintEvent*)
         p.setPen(m_palette.foreground());
         // Beside the OOM mark, never under it; in a narrow cell the name and bytes alone (the
         // tooltip says which moment), elided only when even they do not fit.
+        // In a cell too narrow for both, the name and bytes keep the line and the word "OOM" goes:
+        // the bar's red frame still marks the device that ran out.
         const QFontMetrics textM(p.font());
-        const int room = textRect.width() - (e.oom ? QFontMetrics(bold).horizontalAdvance(tr("OOM")) + 8 : 0);
+        int room = textRect.width() - (e.oom ? QFontMetrics(bold).horizontalAdvance(tr("OOM")) + 8 : 0);
         QString shown = baseText(i);
         if (textM.horizontalAdvance(shown) > room)
             shown = tr("%1 · %2").arg(e.name, qs(formatBytes(e.total)));
+        const bool oomWord = e.oom && textM.horizontalAdvance(shown) <= room;
+        if (e.oom && !oomWord)
+            room = textRect.width();
         shown = textM.elidedText(shown, Qt::ElideRight, room);
         p.drawText(textRect, Qt::AlignLeft | Qt::AlignVCenter, shown);
-        if (e.oom) {
+        if (oomWord) {
             p.setFont(bold);
             p.setPen(m_palette.oom());
             p.drawText(textRect, Qt::AlignRight | Qt::AlignVCenter, tr("OOM"));

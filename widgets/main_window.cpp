@@ -41,6 +41,7 @@
 #include <QStyle>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QTableView>
 #include <QToolBar>
 #include <QTreeView>
@@ -56,6 +57,10 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle(tr("PoolScope"));
 
     setAcceptDrops(true);
+    // The smallest size at which every panel still shows all of its text (tests/widgets/
+    // test_window_text_fit): below it the chart is under ~150 px, its labels fall on each other,
+    // and the tables keep two rows. 1000×600 still fits a 1024×600 netbook screen.
+    setMinimumSize(1000, 600);
     setCentralWidget(m_plot);
     // Over the chart for a dump of several devices; placed in the chart area by buildStepsAndSites.
     m_devices = new DevicesStrip(m_workspace, this);
@@ -368,6 +373,12 @@ void MainWindow::buildDocks()
 void MainWindow::showEvent(QShowEvent* event)
 {
     QMainWindow::showEvent(event);
+    // The tabbed docks' titles stay whole ("What if…" read as "Wha…" in a narrow bottom area):
+    // they scroll with arrows instead of eliding.
+    for (QTabBar* tabs : findChildren<QTabBar*>(Qt::FindDirectChildrenOnly)) {
+        tabs->setElideMode(Qt::ElideNone);
+        tabs->setUsesScrollButtons(true);
+    }
     if (m_layoutRestored || m_defaultLayoutApplied)
         return;
     m_defaultLayoutApplied = true;

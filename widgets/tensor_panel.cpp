@@ -1,5 +1,6 @@
 #include "widgets/tensor_panel.h"
 
+#include "core/engine/document.h"
 #include "core/util/units.h"
 #include "widgets/pool_palette.h"
 #include "widgets/tensor_model.h"
@@ -14,6 +15,9 @@
 #include <QVBoxLayout>
 
 #include <QSignalBlocker>
+
+#include <algorithm>
+#include <cstdlib>
 
 namespace poolscope {
 
@@ -75,8 +79,23 @@ TensorPanel::TensorPanel(Workspace* workspace, QWidget* parent)
         m_frameFilter->clear();
         m_proxy->setPoolFilter(-1);
         m_proxy->setFrameFilter(QString());
+        fitStreamColumn();
         refresh();
     });
+    connect(m_workspace, &Workspace::deviceChanged, this, &TensorPanel::fitStreamColumn);
+}
+
+void TensorPanel::fitStreamColumn()
+{
+    // Stream ids are the CUDA stream's handle (up to 15 digits in real dumps, e.g. a run of ten
+    // streams): sized for "default" they were elided to "12332…".
+    int64_t widest = 0;
+    if (const DeviceDocument* dev = m_workspace->deviceDocument())
+        for (const Allocation& a : dev->device().allocations)
+            widest = std::max(widest, std::abs(a.stream));
+    const QFontMetrics fm = m_view->fontMetrics();
+    const int pad = fm.horizontalAdvance(QStringLiteral("MM"));
+    m_view->setColumnWidth(TensorModel::Stream, std::max(fm.horizontalAdvance(tr("default")), fm.horizontalAdvance(QString::number(-widest))) + pad);
 }
 
 void TensorPanel::currentRowChanged()

@@ -27,6 +27,7 @@ public:
 private:
     void refresh();
     void currentRowChanged();
+    void fitStreamColumn(); // as wide as the device's longest stream id
 
     Workspace* m_workspace;
     TensorModel* m_model;

@@ -44,12 +44,17 @@ public:
         const QString text = item.text();
         if (text.trimmed().isEmpty())
             return;
-        const QTransform t = painter()->combinedTransform();
+        // deviceTransform, not combinedTransform: a widget painted by QWidget::render shares its
+        // parent's painter, offset by a redirection that only the device transform holds.
+        const QTransform t = painter()->deviceTransform();
         ProbedText r;
         r.text = text;
         r.box = t.mapRect(QRectF(p.x(), p.y() - item.ascent(), item.width(), item.ascent() + item.descent()));
         if (painter()->hasClipping())
             r.clip = t.mapRect(painter()->clipBoundingRect());
+        // The region a widget may paint in (QWidget::render sets it as the engine's system clip).
+        if (const QRegion system = systemClip(); !system.isEmpty())
+            r.clip = r.clip.isNull() ? QRectF(system.boundingRect()) : r.clip.intersected(QRectF(system.boundingRect()));
         r.elided = text.contains(QChar(0x2026));
         texts.push_back(r);
     }

@@ -177,20 +177,56 @@ void TimelinePlot::updateBandLabels()
     m_lastLabelRect = axisRect()->rect();
     m_prediction.fitLabel(axisRect()->rect());
     updateCursorItems(); // the cursor label's side depends on where the line now falls in the chart
-    // The peak label must not run off the chart when the peak is near an edge.
+    // The peak label beside its dot: left of it unless that runs off the chart, above it when a
+    // peak near zero would put half the label under the axis; and where neither the cursor's nor
+    // an OOM's label is (at an OOM the peak is often just before the cursor, on a short chart at
+    // the same height): the other side, then under the dot, else only the dot (the breakdown and
+    // the read-out still give the peak's bytes).
     if (m_peakText) {
-        const double px = m_peakText->position->parentAnchor()->pixelPosition().x();
+        const QRect area = axisRect()->rect();
+        const QPointF dot = m_peakText->position->parentAnchor()->pixelPosition();
         const double w = QFontMetrics(m_peakText->font()).horizontalAdvance(m_peakText->text()) + 14;
-        const bool left = px - w >= axisRect()->left(); // left of the dot unless that runs off the chart
-        // Above the dot when a peak near zero would put half the label under the axis.
-        const double py = m_peakText->position->parentAnchor()->pixelPosition().y();
-        const bool above = py + QFontMetrics(m_peakText->font()).height() / 2.0 + 2 > axisRect()->bottom();
-        m_peakText->position->setCoords(left ? -8 : 8, above ? -2 : 0);
-        m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | (above ? Qt::AlignBottom : Qt::AlignVCenter));
+        const bool left = dot.x() - w >= area.left();
+        const bool above = dot.y() + QFontMetrics(m_peakText->font()).height() / 2.0 + 2 > area.bottom();
+        std::vector<QRectF> others;
+        if (m_cursorText->visible())
+            others.push_back(textRect(m_cursorText));
+        for (QCPItemText* t : m_oomTexts)
+            others.push_back(textRect(t));
+        struct Place {
+            bool left;
+            int vertical; // -1 above, 0 beside, 1 below
+        };
+        const Place places[] = {{left, above ? -1 : 0}, {!left, above ? -1 : 0}, {left, 1}, {!left, 1}, {left, -1}, {!left, -1}};
+        bool placed = false;
+        for (const Place& p : places) {
+            m_peakText->position->setCoords(p.left ? -8 : 8, p.vertical < 0 ? -2 : p.vertical > 0 ? 4 : 0);
+            m_peakText->setPositionAlignment((p.left ? Qt::AlignRight : Qt::AlignLeft) |
+                                             (p.vertical < 0 ? Qt::AlignBottom : p.vertical > 0 ? Qt::AlignTop : Qt::AlignVCenter));
+            const QRectF r = textRect(m_peakText);
+            if (r.left() < area.left() || r.right() > area.right() || r.top() < area.top() || r.bottom() > area.bottom())
+                continue;
+            if (std::none_of(others.begin(), others.end(), [&](const QRectF& o) { return o.intersects(r); })) {
+                placed = true;
+                break;
+            }
+        }
+        if (!placed) { // the first place, as before, if nowhere is free of other labels
+            m_peakText->position->setCoords(left ? -8 : 8, above ? -2 : 0);
+            m_peakText->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | (above ? Qt::AlignBottom : Qt::AlignVCenter));
+        }
+        m_peakText->setVisible(placed || std::none_of(others.begin(), others.end(), [&](const QRectF& o) { return o.intersects(textRect(m_peakText)); }));
     }
     // A band's label where its band is wide enough for it and no earlier band's label is there
-    // (annotations may overlap in time: their bands do, and their labels would sit on each other).
+    // (annotations may overlap in time: their bands do, and their labels would sit on each other),
+    // nor the peak's or an OOM's label: on a short chart the peak's dot reaches the band labels'
+    // row, and the marker's label matters more (the band's colour still says the phase).
     std::vector<QRectF> shown;
+    if (m_peakText && m_peakText->visible())
+        shown.push_back(textRect(m_peakText));
+    for (QCPItemText* t : m_oomTexts)
+        if (t->visible())
+            shown.push_back(textRect(t));
     for (auto& [keys, text] : m_bandItems) {
         const double w = xAxis->coordToPixel(keys.upper) - xAxis->coordToPixel(keys.lower);
         bool visible = w > QFontMetrics(text->font()).horizontalAdvance(text->text()) + 8;

@@ -165,6 +165,9 @@ void WhatIfPanel::buildUi()
     m_autocast->addItem(QStringLiteral("fp16"), int(AutocastKind::Fp16));
     m_autocast->addItem(tr("off (fp32)"), int(AutocastKind::Off));
     m_autocast->setToolTip(tr("torch.autocast: matmuls in 16 bits with a cast of each weight per forward, or off"));
+    // Its first item is renamed per document to say what was recorded: the box follows its text
+    // (sized once at the first show, it cut "as recorded (no autocast casts)" to "as recorde").
+    m_autocast->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     // Where the autocast region is (the command line's --autocast-region): the cast cache keeps each
     // weight's cast until the region exits, so one region over several steps casts the weights once.
     m_autocastRegion = new QComboBox(this);
@@ -346,6 +349,9 @@ void WhatIfPanel::setTrace(std::shared_ptr<const Document> trace, size_t deviceI
         recorded = m_trace->device(m_device).poolPeaks().bytes[size_t(Pool::CastCache)] > 0 ? tr("as recorded (16-bit autocast)")
                                                                                            : tr("as recorded (no autocast casts)");
     m_autocast->setItemText(m_autocast->findData(int(AutocastKind::Keep)), recorded);
+    // QComboBox renews its size hint on a renamed item but not its minimum, and a narrow dock
+    // squeezes the box to that stale minimum: hold it at the new text's width.
+    m_autocast->setMinimumWidth(m_autocast->sizeHint().width());
     m_lastReplayUs = -1;
     updateLive();
     m_verdict->setText(!m_trace ? tr("Open a dump to ask what if.")

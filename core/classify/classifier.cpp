@@ -1,6 +1,7 @@
 #include "core/classify/classifier.h"
 
 #include "core/classify/builtin_evidence.h"
+#include "core/classify/structural_cache.h"
 #include "core/classify/frame_matcher.h"
 #include "core/classify/structural_across.h"
 #include "core/classify/structural_evidence.h"
@@ -130,6 +131,8 @@ public:
         // Structure over names: what was made alongside the parameters, what a step replaced, what
         // a library keeps per handle, what one forward kept for the next.
         classify_detail::keptFromBeforeFirstForward(m_dev, c);
+        classify_detail::gradientsMovedInPairs(m_dev, c);
+        classify_detail::keptBeforeAnyRelease(m_dev, c);
         classify_detail::savedForBackward(m_dev, c);
         classify_detail::gradientsBeforeRecording(m_trace, m_dev, c);
         classify_detail::perParameterBuffers(m_trace, m_dev, c);
@@ -137,6 +140,7 @@ public:
         classify_detail::stepReplacements(m_dev, c);
         classify_detail::workspaceBySize(m_dev, c);
         classify_detail::forwardCache(m_trace, m_dev, c);
+        classify_detail::cacheAcrossLayerRuns(m_dev, c);
         classify_detail::unwoundAtOom(m_dev, c);
         classify_detail::forwardProductsFromBeforeRecording(m_dev, c);
         classify_detail::hostBatchesCopiedToDevice(m_trace, m_dev, c);

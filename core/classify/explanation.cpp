@@ -1,4 +1,5 @@
 #include "core/classify/classifier.h"
+#include "core/classify/pool_display.h"
 
 #include <cstdio>
 #include <string>
@@ -151,7 +152,7 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     }
     ev.push_back("size " + bytesText(a.size) + " (" + std::to_string(a.size) + " B); other allocations of this size decided by other " +
                  "rules: " + std::to_string(params) + " parameter, " + std::to_string(grads) + " gradient, " + std::to_string(states) +
-                 " optimizer_state");
+                 " " + std::string(poolDisplayName(Pool::OptimizerState)));
     if (twice > 0)
         ev.push_back(std::to_string(twice) + " parameter(s) of twice this size (" + bytesText(2 * a.size) +
                      ", decided by other rules): a 16-bit copy of an fp32 weight has this size");

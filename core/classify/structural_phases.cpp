@@ -179,6 +179,40 @@ size_t placeRepeatedForwards(const RepeatedForwards& calls, PhaseTimeline& tl)
     return placed;
 }
 
+// See the call in inferStructuralPhases: the first release, before the peak, of a block made in
+// the rise from fStart and kept more than a few events, where such releases run in reverse order of
+// birth (each released block younger than the one released after it) up to the first one after the
+// peak. Two such releases at least; otherwise the peak is the forward's end.
+template <class Born, class Released>
+EventIndex engineStartBeforePeak(EventIndex fStart, EventIndex peak, EventIndex end, const Born& bornAt, const Released& releasedAt)
+{
+    auto saved = [&](EventIndex e) -> const Allocation* {
+        const Allocation* r = releasedAt(size_t(e));
+        return r && !r->preexisting() && r->allocEvent >= fStart - 8 && r->allocEvent <= peak && e - r->allocEvent > 16 ? r : nullptr;
+    };
+    EventIndex younger = kNoEvent; // the birth of the block released after the one looked at
+    for (EventIndex e = peak + 1; e < end && younger == kNoEvent; ++e)
+        if (const Allocation* r = saved(e))
+            younger = r->allocEvent;
+    if (younger == kNoEvent)
+        return peak;
+    EventIndex earliest = kNoEvent;
+    size_t run = 0;
+    for (EventIndex e = peak; e > fStart; --e) {
+        if (bornAt(size_t(e)) || !releasedAt(size_t(e)))
+            continue;
+        const Allocation* r = saved(e);
+        if (!r)
+            continue; // scratch let go of at once, the engine's own or the forward's
+        if (r->allocEvent <= younger)
+            break; // released in the order it was made: the forward's own
+        younger = r->allocEvent;
+        earliest = e;
+        ++run;
+    }
+    return run >= 2 ? earliest - 1 : peak;
+}
+
 } // namespace
 
 size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
@@ -358,12 +392,17 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
                 nextStart = forwardStart[j];
                 break;
             }
+        // The bytes can peak after the backward began: the gradients it makes (let go of later, by
+        // an update or zero_grad) outweigh what it has released by then. Its releases of what the
+        // forward kept, last made first, that run back from the first release after the peak mark
+        // where it began (forwardEnd: the forward's last event).
+        const EventIndex forwardEnd = engineStartBeforePeak(fStart, s.peak, std::min(nextStart, s.fallEnd + 1), bornAt, releasedAt);
         // What the forward made and the fall released, in the order it was released.
         std::vector<EventIndex> frees;
         int64_t aliveAtPeak = 0;
         // From a few events before the first scratch: the output the forward's first operator made
         // before it (the low the curve returned to can sit just after that output).
-        for (EventIndex e = std::max(s.trough + 1, fStart - 8); e <= s.peak; ++e) {
+        for (EventIndex e = std::max(s.trough + 1, fStart - 8); e <= forwardEnd; ++e) {
             const Allocation* a = bornAt(size_t(e));
             if (!a)
                 continue;
@@ -374,7 +413,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             // a few events) is the forward finishing, not the release of what it saved. The last
             // layer's saved tensor, freed by the backward's first operator, looks the same: it goes
             // with the forward, one block in a pass's hundreds.
-            if (r != kNoEvent && r > s.peak && r < nextStart && r - e > 16)
+            if (r != kNoEvent && r > forwardEnd && r < nextStart && r - e > 16)
                 frees.push_back(r);
         }
         if (frees.empty()) {
@@ -397,7 +436,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         // (Events that neither make nor let go of a block, a free's completion or a segment's
         // mapping, go along.)
         auto madeOrNeutral = [&](EventIndex e) { return bornAt(size_t(e)) || !releasedAt(size_t(e)); };
-        while (releaseStart - 1 > s.peak && madeOrNeutral(releaseStart - 1))
+        while (releaseStart - 1 > forwardEnd && madeOrNeutral(releaseStart - 1))
             --releaseStart;
         // After the last release of what the forward saved come the backward's last products (the
         // first layers' gradients, kept) and the release of its own scratch made before (the first
@@ -447,7 +486,7 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             fall = Phase::Backward; // most of what the forward saved, layer after layer, with products
         if (fall == Phase::Teardown) {
             // A burst: the graph's last blocks, let go of first, belong to it whatever their age.
-            while (releaseStart - 1 > s.peak && !bornAt(size_t(releaseStart - 1)))
+            while (releaseStart - 1 > forwardEnd && !bornAt(size_t(releaseStart - 1)))
                 --releaseStart;
         }
         place(tl, fStart, releaseStart - 1, Phase::Forward, placed);
@@ -483,6 +522,10 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
     // a backward: where the layers' sizes repeat and one stretch of alike layers holds three such
     // swings or more, the swings are its layers and the calls the passes. (A training step's swing
     // is a pass whose fall is its backward, however its steps repeat.)
+    // No swing read as a pass (a rise of kept blocks only: the model built, then no-grad calls whose
+    // bytes never rise much): the calls where the layers' sizes repeat.
+    if (placed == 0)
+        return placeRepeatedForwards(calls, tl);
     if (!anyBackward)
         for (const EventSpan& run : calls.layerRuns) {
             size_t inside = 0;

@@ -223,6 +223,10 @@ RepeatedForwards forwardsByRepetition(const DeviceTrace& dev)
     // The first call's prologue: as much of it as the next calls repeated (all of it where none did,
     // up to one period).
     calls.front().firstBirth = prologue - std::min(prologue, calls.size() > 1 ? firstMatch : std::min(prologue, period));
+    // ... but not over blocks kept to the end: a forward's prologue (embedding output, masks) is let
+    // go of by the call; blocks made before it and never let go of are the model being built.
+    while (calls.front().firstBirth < prologue && births[calls.front().firstBirth].release == kNoEvent)
+        ++calls.front().firstBirth;
     // A call ends before the next call's prologue, with one event left to the caller between them;
     // the last ends at its last birth after its layers (its epilogue: the norm and the head), within
     // two layers' worth of events: what follows is the caller's.

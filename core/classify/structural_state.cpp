@@ -1,5 +1,7 @@
 #include "core/classify/structural_state.h"
 
+#include "core/classify/structural_common.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -61,6 +63,20 @@ void perParameterStateByOrder(const DeviceTrace& dev, Classification& c)
     }
     if (!len)
         return;
+    // A model of alike layers repeats its sizes in order, layer after layer: where the whole
+    // sequence repeats with a period no longer than the parameters' run, more times over than the
+    // runs found, the runs are the layers (an optimizer whose state is made lazily, at its first
+    // step, has none yet), not a model and copies of it. A model's embedding and head make its
+    // run one of a kind.
+    for (size_t q = 1; q <= len; ++q) {
+        if (n % q != 0 || n / q <= groups)
+            continue;
+        bool periodic = true;
+        for (size_t k = q; k < n && periodic; ++k)
+            periodic = mirrorKey(dev.allocations[kept[k]].size) == mirrorKey(dev.allocations[kept[k - q]].size);
+        if (periodic)
+            return;
+    }
     c.rules.push_back(RuleInfo{"per-parameter-state-by-order",
                                    "made before the first forward and kept, in a run that trains: the blocks made then form " +
                                        std::to_string(groups) + " runs, in the order they were made, the later ones matching the first one to one by size. An "
@@ -152,6 +168,117 @@ void stateRewrittenBetweenPasses(const DeviceTrace& dev, Classification& c)
                 c.rule[i] = rule;
                 c.confidence[i] = 60;
             }
+    }
+}
+
+namespace {
+
+// The first event that lets go of a block the trace made: before it, nothing computed anything.
+EventIndex firstRelease(const DeviceTrace& dev)
+{
+    EventIndex first = kNoEvent;
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex fe = freeEventOf(a);
+        if (!a.preexisting() && fe != kNoEvent && (first == kNoEvent || fe < first))
+            first = fe;
+    }
+    return first;
+}
+
+// Nothing but a lifetime placed it (no rule, or a rule without frame evidence).
+bool openToStructure(const Classification& c, size_t i)
+{
+    return c.pool[i] == Pool::Unknown || !(c.evidenceOf(i) & kEvidenceFrames);
+}
+
+} // namespace
+
+void gradientsMovedInPairs(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.backward == Known::Yes || f.optimizerSteps > 0)
+        return;
+    const EventIndex bound = f.firstForward != kNoEvent ? f.firstForward : firstRelease(dev);
+    // Births before the bound, in order; kept: never let go of.
+    std::vector<uint32_t> births;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.preexisting() && (bound == kNoEvent || a.allocEvent < bound))
+            births.push_back(uint32_t(i));
+    }
+    std::sort(births.begin(), births.end(), [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+    auto kept = [&](uint32_t i) { return freeEventOf(dev.allocations[i]) == kNoEvent; };
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    std::set<int64_t> sizes;
+    int64_t keptBytes = 0, pairedBytes = 0;
+    bool open = true;
+    for (size_t k = 0; k < births.size(); ++k) {
+        const uint32_t i = births[k];
+        if (!kept(i))
+            continue;
+        keptBytes += dev.allocations[i].size;
+        open = open && openToStructure(c, i);
+        if (k + 1 < births.size() && kept(births[k + 1]) && dev.allocations[births[k + 1]].size == dev.allocations[i].size) {
+            const uint32_t j = births[k + 1];
+            keptBytes += dev.allocations[j].size;
+            open = open && openToStructure(c, j);
+            pairs.emplace_back(i, j);
+            sizes.insert(dev.allocations[i].size);
+            pairedBytes += 2 * dev.allocations[i].size;
+            ++k;
+        }
+    }
+    if (!open || pairs.size() < 4 || sizes.size() < 2 || pairedBytes * 10 < keptBytes * 9)
+        return;
+    const uint16_t param = addRule(c, "moved-in-pairs-parameter",
+                                   "made before the first forward and kept, the first of two adjacent blocks of one size, in a run "
+                                   "where such pairs hold the model's bytes: nn.Module._apply (.to/.cuda) moves a parameter, then "
+                                   "its .grad",
+                                   Pool::Parameter, kEvidenceLifetime | kEvidenceSize);
+    const uint16_t grad = addRule(c, "moved-in-pairs-gradient",
+                                  "made right after a block of its size, before the first forward, and kept, in a run with no "
+                                  "backward or optimizer step and whose kept blocks come in such pairs: a parameter's .grad, moved "
+                                  "with the model (nn.Module._apply moves each parameter, then its gradient); drop it before moving "
+                                  "(zero_grad(set_to_none=True))",
+                                  Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+    for (const auto& [p, g] : pairs) {
+        decide(c, p, Pool::Parameter, param, 55);
+        decide(c, g, Pool::Gradient, grad, 55);
+    }
+}
+
+void keptBeforeAnyRelease(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.firstForward != kNoEvent || f.firstBackward != kNoEvent)
+        return;
+    const EventIndex bound = firstRelease(dev);
+    if (bound == kNoEvent)
+        return; // nothing was ever let go of: no computation to bound the state by
+    // A computation ran after it (blocks made and let go of, a handful at least), and the state is
+    // more than one block: one block and one release say nothing about what either is.
+    size_t released = 0;
+    std::vector<uint32_t> state;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting())
+            continue;
+        if (freeEventOf(a) != kNoEvent)
+            ++released;
+        else if (c.pool[i] == Pool::Unknown && a.allocEvent < bound)
+            state.push_back(uint32_t(i));
+    }
+    if (released < 8 || state.size() < 2)
+        return;
+    uint16_t rule = 0;
+    for (uint32_t i : state) {
+        if (!rule)
+            rule = addRule(c, "kept-before-any-release",
+                           "made before anything the recording saw was let go of, and kept to the end, in a run where no pass "
+                           "could be found: the model's state built before any computation (its weights, or buffers made "
+                           "for them)",
+                           Pool::Parameter, kEvidenceLifetime);
+        decide(c, i, Pool::Parameter, rule, 50);
     }
 }
 

@@ -26,3 +26,24 @@ void perParameterStateByOrder(const DeviceTrace& dev, Classification& c);
 void stateRewrittenBetweenPasses(const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail
+
+namespace poolscope::classify_detail {
+
+// A model moved to the device (.to(), .cuda()) while its parameters held .grad: nn.Module._apply
+// moves each parameter and then, right after it, its gradient, so the blocks made before the first
+// forward and kept come in adjacent pairs of equal size. Where no frame said what they are (or only
+// a lifetime rule did), in a run with no backward and no optimizer step that could have made
+// gradients, and where such pairs hold at least 90 % of those blocks' bytes (at least four pairs,
+// of two sizes or more: a model's shapes, not one buffer size), the first of each pair is the
+// parameter and the second its gradient, at 55 %. A model whose weights themselves come in adjacent
+// equal pairs with no bias or norm between them would read the same; the confidence says so.
+void gradientsMovedInPairs(const DeviceTrace& dev, Classification& c);
+
+// Where the stream shows no pass at all (no forward, no backward found by frames, annotations or
+// structure), blocks made before the first block the trace let go of, and kept to the end, are the
+// model's state built before any computation ran: a parameter at 50 %, a guess the verdict does not
+// act on as certain (buffers and optimizer state made that early look the same). Only where a
+// computation ran (eight blocks let go of or more) and the state is two blocks or more.
+void keptBeforeAnyRelease(const DeviceTrace& dev, Classification& c);
+
+} // namespace poolscope::classify_detail

@@ -5,6 +5,8 @@
 #include "widgets/allocator_view.h"
 
 #include <QComboBox>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QTest>
 
 using namespace poolscope;
@@ -102,6 +104,12 @@ private slots:
             QVERIFY(fm.horizontalAdvance(rows->rowLabel(s)) <= rows->labelWidth() - 8);
         }
         QTest::qWait(50); // the header's layout settles
+        // Every row is within the scroll bar's reach (the rows widget was once squeezed to the
+        // dock's height, its last rows painted below it where no scrolling could bring them).
+        auto* area = qobject_cast<QScrollArea*>(rows->parentWidget()->parentWidget());
+        QVERIFY(area);
+        QVERIFY2(area->verticalScrollBar()->maximum() + area->viewport()->height() >= int(segs.size()) * SegmentRowsWidget::kRowHeight,
+                 qPrintable(QStringLiteral("%1 rows, reach %2").arg(segs.size()).arg(area->verticalScrollBar()->maximum() + area->viewport()->height())));
         if (const QByteArray shots = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !shots.isEmpty())
             view.grab().save(QString::fromLocal8Bit(shots) + QStringLiteral("/allocator-to-scale.png"));
         // Full width on request: every bar as long as the row.
@@ -109,8 +117,10 @@ private slots:
         QVERIFY(scale);
         scale->setCurrentIndex(1);
         QVERIFY(!rows->toScale());
+        // (The rows are as tall as their count now, so a scroll bar may have narrowed them since.)
+        const double fullNow = rows->width() - rows->labelWidth() - 6;
         for (const LayoutSegment& s : segs)
-            QCOMPARE(rows->barRect(s, 0).width(), full);
+            QCOMPARE(rows->barRect(s, 0).width(), fullNow);
     }
 };
 
