@@ -3,6 +3,7 @@
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/structural_cache.h"
 #include "core/classify/frame_matcher.h"
+#include "core/classify/structural_across.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_phases.h"
 #include "core/classify/structural_state.h"
@@ -141,6 +142,9 @@ public:
         classify_detail::forwardCache(m_trace, m_dev, c);
         classify_detail::cacheAcrossLayerRuns(m_dev, c);
         classify_detail::unwoundAtOom(m_dev, c);
+        classify_detail::forwardProductsFromBeforeRecording(m_dev, c);
+        classify_detail::hostBatchesCopiedToDevice(m_trace, m_dev, c);
+        classify_detail::parametersMovedBack(m_dev, c);
         countSizes(c);
         classify_detail::stateRewrittenBetweenPasses(m_dev, c);
         classify_detail::autocastCastsByCount(m_trace, m_dev, c);

@@ -121,15 +121,21 @@ AblationResult ablate(const std::shared_ptr<const Trace>& trace, const std::shar
             cell.variant = v.name;
             cell.atDefault = measure(defaultIndex(dev.device()), dev, other);
             cell.atPeak = measure(dev.device().peakIndex, dev, other);
-            std::map<std::string, int64_t> flows;
+            std::map<std::string, int64_t> flows, ruleFlows;
             const auto& a = *dev.classification();
             const auto& b = *other.classification();
             for (size_t i = 0; i < a.size(); ++i)
-                if (a.pool[i] != b.pool[i] && dev.device().allocations[i].aliveAfter(cell.atDefault.index))
-                    flows[std::string(poolName(a.pool[i])) + " -> " + std::string(poolName(b.pool[i]))] +=
-                        dev.device().allocations[i].size;
+                if (a.pool[i] != b.pool[i] && dev.device().allocations[i].aliveAfter(cell.atDefault.index)) {
+                    const int64_t size = dev.device().allocations[i].size;
+                    flows[std::string(poolName(a.pool[i])) + " -> " + std::string(poolName(b.pool[i]))] += size;
+                    ruleFlows[std::string(poolName(a.pool[i])) + " (" + a.rules[a.rule[i]].name + ") -> " +
+                              std::string(poolName(b.pool[i])) + " (" + b.rules[b.rule[i]].name + ")"] += size;
+                }
+            auto bySize = [](const auto& x, const auto& y) { return x.second > y.second; };
             cell.flows.assign(flows.begin(), flows.end());
-            std::sort(cell.flows.begin(), cell.flows.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+            std::sort(cell.flows.begin(), cell.flows.end(), bySize);
+            cell.ruleFlows.assign(ruleFlows.begin(), ruleFlows.end());
+            std::sort(cell.ruleFlows.begin(), cell.ruleFlows.end(), bySize);
             result.devices[r].cells.push_back(std::move(cell));
         }
     }

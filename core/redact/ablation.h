@@ -39,6 +39,8 @@ struct AblationCell {
     AblationMoment atDefault, atPeak;
     // Bytes per (original pool -> redacted pool) at the default moment, largest first: what moved where.
     std::vector<std::pair<std::string, int64_t>> flows;
+    // The same per (original pool and rule -> redacted pool and rule): which decision moved them.
+    std::vector<std::pair<std::string, int64_t>> ruleFlows;
 };
 
 struct AblationDevice {

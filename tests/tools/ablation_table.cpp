@@ -1,10 +1,11 @@
 // poolscope_ablation: the redaction ablation table (issue 22) over the corpus or the files given.
 //
-//   poolscope_ablation [FILE|DIR]... [--rules FILE] [--flows] [--tsv]
+//   poolscope_ablation [FILE|DIR]... [--rules FILE] [--flows] [--why] [--tsv]
 //
 // Without FILE or DIR: every dump in ../shared/corpus. Rules: the source tree's
 // resources/classifier/rules.json (an edit shows without a rebuild), or --rules FILE instead.
-// --flows also lists, per file and redaction, which pools the moved bytes went from and to.
+// --flows also lists, per file and redaction, which pools the moved bytes went from and to; --why
+// the same per deciding rule (original -> redacted), to see which decision the frames carried.
 // --tsv prints one line per file, device, redaction and moment with the raw figures instead (save
 // one before a classifier change and `diff` it with one after).
 // Prints a markdown table (docs/accuracy.md, "Redaction ablation"); exit 0 unless a file fails to load.
@@ -35,7 +36,7 @@ bool isDump(const fs::path& p)
 int main(int argc, char** argv)
 {
     std::string rulesFile = POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json";
-    bool flows = false, tsv = false;
+    bool flows = false, why = false, tsv = false;
     std::vector<fs::path> inputs;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -43,10 +44,12 @@ int main(int argc, char** argv)
             rulesFile = argv[++i];
         else if (a == "--flows")
             flows = true;
+        else if (a == "--why")
+            why = true;
         else if (a == "--tsv")
             tsv = true;
         else if (a == "--help" || a == "-h") {
-            std::cout << "usage: poolscope_ablation [FILE|DIR]... [--rules FILE] [--flows] [--tsv]\n";
+            std::cout << "usage: poolscope_ablation [FILE|DIR]... [--rules FILE] [--flows] [--why] [--tsv]\n";
             return 0;
         } else if (!a.empty() && a.front() == '-') {
             std::cerr << "poolscope_ablation: unknown option " << a << "\n";
@@ -108,6 +111,15 @@ int main(int argc, char** argv)
                     for (size_t k = 0; k < c.flows.size() && k < 4; ++k)
                         std::printf("  %s %s %s: %s %.1f MiB\n", fs::path(r.file).filename().c_str(), d.label.c_str(), c.variant.c_str(),
                                     c.flows[k].first.c_str(), double(c.flows[k].second) / double(1 << 20));
+    }
+    if (why) {
+        std::cout << "\nWhich decisions moved them (original pool (rule) -> redacted pool (rule), at the default moment):\n";
+        for (const auto& r : results)
+            for (const auto& d : r.devices)
+                for (const auto& c : d.cells)
+                    for (size_t k = 0; k < c.ruleFlows.size() && k < 8; ++k)
+                        std::printf("  %s %s %s: %s %.1f MiB\n", fs::path(r.file).filename().c_str(), d.label.c_str(), c.variant.c_str(),
+                                    c.ruleFlows[k].first.c_str(), double(c.ruleFlows[k].second) / double(1 << 20));
     }
     return failures ? 1 : 0;
 }

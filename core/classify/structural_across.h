@@ -1,0 +1,40 @@
+#pragma once
+// Structural deciders that read what one pass or one device cannot show alone: a block that outlived
+// a whole recorded forward, and host memory that a GPU device copies. Private to core/classify: the
+// classifier runs them after the other structural deciders (structural_evidence.h).
+#include "core/classify/classifier.h"
+
+namespace poolscope::classify_detail {
+
+// Blocks from before recording whose own stack places them in a forward, alive to the end, that only
+// their phase and lifetime called activation. A default cuBLAS workspace size (requested bytes) at
+// most twice per stream is that library's per-handle workspace (what workspaceBySize reads for
+// blocks the trace made). Where the recording holds the start of a forward, the others outlived that
+// whole forward, so they are no activation of the pass in flight: they keep their pool below 70 %
+// (a kept output, a cache or a library's scratch: the frames that would say which are not the ones a
+// Python-only dump records).
+void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& c);
+
+// On the host of a profiler trace that also records a GPU device: a host block whose exact bytes a
+// GPU device allocates after it was made and before the host makes the next of that size (the
+// .to()/.cuda() copy of what the host built), sooner than the device made one before it (a copy
+// follows its source; the other way round it is an output copied to the host each step),
+// is the batch that feeds the device (input); the same-size host blocks let go of in one burst right
+// after it was made, whose bytes add up to it, are the samples it was stacked from (collate).
+void hostBatchesCopiedToDevice(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
+} // namespace poolscope::classify_detail
+
+namespace poolscope::classify_detail {
+
+// The model's tensors brought back: where the trace opens with a run of births followed at once by
+// a run of the same sizes in the same order (a per-parameter buffer built from each parameter, or a
+// copy), the first run is the parameters (what is built from them comes after them). A later run of
+// that sequence made after every block of the parameters' current run was let go of is the same
+// tensors moved away and back (.to('cpu') then .to('cuda'), as a federated client does); one made
+// while they live is something built from them (state, a copy). Only runs whose every block outlives a
+// whole forward count (the repeat that names the first run too): a loop's scratch repeats its sizes. Decides only what phase and lifetime
+// alone guessed (unknown, activation, temporary, other), never what a frame named.
+void parametersMovedBack(const DeviceTrace& dev, Classification& c);
+
+} // namespace poolscope::classify_detail
