@@ -1,12 +1,10 @@
 #include "core/classify/classifier.h"
 
 #include "core/classify/builtin_evidence.h"
-#include "core/classify/structural_cache.h"
 #include "core/classify/frame_matcher.h"
-#include "core/classify/structural_across.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_phases.h"
-#include "core/classify/structural_state.h"
+#include "core/classify/structural_passes.h"
 
 #include <algorithm>
 #include <array>
@@ -127,32 +125,10 @@ public:
         }
         countSizes(c);
         sizeLedger(c);
-        classify_detail::splitMegatronBuffers(m_trace, m_dev, c);
-        // Structure over names: what was made alongside the parameters, what a step replaced, what
-        // a library keeps per handle, what one forward kept for the next.
-        classify_detail::keptFromBeforeFirstForward(m_dev, c);
-        classify_detail::gradientsMovedInPairs(m_dev, c);
-        classify_detail::keptBeforeAnyRelease(m_dev, c);
-        classify_detail::savedForBackward(m_dev, c);
-        classify_detail::gradientsBeforeRecording(m_trace, m_dev, c);
-        classify_detail::perParameterBuffers(m_trace, m_dev, c);
-        classify_detail::perParameterStateByOrder(m_dev, c);
-        classify_detail::stepReplacements(m_dev, c);
-        classify_detail::workspaceBySize(m_dev, c);
-        classify_detail::forwardCache(m_trace, m_dev, c);
-        classify_detail::cacheAcrossLayerRuns(m_dev, c);
-        classify_detail::unwoundAtOom(m_dev, c);
-        classify_detail::forwardProductsFromBeforeRecording(m_dev, c);
-        classify_detail::hostBatchesCopiedToDevice(m_trace, m_dev, c);
-        classify_detail::parametersMovedBack(m_dev, c);
+        // Structure over names (structural_passes.cpp holds the order).
+        classify_detail::structureFromLifetimes(m_trace, m_dev, c);
         countSizes(c);
-        classify_detail::stateRewrittenBetweenPasses(m_dev, c);
-        classify_detail::autocastCastsByCount(m_trace, m_dev, c);
-        classify_detail::programNamesWithoutHistory(m_trace, m_dev, c);
-        classify_detail::weightFamilyWithoutHistory(m_dev, c);
-        classify_detail::gradientsNeedParameterSize(m_dev, c);
-        classify_detail::flagAutocastSurplus(m_dev, c);
-        classify_detail::pendingFreeBlocks(m_dev, c);
+        classify_detail::structureFromSizes(m_trace, m_dev, c);
         countSizes(c);
         judgeUntracked(c);
         capStructuralConfidence(m_dev, c);

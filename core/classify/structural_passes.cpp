@@ -1,0 +1,42 @@
+#include "core/classify/structural_passes.h"
+
+#include "core/classify/builtin_evidence.h"
+#include "core/classify/structural_across.h"
+#include "core/classify/structural_cache.h"
+#include "core/classify/structural_evidence.h"
+#include "core/classify/structural_state.h"
+
+namespace poolscope::classify_detail {
+
+void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    splitMegatronBuffers(trace, dev, c);
+    keptFromBeforeFirstForward(dev, c);
+    gradientsMovedInPairs(dev, c);
+    keptBeforeAnyRelease(dev, c);
+    savedForBackward(dev, c);
+    gradientsBeforeRecording(trace, dev, c);
+    perParameterBuffers(trace, dev, c);
+    perParameterStateByOrder(dev, c);
+    stepReplacements(dev, c);
+    workspaceBySize(dev, c);
+    forwardCache(trace, dev, c);
+    cacheAcrossLayerRuns(dev, c);
+    unwoundAtOom(dev, c);
+    forwardProductsFromBeforeRecording(dev, c);
+    hostBatchesCopiedToDevice(trace, dev, c);
+    parametersMovedBack(dev, c);
+}
+
+void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    stateRewrittenBetweenPasses(dev, c);
+    autocastCastsByCount(trace, dev, c);
+    programNamesWithoutHistory(trace, dev, c);
+    weightFamilyWithoutHistory(dev, c);
+    gradientsNeedParameterSize(dev, c);
+    flagAutocastSurplus(dev, c);
+    pendingFreeBlocks(dev, c);
+}
+
+} // namespace poolscope::classify_detail
