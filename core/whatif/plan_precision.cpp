@@ -36,11 +36,15 @@ bool eligible(const TraceModel& m, size_t a)
 // rest by the latest live tensor of the same bytes (their input, as an elementwise op's output).
 // `guessed`: of the bytes that change, those of tensors whose frames name no operator (Python-only
 // stacks under a user's own module): their element size follows their neighbours, unconfirmed.
+// `unknown` marks those tensors, whatever their ratio came out (`unknownBytes`: their recorded
+// bytes); with `guess` Low or High they take one end of what they can be instead of following.
 std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, const std::vector<OpPrecision>& precision, bool toLow,
-                                 int64_t& changed, int64_t& guessed)
+                                 ElementGuess guess, int64_t& changed, int64_t& guessed, std::vector<uint8_t>& unknown,
+                                 int64_t& unknownBytes)
 {
     const size_t n = dev.allocations.size();
     std::vector<Ratio> ratio(n);
+    unknown.assign(n, 0);
     std::vector<uint8_t> decided(n, 0);
     const Ratio narrow{1, 2}, widen{2, 1}, drop{0, 1};
     // The residual stream: a layer's input and the adds that carry it keep the type the embedding
@@ -93,6 +97,18 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, co
                 }
                 if (mirror != SIZE_MAX) {
                     ratio[a] = ratio[mirror].num == 0 ? Ratio{} : ratio[mirror];
+                    decided[a] = 1;
+                    break;
+                }
+            }
+            if (precision[a] == OpPrecision::Unknown) {
+                unknown[a] = 1;
+                unknownBytes += al.size;
+                if (guess != ElementGuess::Follow) {
+                    // One end of the range: all 16-bit (autocast on) or all kept fp32, and the reverse
+                    // without autocast (all recorded fp32, kept; all recorded 16-bit, widened).
+                    if ((guess == ElementGuess::Low) == toLow)
+                        ratio[a] = toLow ? narrow : widen;
                     decided[a] = 1;
                     break;
                 }
@@ -357,7 +373,8 @@ std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, co
 
 } // namespace
 
-void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan)
+void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, ElementGuess guess,
+                   Plan& plan)
 {
     if (sc.autocast == AutocastKind::Keep)
         return;
@@ -386,7 +403,8 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     if (!toLow && !framesNameCasts)
         structuralCasts = castsFromStructure(dev, m, precision);
     int64_t changed = 0, guessed = 0;
-    const std::vector<Ratio> ratio = elementRatios(dev, m, precision, toLow, changed, guessed);
+    std::vector<uint8_t> unknown;
+    const std::vector<Ratio> ratio = elementRatios(dev, m, precision, toLow, guess, changed, guessed, unknown, plan.unknownElementBytes);
     // What the frames cannot tell is said, not hidden in the figure.
     if (guessed > 0) {
         plan.notes.push_back(formatBytes(guessed) + " of the " + formatBytes(changed) +
@@ -525,7 +543,9 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     int64_t upcasts = 0;
     for (size_t a = 1; a < n; ++a) {
         const Allocation& al = dev.allocations[a];
-        if (al.preexisting() || !eligible(m, a) || precision[a] != OpPrecision::Fp32)
+        // At the high end of the range a tensor of unknown operator is one of autocast's fp32 results.
+        const bool fp32Op = precision[a] == OpPrecision::Fp32 || (guess == ElementGuess::High && unknown[a]);
+        if (al.preexisting() || !eligible(m, a) || !fp32Op)
             continue;
         for (size_t b = a; b-- > 0;) {
             const Allocation& in = dev.allocations[b];

@@ -88,6 +88,19 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
         if (r.fragmentationDetail.known)
             r.fragmentationDetail.source = "the replay at its reserved peak (event " + std::to_string(r.peakReservedAt) + ")";
     }
+    r.peakAllocatedLow = r.peakAllocatedHigh = r.peakAllocated;
+    r.unknownElementBytes = plan.unknownElementBytes;
+    if (plan.unknownElementBytes > 0 && !r.cancelled) {
+        // The element sizes the trace cannot tell, at each end: two more replays, only for these.
+        WhatIfOptions bound;
+        bound.keepSeries = false;
+        bound.cancel = options.cancel;
+        for (ElementGuess guess : {ElementGuess::Low, ElementGuess::High}) {
+            const int64_t peak = replayPlan(trace, dev, model, buildPlan(dev, model, scenario, &trace.frames, guess), scenario, bound).peakAllocated;
+            r.peakAllocatedLow = std::min(r.peakAllocatedLow, peak);
+            r.peakAllocatedHigh = std::max(r.peakAllocatedHigh, peak);
+        }
+    }
     recordedFigures(dev, model, r);
     r.dims = model.dims;
     r.ambiguousBytes = model.ambiguousBytes;
@@ -117,6 +130,10 @@ std::string renderWhatIfText(const WhatIfResult& r)
     std::snprintf(buf, sizeof buf, "  %-22s %14s %14s %9s\n", "", "recorded", "predicted", "change");
     out += buf;
     out += row("peak allocated", r.recordedPeakAllocated, r.peakAllocated);
+    if (r.unknownElementBytes > 0)
+        out += "  " + formatBytes(r.unknownElementBytes) +
+               " of tensors have an element size the trace cannot tell (no operator in their frames): peak allocated " +
+               formatBytes(r.peakAllocatedLow) + " (all 16-bit) to " + formatBytes(r.peakAllocatedHigh) + " (all fp32)\n";
     out += row("peak reserved", r.recordedPeakReserved, r.peakReserved);
     out += "  per-pool peaks\n";
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
@@ -200,6 +217,11 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
                       {"pool_peaks", pools(r.poolPeaks)},
                       {"pools_at_peak", pools(r.poolsAtPeak)},
                       {"peak_phase", std::string(phaseName(r.peakPhase))}};
+    // The range the unknown element sizes span (null when the trace tells every tensor's type).
+    j["predicted"]["peak_allocated_range"] =
+        r.unknownElementBytes > 0
+            ? json{{"low", r.peakAllocatedLow}, {"high", r.peakAllocatedHigh}, {"unknown_element_bytes", r.unknownElementBytes}}
+            : json(nullptr);
     j["recorded"]["peak_phase"] = std::string(phaseName(r.recordedPeakPhase));
     j["laws"] = {{"tokens", r.dims.tokens},
                  {"seq", r.dims.seq},
