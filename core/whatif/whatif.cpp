@@ -110,6 +110,10 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
     r.notes = model.notes;
     r.notes.insert(r.notes.end(), plan.notes.begin(), plan.notes.end());
     r.caveats = plan.caveats;
+    // A range wider than the size laws' own error (about 1 %) is what a reader must see.
+    if (r.unknownElementBytes > 0 && (r.peakAllocatedHigh - r.peakAllocatedLow) * 100 > r.peakAllocated)
+        r.caveats.push_back("precision: peak allocated between " + formatBytes(r.peakAllocatedLow) + " and " +
+                            formatBytes(r.peakAllocatedHigh) + " (element sizes the frames cannot tell)");
     if (r.recordedOom)
         r.notes.push_back("the recorded run ended in an OOM: the prediction covers the events up to it");
     return r;
@@ -131,9 +135,9 @@ std::string renderWhatIfText(const WhatIfResult& r)
     out += buf;
     out += row("peak allocated", r.recordedPeakAllocated, r.peakAllocated);
     if (r.unknownElementBytes > 0)
-        out += "  " + formatBytes(r.unknownElementBytes) +
-               " of tensors have an element size the trace cannot tell (no operator in their frames): peak allocated " +
-               formatBytes(r.peakAllocatedLow) + " (all 16-bit) to " + formatBytes(r.peakAllocatedHigh) + " (all fp32)\n";
+        out += "  peak allocated between " + formatBytes(r.peakAllocatedLow) + " (all 16-bit) and " + formatBytes(r.peakAllocatedHigh) +
+               " (all fp32): the trace cannot tell the element size of " + formatBytes(r.unknownElementBytes) +
+               " allocated over it (no operator in their frames)\n";
     out += row("peak reserved", r.recordedPeakReserved, r.peakReserved);
     out += "  per-pool peaks\n";
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
