@@ -173,6 +173,19 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
                 if (contains(fr.filename, "/torch/") && (l == "einsum" || l == "linear" || l == "matmul" || l == "softmax" ||
                                                          l == "log_softmax" || l == "layer_norm" || l == "embedding"))
                     semanticOp = name;
+                // torch.nn.Linear's and the convolutions' forward (F.linear, F.conv2d are C functions:
+                // the module's own line is the last Python frame), and torch.nn.functional's Python
+                // functions of elementwise ops (they run in the type they are given) and of the loss.
+                // Only where no C++ frame named an operator (Python-only stacks).
+                else if (!firstOp.empty())
+                    ;
+                else if (l == "forward" && contains(fr.filename, "/torch/nn/modules/linear.py"))
+                    semanticOp = "linear";
+                else if (l == "forward" && contains(fr.filename, "/torch/nn/modules/conv.py"))
+                    semanticOp = "convolution";
+                else if (contains(fr.filename, "/torch/nn/functional.py") &&
+                         (l == "dropout" || l == "gelu" || l == "silu" || l == "relu" || l == "cross_entropy"))
+                    semanticOp = l == "cross_entropy" ? "cross_entropy_loss" : name;
             }
             continue;
         }
