@@ -14,6 +14,9 @@
 #include <vector>
 
 namespace poolscope {
+
+size_t softmaxFromStructure(const DeviceTrace& dev, const TraceModel& m, std::vector<OpPrecision>& precision, int64_t& bytes);
+
 namespace {
 
 constexpr int kInheritWindow = 16; // allocations back where an elementwise op's input may be
@@ -402,9 +405,14 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         m.autocastSeen || std::find(m.precision.begin(), m.precision.end(), OpPrecision::Cast) != m.precision.end();
     if (!toLow && !framesNameCasts)
         structuralCasts = castsFromStructure(dev, m, precision);
+    // A hand-written softmax between attention's products, told by its reductions (plan_softmax.cpp):
+    // the prediction's reading; the range still spans those tensors as of unknown element size.
+    int64_t softmaxBytes = 0;
+    const size_t softmaxTensors = toLow && guess == ElementGuess::Follow ? softmaxFromStructure(dev, m, precision, softmaxBytes) : 0;
     int64_t changed = 0, guessed = 0;
     std::vector<uint8_t> unknown;
     const std::vector<Ratio> ratio = elementRatios(dev, m, precision, toLow, guess, changed, guessed, unknown, plan.unknownElementBytes);
+    plan.unknownElementBytes += softmaxBytes;
     // What the frames cannot tell is said, not hidden in the figure.
     if (guessed > 0) {
         plan.notes.push_back(formatBytes(guessed) + " of the " + formatBytes(changed) +
@@ -414,6 +422,11 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             plan.caveats.push_back("precision: the element size of " + formatBytes(guessed) +
                                    " of activations is a guess (no operator in their frames)");
     }
+    if (softmaxTensors > 0)
+        plan.notes.push_back("a softmax written by hand between attention's products (two reductions over the scores' last "
+                             "dimension, no frame naming exp or sum): " + std::to_string(softmaxTensors) + " tensors (" +
+                             formatBytes(softmaxBytes) + " over the trace) taken as autocast's fp32 results: exp's outputs "
+                             "kept for backward, the sum, and the quotient by it (type promotion)");
     for (size_t a = 0; a < n; ++a)
         if (!ratio[a].isOne())
             plan.size[a] = ratio[a].apply(plan.size[a]);
@@ -539,7 +552,9 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         released += plan.size[b];
     }
     // Autocast's fp32 operators (softmax, exp, log_softmax...) cast a 16-bit input to fp32 first: the
-    // tensor made just before them, when it is now 16-bit.
+    // tensor made just before them, when it is now 16-bit. An elementwise one only (its output has
+    // its input's elements): a reduction (sum, norms) takes the fp32 dtype as an argument and reads
+    // the 16-bit input itself (fp32_set_opt_dtype, fp32_append_dtype), no copy.
     int64_t upcasts = 0;
     for (size_t a = 1; a < n; ++a) {
         const Allocation& al = dev.allocations[a];
@@ -552,7 +567,7 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             if (in.preexisting() || !eligible(m, b))
                 continue;
             if ((in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent) && ratio[b] == Ratio{1, 2} &&
-                in.size >= 512) {
+                in.size >= 512 && in.size <= al.size) {
                 plan.extras.push_back({before(al.allocEvent), al.allocEvent + 1, plan.size[b] * 2, al.stream, Pool::Temporary});
                 upcasts += plan.size[b] * 2;
             }
