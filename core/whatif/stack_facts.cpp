@@ -57,7 +57,7 @@ OpPrecision precisionOf(std::string_view op)
         "convolution", "_convolution", "cudnn_convolution", "conv_transpose2d", "prelu", "addmv", "addr", "chain_matmul",
         "_scaled_dot_product_efficient_attention"};
     static constexpr std::array<std::string_view, 34> kFp32 = {
-        "_softmax", "softmax", "_log_softmax", "log_softmax", "exp", "log", "pow", "sum", "mean", "prod", "norm",
+        "_softmax", "softmax", "_log_softmax", "log_softmax", "exp", "log", "pow", "sum", "log1p", "prod", "norm",
         "linalg_vector_norm", "rsqrt", "reciprocal", "layer_norm", "native_layer_norm", "group_norm", "native_group_norm",
         "cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss2d_forward", "mse_loss", "l1_loss", "cumsum",
         "cumprod", "softplus", "erfinv", "acos", "asin", "cosh", "sinh", "tan", "expm1"};
