@@ -111,9 +111,16 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
     r.notes.insert(r.notes.end(), plan.notes.begin(), plan.notes.end());
     r.caveats = plan.caveats;
     // A range wider than the size laws' own error (about 1 %) is what a reader must see.
-    if (r.unknownElementBytes > 0 && (r.peakAllocatedHigh - r.peakAllocatedLow) * 100 > r.peakAllocated)
-        r.caveats.push_back("precision: peak allocated between " + formatBytes(r.peakAllocatedLow) + " and " +
-                            formatBytes(r.peakAllocatedHigh) + " (element sizes the frames cannot tell)");
+    if (r.unknownElementBytes > 0 && (r.peakAllocatedHigh - r.peakAllocatedLow) * 100 > r.peakAllocated) {
+        const std::string range = "peak allocated between " + formatBytes(r.peakAllocatedLow) + " and " + formatBytes(r.peakAllocatedHigh);
+        // One caveat for one cause: the plan's "the element size of ... is a guess" gets the range.
+        auto guess = std::find_if(r.caveats.begin(), r.caveats.end(),
+                                  [](const std::string& c) { return c.starts_with("precision: the element size of"); });
+        if (guess != r.caveats.end())
+            *guess += ": " + range;
+        else
+            r.caveats.push_back("precision: " + range + " (element sizes the frames cannot tell)");
+    }
     if (r.recordedOom)
         r.notes.push_back("the recorded run ended in an OOM: the prediction covers the events up to it");
     return r;
