@@ -7,6 +7,7 @@
 #include "python_frames.h"
 
 #include <QProcess>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
@@ -421,8 +422,24 @@ void TestWhatIfCorpus::commandLine()
     QCOMPARE(j["predicted"]["peak_allocated"].get<int64_t>(), r.peakAllocated);
     QCOMPARE(j["fits"].get<bool>(), r.fits());
     QCOMPARE(j["scenario"]["checkpoint"].get<std::string>(), std::string("full"));
+    QVERIFY(j["predicted"]["peak_allocated_range"].is_null()); // no precision knob: nothing unknown
     QCOMPARE(exec({"whatif", file, "--checkpoint", "sqrt"}, &out), 0);
     QVERIFY(out.contains("checkpointing sqrt"));
+    // A Python-only copy, as a user makes it, under autocast: the range in text and JSON, around the
+    // prediction and the real bf16 run's peak.
+    if (QFileInfo::exists(corpusFile("niu_fwd_200_bf16.pickle"))) {
+        QTemporaryDir dir;
+        const QString py = dir.filePath("niu_py.pickle");
+        QCOMPARE(exec({"redact", corpusFile("niu_fwd_200.pickle"), "-o", py, "--frames", "python"}), 0);
+        QCOMPARE(exec({"whatif", py, "--autocast", "bf16", "--json"}, &out), 0);
+        const auto range = nlohmann::json::parse(out.toStdString())["predicted"]["peak_allocated_range"];
+        QVERIFY(range.is_object());
+        const int64_t real = loadCorpus("niu_fwd_200_bf16.pickle").dev->peakAllocated;
+        QVERIFY(range["low"].get<int64_t>() <= real && real <= range["high"].get<int64_t>());
+        QVERIFY(range["unknown_element_bytes"].get<int64_t>() > 0);
+        QCOMPARE(exec({"whatif", py, "--autocast", "bf16"}, &out), 0);
+        QVERIFY(out.contains("(all 16-bit) and") && out.contains("(all fp32): the trace cannot tell the element size"));
+    }
     QCOMPARE(exec({"whatif", file, "--zero", "4"}), 2);
     QCOMPARE(exec({"whatif", file, "--optimizer", "rmsprop"}), 2);
     QCOMPARE(exec({"whatif", file, "--zero", "2", "--fsdp", "full"}), 2);
