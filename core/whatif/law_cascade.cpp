@@ -97,6 +97,8 @@ const std::vector<LawStep>& lawCascade()
         // Laws the sizes and the code decide.
         {"causal mask", "s*s elements from a comparison or a triangle: x s^2", decideCausalMask},
         {"position ids", "an arange of s integers: x s", decidePositionIds},
+        {"expanded weights", "2, 4 or 8 times a parameter's bytes that no token width explains: a weight dequantised, fixed",
+         decideExpandedWeights},
         {"sizes", "the laws its size admits (tokens x a model dimension, the score family, less than a token): one decides",
          decideBySize},
         {"product order", "a*s = h: a product made before its softmax is the scores, one made from it the context",

@@ -180,6 +180,7 @@ void decidePositionEmbeddings(LawContext& x);
 void findContextCollision(LawContext& x);
 void decideCausalMask(LawContext& x);
 void decidePositionIds(LawContext& x);
+void decideExpandedWeights(LawContext& x);
 void decideBySize(LawContext& x);
 void decideProductOrder(LawContext& x);
 void decideScoreFrames(LawContext& x);

@@ -83,6 +83,40 @@ void decidePositionIds(LawContext& x)
     }
 }
 
+// A weight expanded: 2, 4 or 8 times a weight matrix's bytes (no norm's or bias's vector: a 4-bit or 8-bit weight dequantised to
+// 16 or 32 bits, then perhaps cast), where no token width explains the size (nor the score family),
+// made for the product that reads it and freed right after: made from the weight, it follows no token. The structure, whatever the code that made it is called:
+// a library's name (bitsandbytes, ATen's dequantize) decides the same earlier ("made from a
+// weight"); a user's own dequantisation is found here. Where a token width explains the size too,
+// the sizes decide (the tokens, the usual case).
+void decideExpandedWeights(LawContext& x)
+{
+    const int64_t T = x.m.dims.tokens;
+    if (T <= 0)
+        return;
+    for (size_t a = 0; a < x.n(); ++a) {
+        const int64_t bytes = x.size(a);
+        if (!x.open(a) || x.al(a).preexisting() || bytes < T || x.inScoreFamily(a) || x.tokensExplained(bytes))
+            continue;
+        // Made for the one product that reads it and freed right after: a handful of tensors born
+        // while it lives (a tensor saved for backward, such as attention's logsumexp, lives on).
+        const EventIndex freed = x.al(a).freeCompletedEvent;
+        if (freed == kNoEvent)
+            continue;
+        int bornWhileAlive = 0;
+        for (size_t b = a + 1; b < x.n() && x.al(b).allocEvent < freed && bornWhileAlive <= kInputWindow; ++b)
+            ++bornWhileAlive;
+        if (bornWhileAlive > kInputWindow)
+            continue;
+        for (int64_t k : {2, 4, 8})
+            if (bytes % k == 0 && x.weights.mirrors(bytes / k) > 0 && !x.weights.vectors.count(bytes / k)) {
+                x.record[a].candidates = lawBit(SizeLaw::Fixed);
+                x.decide(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
+                break;
+            }
+    }
+}
+
 // The laws each open allocation's size admits: the tokens' (T x a model dimension), the scores'
 // (the score family), none of those and less than a token (fixed). One candidate decides; two are
 // left to the steps after this one; none is taken as tokens (the usual case) with nothing said.
