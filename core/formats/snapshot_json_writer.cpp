@@ -151,10 +151,8 @@ void writeSnapshotJson(const Trace& trace, std::ostream& out)
                     j.raw(",\"time_us\":");
                     j.num(ev.timeUs[i]);
                 }
-                if (ev.stack[i].valid()) { // no context recorded: no frames key (see snapshot_writer.cpp)
-                    j.raw(",\"frames\":");
-                    jsonFrames(j, trace.frames, ev.stack[i]);
-                }
+                j.raw(",\"frames\":");
+                jsonFrames(j, trace.frames, ev.stack[i]);
                 j.raw("}");
             }
         }

@@ -308,10 +308,7 @@ private:
         for (size_t i = 0; i < ev.count(); ++i) {
             const bool time = ev.timeUs[i] != kNoTime;
             const bool oom = ev.action[i] == Action::Oom;
-            // An event that recorded no context has no frames key (a written `frames: []` would read
-            // back as an empty stack, which is a context that recorded nothing: another fact).
-            const StackId stack = ev.stack[i];
-            m_w.beginDict(4 + size_t(time) + size_t(stack.valid()));
+            m_w.beginDict(5 + size_t(time));
             hot(kAction);
             uint32_t& am = actionMemo[size_t(ev.action[i]) & 15];
             if (am != kNone)
@@ -328,17 +325,16 @@ private:
                 hot(kTimeUs);
                 m_w.integer(ev.timeUs[i]);
             }
-            if (stack.valid()) {
-                hot(kFrames);
-                if (group[i] != AllocId::kInvalid && group[i] < lastList.size()) {
-                    auto& last = lastList[group[i]];
-                    if (last.first == stack.value && last.second != kNone)
-                        m_w.fetch(last.second);
-                    else
-                        last = {stack.value, frames(stack)};
-                } else {
-                    frames(stack);
-                }
+            hot(kFrames);
+            const StackId stack = ev.stack[i];
+            if (group[i] != AllocId::kInvalid && group[i] < lastList.size() && stack.valid()) {
+                auto& last = lastList[group[i]];
+                if (last.first == stack.value && last.second != kNone)
+                    m_w.fetch(last.second);
+                else
+                    last = {stack.value, frames(stack)};
+            } else {
+                frames(stack);
             }
             m_w.endDict();
         }
