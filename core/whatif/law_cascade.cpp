@@ -92,16 +92,20 @@ const std::vector<LawStep>& lawCascade()
         {"score width", "the attention scores' bytes per token: softmax, the mask, a product of b*a*s*s (finder)", findScoreWidth, false},
         {"a*s = h", "whether the context (attn @ v) has the scores' bytes, and the forward products' order (finder)",
          findContextCollision, false},
+        {"attention", "the forward's score chains: tensors of the score family made one from another around a softmax, a mask "
+                      "or a reduction over s (finder)", findAttention, false},
         // Laws the sizes and the code decide.
         {"causal mask", "s*s elements from a comparison or a triangle: x s^2", decideCausalMask},
         {"position ids", "an arange of s integers: x s", decidePositionIds},
+        {"expanded weights", "2, 4 or 8 times a parameter's bytes that no token width explains: a weight dequantised, fixed",
+         decideExpandedWeights},
         {"sizes", "the laws its size admits (tokens x a model dimension, the score family, less than a token): one decides",
          decideBySize},
         {"product order", "a*s = h: a product made before its softmax is the scores, one made from it the context",
          decideProductOrder},
-        {"score frames", "softmax, the score operators' autograd nodes, attention code, a line beside softmax: the scores",
+        {"score frames", "softmax, the score operators' autograd nodes, an attention score chain, a line beside softmax: the scores",
          decideScoreFrames},
-        {"token frames", "a projection, an embedding, log-softmax, Python code outside attention: the tokens", decideTokenFrames},
+        {"token frames", "a projection, an embedding, log-softmax, Python code outside the attention chains: the tokens", decideTokenFrames},
         {"rare scores", "a score family seen less often than the layers is something else: back to the tokens", revokeRareScores},
         // Sizes two laws explain: what surrounds them decides.
         {"call site", "its call site follows one law wherever it was decided", decideCallSiteVotes},

@@ -109,6 +109,7 @@ public:
     std::vector<LawRecord> record;
     bool contextCollides = false;           // the run's a*s = h (tags each two-law allocation contextTwin)
     std::vector<int8_t> productOrder;       // per forward product: +1 q @ k.T, -1 attn @ v, 0 unknown
+    std::vector<uint8_t> attention;         // per allocation: a forward tensor of an attention block's score chain (law_attention.cpp)
     std::vector<size_t> castsUnsure;        // casts of a weight's bytes that outnumber such weights
     std::vector<size_t> embeddingsUnsure;   // at b = 1: embedding outputs of the tokens' bytes (tokens' or positions')
     std::vector<size_t> positionEmbeddings; // found with s: embeddings that follow s (b times smaller than the tokens')
@@ -172,11 +173,14 @@ void findTokens(LawContext& x);
 void findSeq(LawContext& x);
 void findScoreWidth(LawContext& x);
 void findMatrices(LawContext& x);
+// law_attention.cpp
+void findAttention(LawContext& x);
 // law_tokens.cpp
 void decidePositionEmbeddings(LawContext& x);
 void findContextCollision(LawContext& x);
 void decideCausalMask(LawContext& x);
 void decidePositionIds(LawContext& x);
+void decideExpandedWeights(LawContext& x);
 void decideBySize(LawContext& x);
 void decideProductOrder(LawContext& x);
 void decideScoreFrames(LawContext& x);

@@ -5,6 +5,7 @@
 #include "core/whatif/law_cascade.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace poolscope::law_detail {
@@ -81,6 +82,52 @@ void decidePositionIds(LawContext& x)
         if (x.open(a) && !f.has(StackOpFacts::Backward) && f.has(StackOpFacts::Arange) && (x.size(a) == 8 * s || x.size(a) == 4 * s))
             x.decide(a, SizeLaw::Seq, LawEvidence::Dimensions);
     }
+}
+
+// A weight expanded: 2, 4 or 8 times a weight matrix's bytes (no norm's or bias's vector: a 4-bit or 8-bit weight dequantised to
+// 16 or 32 bits, then perhaps cast), where no number of tokens divides the size (nor is it the scores'),
+// made for the product that reads it and freed right after, no more of them in a phase run than such
+// weights: made from the weight, it follows no token. The structure, whatever the code that made it is called:
+// a library's name (bitsandbytes, ATen's dequantize) decides the same earlier ("made from a
+// weight"); a user's own dequantisation is found here. Where a token width explains the size too,
+// the sizes decide (the tokens, the usual case).
+void decideExpandedWeights(LawContext& x)
+{
+    const int64_t T = x.m.dims.tokens;
+    if (T <= 0)
+        return;
+    std::vector<std::pair<size_t, int64_t>> found; // (allocation, the weight's bytes)
+    std::map<std::pair<uint32_t, int64_t>, int64_t> perRun; // (phase run, bytes) -> candidates
+    for (size_t a = 0; a < x.n(); ++a) {
+        const int64_t bytes = x.size(a);
+        // Bytes no number of tokens divides: nothing per token makes them (a width no dimension
+        // explains is as often a misread T as a weight).
+        if (!x.open(a) || x.al(a).preexisting() || bytes < T || bytes % T == 0 || x.inScoreFamily(a))
+            continue;
+        // Made for the one product that reads it and freed right after: a handful of tensors born
+        // while it lives (a tensor saved for backward, such as attention's logsumexp, lives on).
+        const EventIndex freed = x.al(a).freeCompletedEvent;
+        if (freed == kNoEvent)
+            continue;
+        int bornWhileAlive = 0;
+        for (size_t b = a + 1; b < x.n() && x.al(b).allocEvent < freed && bornWhileAlive <= kInputWindow; ++b)
+            ++bornWhileAlive;
+        if (bornWhileAlive > kInputWindow)
+            continue;
+        for (int64_t k : {2, 4, 8})
+            if (bytes % k == 0 && x.weights.mirrors(bytes / k) > 0 && !x.weights.vectors.count(bytes / k)) {
+                found.emplace_back(a, bytes / k);
+                ++perRun[{x.c.phases.runOf(x.al(a)), bytes}];
+                break;
+            }
+    }
+    // Each weight is expanded once per pass that reads it: more tensors of these bytes in one phase
+    // run than such weights are something else (activations, where the tokens were misread).
+    for (auto [a, weight] : found)
+        if (perRun[{x.c.phases.runOf(x.al(a)), x.size(a)}] <= x.weights.mirrors(weight)) {
+            x.record[a].candidates = lawBit(SizeLaw::Fixed);
+            x.decide(a, SizeLaw::Fixed, LawEvidence::WeightOrigin);
+        }
 }
 
 // The laws each open allocation's size admits: the tokens' (T x a model dimension), the scores'

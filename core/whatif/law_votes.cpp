@@ -102,8 +102,9 @@ int LawContext::productOrderOf(size_t a) const
     return 0;
 }
 
-// Frames that say "attention scores": softmax, the score operators' autograd nodes, attention code,
-// or an operator on a line next to a softmax of the same function (q @ k.T, the scale, the mask).
+// What says "attention scores": softmax, the score operators' autograd nodes, a forward score chain
+// (law_attention.cpp: structure, not names), or an operator on a line next to a softmax of the same
+// function (q @ k.T, the scale, the mask).
 bool LawContext::scoreEvidence(size_t a) const
 {
     const StackOpFacts& f = facts(a);
@@ -111,12 +112,12 @@ bool LawContext::scoreEvidence(size_t a) const
         return false;
     if (f.has(StackOpFacts::SoftmaxOp) || f.has(StackOpFacts::ScoreBackward))
         return true;
-    // Where the context has the scores' bytes (a*s = h), attention code and the lines beside softmax
+    // Where the context has the scores' bytes (a*s = h), the score chains and the lines beside softmax
     // make both (q @ k.T and attn @ v; the attention dropout and the output's): only the softmax
     // and the score nodes speak; products go by their order, elementwise outputs by their input.
     if (record[a].contextTwin)
         return false;
-    if (f.has(StackOpFacts::AttentionCode))
+    if (attention[a])
         return true;
     // A line beside softmax speaks for the anchor's own element size only: a mask or a cast there
     // as likely belongs to the projection next to it.
@@ -152,11 +153,12 @@ bool LawContext::nearAnchorLine(size_t a) const
 }
 
 // Where the trace shows its attention code (softmax in a Python function), Python code elsewhere
-// (an MLP's projections of the same bytes) makes no scores.
+// (an MLP's projections of the same bytes) makes no scores: outside the score chains and away
+// from the anchors' lines.
 bool LawContext::outsideAttention(size_t a) const
 {
     const StackOpFacts& f = facts(a);
-    if (scores.softmaxLines.empty() || !f.has(StackOpFacts::Python) || f.has(StackOpFacts::AttentionCode) || !f.userFrame)
+    if (scores.softmaxLines.empty() || !f.has(StackOpFacts::Python) || attention[a] || !f.userFrame)
         return false;
     return !nearAnchorLine(a);
 }

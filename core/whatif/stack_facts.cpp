@@ -153,12 +153,17 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
             f.flags |= StackOpFacts::Python;
             if (!f.userFrame && !fr.filename.empty() && !isLibraryFile(fr.filename))
                 f.userFrame = fid;
-            if (namesAttention(name) || (!isLibraryFile(fr.filename) && namesAttention(fr.filename)))
+            // A public library's names only (torch.nn.functional's scaled_dot_product_attention and
+            // softmax, flash_attn, xformers, transformers' attention modules): what the user called
+            // their own code decides nothing (a renamed dump must get the same answer). The user's
+            // attention is found by its structure (law_attention.cpp).
+            const bool library = isLibraryFile(fr.filename);
+            if (library && namesAttention(name))
                 f.flags |= StackOpFacts::AttentionCode;
             const std::string l = lower(name);
-            if (l == "softmax" || l == "_softmax" || l == "run_softmax")
+            if (library && (l == "softmax" || l == "_softmax" || l == "run_softmax"))
                 f.flags |= StackOpFacts::SoftmaxOp;
-            if (l == "log_softmax" || l == "cross_entropy" || l == "nll_loss")
+            if (library && (l == "log_softmax" || l == "cross_entropy" || l == "nll_loss"))
                 f.flags |= StackOpFacts::LogSoftmax;
             // Installed optimizers only (torch/optim, bitsandbytes/optim, apex/optimizers): a user's
             // file called optimizer.py is a name, and the run facts' optimizer-step passes
@@ -166,7 +171,7 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
             if (isLibraryFile(fr.filename) && (contains(fr.filename, "/optim/") || contains(fr.filename, "/optimizers/") ||
                                                contains(fr.filename, "/optimizer/")))
                 f.flags |= StackOpFacts::Optimizer;
-            if (contains(l, "dequant") || contains(fr.filename, "bitsandbytes"))
+            if (library && (contains(l, "dequant") || contains(fr.filename, "bitsandbytes")))
                 f.flags |= StackOpFacts::Dequantize;
             if (semanticOp.empty()) {
                 // Python-only stacks (stacks='python'): torch's own functions name the operator.

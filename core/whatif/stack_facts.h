@@ -1,7 +1,8 @@
 #pragma once
 // What one call stack says about the tensor it allocated, read once per stack: the operator that
 // made it (the innermost ATen operator past the allocation plumbing, else the Python function),
-// the autograd node in backward, autocast's frames, and whether the code around it is attention.
+// the autograd node in backward, autocast's frames, and whether a library's attention made it.
+// Only names of libraries count; what the user called their own code decides nothing.
 // The size laws and the precision knob judge tensors by these facts, never by a size coincidence.
 #include "core/model/frames.h"
 
@@ -23,14 +24,14 @@ enum class OpPrecision : uint8_t {
 
 struct StackOpFacts {
     enum Flag : uint32_t {
-        AttentionCode = 1u << 0,  // a Python frame of attention code (attention, attn, sdpa, flash, softmax)
-        SoftmaxOp = 1u << 1,      // softmax itself (C++ _softmax/softmax, or a Python softmax function), not log_softmax
+        AttentionCode = 1u << 0,  // a library's attention (torch's sdpa, flash_attn, xformers): a name that only confirms
+        SoftmaxOp = 1u << 1,      // softmax itself (C++ _softmax/softmax, or torch's Python softmax), not log_softmax
         ScoreOp = 1u << 2,        // an operator the score pipeline uses: bmm/matmul of activations, div, where, masked_fill, exp, sub, max
         ScoreBackward = 1u << 3,  // the autograd node of such an operator (DivBackward0, ExpBackward0, WhereBackward0, ...)
         AccumulateGrad = 1u << 4, // storing a parameter's .grad
         Autocast = 1u << 5,       // at::autocast's wrapper frames
         CachedCast = 1u << 6,     // at::autocast::cached_cast: a cast autocast keeps for the weights
-        Dequantize = 1u << 7,     // bitsandbytes / quantised weights expanded
+        Dequantize = 1u << 7,     // a library's dequantisation (bitsandbytes, ATen dequantize): a name that only confirms
         MaskOp = 1u << 8,         // a comparison or triangle (ge, lt, triu, tril, eq, ones): masks
         Backward = 1u << 9,       // an autograd node or the engine's thread
         Optimizer = 1u << 10,     // torch/optim, an optimizer's step

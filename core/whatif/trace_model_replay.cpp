@@ -43,7 +43,9 @@ TraceReplayInputs findReplayInputs(const Trace& trace, const DeviceTrace& dev)
         run.at = EventIndex(i);
         size_t j = i;
         while (j < n && (ev.action[j] == Action::SegmentFree || ev.action[j] == Action::SegmentUnmap)) {
-            run.framed |= ev.stack[j].valid();
+            // An empty frames list (a context that recorded nothing: `frames: []`, as a redacted copy
+            // or a dump without free contexts writes it) says no more than no list at all.
+            run.framed |= ev.stack[j].valid() && !trace.frames.stack(ev.stack[j]).empty();
             run.namesEmptyCache = run.namesEmptyCache || namesEmptyCache(trace.frames, ev.stack[j]);
             if (ev.action[j] == Action::SegmentFree) {
                 // A segment freed that no segment_alloc created existed before recording.

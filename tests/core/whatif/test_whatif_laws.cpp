@@ -2,6 +2,7 @@
 // micro-batch and with the sequence doubled, lined up allocation by allocation), on models built to
 // collide on purpose; and every knob's prediction against a run generated with the knob changed.
 #include "core/classify/classifier.h"
+#include "core/redact/redact.h"
 #include "core/synth/synth_truth.h"
 #include "core/whatif/whatif.h"
 #include "python_frames.h"
@@ -63,6 +64,7 @@ private slots:
     void unitsFoundWithoutSavedActivations();
     void noUnitsSaysWhatToDo();
     void markedUnitsWin();
+    void attentionFromStructureNotNames();
 };
 
 void TestWhatIfLaws::lawsAreTheGenerators_data()
@@ -380,6 +382,73 @@ void TestWhatIfLaws::markedUnitsWin()
     for (const auto& n : marked.notes)
         said |= n.find("marked by units=") != std::string::npos;
     QVERIFY(said);
+}
+
+// The attention's score chain is found by its structure, not by what the user called it: a
+// hand-written softmax (max, exp, sum, a division: no softmax operator) moved into a helper function
+// of its own file, away from the lines of q @ k.T and the mask, named neutrally ("f" in ops.py) or
+// "softmax", and the whole dump renamed (poolscope redact --rename-code), gets the generator's laws.
+// The scores have the MLP activation's bytes (T x 4h fp32), so only the structure tells them apart:
+// the chain from the masked_fill, each link made while the one before it lives, the row statistics
+// of 1/s of its bytes. (Before: the helper was read as Python code outside attention, the tokens.)
+void TestWhatIfLaws::attentionFromStructureNotNames()
+{
+    const SynthModel sm = model(SynthDtype::Fp32, SynthAttention::Manual, SynthMlp::Gelu);
+    const std::vector<SynthLaw> truth = synthTruthLaws(sm);
+    auto check = [&](const Trace& trace, const char* what) {
+        const DeviceTrace& dev = trace.devices[0];
+        const TraceModel m = buildTraceModel(trace, dev, classify(trace, dev, RuleSet::builtin()));
+        QCOMPARE(truth.size(), dev.allocations.size());
+        int64_t wrongBytes = 0, scoreBytes = 0;
+        for (size_t a = 0; a < truth.size(); ++a) {
+            if (dev.allocations[a].preexisting() || !truth[a].known())
+                continue;
+            if (truth[a].seq == 2)
+                scoreBytes += dev.allocations[a].size;
+            if (batchExponent(m.law[a]) != truth[a].batch || seqExponent(m.law[a]) != truth[a].seq)
+                wrongBytes += dev.allocations[a].size;
+        }
+        qInfo("%s: %lld B of scores, %lld B with a wrong law", what, qint64(scoreBytes), qint64(wrongBytes));
+        QVERIFY(scoreBytes > 0);
+        QCOMPARE(wrongBytes, int64_t(0));
+    };
+    // The softmax's four lines (model.py forward 73-76) called through a helper: a new innermost
+    // Python frame above the block's line.
+    size_t movedStacks = 0;
+    auto moved = [&](const char* helper) -> Run {
+        Run run = make(sm);
+        Trace& trace = run.result.trace;
+        std::vector<StackId> remap(trace.frames.stackCount());
+        for (size_t st = 0; st < remap.size(); ++st) {
+            std::vector<FrameId> frames(trace.frames.stack(StackId(uint32_t(st))).begin(), trace.frames.stack(StackId(uint32_t(st))).end());
+            auto it = std::find_if(frames.begin(), frames.end(), [&](FrameId f) {
+                const Frame& fr = trace.frames.frame(f);
+                return fr.filename == "/home/user/gpt/model.py" && fr.name == "forward" && fr.line >= 73 && fr.line <= 76;
+            });
+            if (it != frames.end()) {
+                const int64_t line = trace.frames.frame(*it).line;
+                frames.insert(it, trace.frames.internFrame("/home/user/gpt/ops.py", helper, 10 + (line - 73)));
+                ++movedStacks;
+            }
+            remap[st] = trace.frames.internStack(frames);
+        }
+        DeviceTrace& dev = trace.devices[0];
+        for (Allocation& al : dev.allocations)
+            if (al.stack.valid())
+                al.stack = remap[al.stack.value];
+        for (StackId& st : dev.events.stack)
+            if (st.valid())
+                st = remap[st.value];
+        return run;
+    };
+    const Run neutral = moved("f");
+    QVERIFY(movedStacks > 0);
+    check(neutral.result.trace, "hand-written softmax in f (ops.py)");
+    const Run named = moved("softmax");
+    check(named.result.trace, "the same helper called softmax");
+    RedactOptions rename;
+    rename.renameCode = true;
+    check(*redact(neutral.result.trace, rename), "renamed (redact --rename-code)");
 }
 
 QTEST_GUILESS_MAIN(TestWhatIfLaws)
