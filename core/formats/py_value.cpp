@@ -81,6 +81,8 @@ void ValueArena::dropItems(uint32_t ref)
 void ValueArena::release(uint32_t ref)
 {
     auto& c = m_containers[ref];
+    if (ref < m_watchedContainers.size() && m_watchedContainers[ref]) [[unlikely]]
+        ++m_memoEpoch;
     c.items.clear(); // capacity kept: the slot is reused for the next entry of the same shape
     c.kind = PyKind::Released;
     ++c.generation;

@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -58,6 +59,25 @@ public:
     // that held it (see attachMemo) is marked stale, so a later reference is an error, not a wrong value.
     void release(uint32_t ref);
     void attachMemo(std::vector<MemoSlot>* memo) { m_memo = memo; }
+    // Memo slots a sink's cache relies on, with the container each held when watched (the direct
+    // entry reader keys frames lists by their frame dicts' memo indices). When a watched slot is put
+    // again (memoRewritten, called by the reader) or its container released, memoEpoch() moves on,
+    // and the cache must be dropped. A PyTorch dump never does either; a crafted file may.
+    void watchMemo(uint32_t index, uint32_t containerRef)
+    {
+        if (index >= m_watchedSlots.size())
+            m_watchedSlots.resize(std::max<size_t>(size_t(index) + 1, 2 * m_watchedSlots.size()));
+        if (containerRef >= m_watchedContainers.size())
+            m_watchedContainers.resize(std::max<size_t>(size_t(containerRef) + 1, 2 * m_watchedContainers.size()));
+        m_watchedSlots[index] = true;
+        m_watchedContainers[containerRef] = true;
+    }
+    void memoRewritten(uint64_t index)
+    {
+        if (index < m_watchedSlots.size() && m_watchedSlots[index]) [[unlikely]]
+            ++m_memoEpoch;
+    }
+    uint64_t memoEpoch() const { return m_memoEpoch; }
     // Empties a container that stays referenced (a memoized frames list whose StackId is cached) and
     // keeps its buffer for the next new container: one malloc/free pair per trace entry saved.
     void dropItems(uint32_t ref);
@@ -88,6 +108,8 @@ private:
     int64_t m_budget;
     int64_t m_used = 0;
     std::vector<MemoSlot>* m_memo = nullptr;
+    std::vector<bool> m_watchedSlots, m_watchedContainers;
+    uint64_t m_memoEpoch = 0;
 };
 
 // Sees items as they are appended to a list, before they are stored. Returning true means the sink
