@@ -97,10 +97,18 @@ public:
     bool isStr(const PyValue& v, std::string_view s) const { return v.kind == PyKind::Str && m_strings[v.ref] == s; }
 
     // Throws std::length_error when decoded data would exceed the budget; callers turn it into LoadError.
-    void charge(int64_t bytes);
+    // Inline: asked per trace entry and per memo slot; only the failure is out of line.
+    void charge(int64_t bytes)
+    {
+        m_used += bytes;
+        if (m_used > m_budget) [[unlikely]]
+            overBudget();
+    }
     int64_t bytesUsed() const { return m_used; }
 
 private:
+    [[noreturn, gnu::cold, gnu::noinline]] void overBudget() const;
+
     std::vector<Container> m_containers;
     std::vector<uint32_t> m_free;
     std::vector<std::vector<PyValue>> m_spareItems; // emptied buffers from dropItems, reused by newContainer
