@@ -175,8 +175,11 @@ private:
     // Unset memo slots hold PyKind::Released; the arena marks a slot so when it recycles the container.
     void memoPut(uint64_t index)
     {
+        const bool again = index < m_memo.size();
         reserveMemo(index);
         store(index, top());
+        if (again)
+            m_arena.memoRewritten(index);
     }
     void store(uint64_t index, const PyValue& v)
     {
@@ -232,8 +235,11 @@ private:
         if (used == 0)
             return false;
         for (const ListSink::MemoPut& put : m_puts) {
+            const bool again = put.index < m_memo.size();
             reserveMemo(put.index);
             m_memo[put.index] = put.slot;
+            if (again)
+                m_arena.memoRewritten(put.index);
         }
         m_pos = m_opStart + used;
         m_directMarkDepth = m_marks.size();

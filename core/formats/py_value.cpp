@@ -37,11 +37,9 @@ double PyValue::asFloat() const
 
 PyValue PyValue::makeFloat(double v) { return PyValue{PyKind::Float, 0, std::bit_cast<int64_t>(v)}; }
 
-void ValueArena::charge(int64_t bytes)
+void ValueArena::overBudget() const
 {
-    m_used += bytes;
-    if (m_used > m_budget)
-        throw std::length_error("decoded data exceeds the memory budget of " + std::to_string(m_budget >> 20) + " MiB");
+    throw std::length_error("decoded data exceeds the memory budget of " + std::to_string(m_budget >> 20) + " MiB");
 }
 
 void ValueArena::reserveContainers(size_t n) { reserveHuge(m_containers, n); }
@@ -81,6 +79,8 @@ void ValueArena::dropItems(uint32_t ref)
 void ValueArena::release(uint32_t ref)
 {
     auto& c = m_containers[ref];
+    if (ref < m_watchedContainers.size() && m_watchedContainers[ref]) [[unlikely]]
+        ++m_memoEpoch;
     c.items.clear(); // capacity kept: the slot is reused for the next entry of the same shape
     c.kind = PyKind::Released;
     ++c.generation;

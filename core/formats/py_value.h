@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -58,6 +59,25 @@ public:
     // that held it (see attachMemo) is marked stale, so a later reference is an error, not a wrong value.
     void release(uint32_t ref);
     void attachMemo(std::vector<MemoSlot>* memo) { m_memo = memo; }
+    // Memo slots a sink's cache relies on, with the container each held when watched (the direct
+    // entry reader keys frames lists by their frame dicts' memo indices). When a watched slot is put
+    // again (memoRewritten, called by the reader) or its container released, memoEpoch() moves on,
+    // and the cache must be dropped. A PyTorch dump never does either; a crafted file may.
+    void watchMemo(uint32_t index, uint32_t containerRef)
+    {
+        if (index >= m_watchedSlots.size())
+            m_watchedSlots.resize(std::max<size_t>(size_t(index) + 1, 2 * m_watchedSlots.size()));
+        if (containerRef >= m_watchedContainers.size())
+            m_watchedContainers.resize(std::max<size_t>(size_t(containerRef) + 1, 2 * m_watchedContainers.size()));
+        m_watchedSlots[index] = true;
+        m_watchedContainers[containerRef] = true;
+    }
+    void memoRewritten(uint64_t index)
+    {
+        if (index < m_watchedSlots.size() && m_watchedSlots[index]) [[unlikely]]
+            ++m_memoEpoch;
+    }
+    uint64_t memoEpoch() const { return m_memoEpoch; }
     // Empties a container that stays referenced (a memoized frames list whose StackId is cached) and
     // keeps its buffer for the next new container: one malloc/free pair per trace entry saved.
     void dropItems(uint32_t ref);
@@ -77,10 +97,18 @@ public:
     bool isStr(const PyValue& v, std::string_view s) const { return v.kind == PyKind::Str && m_strings[v.ref] == s; }
 
     // Throws std::length_error when decoded data would exceed the budget; callers turn it into LoadError.
-    void charge(int64_t bytes);
+    // Inline: asked per trace entry and per memo slot; only the failure is out of line.
+    void charge(int64_t bytes)
+    {
+        m_used += bytes;
+        if (m_used > m_budget) [[unlikely]]
+            overBudget();
+    }
     int64_t bytesUsed() const { return m_used; }
 
 private:
+    [[noreturn, gnu::cold, gnu::noinline]] void overBudget() const;
+
     std::vector<Container> m_containers;
     std::vector<uint32_t> m_free;
     std::vector<std::vector<PyValue>> m_spareItems; // emptied buffers from dropItems, reused by newContainer
@@ -88,6 +116,8 @@ private:
     int64_t m_budget;
     int64_t m_used = 0;
     std::vector<MemoSlot>* m_memo = nullptr;
+    std::vector<bool> m_watchedSlots, m_watchedContainers;
+    uint64_t m_memoEpoch = 0;
 };
 
 // Sees items as they are appended to a list, before they are stored. Returning true means the sink

@@ -166,8 +166,11 @@ void SnapshotDecoder::makeRoom(PendingTrace& pending, size_t entries)
 {
     // The worker reads the columns: they must not reallocate under it while entries are pushed.
     const size_t need = pending.events.count() + entries;
-    if (pending.worker && need > pending.events.capacity())
+    if (!pending.worker || need <= pending.room) // asked per entry: the columns' capacity is not recomputed
+        return;
+    if (need > pending.events.capacity())
         pending.worker->whileIdle([&] { pending.events.reserve(std::max(need, 2 * pending.events.capacity())); });
+    pending.room = pending.events.capacity();
 }
 
 SnapshotDecoder::EntryKey SnapshotDecoder::classifyKey(PyKind kind, uint32_t ref)
@@ -326,52 +329,14 @@ StackId SnapshotDecoder::internFrames(std::span<const PyValue> frames, const Whe
 
 StackId SnapshotDecoder::internFrameDicts(std::span<const uint32_t> dicts, const Where& where)
 {
-    // FNV-1a over the frame-dict refs in four interleaved lanes: one serial multiply chain per frame
-    // made this loop latency-bound on deep tracebacks; the lanes run in parallel. Equality is checked
-    // below, so the hash only has to spread.
-    uint64_t lane[4] = {1469598103934665603ull, 1469598103934665603ull ^ 1, 1469598103934665603ull ^ 2,
-                        1469598103934665603ull ^ 3};
-    const size_t n4 = dicts.size() & ~size_t(3);
-    for (size_t i = 0; i < n4; i += 4)
-        for (size_t l = 0; l < 4; ++l)
-            lane[l] = (lane[l] ^ dicts[i + l]) * 1099511628211ull;
-    for (size_t i = n4; i < dicts.size(); ++i)
-        lane[0] = (lane[0] ^ dicts[i]) * 1099511628211ull;
-    const uint64_t h = ((lane[0] * 31 + lane[1]) * 31 + lane[2]) * 31 + lane[3] + dicts.size();
-
-    // Open addressing, linear probing: one probe on a hit where the node-based multimap chased
-    // pointers to a cold node per entry.
-    size_t mask = m_seqSlots.size() - 1;
-    size_t at = m_seqSlots.empty() ? 0 : size_t(h ^ (h >> 29)) & mask;
-    if (!m_seqSlots.empty()) {
-        for (; m_seqSlots[at] != UINT32_MAX; at = (at + 1) & mask) {
-            const SeqEntry& e = m_seqs[m_seqSlots[at]];
-            if (e.hash == h && e.length == dicts.size() &&
-                std::equal(dicts.begin(), dicts.end(), m_seqRefs.begin() + e.offset))
-                return e.stack;
-        }
-    }
+    const uint64_t h = SeqTable::hash(dicts);
+    if (const StackId known = m_stackOfDicts.find(h, dicts); known.valid())
+        return known;
     m_frameScratch.clear();
     for (size_t i = 0; i < dicts.size(); ++i)
         m_frameScratch.push_back(frameOf(PyValue{PyKind::Dict, dicts[i], 0}, Where(where, int64_t(i))));
     const StackId id = m_out.trace().frames.internStack(m_frameScratch);
-
-    if (2 * (m_seqs.size() + 1) > m_seqSlots.size()) { // at most half full: probes stay short
-        m_seqSlots.assign(std::max<size_t>(1024, 2 * m_seqSlots.size()), UINT32_MAX);
-        mask = m_seqSlots.size() - 1;
-        for (uint32_t s = 0; s < m_seqs.size(); ++s) {
-            size_t a = size_t(m_seqs[s].hash ^ (m_seqs[s].hash >> 29)) & mask;
-            while (m_seqSlots[a] != UINT32_MAX)
-                a = (a + 1) & mask;
-            m_seqSlots[a] = s;
-        }
-        at = size_t(h ^ (h >> 29)) & mask;
-        while (m_seqSlots[at] != UINT32_MAX)
-            at = (at + 1) & mask;
-    }
-    m_seqSlots[at] = uint32_t(m_seqs.size());
-    m_seqs.push_back(SeqEntry{h, uint32_t(m_seqRefs.size()), uint32_t(dicts.size()), id});
-    m_seqRefs.insert(m_seqRefs.end(), dicts.begin(), dicts.end());
+    m_stackOfDicts.insert(h, dicts, id);
     return id;
 }
 

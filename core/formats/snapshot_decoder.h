@@ -1,5 +1,6 @@
 #pragma once
 #include "core/formats/py_value.h"
+#include "core/formats/seq_table.h"
 #include "core/formats/snapshot_assembler.h"
 #include "core/model/pairing_worker.h"
 
@@ -62,6 +63,7 @@ private:
     struct PendingTrace {
         EventColumns events;
         std::map<std::string, int64_t> unknownActions;
+        size_t room = 0; // entries the columns hold without reallocating, as makeRoom last saw
         std::unique_ptr<PairingWorker> worker; // reads `events`: declared after it, so stopped first
     };
     struct Cached {
@@ -124,14 +126,7 @@ private:
     std::vector<FrameId> m_frameScratch;
     // Frames lists are new objects per traceback but repeat the same frame dicts: a list whose sequence
     // of frame-dict containers was seen before gets its StackId without decoding a single frame.
-    struct SeqEntry {
-        uint64_t hash;
-        uint32_t offset, length;
-        StackId stack;
-    };
-    std::vector<uint32_t> m_seqSlots; // open-addressed by hash: index into m_seqs, UINT32_MAX when free
-    std::vector<SeqEntry> m_seqs;
-    std::vector<uint32_t> m_seqRefs;
+    SeqTable m_stackOfDicts;
     int64_t m_entriesSeen = 0;
     int64_t m_oddLines = 0;          // frames whose line was not a line number (kept as -1)
     std::string m_oddLineExample;
@@ -141,6 +136,11 @@ private:
     bool m_readDirectly = true;
     int64_t m_directEntries = 0;
     std::vector<uint32_t> m_directFrames; // the frame dicts of the entry being read directly
+    // The same frames lists keyed by their frame dicts' memo indices, valid while the arena's memo
+    // epoch stays m_indexEpoch (see ValueArena::watchMemo).
+    std::vector<uint32_t> m_directIndices;
+    SeqTable m_stackOfIndices;
+    uint64_t m_indexEpoch = 0;
     // Texts of new strings under ignored keys, read directly: one arena string per distinct text.
     uint32_t ignoredString(std::string_view text);
     static constexpr size_t kMaxIgnoredStrings = 4096;

@@ -187,6 +187,44 @@ public:
         return true;
     }
 
+    // A new frames list's items, its MARK read: the memo indices of BINGET/LONG_BINGET up to APPENDS,
+    // without looking into the memo (a frame dict's slot is a cache miss per frame in a memo of
+    // millions). False, the position unchanged, when anything else comes first (a FRAME hint, a new
+    // frame dict, the end of the bytes): the caller then reads the items one by one.
+    bool memoIndexRun(std::vector<uint32_t>& out)
+    {
+        if (out.size() < 64)
+            out.resize(64);
+        uint32_t* w = out.data();
+        size_t n = 0, room = out.size(); // kept in registers: out's own fields are not reread per frame
+        for (const uint8_t* p = m_p; p < m_end;) {
+            if (n == room) { // deeper than any traceback so far
+                out.resize(2 * n);
+                w = out.data();
+                room = out.size();
+            }
+            if (*p == op::kBinGet) {
+                if (m_end - p < 2)
+                    break;
+                w[n++] = p[1];
+                p += 2;
+            } else if (*p == op::kLongBinGet) {
+                if (m_end - p < 5)
+                    break;
+                w[n++] = uint32_t(p[1]) | uint32_t(p[2]) << 8 | uint32_t(p[3]) << 16 | uint32_t(p[4]) << 24;
+                p += 5;
+            } else {
+                if (*p != op::kAppends)
+                    break;
+                m_p = p + 1;
+                m_indexRun = n;
+                return true;
+            }
+        }
+        return false;
+    }
+    size_t indexRunLength() const { return m_indexRun; }
+
 private:
     bool has(size_t n) const { return size_t(m_end - m_p) >= n; }
 
@@ -194,6 +232,7 @@ private:
     const uint8_t* m_p;
     const uint8_t* m_end;
     std::span<const MemoSlot> m_memo;
+    size_t m_indexRun = 0;
 };
 
 } // namespace
@@ -251,6 +290,8 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
     MemoSlot framesRef{0, PyKind::None};  // frames given as a reference to a list read before
     size_t framesPut = SIZE_MAX;          // frames given as a new list: its memo slot, filled below
     bool newFramesList = false;
+    bool byIndex = false; // the new list's frames as memo indices (m_directIndices), not yet looked up
+    size_t indexCount = 0;
     m_directFrames.clear();
     for (int o = in.next(); o != op::kSetItems; o = in.next()) {
         MemoSlot key, v;
@@ -307,6 +348,11 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
             }
             if (in.peek() == op::kMark) { // MARK frame... APPENDS
                 in.next();
+                if (in.memoIndexRun(m_directIndices)) {
+                    byIndex = true;
+                    indexCount = in.indexRunLength();
+                    break;
+                }
                 for (o = in.next(); o != op::kAppends; o = in.next()) {
                     if (!in.memoRef(o, v) || v.kind != PyKind::Dict)
                         return 0;
@@ -344,10 +390,40 @@ size_t SnapshotDecoder::readItem(uint32_t listRef, std::span<const uint8_t> byte
     if (!sawAction)
         return 0;
 
+    // A frames list known by its frame dicts' memo indices needs no memo load per frame. The table is
+    // dropped when a slot it relies on was put again or its dict released (never, in a PyTorch dump).
+    const std::span<const uint32_t> indices(m_directIndices.data(), indexCount);
+    uint64_t indexHash = 0;
+    StackId byIndexStack;
+    if (byIndex) {
+        if (m_arena.memoEpoch() != m_indexEpoch) {
+            m_stackOfIndices.clear();
+            m_indexEpoch = m_arena.memoEpoch();
+        }
+        indexHash = SeqTable::hash(indices);
+        byIndexStack = m_stackOfIndices.find(indexHash, indices);
+        if (!byIndexStack.valid()) {
+            for (const uint32_t index : indices) {
+                if (index >= memo.size() || memo[index].kind != PyKind::Dict)
+                    return 0; // not a frame dict (or an unset slot): the general reader names it
+                m_directFrames.push_back(memo[index].ref);
+            }
+        }
+    }
+
     // Read whole: from here on the entry is committed, and its errors are its own.
     const Where framesWhere("trace entry #", m_entriesSeen, ".frames");
-    if (newFramesList) {
+    if (byIndexStack.valid()) {
+        e.stack = byIndexStack;
+        if (framesPut != SIZE_MAX)
+            puts[framesPut].slot = MemoSlot{e.stack.value, PyKind::Stack};
+    } else if (newFramesList) {
         e.stack = internFrameDicts(m_directFrames, framesWhere);
+        if (byIndex) {
+            m_stackOfIndices.insert(indexHash, indices, e.stack);
+            for (const uint32_t index : indices)
+                m_arena.watchMemo(index, memo[index].ref);
+        }
         if (framesPut != SIZE_MAX)
             puts[framesPut].slot = MemoSlot{e.stack.value, PyKind::Stack};
     } else if (framesRef.kind != PyKind::None) {

@@ -52,14 +52,4 @@ size_t EventColumns::capacity() const
     return std::min({action.capacity(), addr.capacity(), size.capacity(), stream.capacity(), timeUs.capacity(), stack.capacity()});
 }
 
-void EventColumns::push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId)
-{
-    action.push_back(a);
-    addr.push_back(address);
-    size.push_back(bytes);
-    stream.push_back(streamId);
-    timeUs.push_back(time);
-    stack.push_back(stackId);
-}
-
 } // namespace poolscope

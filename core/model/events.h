@@ -40,7 +40,16 @@ struct EventColumns {
     void reserve(size_t n);
     // Faults in the reserved, not yet written storage of entries [from, to) (see populatePages).
     void populate(size_t from, size_t to) const;
-    void push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId);
+    // Inline: called once per trace entry while a dump is parsed.
+    void push(Action a, uint64_t address, int64_t bytes, int64_t streamId, int64_t time, StackId stackId)
+    {
+        action.push_back(a);
+        addr.push_back(address);
+        size.push_back(bytes);
+        stream.push_back(streamId);
+        timeUs.push_back(time);
+        stack.push_back(stackId);
+    }
 };
 
 } // namespace poolscope

@@ -27,6 +27,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+// CPU seconds (user + system) of the whole process, or of the calling thread alone: the main thread's
+// is the first chart's critical path, the figure to compare on a loaded machine where wall time is not.
+double cpuSeconds(int who)
+{
+    rusage u{};
+    getrusage(who, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 long peakRssKiB()
 {
     rusage u{};
@@ -52,7 +60,8 @@ std::string run(const std::string& cmd)
 }
 
 // Child: load (and, for "first chart", classify and prepare the timeline), print
-// "load_s chart_s load_rss_kib chart_rss_kib entries": peak RSS after the load alone and after the chart.
+// "load_s chart_s load_rss_kib chart_rss_kib entries cpu_s main_cpu_s": peak RSS after the load alone and
+// after the chart; CPU seconds of the process and of its main thread at the first chart.
 int child(const std::string& file, const std::vector<std::string>& flags)
 {
     poolscope::LoadOptions options;
@@ -74,7 +83,9 @@ int child(const std::string& file, const std::vector<std::string>& flags)
     size_t entries = 0;
     for (const auto& d : trace->devices)
         entries += d.eventCount();
-    std::printf("%.4f %.4f %ld %ld %zu\n", seconds(t0, t1), seconds(t0, t2), loadRss, peakRssKiB(), entries);
+    const double mainCpu = cpuSeconds(RUSAGE_THREAD), cpu = cpuSeconds(RUSAGE_SELF);
+    std::printf("%.4f %.4f %ld %ld %zu %.4f %.4f\n", seconds(t0, t1), seconds(t0, t2), loadRss, peakRssKiB(), entries, cpu,
+                mainCpu);
     return prepared ? 0 : 1;
 }
 
@@ -109,9 +120,9 @@ int main(int argc, char** argv)
     const std::string script = std::string(POOLSCOPE_SOURCE_DIR) + "/tests/bench/make_big_snapshot.py";
     std::system(("mkdir -p " + dir).c_str());
 
-    std::printf("%-9s %9s | %9s %9s %9s %9s %9s | %9s %9s | %9s %8s | %9s %9s | %7s %7s\n", "entries", "MB", "load s",
+    std::printf("%-9s %9s | %9s %9s %9s %9s %9s | %9s %9s | %9s %8s | %9s %9s | %7s %7s | %7s %7s\n", "entries", "MB", "load s",
                 "chart s", "best", "MB/s", "Mentry/s", "load RSS", "chart RSS", "read s", "x read", "py s", "py RSS",
-                "speedup", "RSS/file");
+                "speedup", "RSS/file", "cpu s", "main s");
     for (long n : sizes) {
         const std::string file = dir + "/snapshot_" + std::to_string(n) + ".pickle";
         if (fileSize(file) <= 0)
@@ -125,7 +136,7 @@ int main(int argc, char** argv)
         struct Variant {
             const char* flag;
             const char* what;
-            std::vector<double> load, chart;
+            std::vector<double> load, chart, cpu, mainCpu;
             long loadRss = 0, rss = 0;
         };
         std::vector<Variant> variants = {{"", "", {}, {}},
@@ -138,12 +149,14 @@ int main(int argc, char** argv)
             reads.push_back(poolscope::bench::plainRead(file));
             for (Variant& v : variants) {
                 std::istringstream r(run(self + " --child " + file + " " + v.flag));
-                double l = 0, c = 0;
+                double l = 0, c = 0, cpu = 0, mainCpu = 0;
                 long k = 0, lk = 0;
-                r >> l >> c >> lk >> k >> entries;
+                r >> l >> c >> lk >> k >> entries >> cpu >> mainCpu;
                 if (l > 0 && c > 0) {
                     v.load.push_back(l);
                     v.chart.push_back(c);
+                    v.cpu.push_back(cpu);
+                    v.mainCpu.push_back(mainCpu);
                 }
                 v.rss = std::max(v.rss, k);
                 v.loadRss = std::max(v.loadRss, lk);
@@ -160,9 +173,11 @@ int main(int argc, char** argv)
                                      "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\""));
             r >> pyS >> pyRss;
         }
-        std::printf("%-9zu %9.1f | %9.3f %9.3f %9.3f %9.1f %9.2f | %9.1f %9.1f | %9.3f %7.1fx | %9.3f %9.1f | %6.1fx %7.2f\n", entries,
-                    mb, load, chart, best, mb / load, double(entries) / load / 1e6, double(loadRss) / 1024.0, double(rss) / 1024.0,
-                    read, read > 0 ? chart / read : 0.0, pyS, pyRss / 1024.0, pyS > 0 ? pyS / load : 0.0, double(loadRss) / 1024.0 / mb);
+        std::printf("%-9zu %9.1f | %9.3f %9.3f %9.3f %9.1f %9.2f | %9.1f %9.1f | %9.3f %7.1fx | %9.3f %9.1f | %6.1fx %7.2f | %7.3f "
+                    "%7.3f\n",
+                    entries, mb, load, chart, best, mb / load, double(entries) / load / 1e6, double(loadRss) / 1024.0,
+                    double(rss) / 1024.0, read, read > 0 ? chart / read : 0.0, pyS, pyRss / 1024.0, pyS > 0 ? pyS / load : 0.0,
+                    double(loadRss) / 1024.0 / mb, median(variants[0].cpu), median(variants[0].mainCpu));
         for (size_t k = 1; k < variants.size(); ++k)
             std::printf("%-9s %9s | %9.3f %9.3f %39s %9.1f %9.1f   %s (baseline): load %.2fx, first chart %.2fx slower\n", "", "",
                         median(variants[k].load), median(variants[k].chart), "", double(variants[k].loadRss) / 1024.0,
@@ -173,6 +188,7 @@ int main(int argc, char** argv)
     std::printf("load s = poolscope::load; chart s = load + classification + timeline (first chart); both medians of the "
                 "runs, best = the fastest first chart; read s = median plain read of the file (page cache), x read = chart s / "
                 "read s; speedup = python pickle.load / load; load RSS and chart RSS = PoolScope peak RSS after the load and "
-                "after the first chart; RSS/file = load RSS / file size.\n");
+                "after the first chart; RSS/file = load RSS / file size; cpu s and main s = median CPU seconds (user + system) "
+                "at the first chart of the whole process and of its main thread (the critical path).\n");
     return 0;
 }

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 using namespace poolscope;
@@ -181,6 +182,153 @@ std::string oddSnapshot(int n, int protocol, Damage damage)
     return bytes;
 }
 
+// Pickle bytes written opcode by opcode (protocol 2, BINPUT/LONG_BINPUT), for shapes no pickler
+// writes: a memo slot put again, an object appended as a trace entry after serving as a frame dict.
+class RawPickle {
+public:
+    RawPickle() { m_b = "\x80\x02"; }
+    void op(char c) { m_b += c; }
+    uint32_t put() // memoizes what was just pushed, at the next index
+    {
+        return putAt(m_next++);
+    }
+    uint32_t putAt(uint32_t index)
+    {
+        if (index < 256) {
+            m_b += 'q';
+            m_b += char(index);
+        } else {
+            m_b += 'r';
+            le(index, 4);
+        }
+        return index;
+    }
+    void get(uint32_t index)
+    {
+        if (index < 256) {
+            m_b += 'h';
+            m_b += char(index);
+        } else {
+            m_b += 'j';
+            le(index, 4);
+        }
+    }
+    uint32_t str(std::string_view s)
+    {
+        m_b += 'X';
+        le(s.size(), 4);
+        m_b += s;
+        return put();
+    }
+    void small(uint8_t v)
+    {
+        m_b += 'K';
+        m_b += char(v);
+    }
+    void bigint(uint32_t v)
+    {
+        m_b += 'J';
+        le(v, 4);
+    }
+    const std::string& bytes() const { return m_b; }
+
+private:
+    void le(uint64_t v, int n)
+    {
+        for (int k = 0; k < n; ++k)
+            m_b += char((v >> (8 * k)) & 0xff);
+    }
+    std::string m_b;
+    uint32_t m_next = 0;
+};
+
+enum class MemoTwist { None, FrameDictPutAgain, FrameDictConsumedAsEntry };
+
+// 3000 trace entries whose frames lists are two shared frame dicts [B, A]; after entry 1500 the
+// memo slot of A is made to hold something else (`twist`), and the entries after it refer to A's
+// slot again. The direct reader keys frames lists by memo index: it must see the change as the
+// general reader does.
+std::string memoTwistSnapshot(MemoTwist twist)
+{
+    RawPickle p;
+    p.op('}');
+    p.put();
+    p.op('(');
+    p.str("segments");
+    p.op(']');
+    p.put();
+    p.str("device_traces");
+    p.op(']');
+    p.put();
+    p.op(']');
+    p.put();
+    // The keys and the frame dicts, made inside a tuple that is popped: memoized, not list items.
+    p.op('(');
+    const uint32_t kAction = p.str("action"), kAlloc = p.str("alloc"), kAddr = p.str("addr"), kSize = p.str("size"),
+                   kFrames = p.str("frames"), kFile = p.str("filename"), kName = p.str("name"), kLine = p.str("line"),
+                   kContext = p.str("compile_context");
+    auto frameDict = [&](const char* file, const char* name, uint8_t line, std::optional<uint32_t> at, bool entryKeys) {
+        p.op('}');
+        const uint32_t index = at ? p.putAt(*at) : p.put();
+        p.op('(');
+        p.get(kFile);
+        p.str(file);
+        p.get(kName);
+        p.str(name);
+        p.get(kLine);
+        p.small(line);
+        if (entryKeys) { // an entry's keys too
+            p.get(kAction);
+            p.get(kAlloc);
+            p.get(kSize);
+            p.small(1);
+        }
+        p.op('u');
+        return index;
+    };
+    // A second in every frames list: a list whose first item looks like an entry would be streamed.
+    const uint32_t a = frameDict("a.py", "fa", 3, std::nullopt, twist == MemoTwist::FrameDictConsumedAsEntry);
+    const uint32_t b = frameDict("b.py", "fb", 4, std::nullopt, false);
+    p.op('t');
+    p.op('0');
+    p.op('('); // the entries
+    for (uint32_t i = 0; i < 3000; ++i) {
+        if (i == 1500 && twist == MemoTwist::FrameDictConsumedAsEntry) {
+            // A itself appended to the trace, at the end of a batch: consumed and released there,
+            // by either reader, before the next entry refers to it as a frame again.
+            p.get(a);
+            p.op('e');
+            p.op('(');
+        }
+        p.op('}');
+        p.put();
+        p.op('(');
+        p.get(kAction);
+        p.get(kAlloc);
+        p.get(kAddr);
+        p.bigint(0x10000 + i * 512);
+        p.get(kSize);
+        p.bigint(512);
+        p.get(kFrames);
+        p.op(']');
+        p.put();
+        p.op('(');
+        p.get(b);
+        p.get(a);
+        p.op('e');
+        if (i == 1500 && twist == MemoTwist::FrameDictPutAgain) {
+            p.get(kContext); // an ignored key whose value is a new dict put into A's slot
+            frameDict("c.py", "fc", 5, a, false);
+        }
+        p.op('u');
+    }
+    p.op('e'); // the entries into device_traces[0]
+    p.op('a'); // device_traces[0] into device_traces
+    p.op('u');
+    p.op('.');
+    return p.bytes();
+}
+
 } // namespace
 
 class TestEntryReader : public QObject {
@@ -313,6 +461,40 @@ private slots:
         QVERIFY2(direct.direct > 5990, qPrintable(QString::number(direct.direct)));
         const QString diff = differences(*direct.trace, *general.trace);
         QVERIFY2(diff.isEmpty(), qPrintable(diff));
+    }
+
+    // The direct reader keys frames lists by their frame dicts' memo indices. A slot put again, or a
+    // frame dict consumed as an entry (its slot released), must not leave the old stack behind: the
+    // trace reads as the general reader reads it, or fails with its words.
+    void memoSlotChangesSeen_data()
+    {
+        QTest::addColumn<int>("twist");
+        QTest::addColumn<QString>("error");
+        QTest::newRow("plain") << int(MemoTwist::None) << QString();
+        QTest::newRow("frame dict's slot put again") << int(MemoTwist::FrameDictPutAgain) << QString();
+        QTest::newRow("frame dict consumed as an entry") << int(MemoTwist::FrameDictConsumedAsEntry)
+                                                         << QStringLiteral("refers back to a trace entry after it was consumed");
+    }
+    void memoSlotChangesSeen()
+    {
+        QFETCH(int, twist);
+        QFETCH(QString, error);
+        const std::string bytes = memoTwistSnapshot(MemoTwist(twist));
+        const Read direct = readPickle(bytes, true);
+        const Read general = readPickle(bytes, false);
+        QCOMPARE(QString::fromStdString(direct.error), QString::fromStdString(general.error));
+        if (!error.isEmpty()) {
+            QVERIFY2(general.error.find(error.toStdString()) != std::string::npos, general.error.c_str());
+            return;
+        }
+        QVERIFY2(general.error.empty(), general.error.c_str());
+        QVERIFY2(direct.direct > 2900, qPrintable(QString::number(direct.direct)));
+        const QString diff = differences(*direct.trace, *general.trace);
+        QVERIFY2(diff.isEmpty(), qPrintable(diff));
+        const DeviceTrace& d = direct.trace->devices.at(0);
+        QCOMPARE(frameText(*direct.trace, d.events.stack[10]), QStringLiteral("b.py:fb:4;a.py:fa:3;"));
+        if (MemoTwist(twist) == MemoTwist::FrameDictPutAgain)
+            QCOMPARE(frameText(*direct.trace, d.events.stack[2000]), QStringLiteral("b.py:fb:4;c.py:fc:5;"));
     }
 
     void corpusReadsAlike_data()
