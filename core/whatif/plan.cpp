@@ -14,7 +14,8 @@ void applyCheckpointing(const DeviceTrace& dev, const TraceModel& m, const Scena
 // Defined in plan_training.cpp and plan_precision.cpp.
 void applyTrainable(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan);
 void applyAccumulate(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan);
-void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan);
+void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, ElementGuess guess,
+                   Plan& plan);
 
 namespace {
 
@@ -225,7 +226,7 @@ int64_t optimizerWorkspaceBytesPerParam(OptimizerKind kind)
     }
 }
 
-Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario, const FrameTable* frames)
+Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario, const FrameTable* frames, ElementGuess guess)
 {
     Plan plan;
     const size_t n = dev.allocations.size();
@@ -240,7 +241,7 @@ Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& 
     Scenario perPass = scenario;
     perPass.batchScale = scenario.batchScale * Ratio{1, std::max(1, scenario.accumulate)};
     applyBatch(model, perPass, plan);
-    applyAutocast(dev, model, scenario, frames, plan);
+    applyAutocast(dev, model, scenario, frames, guess, plan);
     applyOptimizer(dev, model, scenario, plan);
     applyTrainable(dev, model, scenario, frames, plan);
     applyAccumulate(dev, model, scenario, plan);

@@ -32,10 +32,20 @@ struct Plan {
     std::string recompute;          // the compute the scenario adds ("one extra forward per step ...")
     std::vector<std::string> notes; // what the transform assumed
     std::vector<std::string> caveats; // of those, what a reader of the prediction must not miss (short)
+    // Precision: recorded bytes of tensors whose element size under the scenario the trace cannot
+    // tell (their frames name no operator); 0 when every changed tensor's type is known.
+    int64_t unknownElementBytes = 0;
 };
 
+// How a precision what-if sizes the tensors whose element size the trace cannot tell (no operator in
+// their frames): as the tensors they follow (the prediction), or all at one end of what they can be,
+// the fewest bytes (Low: all 16-bit under autocast, all kept as recorded without it) or the most
+// (High: all fp32, each cast from a 16-bit input first as autocast's fp32 operators do).
+enum class ElementGuess { Follow, Low, High };
+
 // `frames`: the trace's frame table, for --freeze (which matches the gradients' frames).
-Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario, const FrameTable* frames = nullptr);
+Plan buildPlan(const DeviceTrace& dev, const TraceModel& model, const Scenario& scenario, const FrameTable* frames = nullptr,
+               ElementGuess guess = ElementGuess::Follow);
 
 // Optimizer arithmetic, exposed for tests. Bytes of state for one parameter tensor of `numel`
 // fp32 elements (AdamW 8 B each; SGD 0; momentum and Lion 4; Adafactor factored: (rows + cols)

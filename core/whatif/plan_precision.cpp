@@ -14,6 +14,9 @@
 #include <vector>
 
 namespace poolscope {
+
+size_t softmaxFromStructure(const DeviceTrace& dev, const TraceModel& m, std::vector<OpPrecision>& precision, int64_t& bytes);
+
 namespace {
 
 constexpr int kInheritWindow = 16; // allocations back where an elementwise op's input may be
@@ -36,11 +39,15 @@ bool eligible(const TraceModel& m, size_t a)
 // rest by the latest live tensor of the same bytes (their input, as an elementwise op's output).
 // `guessed`: of the bytes that change, those of tensors whose frames name no operator (Python-only
 // stacks under a user's own module): their element size follows their neighbours, unconfirmed.
+// `unknown` marks those tensors, whatever their ratio came out (`unknownBytes`: their recorded
+// bytes); with `guess` Low or High they take one end of what they can be instead of following.
 std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, const std::vector<OpPrecision>& precision, bool toLow,
-                                 int64_t& changed, int64_t& guessed)
+                                 ElementGuess guess, int64_t& changed, int64_t& guessed, std::vector<uint8_t>& unknown,
+                                 int64_t& unknownBytes)
 {
     const size_t n = dev.allocations.size();
     std::vector<Ratio> ratio(n);
+    unknown.assign(n, 0);
     std::vector<uint8_t> decided(n, 0);
     const Ratio narrow{1, 2}, widen{2, 1}, drop{0, 1};
     // The residual stream: a layer's input and the adds that carry it keep the type the embedding
@@ -93,6 +100,18 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, co
                 }
                 if (mirror != SIZE_MAX) {
                     ratio[a] = ratio[mirror].num == 0 ? Ratio{} : ratio[mirror];
+                    decided[a] = 1;
+                    break;
+                }
+            }
+            if (precision[a] == OpPrecision::Unknown) {
+                unknown[a] = 1;
+                unknownBytes += al.size;
+                if (guess != ElementGuess::Follow) {
+                    // One end of the range: all 16-bit (autocast on) or all kept fp32, and the reverse
+                    // without autocast (all recorded fp32, kept; all recorded 16-bit, widened).
+                    if ((guess == ElementGuess::Low) == toLow)
+                        ratio[a] = toLow ? narrow : widen;
                     decided[a] = 1;
                     break;
                 }
@@ -357,7 +376,8 @@ std::vector<size_t> matmulInputs(const DeviceTrace& dev, const TraceModel& m, co
 
 } // namespace
 
-void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, Plan& plan)
+void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, const FrameTable* frames, ElementGuess guess,
+                   Plan& plan)
 {
     if (sc.autocast == AutocastKind::Keep)
         return;
@@ -385,8 +405,14 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         m.autocastSeen || std::find(m.precision.begin(), m.precision.end(), OpPrecision::Cast) != m.precision.end();
     if (!toLow && !framesNameCasts)
         structuralCasts = castsFromStructure(dev, m, precision);
+    // A hand-written softmax between attention's products, told by its reductions (plan_softmax.cpp):
+    // the prediction's reading; the range still spans those tensors as of unknown element size.
+    int64_t softmaxBytes = 0;
+    const size_t softmaxTensors = toLow && guess == ElementGuess::Follow ? softmaxFromStructure(dev, m, precision, softmaxBytes) : 0;
     int64_t changed = 0, guessed = 0;
-    const std::vector<Ratio> ratio = elementRatios(dev, m, precision, toLow, changed, guessed);
+    std::vector<uint8_t> unknown;
+    const std::vector<Ratio> ratio = elementRatios(dev, m, precision, toLow, guess, changed, guessed, unknown, plan.unknownElementBytes);
+    plan.unknownElementBytes += softmaxBytes;
     // What the frames cannot tell is said, not hidden in the figure.
     if (guessed > 0) {
         plan.notes.push_back(formatBytes(guessed) + " of the " + formatBytes(changed) +
@@ -396,6 +422,11 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             plan.caveats.push_back("precision: the element size of " + formatBytes(guessed) +
                                    " of activations is a guess (no operator in their frames)");
     }
+    if (softmaxTensors > 0)
+        plan.notes.push_back("a softmax written by hand between attention's products (two reductions over the scores' last "
+                             "dimension, no frame naming exp or sum): " + std::to_string(softmaxTensors) + " tensors (" +
+                             formatBytes(softmaxBytes) + " over the trace) taken as autocast's fp32 results: exp's outputs "
+                             "kept for backward, the sum, and the quotient by it (type promotion)");
     for (size_t a = 0; a < n; ++a)
         if (!ratio[a].isOne())
             plan.size[a] = ratio[a].apply(plan.size[a]);
@@ -521,18 +552,22 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         released += plan.size[b];
     }
     // Autocast's fp32 operators (softmax, exp, log_softmax...) cast a 16-bit input to fp32 first: the
-    // tensor made just before them, when it is now 16-bit.
+    // tensor made just before them, when it is now 16-bit. An elementwise one only (its output has
+    // its input's elements): a reduction (sum, norms) takes the fp32 dtype as an argument and reads
+    // the 16-bit input itself (fp32_set_opt_dtype, fp32_append_dtype), no copy.
     int64_t upcasts = 0;
     for (size_t a = 1; a < n; ++a) {
         const Allocation& al = dev.allocations[a];
-        if (al.preexisting() || !eligible(m, a) || precision[a] != OpPrecision::Fp32)
+        // At the high end of the range a tensor of unknown operator is one of autocast's fp32 results.
+        const bool fp32Op = precision[a] == OpPrecision::Fp32 || (guess == ElementGuess::High && unknown[a]);
+        if (al.preexisting() || !eligible(m, a) || !fp32Op)
             continue;
         for (size_t b = a; b-- > 0;) {
             const Allocation& in = dev.allocations[b];
             if (in.preexisting() || !eligible(m, b))
                 continue;
             if ((in.freeCompletedEvent == kNoEvent || in.freeCompletedEvent >= al.allocEvent) && ratio[b] == Ratio{1, 2} &&
-                in.size >= 512) {
+                in.size >= 512 && in.size <= al.size) {
                 plan.extras.push_back({before(al.allocEvent), al.allocEvent + 1, plan.size[b] * 2, al.stream, Pool::Temporary});
                 upcasts += plan.size[b] * 2;
             }

@@ -57,7 +57,7 @@ OpPrecision precisionOf(std::string_view op)
         "convolution", "_convolution", "cudnn_convolution", "conv_transpose2d", "prelu", "addmv", "addr", "chain_matmul",
         "_scaled_dot_product_efficient_attention"};
     static constexpr std::array<std::string_view, 34> kFp32 = {
-        "_softmax", "softmax", "_log_softmax", "log_softmax", "exp", "log", "pow", "sum", "mean", "prod", "norm",
+        "_softmax", "softmax", "_log_softmax", "log_softmax", "exp", "log", "pow", "sum", "log1p", "prod", "norm",
         "linalg_vector_norm", "rsqrt", "reciprocal", "layer_norm", "native_layer_norm", "group_norm", "native_group_norm",
         "cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss2d_forward", "mse_loss", "l1_loss", "cumsum",
         "cumprod", "softplus", "erfinv", "acos", "asin", "cosh", "sinh", "tan", "expm1"};
@@ -173,6 +173,19 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
                 if (contains(fr.filename, "/torch/") && (l == "einsum" || l == "linear" || l == "matmul" || l == "softmax" ||
                                                          l == "log_softmax" || l == "layer_norm" || l == "embedding"))
                     semanticOp = name;
+                // torch.nn.Linear's and the convolutions' forward (F.linear, F.conv2d are C functions:
+                // the module's own line is the last Python frame), and torch.nn.functional's Python
+                // functions of elementwise ops (they run in the type they are given) and of the loss.
+                // Only where no C++ frame named an operator (Python-only stacks).
+                else if (!firstOp.empty())
+                    ;
+                else if (l == "forward" && contains(fr.filename, "/torch/nn/modules/linear.py"))
+                    semanticOp = "linear";
+                else if (l == "forward" && contains(fr.filename, "/torch/nn/modules/conv.py"))
+                    semanticOp = "convolution";
+                else if (contains(fr.filename, "/torch/nn/functional.py") &&
+                         (l == "dropout" || l == "gelu" || l == "silu" || l == "relu" || l == "cross_entropy"))
+                    semanticOp = l == "cross_entropy" ? "cross_entropy_loss" : name;
             }
             continue;
         }

@@ -16,7 +16,7 @@ namespace poolscope {
 enum class OpPrecision : uint8_t {
     Unknown,  // no operator known (Python-only stacks of unknown functions, no stacks)
     Lower,    // matmul family: bmm, mm, addmm, linear, matmul, einsum, baddbmm, conv: computes in 16 bits
-    Fp32,     // autocast runs it in fp32: softmax, log_softmax, exp, pow, sum, mean, norms, losses
+    Fp32,     // autocast runs it in fp32: softmax, log_softmax, exp, pow, sum, norms, losses (not mean)
     Promote,  // elementwise and the rest: the output takes the widest input's type
     Cast,     // a dtype conversion (_to_copy): autocast's casts of weights and inputs
 };

@@ -88,6 +88,19 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
         if (r.fragmentationDetail.known)
             r.fragmentationDetail.source = "the replay at its reserved peak (event " + std::to_string(r.peakReservedAt) + ")";
     }
+    r.peakAllocatedLow = r.peakAllocatedHigh = r.peakAllocated;
+    r.unknownElementBytes = plan.unknownElementBytes;
+    if (plan.unknownElementBytes > 0 && !r.cancelled) {
+        // The element sizes the trace cannot tell, at each end: two more replays, only for these.
+        WhatIfOptions bound;
+        bound.keepSeries = false;
+        bound.cancel = options.cancel;
+        for (ElementGuess guess : {ElementGuess::Low, ElementGuess::High}) {
+            const int64_t peak = replayPlan(trace, dev, model, buildPlan(dev, model, scenario, &trace.frames, guess), scenario, bound).peakAllocated;
+            r.peakAllocatedLow = std::min(r.peakAllocatedLow, peak);
+            r.peakAllocatedHigh = std::max(r.peakAllocatedHigh, peak);
+        }
+    }
     recordedFigures(dev, model, r);
     r.dims = model.dims;
     r.ambiguousBytes = model.ambiguousBytes;
@@ -97,6 +110,17 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
     r.notes = model.notes;
     r.notes.insert(r.notes.end(), plan.notes.begin(), plan.notes.end());
     r.caveats = plan.caveats;
+    // A range wider than the size laws' own error (about 1 %) is what a reader must see.
+    if (r.unknownElementBytes > 0 && (r.peakAllocatedHigh - r.peakAllocatedLow) * 100 > r.peakAllocated) {
+        const std::string range = "peak allocated between " + formatBytes(r.peakAllocatedLow) + " and " + formatBytes(r.peakAllocatedHigh);
+        // One caveat for one cause: the plan's "the element size of ... is a guess" gets the range.
+        auto guess = std::find_if(r.caveats.begin(), r.caveats.end(),
+                                  [](const std::string& c) { return c.starts_with("precision: the element size of"); });
+        if (guess != r.caveats.end())
+            *guess += ": " + range;
+        else
+            r.caveats.push_back("precision: " + range + " (element sizes the frames cannot tell)");
+    }
     if (r.recordedOom)
         r.notes.push_back("the recorded run ended in an OOM: the prediction covers the events up to it");
     return r;
@@ -117,6 +141,10 @@ std::string renderWhatIfText(const WhatIfResult& r)
     std::snprintf(buf, sizeof buf, "  %-22s %14s %14s %9s\n", "", "recorded", "predicted", "change");
     out += buf;
     out += row("peak allocated", r.recordedPeakAllocated, r.peakAllocated);
+    if (r.unknownElementBytes > 0)
+        out += "  peak allocated between " + formatBytes(r.peakAllocatedLow) + " (all 16-bit) and " + formatBytes(r.peakAllocatedHigh) +
+               " (all fp32): the trace cannot tell the element size of " + formatBytes(r.unknownElementBytes) +
+               " allocated over it (no operator in their frames)\n";
     out += row("peak reserved", r.recordedPeakReserved, r.peakReserved);
     out += "  per-pool peaks\n";
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
@@ -200,6 +228,11 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
                       {"pool_peaks", pools(r.poolPeaks)},
                       {"pools_at_peak", pools(r.poolsAtPeak)},
                       {"peak_phase", std::string(phaseName(r.peakPhase))}};
+    // The range the unknown element sizes span (null when the trace tells every tensor's type).
+    j["predicted"]["peak_allocated_range"] =
+        r.unknownElementBytes > 0
+            ? json{{"low", r.peakAllocatedLow}, {"high", r.peakAllocatedHigh}, {"unknown_element_bytes", r.unknownElementBytes}}
+            : json(nullptr);
     j["recorded"]["peak_phase"] = std::string(phaseName(r.recordedPeakPhase));
     j["laws"] = {{"tokens", r.dims.tokens},
                  {"seq", r.dims.seq},

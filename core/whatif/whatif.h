@@ -50,6 +50,12 @@ struct WhatIfResult {
     int64_t fragmentation() const { return peakReserved - blockBytesAtPeakReserved; } // reserved but unallocated
     PoolBytes poolPeaks{};
     PoolBytes poolsAtPeak{};
+    // Where a precision what-if cannot tell some tensors' element size (no operator in their frames:
+    // `unknownElementBytes` of them as recorded), the peak allocated with all of them at each end
+    // (ElementGuess Low, High), the prediction between. Equal to peakAllocated when everything is known.
+    int64_t unknownElementBytes = 0;
+    int64_t peakAllocatedLow = 0;
+    int64_t peakAllocatedHigh = 0;
 
     std::optional<int64_t> capacity; // what cudaMalloc may use
     std::string capacitySource;      // "--capacity", "the recorded OOM (reserved + free)", or empty

@@ -247,6 +247,19 @@ void TestWhatIfLaws::knobMatchesGeneratedRun_data()
         // a call's leading allocations of half a live input's bytes are its inputs' casts.
         QTest::newRow(qPrintable("autocast -> off, python-only, " + name)) << autocast << fp32 << "autocast off python" << 1.5;
     }
+    // The knob really changed on a model that writes its own softmax (max, sub, exp, sum, div), recorded
+    // with Python frames only: exp and sum are on autocast's fp32 list, which no frame says, so their
+    // element size is unknown and the generated run must lie in the range the prediction gives.
+    // s = 320 (T = 1280): at the default T = 2h an fp32 run's activations have half an h x 4h
+    // weight's bytes, which Python-only stacks read as autocast's weight casts (docs/accuracy.md).
+    for (auto mlp : {M::Gelu, M::SwiGlu}) {
+        SynthModel fp32 = model(D::Fp32, A::Manual, mlp, 512, 320), autocast = model(D::Autocast, A::Manual, mlp, 512, 320);
+        const QString name = mlp == M::Gelu ? "hand-written softmax, gelu" : "hand-written softmax, swiglu";
+        // SwiGLU: +3.1 %, the top of its range (-9.8 % .. +3.1 %): without frames the inline q kT names
+        // no product, so the scores and the softmax after them are all kept fp32.
+        QTest::newRow(qPrintable("fp32 -> autocast bf16, python-only, " + name)) << fp32 << autocast << "autocast bf16 python"
+                                                                                   << (mlp == M::Gelu ? 3.0 : 3.5);
+    }
     // Autocast where inputs' casts have weights' cast bytes (T = h: an h x h projection; T = 4h: an
     // MLP weight): the classifier cannot tell them apart, and autocast off must still keep the fp32
     // inputs those matmuls saved (-11 % and -4.7 % when all such casts were taken as weights').
@@ -298,7 +311,8 @@ void TestWhatIfLaws::knobMatchesGeneratedRun()
         const std::shared_ptr<Trace> py = pythonFramesOnly(base.result.trace);
         const DeviceTrace& dev = py->devices[0];
         const TraceModel pm = buildTraceModel(*py, dev, classify(*py, dev, RuleSet::builtin()));
-        QVERIFY(pm.autocastFromStructure || pm.autocastFact == Known::Yes);
+        if (s.autocast == AutocastKind::Off)
+            QVERIFY(pm.autocastFromStructure || pm.autocastFact == Known::Yes);
         r = runWhatIf(*py, dev, pm, s);
     } else {
         r = runWhatIf(base.result.trace, base.dev(), base.model, s);
@@ -307,6 +321,13 @@ void TestWhatIfLaws::knobMatchesGeneratedRun()
     const double error = 100.0 * double(r.peakAllocated - actual) / double(actual);
     qInfo("%s: predicted %lld, generated %lld (%+.3f%%; as recorded %lld)", qPrintable(knob), qint64(r.peakAllocated),
           qint64(actual), error, qint64(base.dev().peakAllocated));
+    // Element sizes the frames cannot tell: the generated run lies in the range they span.
+    QVERIFY(r.peakAllocatedLow <= r.peakAllocated && r.peakAllocated <= r.peakAllocatedHigh);
+    if (r.unknownElementBytes > 0) {
+        qInfo("  range: %+.3f%% .. %+.3f%%", 100.0 * double(r.peakAllocatedLow - actual) / double(actual),
+              100.0 * double(r.peakAllocatedHigh - actual) / double(actual));
+        QVERIFY2(r.peakAllocatedLow <= actual && actual <= r.peakAllocatedHigh, "the generated run's peak is outside the range");
+    }
     QVERIFY2(std::abs(error) < tolerance, qPrintable(QString("error %1%").arg(error)));
 }
 
