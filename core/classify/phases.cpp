@@ -1,5 +1,6 @@
 #include "core/classify/phases.h"
 
+#include "core/classify/phase_backward_end.h"
 #include "core/classify/structural_phases.h"
 
 #include <algorithm>
@@ -129,6 +130,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         return v == 1;
     };
     std::vector<uint8_t> boundary(n, 0);
+    std::vector<uint8_t> python(n, 0); // per event: its stack holds a Python frame
     // Where the device recorded no frames at all, only annotation windows name phases, and an event
     // after a window has closed has nothing to inherit from it: the window's phase ends with it.
     bool framesRecorded = false;
@@ -143,6 +145,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         Phase ph = Phase::Unknown;
         PhaseSource src = PhaseSource::None;
         const bool validStack = ev.stack[i].valid() && ev.stack[i].value < tl.decisiveFrame.size();
+        python[i] = validStack && pythonStack(ev.stack[i]);
         if (validStack) {
             ph = matcher.stackPhase(ev.stack[i], &tl.decisiveFrame[ev.stack[i].value]);
         } else if (const AllocId id = dev.eventAlloc[i]; id.valid() && dev.allocations[id.value].op != 0) {
@@ -163,7 +166,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         } else if (previous != Phase::Unknown && (framesRecorded || previousSource != PhaseSource::Annotation)) {
             ph = previous;
             src = PhaseSource::Inherited;
-            inCaller = validStack && pythonStack(ev.stack[i]);
+            inCaller = python[i];
         }
         if (ev.action[i] == Action::Oom)
             afterOom = true;
@@ -188,6 +191,9 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     (void)firstKnown;
     // Where neither frames nor annotations named a forward or a backward, the stream's shape may.
     inferStructuralPhases(dev, tl);
+    // A forward no frame names, after a named backward, would inherit "backward" to the next named
+    // event: the engine's releases in the next backward show where it began (phase_backward_end.h).
+    endInheritedBackward(dev, python, tl);
 
     for (size_t i = 0; i < n; ++i) {
         if (tl.runs.empty() || tl.runs.back().phase != tl.phase[i] || boundary[i])

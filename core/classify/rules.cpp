@@ -308,6 +308,8 @@ std::string_view ruleRoleName(uint16_t role)
         return "library_workspace";
     case kRoleMovesParameters:
         return "moves_parameters";
+    case kRoleIndistinctCopies:
+        return "indistinct_copies";
     }
     return "?";
 }

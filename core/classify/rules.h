@@ -59,8 +59,9 @@ enum RuleRole : uint16_t {
     kRoleFlatGradBuffer = 1 << 2,   // a constructor that allocates a flat parameter buffer and a flat gradient buffer
     kRoleLibraryWorkspace = 1 << 3, // a library's own scratch kept per handle (cuBLAS, cuDNN, cuFFT, NCCL): fixed size
     kRoleMovesParameters = 1 << 4,  // nn.Module moving or converting its tensors (.to, .cuda, _apply): parameters and any .grad
+    kRoleIndistinctCopies = 1 << 5, // a parameter, its gradient or its optimizer state from before recording: the capture cannot say which
 };
-constexpr size_t kRuleRoleCount = 5;
+constexpr size_t kRuleRoleCount = 6;
 std::string_view ruleRoleName(uint16_t role); // "weight_cast", ...
 
 // One ordered rule: the first rule whose every condition holds decides an allocation's pool.

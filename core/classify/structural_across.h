@@ -38,3 +38,14 @@ namespace poolscope::classify_detail {
 void parametersMovedBack(const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail
+
+namespace poolscope::classify_detail {
+
+// Blocks from before recording, alive throughout and without a stack, where every weight size held
+// more than once is held 4 (or 3) times or a multiple of that: a parameter with its gradient and
+// optimizer state (a model alone holds some shapes once). Which block is which nothing recorded
+// says, so they stay parameters below the verdict's 50 % and carry kRoleIndistinctCopies, by which
+// the verdict says so. Decides only the timing-alone guess (a parameter at 60 % at most).
+void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
+} // namespace poolscope::classify_detail

@@ -37,6 +37,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     gradientsNeedParameterSize(dev, c);
     flagAutocastSurplus(dev, c);
     pendingFreeBlocks(dev, c);
+    preexistingCopiesIndistinct(trace, dev, c);
 }
 
 } // namespace poolscope::classify_detail

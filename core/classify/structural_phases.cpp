@@ -1,6 +1,7 @@
 #include "core/classify/structural_phases.h"
 
 #include "core/classify/classifier.h"
+#include "core/classify/structural_graph_release.h"
 #include "core/classify/structural_repetition.h"
 
 #include <algorithm>
@@ -396,7 +397,15 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         // an update or zero_grad) outweigh what it has released by then. Its releases of what the
         // forward kept, last made first, that run back from the first release after the peak mark
         // where it began (forwardEnd: the forward's last event).
-        const EventIndex forwardEnd = engineStartBeforePeak(fStart, s.peak, std::min(nextStart, s.fallEnd + 1), bornAt, releasedAt);
+        EventIndex forwardEnd = engineStartBeforePeak(fStart, s.peak, std::min(nextStart, s.fallEnd + 1), bornAt, releasedAt);
+        // Nothing of the forward let go of before the peak: a backward that holds the saved tensors
+        // to its end (a compiled graph's node) shows where it began by how the fall releases them.
+        bool heldToItsEnd = false;
+        if (forwardEnd == s.peak)
+            if (const EventIndex end = backwardStartFromGraphRelease(dev, fStart, s.peak, std::min(nextStart, s.fallEnd + 1)); end != kNoEvent && end > fStart) {
+                forwardEnd = end;
+                heldToItsEnd = true;
+            }
         // What the forward made and the fall released, in the order it was released.
         std::vector<EventIndex> frees;
         int64_t aliveAtPeak = 0;
@@ -438,6 +447,8 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         auto madeOrNeutral = [&](EventIndex e) { return bornAt(size_t(e)) || !releasedAt(size_t(e)); };
         while (releaseStart - 1 > forwardEnd && madeOrNeutral(releaseStart - 1))
             --releaseStart;
+        if (heldToItsEnd)
+            releaseStart = forwardEnd + 1; // the backward made (and let go of) all that came between
         // After the last release of what the forward saved come the backward's last products (the
         // first layers' gradients, kept) and the release of its own scratch made before (the first
         // layer's input gradient); a block made there and let go of at once is the next stretch's.
@@ -480,7 +491,9 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
         }
         const bool lastInFirstOut = pairs > 0 && reversed * 2 >= pairs;
         Phase fall = Phase::Forward;
-        if (allocs * 10 < freesIn)
+        if (heldToItsEnd)
+            fall = Phase::Backward; // as the graph's release showed (structural_graph_release.h)
+        else if (allocs * 10 < freesIn)
             fall = Phase::Teardown; // released in one burst: a graph dropped without backward
         else if (lastInFirstOut && pairs >= 8 && freedOfForward * 2 >= aliveAtPeak && (!gradientSizes.empty() || allocs * 10 >= freesIn * 3))
             fall = Phase::Backward; // most of what the forward saved, layer after layer, with products

@@ -190,6 +190,8 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
         const Phase birth = i < c.birthPhase.size() ? c.birthPhase[i] : Phase::Unknown;
         if (p == Pool::Gradient)
             m.gradientBytes += b;
+        if (c.rules[c.rule[i]].has(kRoleIndistinctCopies))
+            m.indistinctBytes += b;
         if (p == Pool::Temporary) {
             temporary += b;
             if (birth != Phase::OptimizerStep && birth != Phase::ZeroGrad)
@@ -214,6 +216,11 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
         v.history = false;
         v.caveat = std::string(kNoHistoryCaveat);
     }
+    if (ev && ev->indistinctBytes >= kListedMinimum)
+        v.caveat += std::string(v.caveat.empty() ? "" : " ") + "This capture cannot tell parameters from gradients or optimizer state made " +
+                    "before recording: " + gib(ev->indistinctBytes) +
+                    " from before recording hold each weight's size several times over (a parameter with its gradient and "
+                    "optimizer moments), and no stack or recorded step says which block is which.";
     auto finish = [&] {
         v.sentence = v.caveat.empty() ? v.breakdown : v.caveat + " " + v.breakdown;
         if (!v.advice.empty())

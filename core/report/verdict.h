@@ -65,6 +65,9 @@ struct MomentEvidence {
     // Gradient bytes alive at the moment: where no backward made them (backward not Yes) they are
     // stale .grad the parameters still hold, and dropping them is the first knob.
     int64_t gradientBytes = 0;
+    // Bytes from before recording that are a parameter, its gradient or its optimizer state with
+    // nothing recorded to say which (rules with kRoleIndistinctCopies): the verdict says so first.
+    int64_t indistinctBytes = 0;
     bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
 
     MomentEvidence() { confidence.fill(-1); }

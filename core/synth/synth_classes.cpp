@@ -486,10 +486,9 @@ SynthResult scriptAttention(int scale)
     Recorder r;
     const int64_t h = 256 * scale, tokens = 1024, heads = 8, f32 = 4, layers = 2;
     // No nn.Module anywhere: weights made by the script with requires_grad, plain functions for
-    // attention and the MLP, loss.backward() and a hand-written SGD update, once. (A second step is
-    // not recorded here: with its frames, the second forward of a script without nn.Module inherits
-    // the backward's phase from the frames before it and its saved tensors read as gradients, a
-    // miss of the with-frames phases this scenario does not cover.)
+    // attention and the MLP, loss.backward() and a hand-written SGD update, twice. The second step
+    // matters: no frame names its forward, so only the run's structure can end the first backward
+    // (its saved tensors would otherwise inherit "backward" and read as gradients).
     const Frames script = {{kUser + "run.py", "<module>", 20}};
     std::vector<uint64_t> weights;
     for (int l = 0; l < layers; ++l)
@@ -497,7 +496,7 @@ SynthResult scriptAttention(int scale)
             weights.push_back(r.alloc(h * cols * f32, script, Pool::Parameter));
     auto at = [&](const char* fn, int line) { return Frames{{kUser + "run.py", fn, line}, {kUser + "run.py", "<module>", 40}}; };
     std::vector<uint64_t> grads(weights.size(), 0);
-    for (int step = 0; step < 1; ++step) {
+    for (int step = 0; step < 2; ++step) {
         // What the graph saved, in the order the forward made it, with the weight whose gradient the
         // backward makes when it reaches that tensor's matmul (-1: none).
         std::vector<std::pair<uint64_t, int>> saved;

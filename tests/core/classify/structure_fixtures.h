@@ -44,6 +44,7 @@ public:
         push(Action::FreeRequested, addr, m_size[addr], st);
         push(Action::FreeCompleted, addr, m_size[addr], st);
     }
+    size_t eventCount() const { return m_dev.events.count(); }
     void annotate(const std::string& name, bool start) { m_trace->annotations.push_back(Annotation{name, start, 0, m_time += 3}); }
     Fixture finish()
     {

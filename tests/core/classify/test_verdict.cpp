@@ -194,6 +194,29 @@ private slots:
         QVERIFY(makeVerdict("At the OOM", f, away).advice.find("expandable_segments") != std::string::npos);
     }
 
+    // Copies from before recording that nothing tells apart (kRoleIndistinctCopies): said first,
+    // and the guess below 50 % gives no knob. Without such bytes, nothing of it is said.
+    void indistinctCopiesAreSaid()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Parameter)] = gib(30.38);
+        b[size_t(Pool::Activation)] = gib(11.61);
+        MomentEvidence ev;
+        ev.confidence[size_t(Pool::Parameter)] = 40;
+        ev.confidence[size_t(Pool::Activation)] = 65;
+        ev.bytesByEvidence[size_t(Pool::Parameter)][kEvidenceLifetime | kEvidenceSize] = gib(30.38);
+        ev.bytesByEvidence[size_t(Pool::Activation)][kEvidenceLifetime] = gib(11.61);
+        ev.indistinctBytes = gib(30.37);
+        const Verdict v = makeVerdict("At the peak", b, ev);
+        QVERIFY2(v.caveat.rfind("This capture cannot tell parameters from gradients or optimizer state made before recording: 30.37 GiB", 0) == 0,
+                 v.sentence.c_str());
+        QVERIFY2(v.sentence.rfind(v.caveat, 0) == 0, v.sentence.c_str());
+        QVERIFY2(v.advice.find("no advice is given") != std::string::npos, v.advice.c_str());
+        QVERIFY2(v.advice.find("lower precision") == std::string::npos && v.advice.find("offload") == std::string::npos, v.advice.c_str());
+        ev.indistinctBytes = 0;
+        QVERIFY(makeVerdict("At the peak", b, ev).caveat.empty());
+    }
+
     // No sharding advice where the run shows no gradients and no optimizer; stale gradients where no
     // backward made them.
     void adviceFollowsTheRun()

@@ -1,0 +1,65 @@
+#include "core/classify/phase_backward_end.h"
+
+namespace poolscope {
+namespace {
+
+bool named(const PhaseTimeline& tl, EventIndex e)
+{
+    return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
+}
+
+} // namespace
+
+size_t endInheritedBackward(const DeviceTrace& dev, const std::vector<uint8_t>& python, PhaseTimeline& tl)
+{
+    const auto& ev = dev.events;
+    const EventIndex n = EventIndex(ev.count());
+    if (tl.phase.size() != size_t(n) || python.size() != size_t(n))
+        return 0;
+    // Per event: the next event at or after it that a frame or an annotation named (n: none).
+    std::vector<EventIndex> nextNamed(size_t(n) + 1, n);
+    for (EventIndex e = n; e-- > 0;)
+        nextNamed[size_t(e)] = named(tl, e) ? e : nextNamed[size_t(e) + 1];
+    // A block released by the engine in a later backward: released on the engine's thread (no Python
+    // frame) in a backward, where the first event named after the block's stretch names a backward
+    // (the next loss.backward()), so that no named forward lies between.
+    auto savedForLaterBackward = [&](EventIndex birth, EventIndex stretchEnd) {
+        const AllocId id = dev.eventAlloc[size_t(birth)];
+        if (!id.valid() || ev.action[size_t(birth)] != Action::Alloc)
+            return false;
+        const Allocation& a = dev.allocations[id.value];
+        if (a.allocEvent != birth)
+            return false;
+        const EventIndex r = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+        if (r == kNoEvent || r <= stretchEnd || python[size_t(r)] || tl.phase[size_t(r)] != Phase::Backward)
+            return false;
+        const EventIndex next = nextNamed[size_t(stretchEnd) + 1];
+        return next <= r && tl.phase[size_t(next)] == Phase::Backward;
+    };
+    size_t placed = 0;
+    for (EventIndex e = 0; e < n;) {
+        const bool inherited = tl.source[size_t(e)] == PhaseSource::Inherited && tl.phase[size_t(e)] == Phase::Backward;
+        if (!inherited) {
+            ++e;
+            continue;
+        }
+        EventIndex end = e; // the stretch of inherited "backward": [e, end]
+        while (end + 1 < n && tl.source[size_t(end) + 1] == PhaseSource::Inherited && tl.phase[size_t(end) + 1] == Phase::Backward)
+            ++end;
+        // The first block the caller's code made in the stretch that a later backward's engine releases.
+        EventIndex start = kNoEvent;
+        for (EventIndex k = e; k <= end && start == kNoEvent; ++k)
+            if (python[size_t(k)] && savedForLaterBackward(k, end))
+                start = k;
+        if (start != kNoEvent)
+            for (EventIndex k = start; k <= end; ++k) {
+                tl.phase[size_t(k)] = Phase::Forward;
+                tl.source[size_t(k)] = PhaseSource::Structure;
+                ++placed;
+            }
+        e = end + 1;
+    }
+    return placed;
+}
+
+} // namespace poolscope
