@@ -54,7 +54,11 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
             continue; // no reserved figure, so no cache to speak of
         const int64_t bytes = b.pool[size_t(p)];
         QString why;
-        if (evidence && p != Pool::CachedFree && size_t(p) < kAllocationPoolCount && evidence->confidence[size_t(p)] >= 0)
+        // The cache has one row, its pool's, named as everywhere (PoolPalette::label): no second
+        // "reserved − allocated" row beside it with the same bytes under another name.
+        if (p == Pool::CachedFree)
+            why = tr("bytes the allocator holds in segments that no tensor uses: its free blocks, fragmentation included");
+        else if (evidence && size_t(p) < kAllocationPoolCount && evidence->confidence[size_t(p)] >= 0)
             why = tr("classified with %1% confidence, from %2")
                       .arg(evidence->confidence[size_t(p)])
                       .arg(QString::fromStdString(evidenceText(evidence->mainEvidence(p))));
@@ -72,8 +76,6 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
                                    .arg(percent(bytes, b.allocated))});
     if (b.reservedKnown) {
         rows.push_back(Row{tr("reserved"), b.reserved, {}, -1, tr("bytes the caching allocator holds from the driver (segments)")});
-        rows.push_back(Row{tr("reserved − allocated"), b.reserved - b.allocated, percent(b.reserved - b.allocated, b.reserved), -1,
-                           tr("cached but unallocated: the allocator's free blocks and fragmentation")});
     } else {
         rows.push_back(Row{tr("reserved"), kNoBytes, tr("unknown"), -1, tr("this source records no reserved bytes (no segments, no totals)")});
     }

@@ -44,7 +44,7 @@ BreakdownPanel::BreakdownPanel(Workspace* workspace, QWidget* parent)
     m_view->setSelectionMode(QAbstractItemView::NoSelection);
     m_view->setAlternatingRowColors(true);
     m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 6);
-    // A long name ("cached free (reserved − allocated)") wraps onto a second line in a narrow dock
+    // A long name ("cached free (reserved - allocated)") wraps onto a second line in a narrow dock
     // rather than being elided: the row grows to its text.
     m_view->setWordWrap(true);
     m_view->setTextElideMode(Qt::ElideNone);
@@ -92,7 +92,7 @@ void BreakdownPanel::refresh()
                      : e < 0             ? tr("<b>before the first event</b> of %1").arg(d.eventCount())
                                          : tr("<b>event %1</b> of %2").arg(e).arg(d.eventCount());
     if (tl.hasTime() && e >= 0)
-        moment += tr(" · +%1").arg(qs(formatDurationUs(tl.axis(AxisMode::WallTime).position(e))));
+        moment += tr(" · +%1").arg(qs(formatAxisTime(tl.axis(AxisMode::WallTime).position(e), tl.axis(AxisMode::WallTime).end())));
     if (e == d.peakIndex)
         moment += tr(" · <b>peak</b>");
     if (m.report.oom)

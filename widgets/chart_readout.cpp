@@ -1,6 +1,22 @@
 #include "widgets/chart_readout.h"
 
+#include "core/timeline/device_timeline.h"
+#include "core/util/units.h"
+
+#include <QCoreApplication>
+
 namespace poolscope {
+
+QString eventTimeText(const DeviceTimeline& timeline, EventIndex event)
+{
+    if (!timeline.hasTime())
+        return QCoreApplication::translate("ChartReadout", "no times in this dump");
+    if (event < 0)
+        return QCoreApplication::translate("ChartReadout", "before the first event");
+    const EventAxis& axis = timeline.axis(AxisMode::WallTime);
+    return QCoreApplication::translate("ChartReadout", "%1 since the first event")
+        .arg(QString::fromStdString(formatAxisTime(axis.position(event), axis.end())));
+}
 
 ChartReadout::ChartReadout(QCustomPlot* plot, QCPLayer* layer) : m_plot(plot), m_layer(layer), m_text(new QCPItemText(plot))
 {

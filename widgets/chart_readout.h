@@ -1,9 +1,18 @@
 #pragma once
 #include <qcustomplot.h>
 
+#include "core/model/ids.h"
+
 #include <QString>
 
 namespace poolscope {
+
+class DeviceTimeline;
+
+// When an event happened, as the read-outs say it: "1.234 s since the first event" in the unit the
+// time axis counts in (whichever axis is shown, so switching it moves no number), or that the dump
+// has no times.
+QString eventTimeText(const DeviceTimeline& timeline, EventIndex event);
 
 // The hover read-out of a chart: a boxed text beside the pointer, on a layer of its own so that
 // moving it repaints that layer alone. It stays inside the axis rect (left of the pointer near the

@@ -141,7 +141,10 @@ QString CompareWindow::readoutAt(double x) const
         return {};
     const AlignedEvents e = eventsAt(x);
     const PoolBytes a = m_a->device(m_deviceA).poolsAt(e.a), b = m_b->device(m_deviceB).poolsAt(e.b);
-    QStringList lines{tr("A event %1 · B event %2").arg(e.a).arg(e.b)};
+    // Each run's own event and time since its own first event: the axis places A against B's events,
+    // and the two runs' clocks have nothing in common.
+    QStringList lines{tr("A: event %1 · %2").arg(e.a).arg(eventTimeText(m_a->device(m_deviceA).timeline(), e.a)),
+                      tr("B: event %1 · %2").arg(e.b).arg(eventTimeText(m_b->device(m_deviceB).timeline(), e.b))};
     int64_t sumA = 0, sumB = 0;
     for (size_t p = 0; p < kAllocationPoolCount; ++p) {
         sumA += a[p];

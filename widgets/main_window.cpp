@@ -1,5 +1,5 @@
-// MainWindow: construction, actions, menus, docks and settings. Document handling and the panels
-// live in main_window_document.cpp.
+// MainWindow: construction, actions, menus and settings. The docks and their sizes live in
+// main_window_docks.cpp, document handling and the panels in main_window_document.cpp.
 #include "widgets/main_window.h"
 
 #include "core/util/units.h"
@@ -326,50 +326,6 @@ void MainWindow::buildMenus()
     tb->addAction(m_exportAct);
 }
 
-void MainWindow::buildDocks()
-{
-    auto dock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
-        auto* d = new QDockWidget(title, this);
-        d->setObjectName(name);
-        d->setWidget(w);
-        addDockWidget(area, d);
-        return d;
-    };
-
-    // The right column runs the window's full height: the breakdown and the stack are read in
-    // full, the tensor table below the chart is wide anyway.
-    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
-    setCorner(Qt::TopRightCorner, Qt::RightDockWidgetArea);
-    m_breakdown = new BreakdownPanel(m_workspace, this);
-    dock(tr("Breakdown at cursor"), QStringLiteral("breakdownDock"), m_breakdown, Qt::RightDockWidgetArea);
-    m_tensors = new TensorPanel(m_workspace, this);
-    QDockWidget* td = dock(tr("Tensors alive at cursor"), QStringLiteral("tensorDock"), m_tensors, Qt::BottomDockWidgetArea);
-    m_stack = new StackPanel(m_workspace, this);
-    dock(tr("Stack and reason"), QStringLiteral("stackDock"), m_stack, Qt::RightDockWidgetArea);
-
-    m_allocator = new AllocatorView(this);
-    m_allocator->follow(m_workspace);
-    QDockWidget* ad = dock(tr("Allocator segments"), QStringLiteral("allocatorDock"), m_allocator, Qt::BottomDockWidgetArea);
-    tabifyDockWidget(td, ad);
-    // What-if beside the tensors: the question comes after seeing what was alive at the OOM.
-    // In a scroll area: tabbed docks take the tallest tab's minimum height, and the panel's knobs
-    // would otherwise hold the tensor table (and squeeze the chart) at ~450 px.
-    m_whatIf = new WhatIfPanel(this);
-    connect(m_whatIf, &WhatIfPanel::predictionChanged, m_plot, &TimelinePlot::setPrediction);
-    connect(m_whatIf, &WhatIfPanel::predictedStackToggled, m_plot, &TimelinePlot::setPredictedStackVisible);
-    auto* whatIfScroll = new QScrollArea(this);
-    whatIfScroll->setWidget(m_whatIf);
-    whatIfScroll->setWidgetResizable(true);
-    whatIfScroll->setFrameShape(QFrame::NoFrame);
-    QDockWidget* wd = dock(tr("What if…"), QStringLiteral("whatIfDock"), whatIfScroll, Qt::BottomDockWidgetArea);
-    tabifyDockWidget(td, wd);
-    m_ranks = new RanksPanel(this);
-    QDockWidget* rd = dock(tr("Ranks"), QStringLiteral("ranksDock"), m_ranks, Qt::BottomDockWidgetArea);
-    tabifyDockWidget(td, rd);
-    connect(m_ranks, &RanksPanel::openRequested, this, &MainWindow::openFileAt);
-    td->raise();
-}
-
 void MainWindow::showEvent(QShowEvent* event)
 {
     QMainWindow::showEvent(event);
@@ -379,26 +335,15 @@ void MainWindow::showEvent(QShowEvent* event)
         tabs->setElideMode(Qt::ElideNone);
         tabs->setUsesScrollButtons(true);
     }
-    if (m_layoutRestored || m_defaultLayoutApplied)
+    if (m_layoutRestored || m_defaultLayoutApplied) {
+        // The saved layout's sizes are the ones to keep in proportion from here on.
+        if (!m_dockBase.isValid())
+            QTimer::singleShot(0, this, [this] { m_dockBase = size(); });
         return;
+    }
     m_defaultLayoutApplied = true;
     // After this event, once the main window layout has the final size.
     QTimer::singleShot(0, this, &MainWindow::applyDefaultDockSizes);
-}
-
-void MainWindow::applyDefaultDockSizes()
-{
-    // First run: sizes in proportion to the window the docks finally live in (set before the first
-    // show, they are stretched by whatever the window manager gives). The chart is the point: it gets
-    // the most room; the breakdown, read next, gets three fifths of the right column.
-    auto* bd = findChild<QDockWidget*>(QStringLiteral("breakdownDock"));
-    auto* sd = findChild<QDockWidget*>(QStringLiteral("stackDock"));
-    auto* td = findChild<QDockWidget*>(QStringLiteral("tensorDock"));
-    if (!bd || !sd || !td)
-        return;
-    resizeDocks({bd}, {std::clamp(width() * 3 / 10, 340, 520)}, Qt::Horizontal);
-    resizeDocks({td}, {height() * 3 / 10}, Qt::Vertical);
-    resizeDocks({bd, sd}, {height() * 3 / 5, height() * 2 / 5}, Qt::Vertical);
 }
 
 void MainWindow::restoreSettings()

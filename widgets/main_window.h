@@ -111,6 +111,7 @@ protected:
     void dropEvent(QDropEvent* event) override;
     void changeEvent(QEvent* event) override;
     void showEvent(QShowEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override; // main_window_docks.cpp: docks keep their share
 
 private:
     void buildActions();
@@ -119,6 +120,7 @@ private:
     void buildStepsAndSites(); // main_window_steps.cpp: steps strip, A/B, by call site (issue 24)
     void restoreSettings();
     void applyDefaultDockSizes();
+    void keepDockShares();
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void rebuildCapacityChoices();
@@ -164,6 +166,15 @@ private:
     bool m_syncingCapacity = false;
     bool m_layoutRestored = false;       // the user's saved dock layout was applied
     bool m_defaultLayoutApplied = false; // first-run dock sizes were set (once, at the first show)
+    // The docks' shares of the window, kept as it is resized (main_window_docks.cpp). A share is
+    // read again from the dock when its size is no longer the one last set: the user moved a separator.
+    struct DockShare {
+        double share = -1;
+        int set = -1; // pixels last given (-1: read the share from the dock)
+    };
+    QSize m_dockBase; // the window size the docks' sizes were last fitted to (invalid: not yet laid out)
+    DockShare m_across, m_down;
+    bool m_dockSharesPending = false;
 
     QAction* m_openAct = nullptr;
     QAction* m_ranksAct = nullptr;

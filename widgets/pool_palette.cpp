@@ -55,7 +55,7 @@ QString PoolPalette::label(Pool pool, bool classified)
     if (pool == Pool::Unknown && !classified)
         return QStringLiteral("allocated (unclassified)");
     if (pool == Pool::CachedFree)
-        return QStringLiteral("cached free (reserved − allocated)");
+        return QString::fromLatin1(kCachedFreeLabel.data(), qsizetype(kCachedFreeLabel.size()));
     return QString::fromLatin1(poolDisplayName(pool).data(), qsizetype(poolDisplayName(pool).size()));
 }
 

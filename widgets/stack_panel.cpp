@@ -60,10 +60,10 @@ void StackPanel::refresh()
     QString reason;
     if (const Classification* c = dev->classification()) {
         const Explanation x = explain(t, d, *c, id);
-        reason = tr("<b>%1</b> (confidence %2%) — %3").arg(PoolPalette::label(x.pool), QString::number(x.confidence), qs(x.reason).toHtmlEscaped());
+        reason = tr("<b>%1</b> (confidence %2%) — %3").arg(PoolPalette::label(x.pool), QString::number(x.confidence), breakableWords(qs(x.reason)).toHtmlEscaped());
         reason += tr("<br>rule: <code>%1</code>").arg(qs(x.rule).toHtmlEscaped());
         for (const auto& line : x.evidence)
-            reason += QStringLiteral("<br>• ") + qs(line).toHtmlEscaped();
+            reason += QStringLiteral("<br>• ") + breakableWords(qs(line)).toHtmlEscaped();
     } else {
         reason = tr("<b>%1</b> — pools unclassified").arg(PoolPalette::label(Pool::Unknown, false));
     }

@@ -9,6 +9,34 @@
 
 namespace poolscope {
 
+QString breakableWords(const QString& plain, int longWord)
+{
+    QString out;
+    out.reserve(plain.size() + plain.size() / 8);
+    qsizetype start = 0;
+    while (start < plain.size()) {
+        qsizetype end = start;
+        while (end < plain.size() && !plain.at(end).isSpace())
+            ++end;
+        const QStringView word = QStringView(plain).mid(start, end - start);
+        if (word.size() <= longWord) {
+            out += word;
+        } else {
+            for (qsizetype i = 0; i < word.size(); ++i) {
+                out += word.at(i);
+                const QChar c = word.at(i);
+                const bool pairColon = c == QLatin1Char(':') && i + 1 < word.size() && word.at(i + 1) == QLatin1Char(':');
+                if (!pairColon && i + 1 < word.size() && QStringView(u"\\.:_=,").contains(c))
+                    out += QChar(0x200B);
+            }
+        }
+        while (end < plain.size() && plain.at(end).isSpace())
+            out += plain.at(end++);
+        start = end;
+    }
+    return out;
+}
+
 TextScroll::TextScroll(double maxShare, QWidget* parent) : QScrollArea(parent), m_maxShare(maxShare), m_column(new QWidget), m_layout(new QVBoxLayout(m_column))
 {
     m_layout->setContentsMargins(0, 0, 0, 0);

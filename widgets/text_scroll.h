@@ -1,10 +1,18 @@
 #pragma once
 #include <QScrollArea>
 
+#include <QString>
+
 class QLabel;
 class QVBoxLayout;
 
 namespace poolscope {
+
+// `plain` with a zero-width space after the separators (::, \, ., _, :, =, ,) of each word longer
+// than `longWord` characters: a C++ frame name or a Windows path is one word to Qt's line breaker,
+// and a word wider than the column set the whole column's width, every line cut at the right edge.
+// Short words are left as they are, so that what a reader copies is unchanged there.
+QString breakableWords(const QString& plain, int longWord = 28);
 
 // Word-wrapped text that scrolls rather than being cut: a panel's verdict or reason. It asks for
 // the height its text needs at its width, up to `maxShare` of its parent's height; below that it

@@ -320,7 +320,6 @@ void TimelinePlot::rebuildGraphs()
     for (auto it = m_graphs.rbegin(); it != m_graphs.rend(); ++it)
         (*it)->addToLegend();
     if (!m_graphs.empty() && layers.back() == Pool::CachedFree) {
-        m_graphs.back()->setName(tr("cached free (up to reserved)"));
         // A source without reserved bytes (Kineto without totals) has no cache to show: its layer is
         // all zeros, and a legend entry would suggest otherwise.
         if (!m_timeline->reservedKnown())
@@ -478,8 +477,8 @@ void TimelinePlot::updateCursorItems()
     QString text = tr("event %1").arg(m_cursor);
     const DeviceTrace& d = m_timeline->device();
     if (d.hasTime && m_cursor >= 0) {
-        const int64_t pos = m_timeline->axis(AxisMode::WallTime).position(m_cursor);
-        text += QStringLiteral(" · +") + qs(formatDurationUs(pos));
+        const EventAxis& axis = m_timeline->axis(AxisMode::WallTime);
+        text += QStringLiteral(" · +") + qs(formatAxisTime(axis.position(m_cursor), axis.end()));
     }
     m_cursorText->setText(text);
     // Keep the label inside the chart near the right edge.

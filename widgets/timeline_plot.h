@@ -73,7 +73,10 @@ public:
     // No allocation history: one moment drawn as a bar, no time axis.
     bool oneMoment() const { return m_oneMoment; }
 
-    // What the hover read-out says at an event: the event, its action, each pool's bytes there.
+    // When an event happened, as the read-outs say it: "1.234 s since the first event" in the time
+    // axis's unit, or that the dump has no times.
+    QString timeText(EventIndex event) const;
+    // What the hover read-out says at an event: the event and its time, its action, each pool's bytes there.
     struct Readout {
         EventIndex event = kNoEvent;
         Breakdown breakdown;

@@ -67,7 +67,7 @@ void TimelinePlot::rebuildMarkers()
 
     m_keyScale = 1.0;
     if (m_timeline && m_mode == AxisMode::WallTime)
-        m_keyScale = m_timeline->axis(m_mode).end() >= 2'000'000 ? 1e6 : 1e3;
+        m_keyScale = timeAxisInSeconds(m_timeline->axis(m_mode).end()) ? 1e6 : 1e3;
     xAxis->setLabel(xAxisTitle());
     xAxis->setTicker(m_mode == AxisMode::EventIndex ? QSharedPointer<QCPAxisTicker>(m_indexTicker) : m_plainTicker);
     xAxis->setNumberFormat(m_mode == AxisMode::EventIndex ? QStringLiteral("f") : QStringLiteral("g"));

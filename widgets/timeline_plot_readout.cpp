@@ -14,6 +14,8 @@ QString bytes(int64_t b) { return qs(formatBytes(b)); }
 
 } // namespace
 
+QString TimelinePlot::timeText(EventIndex event) const { return m_timeline ? eventTimeText(*m_timeline, event) : QString(); }
+
 TimelinePlot::Readout TimelinePlot::readoutAt(EventIndex event) const
 {
     Readout r;
@@ -30,10 +32,7 @@ TimelinePlot::Readout TimelinePlot::readoutAt(EventIndex event) const
     if (m_oneMoment) {
         lines << tr("the dump's state (no allocation history)");
     } else {
-        QString head = tr("event %1 of %2").arg(r.event).arg(n);
-        if (d.hasTime && r.event >= 0)
-            head += QStringLiteral(" · +") + qs(formatDurationUs(m_timeline->axis(AxisMode::WallTime).position(r.event)));
-        lines << head;
+        lines << tr("event %1 of %2").arg(r.event).arg(n) + QStringLiteral(" · ") + timeText(r.event);
         if (r.event >= 0) {
             const size_t i = size_t(r.event);
             QString what = qs(std::string(actionName(d.events.action[i]))).replace(QLatin1Char('_'), QLatin1Char(' '));

@@ -1,5 +1,6 @@
 #include "core/compare/comparison.h"
 
+#include "core/classify/pool_display.h"
 #include "core/compare/site_pairs.h"
 #include "core/report/verdict.h"
 #include "core/util/units.h"
@@ -228,7 +229,7 @@ std::string makeVerdict(const Comparison& c)
                 v += " at " + moment;
         }
         if (!peaksApart && c.pools[size_t(Pool::CachedFree)].changed())
-            v += "; the allocator's cache (reserved but free) " + change(c.pools[size_t(Pool::CachedFree)]);
+            v += "; " + std::string(kCachedFreeLabel) + " " + change(c.pools[size_t(Pool::CachedFree)]);
         // The largest pool that did not move, named as unchanged.
         Pool steady = Pool::CachedFree;
         for (size_t p = 0; p < kAllocationPoolCount; ++p)

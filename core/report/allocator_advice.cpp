@@ -100,7 +100,8 @@ AllocatorAdvice adviseAllocatorAtOom(const Trace& trace, const DeviceTrace& dev,
     if (!fitting.empty()) {
         const AllocatorTrial& best = *fitting.front();
         a.sentence = "With " + best.conf + " the replay's reserved peak is " + gib(best.peakReserved) + ", under the " + cap +
-                     ": this OOM would not have happened (PYTORCH_CUDA_ALLOC_CONF=" + best.conf + ")";
+                     ": this OOM would not have happened (set PYTORCH_CUDA_ALLOC_CONF to " + best.conf + ")";
+        // (Not "VAR=value": one word that long overran the window's breakdown column at 1280×720.)
         for (size_t k = 1; k < fitting.size(); ++k)
             a.sentence += std::string(k == 1 ? "; " : ", ") + fitting[k]->conf + " also fits (" + gib(fitting[k]->peakReserved) + ")";
         a.sentence += ".";

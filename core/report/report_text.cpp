@@ -24,7 +24,7 @@ void momentText(std::string& out, const MomentReport& m)
     line("allocated", formatBytes(m.allocated));
     if (m.reservedKnown) {
         line("reserved", formatBytes(m.reserved));
-        line("reserved - allocated", formatBytes(m.cachedFree));
+        line(std::string(poolDisplayName(Pool::CachedFree)), formatBytes(m.cachedFree) + " " + std::string(kCachedFreeExplained));
     } else {
         line("reserved", "unknown (this source records no reserved bytes: no segments, no totals)");
     }

@@ -49,7 +49,7 @@ std::string_view poolPhrase(Pool pool)
     case Pool::Unknown:
         return "unclassified memory";
     case Pool::CachedFree:
-        return "cached but free memory (fragmentation)";
+        return "cached free memory (reserved - allocated)"; // the one explanation: kCachedFreeExplained
     }
     return "memory";
 }
@@ -256,7 +256,7 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
         first = false;
     }
     if (cached > 0 && (v.dominant == Pool::CachedFree || cached * 10 >= allocated))
-        v.breakdown += std::string(first ? " " : "; ") + "cached free " + gib(cached) + " reserved but not allocated";
+        v.breakdown += std::string(first ? " " : "; ") + std::string(kCachedFreeLabel) + " " + gib(cached);
     if (ev)
         for (const auto& [id, bytes] : ev->privatePools)
             if (bytes >= kListedMinimum)
@@ -286,8 +286,8 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
     } else if (nothingSays) {
         v.advice = isWall + phrase + " (no frame, phase or lifetime names it): " + std::string(poolAdvice(Pool::Unknown));
     } else if (ev && v.dominant == Pool::CachedFree && !wall) {
-        v.advice = "The largest share is memory the allocator keeps cached for reuse; with no OOM and no capacity near, it "
-                   "costs nothing";
+        v.advice = "The largest share is cached free memory (reserved - allocated), which the allocator keeps for reuse; with "
+                   "no OOM and no capacity near, it costs nothing";
         guess = true; // no knob: nothing to fix
     } else if (ev && v.confidence >= 0 && v.confidence < kGuessConfidence) {
         v.advice = std::string(wall ? "The dump cannot name the wall" : "The dump cannot name the largest pool") + ": it is " +

@@ -96,7 +96,7 @@ std::string_view poolAdvice(Pool pool);
 // optimizer), stale gradients where no backward made them, allocator settings (allocatorAdvice)
 // for cached-free memory.
 std::string poolAdviceFor(Pool pool, const MomentEvidence& evidence);
-// "optimizer state", "cached but free memory (fragmentation)"
+// "optimizer state", "cached free memory (reserved - allocated)"
 std::string_view poolPhrase(Pool pool);
 
 } // namespace poolscope

@@ -34,6 +34,18 @@ std::string formatDurationUs(int64_t us)
     return buf;
 }
 
+bool timeAxisInSeconds(int64_t endUs) { return endUs >= 2'000'000; }
+
+std::string formatAxisTime(int64_t us, int64_t endUs)
+{
+    char buf[64];
+    if (timeAxisInSeconds(endUs))
+        std::snprintf(buf, sizeof buf, "%.3f s", double(us) / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%.2f ms", double(us) / 1e3);
+    return buf;
+}
+
 std::string formatAddress(uint64_t address)
 {
     char buf[32];

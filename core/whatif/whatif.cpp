@@ -152,13 +152,13 @@ std::string renderWhatIfText(const WhatIfResult& r)
             out += row("  " + std::string(poolDisplayName(Pool(p))), r.recordedPoolPeaks[p], r.poolPeaks[p]);
     out += "  predicted peak at event " + std::to_string(r.peakAt) + " (" + std::string(phaseName(r.peakPhase)) +
            "; recorded at event " + std::to_string(r.recordedPeakAt) + ", " + std::string(phaseName(r.recordedPeakPhase)) +
-           "); reserved but unallocated at the reserved peak: " + formatBytes(r.fragmentation()) + "\n";
+           "); free in segments at the reserved peak: " + formatBytes(r.fragmentation()) + "\n";
     if (!r.capacity) {
         out += "  capacity: unknown (no OOM recorded; pass --capacity) \n";
     } else if (r.oom) {
         out += "  OOM at " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): event " + std::to_string(r.oom->index) +
                " tried to allocate " + formatBytes(r.oom->wantedBytes) + " with " + formatBytes(r.oom->allocated) +
-               " allocated and " + formatBytes(r.oom->reserved - r.oom->allocated) + " reserved but unallocated\n";
+               " allocated and " + formatBytes(r.oom->reserved - r.oom->allocated) + " " + std::string(kCachedFreeLabel) + "\n";
     } else if (!r.fits()) {
         out += "  does not fit in " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): " + formatBytes(r.overCapacity()) +
                " over, the predicted reserved peak is " + formatBytes(r.peakReserved) + "\n";

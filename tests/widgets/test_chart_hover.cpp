@@ -21,6 +21,19 @@ std::shared_ptr<const Document> open(Trace trace)
 
 QString bytes(int64_t b) { return QString::fromStdString(formatBytes(b)); }
 
+// The synthetic step with a clock of our own: event i at `stepUs` × i after an epoch-sized origin;
+// without one (stepUs < 0) as a dump of an older PyTorch, which records no time_us.
+std::shared_ptr<const Document> timedSynth(int64_t stepUs)
+{
+    Trace t = synthesize(poolscope::testing::smallWindowModel()).trace;
+    for (DeviceTrace& d : t.devices) {
+        d.hasTime = stepUs >= 0;
+        for (size_t i = 0; i < d.events.count(); ++i)
+            d.events.timeUs[i] = stepUs >= 0 ? 1'733'000'000'000'000 + int64_t(i) * stepUs : kNoTime;
+    }
+    return open(std::move(t));
+}
+
 } // namespace
 
 class TestChartHover : public QObject {
@@ -72,6 +85,57 @@ private slots:
         QVERIFY(!plot.hoverVisible());
         QCOMPARE(plot.cursorEvent(), plot.eventAtPixel(r.center().x()));
         QTest::mouseRelease(&plot, Qt::LeftButton, {}, r.center());
+    }
+
+    // The read-out says when, not only which event: the time since the first event in the unit the
+    // time axis counts in (seconds on a run of 2 s or more, else milliseconds), whichever axis is
+    // shown; a dump without times says so.
+    void readoutSaysTheTimeInTheAxisUnit()
+    {
+        struct Case {
+            int64_t stepUs;
+            bool seconds;
+        };
+        // A step long enough for the run to last 3 s, and one short enough for half a second.
+        const auto events = int64_t(poolscope::testing::synthDocument()->device(0).device().eventCount());
+        QVERIFY(events > 100);
+        for (const Case c : {Case{3'000'000 / events + 1, true}, Case{500'000 / events, false}}) {
+            const auto doc = timedSynth(c.stepUs);
+            const DeviceDocument& dev = doc->device(0);
+            const auto n = EventIndex(dev.device().eventCount());
+            QCOMPARE(n, events);
+            TimelinePlot plot;
+            plot.resize(1000, 500);
+            plot.setTimeline(dev.timelinePtr());
+            for (AxisMode mode : {AxisMode::EventIndex, AxisMode::WallTime}) {
+                plot.setAxisMode(mode);
+                for (EventIndex e : {EventIndex(0), n / 3, n - 1}) {
+                    const double us = double(e * c.stepUs);
+                    const QString when = c.seconds ? QString::number(us / 1e6, 'f', 3) + QStringLiteral(" s")
+                                                   : QString::number(us / 1e3, 'f', 2) + QStringLiteral(" ms");
+                    const QString head = plot.readoutAt(e).text.section(QLatin1Char('\n'), 0, 0);
+                    QCOMPARE(head, QStringLiteral("event %1 of %2 · %3 since the first event").arg(e).arg(n).arg(when));
+                }
+            }
+            // The axis it agrees with.
+            QVERIFY2(plot.xAxis->label().endsWith(c.seconds ? QStringLiteral("(s)") : QStringLiteral("(ms)")), qPrintable(plot.xAxis->label()));
+            // Hovering shows it.
+            plot.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&plot));
+            plot.replot();
+            // (From off the chart: a move to where the pointer already is sends nothing.)
+            const QPoint at = plot.axisRect()->rect().center() + QPoint(c.seconds ? 7 : -7, 3);
+            QTest::mouseMove(&plot, QPoint(2, 2));
+            QTest::mouseMove(&plot, at);
+            QTRY_VERIFY(plot.hoverVisible());
+            QVERIFY2(plot.hoverText().contains(QStringLiteral(" since the first event\n")), qPrintable(plot.hoverText()));
+        }
+        // No times recorded: said, not left out.
+        const auto doc = timedSynth(-1);
+        TimelinePlot plot;
+        plot.setTimeline(doc->device(0).timelinePtr());
+        QVERIFY2(plot.readoutAt(5).text.startsWith(QStringLiteral("event 5 of %1 · no times in this dump\n").arg(doc->device(0).device().eventCount())),
+                 qPrintable(plot.readoutAt(5).text));
     }
 
     void historyLessDumpIsOneMomentWithoutATimeAxis()

@@ -3,6 +3,7 @@
 // `poolscope render A --compare B` writes.
 #include "core/run_poolscope.h"
 #include "core/util/units.h"
+#include "event_time.h"
 #include "widgets/compare_plot.h"
 #include "widgets/compare_view.h"
 #include "widgets/compare_window.h"
@@ -137,7 +138,12 @@ private slots:
         QTRY_VERIFY(plot->hoverVisible());
         QCOMPARE(plot->hoverText(), cw->readoutAt(plot->xAxis->pixelToCoord(at.x())));
         const AlignedEvents e = cw->eventsAt(plot->xAxis->pixelToCoord(at.x()));
-        QVERIFY(plot->hoverText().startsWith(QStringLiteral("A event %1 · B event %2").arg(e.a).arg(e.b)));
+        // Each run's own event and its time since that run's first event (the real pair's: the
+        // compare case of test_window_text_fit).
+        QVERIFY2(plot->hoverText().startsWith(QStringLiteral("A: event %1 · %2 since the first event\nB: event %3 · %4 since the first event\n")
+                                                  .arg(e.a).arg(poolscope::testing::sinceFirstEvent(cw->documentA()->device(cw->deviceA()).device(), e.a))
+                                                  .arg(e.b).arg(poolscope::testing::sinceFirstEvent(cw->documentB()->device(cw->deviceB()).device(), e.b))),
+                 qPrintable(plot->hoverText()));
         const PoolBytes pa = cw->documentA()->device(cw->deviceA()).poolsAt(e.a);
         QVERIFY(plot->hoverText().contains(QStringLiteral("%1: A %2").arg(PoolPalette::label(Pool::Activation), QString::fromStdString(formatBytes(pa[size_t(Pool::Activation)])))));
 

@@ -5,6 +5,7 @@
 #include "synth_document.h"
 #include "widgets/devices_strip.h"
 #include "widgets/main_window.h"
+#include "window_text.h"
 #include "widgets/timeline_plot.h"
 #include "widgets/workspace.h"
 
@@ -90,6 +91,17 @@ private slots:
         // Every cell is wide enough for its text at this size.
         for (size_t i = 0; i < 3; ++i)
             QVERIFY(strip->fontMetrics().horizontalAdvance(strip->cellText(i)) < strip->cellRect(i).width() - 12);
+        // The window made smaller, as a user drags it: the docks narrow with it, and the breakdown's
+        // verdict (here with an allocator setting's advice, whose PYTORCH_CUDA_ALLOC_CONF value was
+        // one word too wide for the column at 1280×720) still shows all of its text.
+        for (QSize size : {QSize(1280, 720), QSize(1000, 600)}) {
+            w.resize(size);
+            QTest::qWait(150);
+            w.flushPanels();
+            QTest::qWait(100);
+            const QStringList problems = poolscope::testing::windowTextProblems(w);
+            QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("%1x%2: ").arg(size.width()).arg(size.height()) + problems.mid(0, 10).join('\n')));
+        }
         if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty()) {
             for (QSize size : {QSize(1600, 1000), QSize(1280, 720), QSize(1000, 600)}) {
                 w.resize(size);

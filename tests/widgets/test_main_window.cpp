@@ -6,6 +6,7 @@
 #include "widgets/breakdown_model.h"
 #include "open_and_wait.h"
 #include "widgets/main_window.h"
+#include "widgets/pool_palette.h"
 #include "widgets/stack_model.h"
 #include "widgets/tensor_model.h"
 #include "widgets/timeline_plot.h"
@@ -90,7 +91,7 @@ private slots:
         const auto rows = breakdownBytes(*w.breakdownModel());
         QCOMPARE(rows.value(QStringLiteral("allocated")), d.allocatedAt(oom));
         QCOMPARE(rows.value(QStringLiteral("reserved")), d.reservedAt(oom));
-        QCOMPARE(rows.value(QStringLiteral("reserved − allocated")), d.reservedAt(oom) - d.allocatedAt(oom));
+        QCOMPARE(rows.value(PoolPalette::label(Pool::CachedFree)), d.reservedAt(oom) - d.allocatedAt(oom));
         const int64_t capacity = w.document()->device(0).oomCapacity();
         QCOMPARE(w.capacity(), capacity);
         QCOMPARE(rows.value(QStringLiteral("headroom to capacity")), d.ooms[0].deviceFree);
@@ -104,7 +105,7 @@ private slots:
         QCOMPARE(m["index"].get<int64_t>(), oom);
         QCOMPARE(rows.value(QStringLiteral("allocated")), m["allocated"].get<qint64>());
         QCOMPARE(rows.value(QStringLiteral("reserved")), m["reserved"].get<qint64>());
-        QCOMPARE(rows.value(QStringLiteral("reserved − allocated")), m["cached_free"].get<qint64>());
+        QCOMPARE(rows.value(PoolPalette::label(Pool::CachedFree)), m["cached_free"].get<qint64>());
         if (m.contains("verdict")) // the same sentence, then the OOM's request
             QVERIFY(w.verdictText().startsWith(QString::fromStdString(m["verdict"].get<std::string>())));
         if (m.contains("pools")) // once the report names pools, every pool row must agree

@@ -54,6 +54,28 @@ private slots:
         QSettings().clear();
     }
 
+    // A C++ frame name or a Windows path is one word to the line breaker: as it stood it set the
+    // stack reason's width (hdmw_ddpm_unet, zl_decomfl, bol_fwd_cl512 at 1280×720 had every line
+    // cut). breakableWords lets such words break at their separators and leaves short words alone.
+    void longWordsBreakAtTheirSeparators()
+    {
+        const QString frame = QStringLiteral("torch::autograd::generated::ExpBackward0::release_variables();");
+        const QString path = QStringLiteral("C:\\Users\\someone\\AppData\\Local\\Programs\\Python\\Python310\\lib\\site-packages");
+        const QString text = QStringLiteral("freed by ") + frame + QStringLiteral(" in ") + path + QStringLiteral(" (a_b::c)");
+        const QString broken = breakableWords(text);
+        QCOMPARE(QString(broken).remove(QChar(0x200B)), text); // nothing but break opportunities added
+        QVERIFY(broken.contains(QStringLiteral("torch::\u200Bautograd::\u200B")));
+        QVERIFY(broken.contains(QStringLiteral("Users\\\u200Bsomeone")));
+        QVERIFY(broken.endsWith(QStringLiteral(" (a_b::c)"))); // short words untouched
+        QVERIFY(broken.startsWith(QStringLiteral("freed by torch")));
+        // A word-wrapped label of it needs a fraction of the width.
+        QLabel whole(text), breakable(broken);
+        whole.setWordWrap(true);
+        breakable.setWordWrap(true);
+        QVERIFY2(breakable.minimumSizeHint().width() * 2 < whole.minimumSizeHint().width(),
+                 qPrintable(QStringLiteral("%1 vs %2").arg(breakable.minimumSizeHint().width()).arg(whole.minimumSizeHint().width())));
+    }
+
     void panelsAtCommonSizes_data()
     {
         QTest::addColumn<QString>("file");

@@ -4,6 +4,7 @@
 // says: not elided, not cut (unless its area scrolls to it), on the window, not on other text.
 // The window's smallest size (its minimum) is checked on a few files. Skips cleanly without
 // ../shared/corpus.
+#include "event_time.h"
 #include "open_and_wait.h"
 #include "synth_document.h"
 #include "widgets/compare_plot.h"
@@ -11,6 +12,7 @@
 #include "widgets/compare_window.h"
 #include "widgets/main_window.h"
 #include "widgets/tensor_model.h"
+#include "widgets/timeline_plot.h"
 #include "widgets/workspace.h"
 #include "window_text.h"
 
@@ -139,8 +141,16 @@ private slots:
             QCOMPARE(w.size(), size);
             QTest::qWait(200); // the panels' layouts settle after the selection
             problems << everyTabsProblems(w, name);
-            if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty())
+            if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty()) {
                 w.grab().save(QString::fromLocal8Bit(dir) + QStringLiteral("/window-%1-%2x%3.png").arg(name.section('.', 0, 0)).arg(size.width()).arg(size.height()));
+                // And with the pointer over the chart a third of the way in: the hover read-out
+                // (an overlay on the chart by design, so outside the checks above).
+                TimelinePlot* plot = w.plot();
+                const QRect r = plot->axisRect()->rect();
+                plot->showHover(QPointF(r.left() + r.width() / 3.0, r.top() + r.height() * 0.35));
+                w.grab().save(QString::fromLocal8Bit(dir) + QStringLiteral("/window-%1-%2x%3-hover.png").arg(name.section('.', 0, 0)).arg(size.width()).arg(size.height()));
+                plot->hideHover();
+            }
         }
         if (qEnvironmentVariableIsSet("ALL"))
             for (const QString& p : problems)
@@ -174,6 +184,58 @@ private slots:
         QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("%1 problems; first ones:\n").arg(problems.size()) + problems.mid(0, 25).join('\n')));
     }
 
+    // A window opened large and then made small keeps its chart: the docks give up width and
+    // height in proportion with the window (QMainWindow alone hands the whole loss to the chart, so
+    // 1600×1000 shrunk to 1000×600 left it 514×185 px of 1114×585 while the docks kept their
+    // pixels; in proportion it is 654×284),
+    // and every panel still shows all of its text. Growing back gives the chart its room again.
+    void shrunkWindowKeepsItsChart()
+    {
+        QStringList files;
+        for (const QString& f : corpusFiles())
+            for (const char* kind : {"dd_ditext8_oom", "yiyi_oom", "wed_training_256"})
+                if (f.startsWith(QLatin1String(kind)))
+                    files << f;
+        if (files.isEmpty())
+            QSKIP("no corpus at " POOLSCOPE_CORPUS_DIR);
+        QStringList problems;
+        for (const QString& name : files) {
+            MainWindow w;
+            w.resize(1600, 1000);
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            poolscope::testing::openAndWait(w, kCorpus + QLatin1Char('/') + name);
+            w.flushPanels();
+            QTest::qWait(200);
+            const QSize large = w.plot()->size();
+            const double wideShare = double(large.width()) / w.width(), tallShare = double(large.height()) / w.height();
+            // In steps, as a drag does, then at once.
+            for (QSize step : {QSize(1400, 880), QSize(1200, 760), QSize(1000, 600)}) {
+                w.resize(step);
+                QTest::qWait(60);
+            }
+            QCOMPARE(w.size(), QSize(1000, 600));
+            QTest::qWait(200);
+            const QSize small = w.plot()->size();
+            qInfo("%s: chart %d×%d at 1600×1000, %d×%d at 1000×600", qPrintable(name), large.width(), large.height(), small.width(), small.height());
+            // The chart keeps its share (the right column's floor of 340 px aside) and a size to read.
+            QVERIFY2(small.width() >= 600 && small.width() >= 0.9 * wideShare * w.width(),
+                     qPrintable(QStringLiteral("%1: chart %2×%3 at 1000×600, was %4×%5 at 1600×1000").arg(name).arg(small.width()).arg(small.height()).arg(large.width()).arg(large.height())));
+            QVERIFY2(small.height() >= 250 && small.height() >= 0.75 * tallShare * w.height(),
+                     qPrintable(QStringLiteral("%1: chart %2×%3 at 1000×600, was %4×%5 at 1600×1000").arg(name).arg(small.width()).arg(small.height()).arg(large.width()).arg(large.height())));
+            selectLargestTensor(w);
+            QTest::qWait(200);
+            problems << everyTabsProblems(w, name + QStringLiteral(" shrunk"));
+            if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty())
+                w.grab().save(QString::fromLocal8Bit(dir) + QStringLiteral("/window-%1-shrunk-1000x600.png").arg(name.section('.', 0, 0)));
+            w.resize(1600, 1000);
+            QTest::qWait(200);
+            QVERIFY2(w.plot()->width() >= large.width() - 40 && w.plot()->height() >= large.height() - 40,
+                     qPrintable(QStringLiteral("%1: chart %2×%3 grown back, was %4×%5").arg(name).arg(w.plot()->width()).arg(w.plot()->height()).arg(large.width()).arg(large.height())));
+        }
+        QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("%1 problems; first ones:\n").arg(problems.size()) + problems.mid(0, 25).join('\n')));
+    }
+
     // The compare window on a real pair, scrubbed into the forward pass with the hover read-out up,
     // at the window's sizes (POOLSCOPE_SCREENSHOT_DIR: its screenshots).
     void compareWindowShowsAllItsText()
@@ -197,6 +259,14 @@ private slots:
             const QRect r = cw->view()->plot()->axisRect()->rect();
             cw->view()->plot()->showHover(QPointF(cw->view()->plot()->xAxis->coordToPixel(x) + 1, r.top() + r.height() * 0.3));
             QTest::qWait(50);
+            // The read-out gives each run's time since its own first event, in its time axis's
+            // unit, from the dump's own time_us.
+            const AlignedEvents e = cw->eventsAt(cw->view()->plot()->xAxis->pixelToCoord(cw->view()->plot()->xAxis->coordToPixel(x) + 1));
+            const QString hover = cw->view()->plot()->hoverText();
+            QVERIFY2(hover.startsWith(QStringLiteral("A: event %1 · %2 since the first event\nB: event %3 · %4 since the first event\n")
+                                          .arg(e.a).arg(poolscope::testing::sinceFirstEvent(cw->documentA()->device(cw->deviceA()).device(), e.a))
+                                          .arg(e.b).arg(poolscope::testing::sinceFirstEvent(cw->documentB()->device(cw->deviceB()).device(), e.b))),
+                     qPrintable(hover));
             for (const QString& p : poolscope::testing::windowTextProblems(*cw))
                 problems << QStringLiteral("compare %1x%2: %3").arg(size.width()).arg(size.height()).arg(p);
             if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty())

@@ -118,8 +118,9 @@ inline bool scrollsTo(QWidget* w, const ProbedText& t)
     const bool cutHorizontally = t.box.left() < t.clip.left() - 1 || t.box.right() > t.clip.right() + 1;
     for (; w; w = w->parentWidget())
         if (auto* area = qobject_cast<QAbstractScrollArea*>(w)) {
-            const bool v = area->verticalScrollBar()->maximum() > 0;
-            const bool h = area->horizontalScrollBar()->maximum() > 0;
+            // A bar turned off keeps its range but lets no reader get there.
+            const bool v = area->verticalScrollBarPolicy() != Qt::ScrollBarAlwaysOff && area->verticalScrollBar()->maximum() > 0;
+            const bool h = area->horizontalScrollBarPolicy() != Qt::ScrollBarAlwaysOff && area->horizontalScrollBar()->maximum() > 0;
             if ((!cutVertically || v) && (!cutHorizontally || h) && (v || h))
                 return true;
         }

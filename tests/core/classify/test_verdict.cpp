@@ -78,7 +78,7 @@ private slots:
         const Verdict v = makeVerdict("At the OOM", b);
         QCOMPARE(v.dominant, Pool::CachedFree);
         QCOMPARE(QString::fromStdString(v.breakdown),
-                 QString("At the OOM: activation 6.00 GiB (55% of allocated), parameter 5.00 GiB; cached free 9.00 GiB reserved but not allocated."));
+                 QString("At the OOM: activation 6.00 GiB (55% of allocated), parameter 5.00 GiB; cached free (reserved - allocated) 9.00 GiB."));
         QVERIFY(v.advice.find("expandable_segments:True") != std::string::npos);
         QVERIFY(v.advice.find("set PYTORCH_CUDA_ALLOC_CONF") == std::string::npos);
         QVERIFY(v.advice.find("replay") != std::string::npos);
@@ -115,7 +115,7 @@ private slots:
         const Verdict v = makeVerdict("At the OOM", b, &conf);
         QCOMPARE(v.dominant, Pool::CachedFree);
         QCOMPARE(v.confidence, -1);
-        QVERIFY(v.advice.rfind("The wall is cached but free memory", 0) == 0);
+        QVERIFY(v.advice.rfind("The wall is cached free memory (reserved - allocated)", 0) == 0);
     }
 
     // Byte-weighted: a 3 GiB block at 90% outweighs a 1 GiB block at 50%; ids not alive do not count.
