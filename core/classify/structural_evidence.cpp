@@ -427,11 +427,33 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     if (paramBytes == 0)
         return;
     const RunFacts& facts = c.facts;
+    // autocast casts a weight inside the matmul's own call, before the call's product is made, so a
+    // cast is never its call's last allocation: the next allocation is made under the same stack.
+    // An fp32 linear layer's output has a cast's size whenever T tokens x 4 B equal the weight's
+    // input width x 2 B (T = in / 2: wed_training_128's T = 512 beside h = 1024), and it is its
+    // call's only allocation. Where the stacks hold no frame, nothing tells a call apart; the count
+    // alone decides, as before.
+    std::vector<uint32_t> byBirth;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (!dev.allocations[i].preexisting())
+            byBirth.push_back(uint32_t(i));
+    std::stable_sort(byBirth.begin(), byBirth.end(),
+                     [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+    constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+    std::vector<uint32_t> nextBorn(c.size(), kNone);
+    for (size_t k = 0; k + 1 < byBirth.size(); ++k)
+        nextBorn[byBirth[k]] = byBirth[k + 1];
+    auto notItsCallsLast = [&](uint32_t i) {
+        const StackId st = dev.allocations[i].stack;
+        if (!st.valid() || trace.frames.stack(st).empty())
+            return true;
+        return nextBorn[i] != kNone && dev.allocations[nextBorn[i]].stack == st;
+    };
     // Per forward pass: candidates by size.
     std::map<int, std::map<int64_t, std::vector<uint32_t>>> byPass;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || !params.count(mirrorKey(2 * a.size)))
+        if (a.preexisting() || !params.count(mirrorKey(2 * a.size)) || !notItsCallsLast(uint32_t(i)))
             continue;
         const Pool p = c.pool[i];
         if (p != Pool::Activation && p != Pool::Unknown && p != Pool::Temporary && p != Pool::Other)

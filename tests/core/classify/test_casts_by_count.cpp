@@ -1,0 +1,77 @@
+// autocast's weight casts told by count where no C++ frame shows the cast (structural_evidence.cpp,
+// autocastCastsByCount). An fp32 run whose T tokens x 4 B equal a weight's input width x 2 B makes
+// linear outputs of exactly a cast's size, one per weight: wed_training_128 (T = 512, h = 1024)
+// with Python frames only had 0.77 GiB of its forward filed as cast cache, which also broke the
+// what-if's layer finder (sequence x2 predicted -13.5 %). A cast is made inside its matmul's call,
+// before the product; a linear output is its call's last allocation. Real dumps; skipped without
+// ../shared/corpus.
+#include "core/classify/classifier.h"
+#include "core/classify/shipped_rules.h"
+#include "core/load.h"
+#include "core/redact/redact.h"
+#include "support/corpus.h"
+
+#include <QtTest>
+
+using namespace poolscope;
+
+namespace {
+
+std::shared_ptr<const Trace> pythonOnly(const char* name)
+{
+    const QString path = testing::corpusPath(name);
+    if (!QFileInfo::exists(path))
+        return nullptr;
+    RedactOptions o;
+    o.frames = FrameKeep::Python;
+    return redact(*load(path.toStdString()), o);
+}
+
+// Bytes of every allocation over the run that the classifier files as cast cache.
+int64_t castCacheBytes(const Trace& t)
+{
+    const DeviceTrace& dev = t.devices.at(0);
+    const Classification c = classify(t, dev, testing::shippedRules());
+    int64_t bytes = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::CastCache)
+            bytes += dev.allocations[i].size;
+    return bytes;
+}
+
+} // namespace
+
+class TestCastsByCount : public QObject {
+    Q_OBJECT
+private slots:
+    void fp32OutputsOfACastsSizeAreNoCasts()
+    {
+        const auto t = pythonOnly("wed_training_128.pickle");
+        if (!t)
+            QSKIP("no corpus at " POOLSCOPE_CORPUS_DIR);
+        QCOMPARE(castCacheBytes(*t), int64_t(0));
+    }
+
+    // The Python-only copies of runs under autocast keep their casts.
+    void autocastRunsKeepTheirCasts_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::newRow("k_ctx128_forward_mixed") << "k_ctx128_forward_mixed.pickle";
+        QTest::newRow("nh_forward_mixed") << "nh_forward_mixed.pickle";
+        QTest::newRow("niu_fwd_200_bf16") << "niu_fwd_200_bf16.pickle";
+    }
+    void autocastRunsKeepTheirCasts()
+    {
+        QFETCH(QString, file);
+        const auto t = pythonOnly(file.toUtf8().constData());
+        if (!t)
+            QSKIP("no corpus at " POOLSCOPE_CORPUS_DIR);
+        const QString path = testing::corpusPath(file.toUtf8().constData());
+        const int64_t original = castCacheBytes(*load(path.toStdString()));
+        QVERIFY(original > 0);
+        QCOMPARE(castCacheBytes(*t), original);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCastsByCount)
+#include "test_casts_by_count.moc"
