@@ -5,7 +5,9 @@
 #include "core/classify/classifier.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
+#include <unordered_map>
 
 namespace poolscope::classify_detail {
 
@@ -25,6 +27,26 @@ inline void decide(Classification& c, size_t i, Pool pool, uint16_t rule, int co
     c.pool[i] = pool;
     c.rule[i] = rule;
     c.confidence[i] = uint8_t(std::clamp(confidence, 1, 99));
+}
+
+// CublasHandlePool.cpp parseChosenWorkspaceSize(): ":4096:2:16:8" before Hopper, 4096 KiB x 8 on
+// Hopper and Blackwell (and ROCm's default): the scratch cuBLAS keeps per handle and stream.
+inline bool isCublasWorkspaceSize(int64_t bytes)
+{
+    constexpr int64_t kSizes[] = {4096 * 1024 * 2 + 16 * 1024 * 8, 4096 * 8 * 1024};
+    return std::find(std::begin(kSizes), std::end(kSizes), bytes) != std::end(kSizes);
+}
+
+// Requested bytes of the final segments' live blocks by address. A block from before recording
+// carries its rounded size (a split block keeps its rounding); the tensor asked for the requested.
+inline std::unordered_map<uint64_t, int64_t> requestedBytesByAddress(const DeviceTrace& dev)
+{
+    std::unordered_map<uint64_t, int64_t> requested;
+    for (const auto& seg : dev.segments)
+        for (const auto& b : seg.blocks)
+            if (b.state != BlockState::Inactive && b.requestedSize > 0)
+                requested.emplace(b.address, b.requestedSize);
+    return requested;
 }
 
 } // namespace poolscope::classify_detail

@@ -25,13 +25,7 @@ void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Cla
         return;
     // Requested bytes of the blocks from before recording (their allocation's own size; the
     // allocator rounds a block up, and a split block keeps its rounding).
-    std::unordered_map<uint64_t, int64_t> requested;
-    for (const auto& seg : dev.segments)
-        for (const auto& b : seg.blocks)
-            if (b.state != BlockState::Inactive && b.requestedSize > 0)
-                requested.emplace(b.address, b.requestedSize);
-    // CublasHandlePool.cpp parseChosenWorkspaceSize(): a library's per-handle scratch, not a weight.
-    constexpr int64_t kWorkspaceSizes[] = {4096 * 1024 * 2 + 16 * 1024 * 8, 4096 * 8 * 1024};
+    const auto requested = requestedBytesByAddress(dev);
     std::map<int64_t, std::vector<uint32_t>> bySize; // requested bytes -> blocks alive throughout
     int64_t total = 0;
     for (size_t i = 0; i < c.size(); ++i) {
@@ -40,7 +34,7 @@ void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Cla
             continue;
         auto it = requested.find(a.address);
         const int64_t req = it != requested.end() ? it->second : a.size;
-        if (std::find(std::begin(kWorkspaceSizes), std::end(kWorkspaceSizes), req) != std::end(kWorkspaceSizes))
+        if (isCublasWorkspaceSize(req)) // a library's per-handle scratch, not a weight
             continue;
         bySize[req].push_back(uint32_t(i));
         total += a.size;

@@ -301,13 +301,10 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
 
 void workspaceBySize(const DeviceTrace& dev, Classification& c)
 {
-    // CublasHandlePool.cpp parseChosenWorkspaceSize(): ":4096:2:16:8" before Hopper, 4096 KiB x 8 on
-    // Hopper and Blackwell (and ROCm's default).
-    constexpr int64_t kSizes[] = {4096 * 1024 * 2 + 16 * 1024 * 8, 4096 * 8 * 1024};
     std::map<std::pair<int, int64_t>, std::vector<uint32_t>> byStream;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (std::find(std::begin(kSizes), std::end(kSizes), a.size) == std::end(kSizes))
+        if (!isCublasWorkspaceSize(a.size))
             continue;
         if (freeEventOf(a) != kNoEvent)
             continue;

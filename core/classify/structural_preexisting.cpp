@@ -25,11 +25,7 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
             break;
         }
     // Requested bytes of blocks from before recording: the workspace's block can be a larger split.
-    std::unordered_map<uint64_t, int64_t> requested;
-    for (const auto& seg : dev.segments)
-        for (const auto& b : seg.blocks)
-            if (b.state != BlockState::Inactive && b.requestedSize > 0)
-                requested.emplace(b.address, b.requestedSize);
+    const auto requested = requestedBytesByAddress(dev);
     std::vector<uint32_t> kept;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
@@ -41,9 +37,6 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
     }
     if (kept.empty())
         return;
-    // CublasHandlePool.cpp parseChosenWorkspaceSize(): ":4096:2:16:8" before Hopper, 4096 KiB x 8 on
-    // Hopper and Blackwell (the sizes structural_evidence.cpp's workspaceBySize reads in the trace).
-    constexpr int64_t kWorkspaceSizes[] = {4096 * 1024 * 2 + 16 * 1024 * 8, 4096 * 8 * 1024};
     auto requestedOf = [&](const Allocation& a) {
         auto it = requested.find(a.address);
         return it != requested.end() ? it->second : a.size;
@@ -55,7 +48,7 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
     for (uint32_t i : kept) {
         const Allocation& a = dev.allocations[i];
         const int64_t req = requestedOf(a);
-        const bool workspaceSize = std::find(std::begin(kWorkspaceSizes), std::end(kWorkspaceSizes), req) != std::end(kWorkspaceSizes);
+        const bool workspaceSize = isCublasWorkspaceSize(req);
         if (workspaceSize && perStream[{a.stream, req}] <= 2) {
             if (!workspaceRule)
                 workspaceRule = addRule(c, "library-workspace-from-before-recording",
