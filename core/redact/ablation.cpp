@@ -121,6 +121,7 @@ AblationResult ablate(const std::shared_ptr<const Trace>& trace, const std::shar
             cell.variant = v.name;
             cell.atDefault = measure(defaultIndex(dev.device()), dev, other);
             cell.atPeak = measure(dev.device().peakIndex, dev, other);
+            cell.wholeRun = worstMomentOfRun(dev, other);
             std::map<std::string, int64_t> flows, ruleFlows;
             const auto& a = *dev.classification();
             const auto& b = *other.classification();
@@ -153,7 +154,7 @@ std::string ablationMarkdown(const std::vector<AblationResult>& results)
                     variants.push_back(c.variant);
     out << "| file | device | default |";
     for (const auto& v : variants)
-        out << " " << v << " moved (default / peak) |";
+        out << " " << v << " moved (default / peak / run) |";
     out << " conf. >= 70 % without its frames |\n|---|---|---|";
     for (size_t i = 0; i <= variants.size(); ++i)
         out << "---|";
@@ -172,7 +173,8 @@ std::string ablationMarkdown(const std::vector<AblationResult>& results)
                     out << " |";
                     continue;
                 }
-                out << " " << percent(it->atDefault.movedFraction()) << " / " << percent(it->atPeak.movedFraction()) << " |";
+                out << " " << percent(it->atDefault.movedFraction()) << " / " << percent(it->atPeak.movedFraction()) << " / "
+                    << percent(it->wholeRun.movedFraction()) << " |";
                 const int64_t c = std::max(it->atDefault.confidentWithoutFrames, it->atPeak.confidentWithoutFrames);
                 if (c > 0)
                     confident += (confident.empty() ? "" : ", ") + v + " " + mib(c);

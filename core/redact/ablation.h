@@ -6,6 +6,7 @@
 // frames it rested on are gone.
 #include "core/classify/classifier.h"
 #include "core/model/trace.h"
+#include "core/redact/ablation_run.h"
 #include "core/redact/redact.h"
 
 #include <memory>
@@ -41,6 +42,9 @@ struct AblationCell {
     std::vector<std::pair<std::string, int64_t>> flows;
     // The same per (original pool and rule -> redacted pool and rule): which decision moved them.
     std::vector<std::pair<std::string, int64_t>> ruleFlows;
+    // Over every moment of the run: where the largest share of the alive bytes sits in another pool
+    // (ablation_run.h); catches misreadings whose tensors are gone by the default moment and the peak.
+    AblationRunWorst wholeRun;
 };
 
 struct AblationDevice {
@@ -62,8 +66,8 @@ constexpr int kConfidentPercent = 70;
 AblationResult ablate(const std::shared_ptr<const Trace>& trace, const std::shared_ptr<const RuleSet>& rules,
                       const std::vector<AblationVariant>& variants = standardAblations());
 
-// One markdown table: a row per file and device, per variant the moved share at the default moment
-// and at the peak and the confident-without-frames bytes.
+// One markdown table: a row per file and device, per variant the moved share at the default moment,
+// at the peak and at the run's worst moment, and the confident-without-frames bytes.
 std::string ablationMarkdown(const std::vector<AblationResult>& results);
 
 } // namespace poolscope

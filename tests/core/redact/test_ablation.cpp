@@ -34,6 +34,34 @@ std::shared_ptr<const Trace> sampleTrace()
     return t;
 }
 
+// The user-file tensor (4 MiB) lives only in the middle of the run, then torch-framed tensors
+// (1 + 8 MiB) make the peak: the default moment and the peak cannot see the user file's rule, the
+// whole-run measure can. A 64 KiB user-file block first of all (alone: "100 %" of a moment under
+// the floor) is not judged.
+std::shared_ptr<const Trace> midRunTrace()
+{
+    auto t = std::make_shared<Trace>();
+    t->path = "ablation_midrun.pickle";
+    const FrameId user = t->frames.internFrame("/home/bob/proj/cache_store.py", "grow", 10);
+    const FrameId torch = t->frames.internFrame("/venv/lib/python3.11/site-packages/torch/nn/functional.py", "linear", 2000);
+    const FrameId s1[] = {user}, s3[] = {torch};
+    const StackId a = t->frames.internStack(s1), c = t->frames.internStack(s3);
+    DeviceTrace d;
+    const uint64_t base = 0x7f0000000000ull;
+    d.events.push(Action::Alloc, base + (32 << 20), 64 << 10, 0, 1, a);                  // 0: tiny, alone
+    d.events.push(Action::FreeRequested, base + (32 << 20), 64 << 10, 0, 2, a);          // 1
+    d.events.push(Action::FreeCompleted, base + (32 << 20), 64 << 10, 0, 3, a);          // 2
+    d.events.push(Action::Alloc, base + (4 << 20), 1 << 20, 0, 4, c);                    // 3
+    d.events.push(Action::Alloc, base, 4 << 20, 0, 5, a);                                // 4: 4 of 5 MiB
+    d.events.push(Action::FreeRequested, base, 4 << 20, 0, 6, a);                        // 5
+    d.events.push(Action::FreeCompleted, base, 4 << 20, 0, 7, a);                        // 6
+    d.events.push(Action::Alloc, base + (8 << 20), 8 << 20, 0, 8, c);                    // 7: the peak, 9 MiB
+    std::vector<std::string> warnings;
+    finalizeDevice(d, warnings);
+    t->devices.push_back(std::move(d));
+    return t;
+}
+
 std::shared_ptr<const RuleSet> rulesLeaningOn(bool userFile, bool cppFrame)
 {
     std::string rules = R"({"version": 1, "rules": [)";
@@ -67,7 +95,7 @@ private slots:
             QCOMPARE(cell(r, v).atPeak.bytes, int64_t(7 << 20));
             QCOMPARE(cell(r, v).atPeak.confidentWithoutFrames, int64_t(0));
         }
-        QVERIFY(ablationMarkdown({r}).find("| ablation_sample.pickle | cuda:0 | peak | 0.0 % / 0.0 % |") != std::string::npos);
+        QVERIFY(ablationMarkdown({r}).find("| ablation_sample.pickle | cuda:0 | peak | 0.0 % / 0.0 % / 0.0 % |") != std::string::npos);
     }
 
     void aUserFileRuleMovesUnderRenaming()
@@ -88,6 +116,43 @@ private slots:
         QCOMPARE(cell(r, "renamed").atPeak.moved, int64_t(0)); // PyTorch's symbols keep their names
         QCOMPARE(cell(r, "python").atPeak.moved, int64_t(2 << 20));
         QCOMPARE(qRound(cell(r, "python").atPeak.movedFraction() * 1000), 286); // 2 of 7 MiB
+    }
+
+    // The peak and the default moment see nothing; the run's worst moment is after event 4, where
+    // 4 of the 5 MiB alive sit in another pool, with the pools and the allocation named.
+    void theWholeRunSeesWhatIsGoneByThePeak()
+    {
+        const auto r = ablate(midRunTrace(), rulesLeaningOn(true, false));
+        const AblationCell& renamed = cell(r, "renamed");
+        QCOMPARE(renamed.atPeak.moved, int64_t(0));
+        QCOMPARE(renamed.atDefault.moved, int64_t(0));
+        const AblationRunWorst& w = renamed.wholeRun;
+        QCOMPARE(w.index, EventIndex(4));
+        QVERIFY(!w.beforeFirstEvent);
+        QCOMPARE(w.bytes, int64_t(5 << 20));
+        QCOMPARE(w.moved, int64_t(4 << 20));
+        QCOMPARE(w.peakBytes, int64_t(9 << 20));
+        QCOMPARE(w.flows.size(), size_t(1));
+        QCOMPARE(w.flows[0].first, std::string("kv_cache -> activation"));
+        QCOMPARE(w.allocations.size(), size_t(1));
+        QCOMPARE(w.allocations[0].size, int64_t(4 << 20));
+        QCOMPARE(w.allocations[0].from, std::string("kv_cache (by-user-file)"));
+        QCOMPARE(w.allocations[0].to, std::string("activation (rest)"));
+        QVERIFY(w.allocations[0].site.find("cache_store.py:10 grow") != std::string::npos);
+        // A Python frame stays under --frames python: nothing moves at any moment there.
+        QCOMPARE(cell(r, "python").wholeRun.moved, int64_t(0));
+        QCOMPARE(cell(r, "python").wholeRun.index, kNoEvent);
+        QVERIFY(ablationMarkdown({r}).find("| 0.0 % / 0.0 % / 80.0 % |") != std::string::npos);
+    }
+
+    // Without the floor the lone 64 KiB block (event 0) would be the worst moment at 100 %.
+    void momentsUnderTheFloorAreNotJudged()
+    {
+        const auto r = ablate(midRunTrace(), rulesLeaningOn(true, false));
+        const AblationRunWorst& w = cell(r, "renamed").wholeRun;
+        QVERIFY(double(64 << 10) < kRunFloor * double(w.peakBytes)); // the premise: the lone block is under the floor
+        QVERIFY(w.index != 0);
+        QVERIFY(w.movedFraction() < 1.0);
     }
 
     void confidenceWithoutItsFramesIsCounted()
