@@ -1,0 +1,226 @@
+// The redaction ablation on synthetic dumps, at every moment of the run (issue 22): every
+// `poolscope synth --scenario` and the training model with its variants (precision, optimizer,
+// attention and MLP kinds, checkpointing, accumulation, frozen layers, ZeRO, forward-only, an OOM,
+// planted leaks), each written as a pickle and read back as a user's file would be, then ablated
+// (renamed code, Python frames only, no frames with the history kept). Targets at the default
+// moment, the peak and the run's worst moment (ablation_run.h): at most 2 % of the bytes move pool
+// renamed, 2 % Python-only, 15 % frameless. tests/core/synth/test_synth_classes.cpp holds the issue-22
+// class scenarios to their truth; this suite holds every synthetic dump to the redactions over the
+// whole run. A target not met is a QEXPECT_FAIL with the figure measured, so a fix shows as XPASS.
+#include "core/classify/shipped_rules.h"
+#include "core/formats/pickle_writer.h"
+#include "core/load.h"
+#include "core/redact/ablation.h"
+#include "core/synth/synth.h"
+#include "core/synth/synth_stacks.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+
+using namespace poolscope;
+
+namespace {
+
+std::shared_ptr<const RuleSet> rules()
+{
+    static const auto r = std::make_shared<const RuleSet>(testing::shippedRules());
+    return r;
+}
+
+std::shared_ptr<const Trace> roundTrip(const Trace& trace, const std::string& name)
+{
+    QTemporaryDir dir;
+    const std::string path = dir.filePath(QString::fromStdString(name + ".pickle")).toStdString();
+    {
+        std::ofstream out(path, std::ios::binary);
+        writeSnapshot(trace, out, 4);
+    }
+    return load(path);
+}
+
+// `poolscope synth`'s own defaults (a 12-layer GPT-2-small step at sequence 1024): the sizes real
+// rules meet (cuBLAS's workspace, weight shapes against activation shapes), not a toy's.
+SynthModel small() { return SynthModel{}; }
+
+// The training model's variants, by name: each changes one thing of small().
+const std::vector<std::pair<std::string, std::function<void(SynthModel&)>>>& modelVariants()
+{
+    static const std::vector<std::pair<std::string, std::function<void(SynthModel&)>>> v = {
+        {"model mixed", [](SynthModel&) {}},
+        {"model fp32", [](SynthModel& m) { m.dtype = SynthDtype::Fp32; }},
+        {"model bf16", [](SynthModel& m) { m.dtype = SynthDtype::Bf16; }},
+        {"model autocast", [](SynthModel& m) { m.dtype = SynthDtype::Autocast; }},
+        {"model sgd", [](SynthModel& m) { m.optimizer = SynthOptimizer::Sgd; }},
+        {"model sgd-momentum", [](SynthModel& m) { m.optimizer = SynthOptimizer::SgdMomentum; }},
+        {"model lion", [](SynthModel& m) { m.optimizer = SynthOptimizer::Lion; }},
+        {"model adafactor", [](SynthModel& m) { m.optimizer = SynthOptimizer::Adafactor; }},
+        {"model checkpointing", [](SynthModel& m) { m.checkpointing = true; }},
+        {"model attention inline", [](SynthModel& m) { m.attention = SynthAttention::Inline; }},
+        {"model attention manual", [](SynthModel& m) { m.attention = SynthAttention::Manual; }},
+        {"model attention recompute", [](SynthModel& m) { m.attention = SynthAttention::Recompute; }},
+        {"model swiglu", [](SynthModel& m) { m.mlp = SynthMlp::SwiGlu; }},
+        {"model accumulate 2", [](SynthModel& m) { m.accumulate = 2; }},
+        {"model trainable 0.5", [](SynthModel& m) { m.trainable = 0.5; }},
+        {"model norms only", [](SynthModel& m) { m.normsOnly = true; }},
+        {"model zero 1", [](SynthModel& m) { m.dataParallel = 2; m.zeroStage = 1; }},
+        {"model zero 2", [](SynthModel& m) { m.dataParallel = 2; m.zeroStage = 2; }},
+        {"model zero 3", [](SynthModel& m) { m.dataParallel = 2; m.zeroStage = 3; }},
+        {"model forward only", [](SynthModel& m) { m.forwardOnly = true; m.steps = 3; }},
+        {"model oom", [](SynthModel& m) { m.capacity = synthSizes(m).parameterBytes * 6; }},
+        {"model leaks", [](SynthModel& m) { m.leaks = *parseSynthLeaks("kept-graph,growing-cache,hook,warmup,bank=2"); m.steps = 3; }},
+    };
+    return v;
+}
+
+// Targets not met yet: "row variant moment" -> the figure measured.
+const std::map<std::string, std::string>& knownMisses()
+{
+    // Measured on r22 (main 0430c90). The renamed misses of megatron and dp-oom: their synthetic
+    // library frames sit outside an installed package's path, so --rename-code tokenises them as the
+    // user's code (a Megatron run from a git checkout does the same). The Python-only casts of "mixed":
+    // the model's explicit `w.to(bf16)` kept for backward looks, without C++ frames, like autocast's
+    // weight casts (autocastCastsByCount). Forward-only: the kept graph reads as a cache once the
+    // engine's C++ frames no longer show grad mode. The rest frameless.
+    static const std::map<std::string, std::string> misses = {
+        {"scenario vllm none default", "94.7 %"},
+        {"scenario vllm none peak", "94.7 %"},
+        {"scenario vllm none run", "95.3 %"},
+        {"scenario megatron renamed default", "36.4 %"},
+        {"scenario megatron renamed peak", "36.4 %"},
+        {"scenario megatron renamed run", "100.0 %"},
+        {"scenario megatron none default", "81.8 %"},
+        {"scenario megatron none peak", "81.8 %"},
+        {"scenario megatron none run", "100.0 %"},
+        {"scenario dp-oom renamed default", "35.7 %"},
+        {"scenario dp-oom renamed peak", "35.7 %"},
+        {"scenario dp-oom renamed run", "35.7 %"},
+        {"scenario dp-oom python default", "35.7 %"},
+        {"scenario dp-oom python peak", "35.7 %"},
+        {"scenario dp-oom python run", "35.7 %"},
+        {"scenario dp-oom none default", "63.4 %"},
+        {"scenario dp-oom none peak", "63.4 %"},
+        {"scenario dp-oom none run", "98.6 %"},
+        {"scenario script-attention none run", "62.9 %"},
+        {"model mixed python default", "2.8 %"},
+        {"model mixed python peak", "2.8 %"},
+        {"model mixed python run", "4.9 %"},
+        {"model sgd python default", "3.1 %"},
+        {"model sgd python peak", "3.1 %"},
+        {"model sgd python run", "4.9 %"},
+        {"model sgd-momentum python default", "2.9 %"},
+        {"model sgd-momentum python peak", "2.9 %"},
+        {"model sgd-momentum python run", "4.9 %"},
+        {"model lion python default", "2.9 %"},
+        {"model lion python peak", "2.9 %"},
+        {"model lion python run", "4.9 %"},
+        {"model adafactor python default", "3.1 %"},
+        {"model adafactor python peak", "3.1 %"},
+        {"model adafactor python run", "4.9 %"},
+        {"model checkpointing none run", "41.9 %"},
+        {"model attention recompute python run", "3.8 %"},
+        {"model accumulate 2 python default", "2.6 %"},
+        {"model accumulate 2 python peak", "2.6 %"},
+        {"model accumulate 2 python run", "4.9 %"},
+        {"model trainable 0.5 python default", "2.9 %"},
+        {"model trainable 0.5 python peak", "2.9 %"},
+        {"model trainable 0.5 python run", "4.9 %"},
+        {"model norms only python default", "3.1 %"},
+        {"model norms only python peak", "3.1 %"},
+        {"model norms only python run", "4.9 %"},
+        {"model zero 1 python default", "2.9 %"},
+        {"model zero 1 python peak", "2.9 %"},
+        {"model zero 1 python run", "4.9 %"},
+        {"model zero 2 python default", "2.9 %"},
+        {"model zero 2 python peak", "2.9 %"},
+        {"model zero 2 python run", "6.6 %"},
+        {"model zero 3 python run", "5.9 %"},
+        {"model forward only python default", "89.8 %"},
+        {"model forward only python peak", "89.8 %"},
+        {"model forward only python run", "95.9 %"},
+        {"model leaks python default", "3.6 %"},
+        {"model leaks python peak", "3.6 %"},
+        {"model leaks python run", "15.7 %"},
+        {"model leaks none default", "57.7 %"},
+        {"model leaks none peak", "57.7 %"},
+        {"model leaks none run", "90.1 %"},
+    };
+    return misses;
+}
+
+std::string percent(double f)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
+    return buf;
+}
+
+} // namespace
+
+class TestAblationSynth : public QObject {
+    Q_OBJECT
+private slots:
+    void wholeRun_data()
+    {
+        QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
+        for (int s = 0; s <= int(StackScenario::ScriptAttention); ++s)
+            QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
+        for (const auto& [name, change] : modelVariants())
+            QTest::newRow(name.c_str()) << -1;
+    }
+
+    void wholeRun()
+    {
+        QFETCH(int, scenario);
+        const std::string row = QTest::currentDataTag();
+        std::shared_ptr<const Trace> trace;
+        if (scenario >= 0) {
+            trace = roundTrip(synthesizeScenario(StackScenario(scenario)).trace, row);
+        } else {
+            SynthModel m = small();
+            for (const auto& [name, change] : modelVariants())
+                if (name == row)
+                    change(m);
+            trace = roundTrip(synthesize(m).trace, "model");
+        }
+        const AblationResult r = ablate(trace, rules());
+        QVERIFY(!r.devices.empty());
+        struct Check {
+            std::string key, figure, detail;
+            bool ok;
+        };
+        std::vector<Check> checks;
+        for (const AblationDevice& d : r.devices) {
+            for (const AblationCell& c : d.cells) {
+                const double limit = c.variant == "none" ? 0.15 : 0.02;
+                if (c.variant == "none" && !d.history)
+                    continue; // sizes alone: reported by the corpus table, not held to the target
+                const AblationRunWorst& w = c.wholeRun;
+                std::string where = w.beforeFirstEvent ? "before the first event" : "after event " + std::to_string(w.index) + " (" + w.phase + ")";
+                for (size_t k = 0; k < w.flows.size() && k < 3; ++k)
+                    where += (k ? ", " : "; ") + w.flows[k].first + " " + std::to_string(w.flows[k].second) + " B";
+                for (const auto& [moment, fraction] :
+                     {std::pair{"default", c.atDefault.movedFraction()}, {"peak", c.atPeak.movedFraction()}, {"run", w.movedFraction()}})
+                    checks.push_back({row + " " + c.variant + " " + moment, percent(fraction), moment == std::string("run") ? where : "",
+                                      fraction <= limit});
+            }
+        }
+        for (const Check& c : checks)
+            if (!c.ok)
+                qInfo("miss {\"%s\", \"%s\"}, // %s", c.key.c_str(), c.figure.c_str(), c.detail.c_str());
+        for (const Check& c : checks) {
+            if (auto it = knownMisses().find(c.key); it != knownMisses().end()) {
+                QCOMPARE(c.figure, it->second);
+                QEXPECT_FAIL("", (c.key + " moved " + c.figure).c_str(), Continue);
+            }
+            QVERIFY2(c.ok, (c.key + ": " + c.figure + " of the bytes move pool " + c.detail).c_str());
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestAblationSynth)
+#include "test_ablation_synth.moc"
