@@ -5,6 +5,7 @@
 #include "core/classify/structural_cache.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_state.h"
+#include "core/classify/structural_workspace_release.h"
 
 namespace poolscope::classify_detail {
 
@@ -20,6 +21,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     perParameterStateByOrder(dev, c);
     stepReplacements(dev, c);
     workspaceBySize(dev, c);
+    workspaceReleasedAtEnd(dev, c);
     forwardCache(trace, dev, c);
     cacheAcrossLayerRuns(dev, c);
     unwoundAtOom(dev, c);
