@@ -4,6 +4,7 @@
 #include "core/classify/structural_across.h"
 #include "core/classify/structural_cache.h"
 #include "core/classify/structural_evidence.h"
+#include "core/classify/structural_nested_autograd.h"
 #include "core/classify/structural_state.h"
 #include "core/classify/structural_workspace_release.h"
 
@@ -37,6 +38,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     programNamesWithoutHistory(trace, dev, c);
     weightFamilyWithoutHistory(dev, c);
     gradientsNeedParameterSize(dev, c);
+    nestedAutogradOutputs(dev, c);
     flagAutocastSurplus(dev, c);
     pendingFreeBlocks(dev, c);
     preexistingCopiesIndistinct(trace, dev, c);
