@@ -1,6 +1,7 @@
 #include "core/classify/structural_evidence.h"
 
 #include "core/classify/structural_common.h"
+#include "core/classify/structural_graph_burst.h"
 
 #include <algorithm>
 #include <limits>
@@ -340,6 +341,8 @@ void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
     const RunFacts& f = c.facts;
     if (!c.history || f.backward != Known::No || f.gradMode == Known::Yes || f.forwardPasses < 2)
         return;
+    if (graphReleasedAfterLaterForward(dev, c))
+        return; // grad mode on: what a later forward lets go of is the earlier graph, not a cache
     uint16_t keptRule = 0, siteRule = 0;
     std::unordered_map<uint32_t, int> cacheSites; // allocation stacks of blocks a later forward let go of
     std::vector<uint32_t> held;
