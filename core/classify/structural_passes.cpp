@@ -5,6 +5,7 @@
 #include "core/classify/structural_cache.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_nested_autograd.h"
+#include "core/classify/structural_quick_copies.h"
 #include "core/classify/structural_state.h"
 #include "core/classify/structural_workspace_release.h"
 
@@ -28,6 +29,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     unwoundAtOom(dev, c);
     forwardProductsFromBeforeRecording(dev, c);
     hostBatchesCopiedToDevice(trace, dev, c);
+    quickCopiesAreScratch(dev, c);
     parametersMovedBack(dev, c);
 }
 
