@@ -159,6 +159,17 @@ bool isLibrarySymbol(std::string_view s)
                                "function_code", "do_call_core", "pymain", "0x"})
         if (startsWith(s, p))
             return true;
+    // CPython's own C functions without a Py prefix: its deallocators (tb_dealloc is what frees the
+    // tensors an OOM's traceback held, which the classifier reads) and its operator slots. Exact
+    // names, so that a user's C extension function stays renamed.
+    for (std::string_view n : {"tb_dealloc", "frame_dealloc", "subtype_dealloc", "func_dealloc", "cell_dealloc", "list_dealloc",
+                               "dict_dealloc", "tupledealloc", "gen_dealloc", "meth_dealloc", "method_dealloc", "code_dealloc",
+                               "object_dealloc", "gen_iternext", "gen_send_ex", "gen_send_ex2"})
+        if (s == n)
+            return true;
+    for (std::string_view p : {"slot_nb_", "slot_sq_", "slot_mp_"})
+        if (startsWith(s, p))
+            return true;
     return false;
 }
 
