@@ -83,8 +83,12 @@ void parametersMovedBack(const DeviceTrace& dev, Classification& c)
         return; // never moved back: the other structural rules read a run that keeps its parameters
     uint16_t rule = 0;
     for (size_t from : lineage) {
-        if (!acrossForward(from))
-            continue; // moved off again before any forward ran with it
+        // A later run moved off again before any forward ran with it is left to the other rules; the
+        // first run is the lineage's root whether or not a forward ran with it (the model moved to the
+        // device, then off and back before the first forward: zl_decomfl's frameless copy had its 477 MiB
+        // unknown until the next run came).
+        if (from != 0 && !acrossForward(from))
+            continue;
         for (size_t j = 0; j < p; ++j) {
             const uint32_t i = births[from + j];
             const Pool pool = c.pool[i];

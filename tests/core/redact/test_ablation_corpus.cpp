@@ -42,7 +42,6 @@ const std::map<std::string, std::string>& knownMisses()
         {"kineto_resnet50_w0.pt.trace.json.gz cpu none run moved", "55.6 %"},
         {"nh_forward_fp32.pickle cuda:0 none run moved", "74.8 %"},
         {"nh_forward_mixed.pickle cuda:0 none run moved", "74.9 %"},
-        {"zl_decomfl.pickle cuda:0 none run moved", "100.0 %"},
     };
     return misses;
 }
