@@ -132,8 +132,8 @@ void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Cla
                                    " (a model holds some shapes once): each weight is here with its gradient and optimizer "
                                    "state, all of one size. Which block is the parameter, the gradient or a moment, nothing "
                                    "recorded says, nor where it sits in its segment (a model's own weights sit in same-size "
-                                   "pairs as Adam's moments do): called parameter as a guess; by count one block in " +
-                                   std::to_string(copies) + " of each size is",
+                                   "pairs as Adam's moments do): called parameter as a guess (by count, one block in " +
+                                   std::to_string(copies) + " of each size is one)",
                                Pool::Parameter, kEvidenceLifetime | kEvidenceSize, kRoleIndistinctCopies);
             decide(c, i, Pool::Parameter, rule, kIndistinctConfidence);
         }
