@@ -96,7 +96,13 @@ void findTokens(LawContext& x)
             // (fp32 weights under 16-bit activations, the mixed-precision case).
             const int64_t q = U / bytes;
             const bool idsAgree = ids.count(q) || ids.count(2 * q) || (q % 2 == 0 && ids.count(q / 2));
-            const int rank = idsAgree ? 2 : normLike(count) ? 1 : 0;
+            // The final norm after the last unit makes a norm's count one or two (a LayerNorm's
+            // weight and bias) more than a multiple of the units (2L + 1, 4L + 2, or more with
+            // biases of its size beside it): a bias of another width (an MLP's 4h) repeats a whole
+            // number of times per unit. Where the ids do not speak (Python-only stacks do not show
+            // them as inputs), that decides.
+            const bool finalNorm = count > L && L > 2 && (count % L == 1 || count % L == 2);
+            const int rank = idsAgree ? 3 : finalNorm ? 2 : normLike(count) ? 1 : 0;
             if (std::tie(rank, count, bytes) > std::tie(normRank, normCount, norm)) {
                 norm = bytes;
                 normCount = count;
