@@ -3,6 +3,7 @@
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/structural_across.h"
 #include "core/classify/structural_cache.h"
+#include "core/classify/structural_data_parallel.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_state.h"
 
@@ -30,6 +31,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
 
 void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
+    dataParallelState(dev, c);
     stateRewrittenBetweenPasses(dev, c);
     autocastCastsByCount(trace, dev, c);
     programNamesWithoutHistory(trace, dev, c);

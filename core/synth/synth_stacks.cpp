@@ -357,7 +357,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
     for (StackScenario s : {StackScenario::Vllm, StackScenario::Megatron, StackScenario::DataParallelOom, StackScenario::NoHistory,
                             StackScenario::NoHistoryBare, StackScenario::KvGenerate, StackScenario::GradsMoved,
                             StackScenario::WorkspacePython, StackScenario::JvpForward, StackScenario::HandOptimizer,
-                            StackScenario::ScriptAttention})
+                            StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -377,6 +377,9 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::JvpForward: return "jvp-forward";
     case StackScenario::HandOptimizer: return "hand-optimizer";
     case StackScenario::ScriptAttention: return "script-attention";
+    case StackScenario::DeepSpeedZero2: return "deepspeed-zero2";
+    case StackScenario::Fsdp: return "fsdp";
+    case StackScenario::DdpBuckets: return "ddp-buckets";
     }
     return "";
 }
@@ -397,6 +400,9 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::JvpForward:
     case StackScenario::HandOptimizer:
     case StackScenario::ScriptAttention: return synthesizeClassScenario(scenario, scale);
+    case StackScenario::DeepSpeedZero2:
+    case StackScenario::Fsdp:
+    case StackScenario::DdpBuckets: return synthesizeDistributedScenario(scenario, scale);
     }
     throw std::invalid_argument("unknown scenario");
 }
