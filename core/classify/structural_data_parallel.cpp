@@ -199,6 +199,85 @@ void gradientsHandedOnInBackward(const DeviceTrace& dev, Classification& c)
     }
 }
 
+// Gradient buckets: blocks made one after another, none a parameter, whose sizes tile the
+// parameters taken in reverse order of their making (the first block the sum of the last few
+// parameters, the next the sum of the ones before them, and so on through all of them). DDP's
+// Reducer lays out its buckets so (initialize_buckets, parameters in reverse order because the
+// backward readies their gradients so; rebuilt in the same layout at the second forward), and
+// each gradient becomes a view of its bucket. Each block lives across a whole backward and is
+// not made in an optimizer step (state made there can tile the parameters by chance). Two blocks at least: one block of all the
+// parameters' bytes is a flat copy of them, which the other passes read.
+void gradientBucketsTilingParameters(const DeviceTrace& dev, Classification& c)
+{
+    const EventIndex bound = c.facts.firstForward;
+    if (bound == kNoEvent)
+        return;
+    std::vector<uint32_t> params, order;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] == Pool::Parameter && (a.preexisting() || a.allocEvent < bound) && kept(c, a))
+            params.push_back(uint32_t(i));
+        if (!a.preexisting())
+            order.push_back(uint32_t(i));
+    }
+    if (params.size() < 2 || params.size() > 100000)
+        return;
+    auto byBirth = [&](uint32_t x, uint32_t y) {
+        const Allocation &a = dev.allocations[x], &b = dev.allocations[y];
+        if (a.preexisting() != b.preexisting())
+            return a.preexisting();
+        return a.preexisting() ? a.address < b.address : a.allocEvent < b.allocEvent;
+    };
+    std::sort(params.begin(), params.end(), byBirth);
+    std::sort(order.begin(), order.end(), byBirth);
+    std::reverse(params.begin(), params.end());
+    // A bucket is made outside an optimizer step and holds the gradients of a whole backward: it
+    // is alive from before a backward pass begins until after it ends.
+    std::vector<std::pair<EventIndex, EventIndex>> backwards;
+    for (const Pass& pass : c.facts.passes)
+        if (pass.phase == Phase::Backward)
+            backwards.push_back({pass.first, pass.last});
+    auto acrossBackward = [&](uint32_t x) {
+        const Allocation& a = dev.allocations[x];
+        if (c.phases.phase[size_t(a.allocEvent)] == Phase::OptimizerStep)
+            return false;
+        const EventIndex fe = freeEventOf(a);
+        for (const auto& [first, last] : backwards)
+            if (a.allocEvent < first && (fe == kNoEvent || fe > last))
+                return true;
+        return false;
+    };
+    uint16_t rule = 0;
+    for (size_t start = 0; start < order.size(); ++start) {
+        // Greedy: each block in turn must equal the next parameters' summed bytes.
+        size_t p = 0, k = start;
+        std::vector<uint32_t> tile;
+        while (k < order.size() && p < params.size()) {
+            const uint32_t x = order[k];
+            if (c.pool[x] == Pool::Parameter || (c.rules[c.rule[x]].evidence & kEvidenceFrames) || !acrossBackward(x))
+                break;
+            int64_t sum = 0;
+            while (p < params.size() && sum < dev.allocations[x].size)
+                sum += dev.allocations[params[p++]].size;
+            if (sum != dev.allocations[x].size)
+                break;
+            tile.push_back(x);
+            ++k;
+        }
+        if (p < params.size() || tile.size() < 2)
+            continue;
+        if (!rule)
+            rule = addRule(c, "gradient-buckets-tiling-parameters",
+                           "made one after another, none a parameter, with sizes that tile the parameters taken in reverse order "
+                           "of their making (each the summed bytes of the next few): gradient buckets (DDP's Reducer lays out "
+                           "its buckets so, and the gradients become views of them)",
+                           Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+        for (uint32_t x : tile)
+            decide(c, x, Pool::Gradient, rule, 55);
+        start = k - 1;
+    }
+}
+
 } // namespace
 
 void dataParallelState(const DeviceTrace& dev, Classification& c)
@@ -208,6 +287,7 @@ void dataParallelState(const DeviceTrace& dev, Classification& c)
     flatParameterBuffers(dev, c);
     masterWeightsWithoutGradients(dev, c);
     gradientsHandedOnInBackward(dev, c);
+    gradientBucketsTilingParameters(dev, c);
 }
 
 } // namespace poolscope::classify_detail
