@@ -168,7 +168,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
             ph = previous;
             src = PhaseSource::Inherited;
             // A hook the engine calls back (Python frames, no program entry) is still the pass.
-            inCaller = python[i] && !pythonWithoutEntry(trace.frames, ev.stack[i]);
+            inCaller = python[i] && !(previous == Phase::Backward && pythonWithoutEntry(trace.frames, ev.stack[i]));
         }
         if (ev.action[i] == Action::Oom)
             afterOom = true;

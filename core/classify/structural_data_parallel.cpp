@@ -8,8 +8,6 @@
 
 #include "core/classify/structural_common.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -83,7 +81,7 @@ void flatParameterBuffers(const DeviceTrace& dev, Classification& c)
                            "take alignment padding), and kept: the parameters moved into one flat buffer (DeepSpeed ZeRO's "
                            "bit16 groups, Megatron's param_data), whatever the frames call it",
                            Pool::Parameter, kEvidenceLifetime | kEvidenceSize);
-        decide(c, x, Pool::Parameter, rule, 70);
+        decide(c, x, Pool::Parameter, rule, 60);
     }
 }
 
@@ -138,7 +136,8 @@ void masterWeightsWithoutGradients(const DeviceTrace& dev, Classification& c)
 // inside the backward that made it, like the engine's scratch. What tells it from scratch is its
 // size: a parameter's (counting the parameters a library flattened before the first forward,
 // whose gradients keep their shapes, and its flat buffers, whose unsharded gradient is one
-// block). A backward pass that makes more blocks of a size than there are parameters of it makes
+// block). A run that keeps the backward's gradients of a size (a plain .grad) hands none of that
+// size on. A backward pass that makes more blocks of a size than there are parameters of it makes
 // activations' gradients of that size too (the sizes coincide): that size is left as it was.
 void gradientsHandedOnInBackward(const DeviceTrace& dev, Classification& c)
 {
@@ -164,6 +163,21 @@ void gradientsHandedOnInBackward(const DeviceTrace& dev, Classification& c)
         return;
     // Per backward pass and size: the candidates (temporary by lifetime alone, born and freed there).
     std::map<std::pair<int, int64_t>, std::vector<uint32_t>> byPass;
+    // Sizes of which the backward made a gradient and kept it past its pass (a plain .grad): in
+    // such a run a block of that size freed inside the backward is not a gradient handed on (the
+    // weight's own gradient was kept) but an activation's gradient of a weight's size.
+    std::unordered_set<int64_t> keptGrads;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Gradient || a.preexisting())
+            continue;
+        const int pass = c.facts.passAt(a.allocEvent);
+        if (pass < 0 || c.facts.passes[size_t(pass)].phase != Phase::Backward)
+            continue;
+        const EventIndex fe = freeEventOf(a);
+        if (fe == kNoEvent || fe > c.facts.passes[size_t(pass)].last)
+            keptGrads.insert(mirrorKey(a.size));
+    }
     // Every block of the size the pass made, but parameters (FSDP gathers a unit's parameters, of
     // its unsharded gradient's size, in the backward that makes the gradient).
     std::map<std::pair<int, int64_t>, int64_t> made;
@@ -179,13 +193,11 @@ void gradientsHandedOnInBackward(const DeviceTrace& dev, Classification& c)
         if (fe == kNoEvent || pass < 0 || c.facts.passes[size_t(pass)].phase != Phase::Backward || c.facts.passAt(fe) != pass)
             continue;
         const int64_t key = mirrorKey(a.size);
-        if (params.count(key))
+        if (params.count(key) && !keptGrads.count(key))
             byPass[{pass, key}].push_back(uint32_t(i));
     }
     uint16_t rule = 0;
     for (const auto& [key, list] : byPass) {
-        if (getenv("DP_DEBUG"))
-            fprintf(stderr, "pass %d size %lld made %lld params %d cands %zu\n", key.first, (long long)key.second, (long long)made[key], params[key.second], list.size());
         if (made[key] > params[key.second])
             continue;
         if (!rule)

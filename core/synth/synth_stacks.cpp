@@ -209,8 +209,10 @@ SynthResult megatron(int scale)
         r.free(saved[k], {});
         r.free(g, {});
     }
+    // Each weight's gradient, added into main_grad by the buffer's hook and dropped: a gradient,
+    // however briefly it lives (as DDP's and ZeRO's per-weight blocks copied into their buckets).
     for (const auto& [addr, n] : params) {
-        const uint64_t g = r.alloc(n * 2, {}, Pool::Temporary);
+        const uint64_t g = r.alloc(n * 2, {}, Pool::Gradient);
         r.free(g, {});
     }
     // The optimizer step: Adam's moments for every main parameter, made lazily; foreach scratch.
