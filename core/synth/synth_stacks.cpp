@@ -359,7 +359,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
     for (StackScenario s : {StackScenario::Vllm, StackScenario::Megatron, StackScenario::DataParallelOom, StackScenario::NoHistory,
                             StackScenario::NoHistoryBare, StackScenario::KvGenerate, StackScenario::GradsMoved,
                             StackScenario::WorkspacePython, StackScenario::JvpForward, StackScenario::HandOptimizer,
-                            StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets})
+                            StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -382,6 +382,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::DeepSpeedZero2: return "deepspeed-zero2";
     case StackScenario::Fsdp: return "fsdp";
     case StackScenario::DdpBuckets: return "ddp-buckets";
+    case StackScenario::PeftLora: return "peft-lora";
     }
     return "";
 }
@@ -404,7 +405,8 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::ScriptAttention: return synthesizeClassScenario(scenario, scale);
     case StackScenario::DeepSpeedZero2:
     case StackScenario::Fsdp:
-    case StackScenario::DdpBuckets: return synthesizeDistributedScenario(scenario, scale);
+    case StackScenario::DdpBuckets:
+    case StackScenario::PeftLora: return synthesizeDistributedScenario(scenario, scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

@@ -46,7 +46,10 @@ namespace poolscope {
 //                   AdamW's moments on the shards), two steps;
 //   DdpBuckets:     DDP with gradient_as_bucket_view (bucket buffers made in the constructor and
 //                   rebuilt at the second forward; each engine-made gradient copied into its view
-//                   and dropped), AdamW, three steps.
+//                   and dropped), AdamW, three steps;
+//   PeftLora:       a frozen bf16 base from from_pretrained with PEFT LoRA adapters on q and v and
+//                   transformers' gradient checkpointing (each layer's input kept, recomputed in
+//                   backward): gradients and AdamW state for the adapters only, two steps.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -62,7 +65,8 @@ enum class StackScenario : uint8_t {
     ScriptAttention,
     DeepSpeedZero2,
     Fsdp,
-    DdpBuckets
+    DdpBuckets,
+    PeftLora
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
@@ -70,10 +74,11 @@ inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,  
                                                     StackScenario::HandOptimizer,   StackScenario::ScriptAttention};
 
 // The data-parallel scenarios, in order.
-inline constexpr StackScenario kDistributedScenarios[] = {StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets};
+inline constexpr StackScenario kDistributedScenarios[] = {StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets,
+                                                          StackScenario::PeftLora};
 
 // vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
-// jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets
+// jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora
 std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 

@@ -1,5 +1,5 @@
 // Data-parallel training stacks as dumps with known pools (poolscope synth --scenario deepspeed-zero2,
-// fsdp, ddp-buckets): gradients and optimizer state in flat partitions, shards and buckets, not one
+// fsdp, ddp-buckets, peft-lora): gradients and optimizer state in flat partitions, shards and buckets, not one
 // block per parameter. Each is written as a pickle, read back as a user's file would be, classified
 // against its truth (not against the original's classification) in the original and in the three
 // redactions (renamed code, Python frames only, no frames with the history kept): at the default
@@ -98,10 +98,12 @@ Wrong wrongAt(const DeviceTrace& dev, const Classification& c, const std::vector
 // Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
 // shows as XPASS. FSDP without frames: the stream's shape alone places the passes wrongly when
 // every unit's forward gathers and frees a block of its parameters' size (the rise and fall reads
-// as passes of their own), so activations read as a cache kept to the next forward.
+// as passes of their own), so activations read as a cache kept to the next forward. LoRA with
+// gradient checkpointing without frames: the logits and the layers' kept outputs read as forward
+// scratch (a checkpointed forward barely rises; at x3 the weights outweigh them and it passes).
 const std::map<std::string, std::string>& knownMisses()
 {
-    static const std::map<std::string, std::string> misses = {{"fsdp none", "15.8 %"}, {"fsdp x3 none", "65.7 %"}};
+    static const std::map<std::string, std::string> misses = {{"fsdp none", "15.8 %"}, {"fsdp x3 none", "65.7 %"}, {"peft-lora none", "33.5 %"}};
     return misses;
 }
 
