@@ -45,6 +45,8 @@ namespace {
 // (DeepSpeed copies it into its bucket, DDP into its bucket's view).
 struct Hooks {
     std::function<void(size_t layer)> preForward, postForward, preBackward, postBackward;
+    // After the forward (the loss made), before loss.backward() starts the engine.
+    std::function<void()> startBackward;
     // The engine made weight w's gradient: return its block (the hook may let it go at once).
     std::function<void(size_t weight, uint64_t grad)> gradReady;
     // Where weight w's gradient is made (AccumulateGrad by default).
@@ -110,6 +112,8 @@ void forwardBackward(Recorder& r, const Net& net, const Frames& caller, const Fr
             hk.postForward(l);
     }
     const uint64_t loss = r.alloc(4, inModel(40, caller), Pool::Activation);
+    if (hk.startBackward)
+        hk.startBackward();
     const uint64_t root = r.alloc(4, backwardCall, Pool::Temporary);
     uint64_t flowing = r.alloc(t * h * e, engineAlloc("AddBackward0"), Pool::Temporary);
     r.free(root, kEngineFree);
@@ -233,7 +237,8 @@ SynthResult deepspeedZero2(int scale)
     }
     std::vector<uint64_t> moments;
     for (int step = 0; step < 2; ++step) {
-        // backward(): the contiguous IPG bucket, torch.empty(reduce_bucket_size, dtype=bf16).
+        // engine.backward -> backward(): the contiguous IPG bucket, torch.empty(reduce_bucket_size,
+        // dtype=bf16), made after the forward, before loss.backward() (startBackward below).
         uint64_t ipg = 0, gradsInPartition = 0;
         int64_t inBucket = 0;
         std::vector<size_t> bucketParams;
@@ -252,8 +257,8 @@ SynthResult deepspeedZero2(int scale)
             bucketParams.clear();
             inBucket = 0;
         };
-        ipg = r.alloc(bucket * bf, zBackward, Pool::Gradient);
         Hooks hk;
+        hk.startBackward = [&] { ipg = r.alloc(bucket * bf, zBackward, Pool::Gradient); };
         hk.gradReady = [&](size_t w, uint64_t grad) {
             const Frames ipgFrames = hook("reduce_independent_p_g_buckets_and_remove_grads", 950);
             if (inBucket + net.weightNumel[w] > bucket)
