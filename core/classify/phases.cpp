@@ -1,6 +1,7 @@
 #include "core/classify/phases.h"
 
 #include "core/classify/phase_backward_end.h"
+#include "core/classify/stack_root.h"
 #include "core/classify/structural_phases.h"
 
 #include <algorithm>
@@ -166,7 +167,8 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         } else if (previous != Phase::Unknown && (framesRecorded || previousSource != PhaseSource::Annotation)) {
             ph = previous;
             src = PhaseSource::Inherited;
-            inCaller = python[i];
+            // A hook the engine calls back (Python frames, no program entry) is still the pass.
+            inCaller = python[i] && !(previous == Phase::Backward && pythonWithoutEntry(trace.frames, ev.stack[i]));
         }
         if (ev.action[i] == Action::Oom)
             afterOom = true;

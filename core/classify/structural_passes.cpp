@@ -3,6 +3,7 @@
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/structural_across.h"
 #include "core/classify/structural_cache.h"
+#include "core/classify/structural_data_parallel.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_nested_autograd.h"
 #include "core/classify/structural_quick_copies.h"
@@ -35,6 +36,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
 
 void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
+    dataParallelState(dev, c);
     stateRewrittenBetweenPasses(dev, c);
     autocastCastsByCount(trace, dev, c);
     programNamesWithoutHistory(trace, dev, c);

@@ -24,6 +24,25 @@ void perParameterStateByOrder(const DeviceTrace& dev, Classification& c)
         kept.push_back(uint32_t(i));
     }
     std::sort(kept.begin(), kept.end(), [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+    // An optimizer makes its state once. Where its step makes state and kept nothing made before the
+    // first forward has been let go of in a step (no moment replaced there), the state is made
+    // lazily at the first step, and blocks before the first forward that repeat the first ones by
+    // size are alike layers (a frozen base's, say), not moments made in a constructor.
+    {
+        bool lazyState = false, replaced = false;
+        for (size_t i = 0; i < c.size(); ++i) {
+            const Allocation& a = dev.allocations[i];
+            if (a.preexisting())
+                continue;
+            const EventIndex fe = freeEventOf(a);
+            if (a.allocEvent < f.firstForward && fe != kNoEvent && c.phases.phase[size_t(fe)] == Phase::OptimizerStep)
+                replaced = true;
+            if (c.pool[i] == Pool::OptimizerState && fe == kNoEvent && c.phases.phase[size_t(a.allocEvent)] == Phase::OptimizerStep)
+                lazyState = true;
+        }
+        if (lazyState && !replaced)
+            return;
+    }
     const size_t n = kept.size();
     auto sizesOf = [&](size_t from, size_t count) {
         std::vector<int64_t> s;

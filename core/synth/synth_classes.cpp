@@ -13,56 +13,6 @@
 namespace poolscope::synth_detail {
 namespace {
 
-const std::string kUser = "/home/user/proj/";
-const Frames kMain = {{kUser + "run.py", "main", 40}, {kUser + "run.py", "<module>", 77}};
-
-// nn.Module._apply as torch 2.5 runs it for model.to(device): the parameter at one line, its .grad
-// (when it holds one) at another, buffers at a third, recursing into children at a fourth.
-Frames moveFrames(int line)
-{
-    return Frames{{kTorch + "nn/modules/module.py", "convert", 1357},
-                  {kTorch + "nn/modules/module.py", "_apply", line},
-                  {kTorch + "nn/modules/module.py", "_apply", 930},
-                  {kTorch + "nn/modules/module.py", "to", 1371}} +
-           kMain;
-}
-constexpr int kApplyParam = 957, kApplyGrad = 998;
-
-// The autograd engine's device thread: C++ frames only (no Python frame, whatever the capture).
-const Frames kEngine = {{"??", "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, ...)", 0},
-                       {"??", "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", 0},
-                       {"??", "torch::autograd::Engine::thread_init(int, std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)", 0}};
-
-Frames engineAlloc(const std::string& node)
-{
-    return kCppAlloc + Frames{{"??", "torch::autograd::generated::" + node + "::apply(std::vector<at::Tensor>&&)", 0}} + kEngine;
-}
-Frames accumulateGrad()
-{
-    return kCppAlloc + Frames{{"??", "torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor>&&)", 0}} + kEngine;
-}
-// The engine dropping what a node saved, once the node ran (call_function -> release_variables).
-Frames engineRelease(const std::string& node)
-{
-    return kCppFree + Frames{{"??", "torch::autograd::SavedVariable::reset_data()", 0},
-                             {"??", "torch::autograd::generated::" + node + "::release_variables()", 0}} +
-           kEngine;
-}
-// An intermediate the engine let go of as soon as the next node consumed it.
-const Frames kEngineFree = kCppFree + kEngine;
-
-// loss.backward() from the training loop: the Python call that starts the engine.
-const Frames kBackwardCall = Frames{{kTorch + "autograd/graph.py", "_engine_run_backward", 768},
-                                   {kTorch + "autograd/__init__.py", "backward", 267},
-                                   {kTorch + "_tensor.py", "backward", 521}} +
-                             kMain;
-
-// A forward inside the user's module: model.py forward under nn.Module's call.
-Frames inModel(int line, const Frames& caller)
-{
-    return Frames{{kUser + "model.py", "forward", line}} + kModuleCall + caller;
-}
-
 // --- a home-made KV cache grown per token in generate() ------------------------------------------
 
 // One decoder layer of a Llama-style model under no_grad, operator by operator as eager PyTorch

@@ -209,8 +209,10 @@ SynthResult megatron(int scale)
         r.free(saved[k], {});
         r.free(g, {});
     }
+    // Each weight's gradient, added into main_grad by the buffer's hook and dropped: a gradient,
+    // however briefly it lives (as DDP's and ZeRO's per-weight blocks copied into their buckets).
     for (const auto& [addr, n] : params) {
-        const uint64_t g = r.alloc(n * 2, {}, Pool::Temporary);
+        const uint64_t g = r.alloc(n * 2, {}, Pool::Gradient);
         r.free(g, {});
     }
     // The optimizer step: Adam's moments for every main parameter, made lazily; foreach scratch.
@@ -357,7 +359,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
     for (StackScenario s : {StackScenario::Vllm, StackScenario::Megatron, StackScenario::DataParallelOom, StackScenario::NoHistory,
                             StackScenario::NoHistoryBare, StackScenario::KvGenerate, StackScenario::GradsMoved,
                             StackScenario::WorkspacePython, StackScenario::JvpForward, StackScenario::HandOptimizer,
-                            StackScenario::ScriptAttention})
+                            StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -377,6 +379,10 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::JvpForward: return "jvp-forward";
     case StackScenario::HandOptimizer: return "hand-optimizer";
     case StackScenario::ScriptAttention: return "script-attention";
+    case StackScenario::DeepSpeedZero2: return "deepspeed-zero2";
+    case StackScenario::Fsdp: return "fsdp";
+    case StackScenario::DdpBuckets: return "ddp-buckets";
+    case StackScenario::PeftLora: return "peft-lora";
     }
     return "";
 }
@@ -397,6 +403,10 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::JvpForward:
     case StackScenario::HandOptimizer:
     case StackScenario::ScriptAttention: return synthesizeClassScenario(scenario, scale);
+    case StackScenario::DeepSpeedZero2:
+    case StackScenario::Fsdp:
+    case StackScenario::DdpBuckets:
+    case StackScenario::PeftLora: return synthesizeDistributedScenario(scenario, scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

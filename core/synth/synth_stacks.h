@@ -34,6 +34,22 @@ namespace poolscope {
 //                   made in its constructor, m and v replaced and p.data rebuilt twice in step;
 //   ScriptAttention: a script-level attention (no nn.Module) whose exp output the engine frees in
 //                   backward.
+// Data-parallel training stacks (synth_distributed.cpp), one rank each, gradients and optimizer
+// state in blocks that are not one per parameter:
+//   DeepSpeedZero2: deepspeed.initialize with ZeRO stage 2 (bf16 flat parameter group, this rank's
+//                   fp32 master partition, the contiguous IPG bucket made per backward, the
+//                   gradient partition kept in averaged_gradients, its fp32 copy in step, FusedAdam's
+//                   moments on the partition), two steps;
+//   Fsdp:           FSDP FULL_SHARD with one FlatParameter unit per layer (shards made before the
+//                   first forward, the unsharded parameter gathered and freed per unit in forward
+//                   and backward, each unit's unsharded gradient reduce-scattered into a shard,
+//                   AdamW's moments on the shards), two steps;
+//   DdpBuckets:     DDP with gradient_as_bucket_view (bucket buffers made in the constructor and
+//                   rebuilt at the second forward; each engine-made gradient copied into its view
+//                   and dropped), AdamW, three steps;
+//   PeftLora:       a frozen bf16 base from from_pretrained with PEFT LoRA adapters on q and v and
+//                   transformers' gradient checkpointing (each layer's input kept, recomputed in
+//                   backward): gradients and AdamW state for the adapters only, two steps.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -46,15 +62,23 @@ enum class StackScenario : uint8_t {
     WorkspacePython,
     JvpForward,
     HandOptimizer,
-    ScriptAttention
+    ScriptAttention,
+    DeepSpeedZero2,
+    Fsdp,
+    DdpBuckets,
+    PeftLora
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
                                                     StackScenario::WorkspacePython, StackScenario::JvpForward,
                                                     StackScenario::HandOptimizer,   StackScenario::ScriptAttention};
 
+// The data-parallel scenarios, in order.
+inline constexpr StackScenario kDistributedScenarios[] = {StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets,
+                                                          StackScenario::PeftLora};
+
 // vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
-// jvp-forward, hand-optimizer, script-attention
+// jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora
 std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 
