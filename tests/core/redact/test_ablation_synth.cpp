@@ -92,8 +92,8 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario vllm none default", "94.7 %"},
         {"scenario vllm none peak", "94.7 %"},
         {"scenario vllm none run", "95.3 %"},
-        {"scenario megatron renamed default", "36.4 %"},
-        {"scenario megatron renamed peak", "36.4 %"},
+        {"scenario megatron renamed default", "30.3 %"},
+        {"scenario megatron renamed peak", "30.3 %"},
         {"scenario megatron renamed run", "100.0 %"},
         {"scenario megatron none default", "81.8 %"},
         {"scenario megatron none peak", "81.8 %"},
@@ -105,6 +105,14 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario dp-oom none peak", "63.4 %"},
         {"scenario dp-oom none run", "98.6 %"},
         {"scenario script-attention none run", "62.9 %"},
+        // s22b's distributed / PEFT scenarios (merged at 281a0a1): renamed and Python-only meet the targets.
+        {"scenario deepspeed-zero2 none run", "100.0 %"},
+        {"scenario fsdp none default", "15.8 %"},
+        {"scenario fsdp none peak", "15.8 %"},
+        {"scenario fsdp none run", "100.0 %"},
+        {"scenario peft-lora none default", "33.5 %"},
+        {"scenario peft-lora none peak", "33.5 %"},
+        {"scenario peft-lora none run", "51.7 %"},
         {"model mixed python default", "2.8 %"},
         {"model mixed python peak", "2.8 %"},
         {"model mixed python run", "4.9 %"},
@@ -166,7 +174,7 @@ private slots:
     void wholeRun_data()
     {
         QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
-        for (int s = 0; s <= int(StackScenario::ScriptAttention); ++s)
+        for (int s = 0; s <= int(StackScenario::PeftLora); ++s) // every scenario (PeftLora is the last)
             QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
         for (const auto& [name, change] : modelVariants())
             QTest::newRow(name.c_str()) << -1;
