@@ -9,6 +9,8 @@
 // exported review image. Skips cleanly without ../shared/corpus.
 #include "open_and_wait.h"
 #include "widgets/breakdown_panel.h"
+#include "widgets/compare_plot.h"
+#include "widgets/compare_view.h"
 #include "widgets/main_window.h"
 #include "widgets/prediction_overlay.h"
 #include "widgets/review_image.h"
@@ -21,6 +23,10 @@
 #include "window_text.h"
 
 #include "core/classify/pool_display.h"
+#include "core/classify/rules.h"
+#include "core/compare/compare_documents.h"
+#include "core/engine/document.h"
+#include "core/timeline/moment.h"
 #include "core/util/units.h"
 
 #include <QComboBox>
@@ -285,6 +291,113 @@ private slots:
             QVERIFY(walls >= int(kSizes.size()));
             QVERIFY(cachedFree >= int(kSizes.size()));
         }
+    }
+
+    // The review image of every corpus file (each device, its default moment, as `poolscope render`
+    // draws it): the title and the verdict painted word for word, and the cached-free row's name.
+    void everyReviewImageSaysItsSentences()
+    {
+        const QStringList files = corpusFiles();
+        if (files.isEmpty())
+            QSKIP("no corpus at " POOLSCOPE_CORPUS_DIR);
+        QStringList problems;
+        int images = 0;
+        for (const QString& name : files) {
+            DocumentOptions options;
+            options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
+            const auto doc = Document::open((kCorpus + QLatin1Char('/') + name).toStdString(), options);
+            QVERIFY2(doc, qPrintable(name));
+            for (size_t d = 0; d < doc->deviceCount(); ++d) {
+                const DeviceDocument& dev = doc->device(d);
+                const auto moment = resolveMoment(dev.device(), defaultMomentSpec(dev.device()));
+                QVERIFY2(moment, qPrintable(name));
+                for (const QSize size : {QSize(1600, 900), QSize(1000, 600)}) {
+                    TimelinePlot plot;
+                    prepareReviewPlot(plot, dev, dev.oomCapacity(), size, false, false);
+                    plot.setCursorEvent(std::max<EventIndex>(0, moment->event));
+                    const ReviewContent content = reviewContentFor(*doc, d, plot.cursorEvent(), dev.oomCapacity(), name, false);
+                    TextProbe probe(reviewImageSize(plot, content, size));
+                    {
+                        QCPPainter painter(&probe);
+                        paintReviewImage(painter, plot, content, size);
+                    }
+                    QString painted;
+                    for (const ProbedText& t : probe.texts())
+                        painted += t.text;
+                    const QString where = QStringLiteral("%1 %2 %3x%4").arg(name, QString::fromStdString(dev.device().label())).arg(size.width()).arg(size.height());
+                    for (const QString& sentence : {content.title, content.subtitle})
+                        if (!squeezed(painted).contains(squeezed(sentence)))
+                            problems << QStringLiteral("%1: not painted whole: '%2'").arg(where, sentence);
+                    for (const QStringList& row : content.rows)
+                        if (!squeezed(painted).contains(squeezed(row.value(0))))
+                            problems << QStringLiteral("%1: row name not painted whole: '%2'").arg(where, row.value(0));
+                    ++images;
+                }
+            }
+        }
+        qInfo("%d review images", images);
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.mid(0, 30).join('\n')));
+    }
+
+    // The comparison image of the corpus's real pairs at the window's export size and a small one:
+    // the verdict and each axis's evidence painted word for word (no "…", nothing off the canvas,
+    // no text on text), and the verdict's first words agree with one_axis (issue 23).
+    void realPairsComparisonImagesAreWhole()
+    {
+        const QList<QPair<QString, QString>> pairs{{"wed_training_128", "wed_training_256"}, {"niu_fwd_100", "niu_fwd_200"},
+                                                   {"niu_fwd_100", "niu_fwd_200_bf16"},     {"niu_fwd_200", "niu_fb_200"},
+                                                   {"nh_forward_fp32", "nh_forward_mixed"}, {"bol_fwd_cl128_fp32", "bol_fwd_cl512_fp32"},
+                                                   {"k_ctx128_fullstep", "k_ctx256_fullstep"}, {"niu_fb_200", "niu_fb_200_bf16"}};
+        if (!QFileInfo::exists(kCorpus + QStringLiteral("/wed_training_128.pickle")))
+            QSKIP("no corpus at " POOLSCOPE_CORPUS_DIR);
+        DocumentOptions options;
+        options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
+        QStringList problems;
+        for (const auto& [a, b] : pairs) {
+            const auto docA = Document::open((kCorpus + QStringLiteral("/%1.pickle").arg(a)).toStdString(), options);
+            const auto docB = Document::open((kCorpus + QStringLiteral("/%1.pickle").arg(b)).toStdString(), options);
+            QVERIFY(docA && docB);
+            const DocumentComparison c = compareDevicesWithChart(docA->pickDevice(std::nullopt), docB->pickDevice(std::nullopt), std::nullopt);
+            const CompareContent content = compareContentFor(c.comparison, false);
+            QCOMPARE(content.verdict.startsWith(QStringLiteral("One axis changed")), c.comparison.oneAxis);
+            for (const QSize size : {QSize(1600, 900), QSize(1000, 600)}) {
+                ComparePlot plot;
+                plot.resize(size);
+                plot.setChart(c.chart, PoolPalette(false));
+                const QSize canvas = comparisonImageSize(plot, content, size);
+                QCOMPARE(canvas.width(), size.width());
+                TextProbe probe(canvas);
+                {
+                    QCPPainter painter(&probe);
+                    paintComparisonImage(painter, plot, content, size);
+                }
+                const QString where = QStringLiteral("%1 vs %2 %3x%4").arg(a, b).arg(size.width()).arg(size.height());
+                QString painted;
+                for (const ProbedText& t : probe.texts()) {
+                    const double tolerance = std::max(1.5, 0.1 * t.box.height());
+                    if (t.elided)
+                        problems << QStringLiteral("%1: elided '%2'").arg(where, t.text);
+                    else if (t.outside(canvas, tolerance))
+                        problems << QStringLiteral("%1: off the canvas '%2' %3").arg(where, t.text, testing::windowTextWhere(t.box));
+                    else if (t.clipped(tolerance))
+                        problems << QStringLiteral("%1: cut '%2' %3").arg(where, t.text, testing::windowTextWhere(t.box));
+                    painted += t.text;
+                }
+                for (const QString& sentence : QStringList{content.verdict} + content.axes + content.evidence)
+                    if (!squeezed(painted).contains(squeezed(sentence)))
+                        problems << QStringLiteral("%1: not painted whole: '%2'").arg(where, sentence);
+                const auto& texts = probe.texts();
+                for (size_t i = 0; i < texts.size(); ++i)
+                    for (size_t j = i + 1; j < texts.size(); ++j) {
+                        const QRectF both = texts[i].box.intersected(texts[j].box);
+                        if (both.width() > 2.0 && both.height() > std::max(1.5, 0.1 * std::min(texts[i].box.height(), texts[j].box.height())))
+                            problems << QStringLiteral("%1: '%2' on '%3'").arg(where, texts[i].text, texts[j].text);
+                    }
+                if (const QByteArray dir = qgetenv("POOLSCOPE_SCREENSHOT_DIR"); !dir.isEmpty())
+                    renderComparisonImage(plot, content, size).save(QString::fromLocal8Bit(dir) + QStringLiteral("/compare-%1-vs-%2-%3x%4.png").arg(a, b).arg(size.width()).arg(size.height()));
+            }
+        }
+        QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("%1 problems; first ones:\n").arg(problems.size()) + problems.mid(0, 30).join('\n')));
     }
 
     // niu_fwd_200 with Python frames only (as `poolscope redact --frames python` writes it) asked
