@@ -10,10 +10,10 @@ namespace {
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
-// The colour of the prediction: a violet that none of the pools' colours is near.
 // Pixels between the predicted peak's marker and its range's error bar.
 constexpr double kRangeBarOffset = 9;
 
+// The colour of the prediction: a violet that none of the pools' colours is near.
 QColor predictionColor(const PoolPalette& palette) { return palette.dark() ? QColor(0xd0, 0x9c, 0xff) : QColor(0x6a, 0x1b, 0x9a); }
 
 } // namespace
@@ -135,7 +135,7 @@ void PredictionOverlay::recreateItems(const PoolPalette& palette, double unit, c
     dot->setPen(QPen(c, 2));
     dot->setBrush(palette.background());
     dot->position->setCoords(eventKey(r.peakAt), double(r.peakAllocated) / unit);
-    // Where element sizes are a guess, the peak's range as an error bar through the marker: all
+    // Where element sizes are a guess, the peak's range as an error bar beside the marker: all
     // 16-bit at its foot, all fp32 at its head.
     QCPItemLine* bar = nullptr;
     if (hasPeakRange(r)) {
