@@ -82,6 +82,11 @@ struct Classification {
     // from frames and sizes only, and absence ("no activations are alive") cannot be concluded.
     bool history = true;
 
+    // Where every weight size from before recording held more than once is held k times or a
+    // multiple of k (k = 4 or 3; structural_copies.cpp), k; else 0. By count, 1/k of those bytes are
+    // parameters, whichever blocks they are: the verdict says so (MomentEvidence::indistinctCopies).
+    int preexistingCopies = 0;
+
     // Private pools (see PrivatePoolId): privatePools[0] is the default pool; privatePool[i] indexes
     // it for allocation i, from the final segment holding its address. Empty when every segment is
     // in the default pool. An allocation whose address no final segment holds counts as default.

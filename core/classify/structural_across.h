@@ -4,6 +4,8 @@
 // classifier runs them after the other structural deciders (structural_evidence.h).
 #include "core/classify/classifier.h"
 
+#include <unordered_map>
+
 namespace poolscope::classify_detail {
 
 // Blocks from before recording whose own stack places them in a forward, alive to the end, that only
@@ -46,6 +48,13 @@ namespace poolscope::classify_detail {
 // optimizer state (a model alone holds some shapes once). Which block is which nothing recorded
 // says, so they stay parameters below the verdict's 50 % and carry kRoleIndistinctCopies, by which
 // the verdict says so. Decides only the timing-alone guess (a parameter at 60 % at most).
+// Sets Classification::preexistingCopies (k) where it finds such copies.
 void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
+// Where blocks from before recording are such copies (every size held k times), the blocks of each
+// size (mirror key) now in the parameter pool beyond one in k: by count the rest of them are the
+// gradient and optimizer state, whichever blocks they are. What counts one per weight (autocast's
+// casts) counts against the parameters, not against every copy. Empty where there are no copies.
+std::unordered_map<int64_t, int64_t> parameterCopiesBeyondOne(const DeviceTrace& dev, const Classification& c);
 
 } // namespace poolscope::classify_detail

@@ -19,14 +19,24 @@ constexpr int kIndistinctConfidence = 40;
 
 } // namespace
 
-void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Classification& c)
+namespace {
+
+struct Copies {
+    int k = 0;                                        // each weight size held k times (or a multiple); 0: not copies
+    std::map<int64_t, std::vector<uint32_t>> bySize; // requested bytes -> blocks alive throughout
+};
+
+// Blocks from before recording, alive throughout, by requested size, and k where every size held
+// more than once is held k times or a multiple of k (see preexistingCopiesIndistinct's declaration).
+Copies findCopies(const DeviceTrace& dev, const Classification& c)
 {
+    Copies r;
     if (!c.history)
-        return;
+        return r;
     // Requested bytes of the blocks from before recording (their allocation's own size; the
     // allocator rounds a block up, and a split block keeps its rounding).
     const auto requested = requestedBytesByAddress(dev);
-    std::map<int64_t, std::vector<uint32_t>> bySize; // requested bytes -> blocks alive throughout
+    auto& bySize = r.bySize;
     int64_t total = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
@@ -50,7 +60,6 @@ void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Cla
     // k = 2 is not read: a model with an even number of layers and an untied head shows it with
     // parameters alone. What can still fool it: a model with no weight held an odd number of times
     // (4m layers, no affine norm, an untied head in 4m blocks); then only confidence is lost.
-    int copies = 0;
     for (int k : {4, 3}) {
         int64_t inCopies = 0;
         size_t classes = 0;
@@ -68,12 +77,40 @@ void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Cla
         }
         // Two weight shapes at least, and the copies hold 99 % of the bytes from before recording.
         if (every && classes >= 2 && inCopies * 100 >= total * 99) {
-            copies = k;
+            r.k = k;
             break;
         }
     }
+    return r;
+}
+
+} // namespace
+
+std::unordered_map<int64_t, int64_t> parameterCopiesBeyondOne(const DeviceTrace& dev, const Classification& c)
+{
+    std::unordered_map<int64_t, int64_t> beyond;
+    const Copies cp = findCopies(dev, c);
+    if (!cp.k)
+        return beyond;
+    for (const auto& [size, blocks] : cp.bySize) {
+        if (blocks.size() < 2)
+            continue;
+        const auto inParameters = std::count_if(blocks.begin(), blocks.end(), [&](uint32_t i) { return c.pool[i] == Pool::Parameter; });
+        const int64_t surplus = int64_t(inParameters) - int64_t(blocks.size()) / cp.k;
+        if (surplus > 0)
+            beyond[mirrorKey(size)] += surplus;
+    }
+    return beyond;
+}
+
+void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    const Copies cp = findCopies(dev, c);
+    const int copies = cp.k;
+    const auto& bySize = cp.bySize;
     if (!copies)
         return;
+    c.preexistingCopies = copies;
     // Only what no frame named and only the guess from timing alone (a parameter at 60 % at most).
     auto guessed = [&](uint32_t i) {
         const Allocation& a = dev.allocations[i];
@@ -94,7 +131,9 @@ void preexistingCopiesIndistinct(const Trace& trace, const DeviceTrace& dev, Cla
                                    std::to_string(copies) + " times or a multiple of " + std::to_string(copies) +
                                    " (a model holds some shapes once): each weight is here with its gradient and optimizer "
                                    "state, all of one size. Which block is the parameter, the gradient or a moment, nothing "
-                                   "recorded says: called parameter as a guess",
+                                   "recorded says, nor where it sits in its segment (a model's own weights sit in same-size "
+                                   "pairs as Adam's moments do): called parameter as a guess (by count, one block in " +
+                                   std::to_string(copies) + " of each size is one)",
                                Pool::Parameter, kEvidenceLifetime | kEvidenceSize, kRoleIndistinctCopies);
             decide(c, i, Pool::Parameter, rule, kIndistinctConfidence);
         }

@@ -1,5 +1,6 @@
 #include "core/classify/structural_evidence.h"
 
+#include "core/classify/structural_across.h"
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
@@ -418,6 +419,11 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
             c.birthPhase[i] == Phase::OptimizerStep)
             if (auto it = params.find(mirrorKey(dev.allocations[i].size)); it != params.end() && it->second > 0)
                 --it->second;
+    // Copies from before recording held k times (a parameter, its .grad, its moments) are one
+    // weight per k blocks: autocast casts the parameter, not its gradient or moments.
+    for (const auto& [key, n] : parameterCopiesBeyondOne(dev, c))
+        if (auto it = params.find(key); it != params.end())
+            it->second = std::max<int64_t>(0, it->second - n);
     int64_t paramBytes = 0;
     for (const auto& [key, n] : params)
         paramBytes += key * n;

@@ -169,6 +169,7 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
 {
     MomentEvidence m;
     m.history = c.history;
+    m.indistinctCopies = c.preexistingCopies;
     m.backward = c.facts.backward;
     // Gradients alone are no training: a model moved while it held stale .grad has them too.
     if (c.facts.backward == Known::Yes || !c.facts.optimizerState.empty() || c.facts.optimizerSteps > 0)
@@ -209,6 +210,28 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
 
 namespace {
 
+// What the capture cannot tell about copies from before recording, and what counting still tells:
+// with every weight size held k times, 1/k of the bytes are the parameters, whichever blocks they
+// are. Which block is which the segment layout does not say either (docs/classifier.md, "Copies from
+// before recording: what the segment layout shows"): a model's own weights sit in same-size pairs
+// as Adam's moments do, and every copy can sit behind memory a pass let go of.
+std::string indistinctCopiesCaveat(int64_t bytes, int copies)
+{
+    std::string s = "This capture cannot tell parameters from gradients or optimizer state made before recording: " + gib(bytes) +
+                    " from before recording hold ";
+    if (copies == 4)
+        s += "every weight size 4 times (or a multiple of 4): by count a quarter, " + gib(bytes / 4) +
+             ", are the parameters, and the other three copies are most likely the gradients (" + gib(bytes / 4) +
+             ") and Adam's two moments (" + gib(bytes / 2) + " of optimizer state).";
+    else if (copies == 3)
+        s += "every weight size 3 times (or a multiple of 3): by count a third, " + gib(bytes / 3) +
+             ", are the parameters, and the other two copies are a gradient and a momentum (SGD) or two moments (Adam "
+             "after zero_grad(set_to_none=True)).";
+    else
+        s += "each weight's size several times over (a parameter with its gradient and optimizer moments).";
+    return s + " Which block is which no stack, recorded step or segment layout says, so all are shown as parameters, a guess.";
+}
+
 Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const PoolConfidence* confidence, const MomentEvidence* ev)
 {
     Verdict v;
@@ -217,10 +240,7 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
         v.caveat = std::string(kNoHistoryCaveat);
     }
     if (ev && ev->indistinctBytes >= kListedMinimum)
-        v.caveat += std::string(v.caveat.empty() ? "" : " ") + "This capture cannot tell parameters from gradients or optimizer state made " +
-                    "before recording: " + gib(ev->indistinctBytes) +
-                    " from before recording hold each weight's size several times over (a parameter with its gradient and "
-                    "optimizer moments), and no stack or recorded step says which block is which.";
+        v.caveat += std::string(v.caveat.empty() ? "" : " ") + indistinctCopiesCaveat(ev->indistinctBytes, ev->indistinctCopies);
     auto finish = [&] {
         v.sentence = v.caveat.empty() ? v.breakdown : v.caveat + " " + v.breakdown;
         if (!v.advice.empty())

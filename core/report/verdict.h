@@ -68,6 +68,8 @@ struct MomentEvidence {
     // Bytes from before recording that are a parameter, its gradient or its optimizer state with
     // nothing recorded to say which (rules with kRoleIndistinctCopies): the verdict says so first.
     int64_t indistinctBytes = 0;
+    // How many times each of their weight sizes is held (Classification::preexistingCopies: 4 or 3).
+    int indistinctCopies = 0;
     bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
 
     MomentEvidence() { confidence.fill(-1); }

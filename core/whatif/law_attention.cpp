@@ -18,6 +18,7 @@
 // xformers) is named by StackOpFacts::AttentionCode, which only ever reads library files: it
 // confirms a tensor of the score family, it never stands in for the structure elsewhere.
 #include "core/whatif/law_cascade.h"
+#include "core/whatif/seq_reductions.h"
 
 #include <algorithm>
 
@@ -69,12 +70,11 @@ void findAttention(LawContext& x)
                   !x.tokensExplained(x.size(a)) || f.has(StackOpFacts::AttentionCode);
         // A reduction over s made from it while it lives: b*a*s rows of one value each.
         if (!is && s > 1 && x.size(a) % s == 0) {
-            const int64_t row = x.size(a) / s;
             int seen = 0;
             for (size_t b = a + 1; b < n && seen < kChainGap; ++b, ++seen) {
                 if (!aliveAt(x.al(a), x.al(b)))
                     break;
-                if (x.size(b) == row || 2 * x.size(b) == row || x.size(b) == 2 * row) {
+                if (reducesOverSeq(x.size(a), x.size(b), T, s)) {
                     is = true;
                     break;
                 }

@@ -87,15 +87,19 @@ const std::vector<LawStep>& lawCascade()
         // The run's structure and dimensions, read from what is still open.
         {"layers", "forward passes and their repeated units, from what may follow the tokens (finder)", findLayers, false},
         {"tokens", "T = b*s, from a layer's input over a norm weight, or the unit explaining the most bytes (finder)", findTokens, false},
-        {"sequence", "s from a causal mask, the position embedding's ratio or position ids (finder)", findSeq, false},
+        {"sequence", "s from a causal mask, the position embedding's ratio, position ids or the softmax's paired reductions over s "
+                     "(finder)",
+         findSeq, false},
         {"position embeddings", "an embedding b times smaller than the tokens': x s", decidePositionEmbeddings},
-        {"score width", "the attention scores' bytes per token: softmax, the mask, a product of b*a*s*s (finder)", findScoreWidth, false},
+        {"score width", "the attention scores' bytes per token: softmax, the mask, a product of b*a*s*s, what the softmax reduces over s "
+                        "(finder)",
+         findScoreWidth, false},
         {"a*s = h", "whether the context (attn @ v) has the scores' bytes, and the forward products' order (finder)",
          findContextCollision, false},
         {"attention", "the forward's score chains: tensors of the score family made one from another around a softmax, a mask "
                       "or a reduction over s (finder)", findAttention, false},
         // Laws the sizes and the code decide.
-        {"causal mask", "s*s elements from a comparison or a triangle: x s^2", decideCausalMask},
+        {"causal mask", "s*s elements from a comparison or a triangle, or made right before a score chain: x s^2", decideCausalMask},
         {"position ids", "an arange of s integers: x s", decidePositionIds},
         {"expanded weights", "2, 4 or 8 times a parameter's bytes that no token width explains: a weight dequantised, fixed",
          decideExpandedWeights},

@@ -69,6 +69,9 @@ struct ScoreFamily {
     bool unexplained = false;                           // the score width is one no dimension explains
     int64_t anchorElement = 0;                          // bytes per element of the anchor, 0 unknown
     size_t tensors = 0;                                 // allocations decided as scores so far
+    // Reductions over s (seq_reductions.h) found by findSeq: (s they show, the reduced tensor's
+    // bytes per token) -> how many. The score width where no frame names softmax or the mask.
+    std::map<std::pair<int64_t, int64_t>, int64_t> reductions;
 };
 
 // A bit per SizeLaw: the laws an allocation's size and origin still admit.

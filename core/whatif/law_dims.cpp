@@ -4,6 +4,7 @@
 #include "core/whatif/law_cascade.h"
 
 #include "core/util/units.h"
+#include "core/whatif/seq_reductions.h"
 
 #include <algorithm>
 #include <functional>
@@ -95,7 +96,13 @@ void findTokens(LawContext& x)
             // (fp32 weights under 16-bit activations, the mixed-precision case).
             const int64_t q = U / bytes;
             const bool idsAgree = ids.count(q) || ids.count(2 * q) || (q % 2 == 0 && ids.count(q / 2));
-            const int rank = idsAgree ? 2 : normLike(count) ? 1 : 0;
+            // The final norm after the last unit makes a norm's count one or two (a LayerNorm's
+            // weight and bias) more than a multiple of the units (2L + 1, 4L + 2, or more with
+            // biases of its size beside it): a bias of another width (an MLP's 4h) repeats a whole
+            // number of times per unit. Where the ids do not speak (Python-only stacks do not show
+            // them as inputs), that decides.
+            const bool finalNorm = count > L && L > 2 && (count % L == 1 || count % L == 2);
+            const int rank = idsAgree ? 3 : finalNorm ? 2 : normLike(count) ? 1 : 0;
             if (std::tie(rank, count, bytes) > std::tie(normRank, normCount, norm)) {
                 norm = bytes;
                 normCount = count;
@@ -156,6 +163,77 @@ void findTokens(LawContext& x)
     if (bestT > 0)
         x.m.dims.tokensFrom = "the unit that explains the most activation bytes as tokens x a parameter dimension";
 }
+
+namespace {
+
+// The softmax's reductions over s (seq_reductions.h), read from sizes and lifetimes alone: in
+// forward, a tensor of fewer bytes per row made while a wider one lives (within a few allocations
+// after it), and broadcast back over it (x - max, e / sum: a tensor of the wider one's bytes made
+// while the reduction lives, within a few allocations). A maximum's int64 indices right after its
+// values are no second reduction. Each reduction counts once, against the nearest wider tensor.
+// A numerically stable softmax reduces twice (its maximum, then its sum of the exps), each at its
+// input's element size: only such pairs count (one reduction alone, a fused logsumexp or an fp32
+// statistic of 16-bit scores, says s only up to the element sizes' ratio, and a*s = h makes the
+// context look like its broadcast). And the scores are wider than a layer's input (b*a*s*s against
+// b*s*h elements, at s > h/a): rotary's cos and sin over q and k (per-token tables a fraction of q's
+// bytes, used twice per layer) have that shape too, on tensors no wider than the layer's input.
+inline constexpr size_t kReductionWindow = 8; // allocations between the reduced tensor and its reduction
+inline constexpr size_t kBroadcastWindow = 3; // allocations between the reduction and its broadcast
+inline constexpr size_t kPairWindow = 12;     // allocations between the maximum and the sum
+
+void findReductions(LawContext& x)
+{
+    const int64_t T = x.m.dims.tokens;
+    x.scores.reductions.clear();
+    if (T <= 0)
+        return;
+    auto forward = [&](size_t a) {
+        const Phase p = birthPhase(x.c, a);
+        return !x.facts(a).has(StackOpFacts::Backward) && p != Phase::Backward && p != Phase::OptimizerStep &&
+               !x.al(a).preexisting();
+    };
+    auto alive = [&](size_t in, size_t at) {
+        return x.al(in).freeCompletedEvent == kNoEvent || x.al(in).freeCompletedEvent >= x.al(at).allocEvent;
+    };
+    const size_t n = x.m.allocationCount;
+    const int64_t U = x.m.passes.empty() ? 0 : x.m.passes.front().inputBytes;
+    size_t lastReduction = n;
+    struct Found {
+        size_t at;
+        int64_t q, tensor, reduced;
+    };
+    std::vector<Found> found;
+    for (size_t b = 1; b < n; ++b) {
+        if (!forward(b) || x.size(b) % T != 0)
+            continue;
+        if (lastReduction == b - 1 && x.size(b) == 2 * x.size(b - 1))
+            continue; // the maximum's indices beside its values
+        for (size_t a = b; a-- > 0 && b - a <= kReductionWindow;) {
+            if (!forward(a) || !alive(a, b) || x.size(a) <= U)
+                continue;
+            const int64_t q = reducedLength(x.size(a), x.size(b), T);
+            if (q == 0)
+                continue;
+            bool broadcast = false;
+            for (size_t c = b + 1; c < n && c - b <= kBroadcastWindow && !broadcast; ++c)
+                broadcast = x.size(c) == x.size(a) && alive(b, c) && forward(c);
+            if (broadcast) {
+                found.push_back({b, q, x.size(a), x.size(b)});
+                lastReduction = b;
+            }
+            break;
+        }
+    }
+    for (size_t i = 0; i + 1 < found.size(); ++i) {
+        const Found &r = found[i], &next = found[i + 1];
+        if (next.at - r.at <= kPairWindow && next.q == r.q) {
+            x.scores.reductions[{r.q, r.tensor / T}] += 2;
+            ++i;
+        }
+    }
+}
+
+} // namespace
 
 // s: a causal mask is s x s (a comparison or triangle of s*s elements, 1 to 8 bytes each); position
 // ids are s long (arange); a position embedding is the token embedding over b.
@@ -244,6 +322,24 @@ void findSeq(LawContext& x)
     if (x.m.dims.seq == 0 && positionIds > 0) {
         x.m.dims.seq = positionIds;
         x.m.dims.seqFrom = "position ids (an arange of s in forward)";
+    }
+    // Last, what no frame has to name: the softmax's reductions over s, two per attention block (its
+    // maximum and its sum). The s most of them show, when at least two do.
+    findReductions(x);
+    if (x.m.dims.seq == 0 && T > 0) {
+        std::map<int64_t, int64_t> perSeq;
+        for (auto& [qw, count] : x.scores.reductions)
+            perSeq[qw.first] += count;
+        int64_t best = 0, most = 1;
+        for (auto& [q, count] : perSeq)
+            if (count > most) {
+                best = q;
+                most = count;
+            }
+        if (best > 0) {
+            x.m.dims.seq = best;
+            x.m.dims.seqFrom = "the softmax's reductions over s (a maximum and a sum of the scores' rows)";
+        }
     }
     if (x.m.dims.seq > 0 && T > 0 && T % x.m.dims.seq == 0)
         x.m.dims.batch = T / x.m.dims.seq;
@@ -351,7 +447,20 @@ void findScoreWidth(LawContext& x)
             anchor = w;
         }
     }
-    if (anchor > 0 && productPath && s == 0) {
+    // No frame names softmax, the mask or a score operator (Python-only frames, a hand-written
+    // softmax, an einsum): the tensors the softmax reduces over s are the scores.
+    bool reduced = false;
+    if (anchor == 0 && anchorBytes.empty() && T > 0 && s > 0) {
+        for (auto& [qw, count] : x.scores.reductions)
+            if (qw.first == s && (count > most || (count == most && qw.second > anchor))) {
+                anchor = qw.second;
+                most = count;
+            }
+        reduced = anchor > 0;
+    }
+    if (reduced) {
+        x.m.dims.scoresFrom = "the tensors the softmax reduces over s (its maximum and sum)";
+    } else if (anchor > 0 && productPath && s == 0) {
         x.m.dims.scoresFrom = "a product of two activations beside an exp, scale or mask on the same elements (s unknown)";
     } else if (anchor > 0) {
         x.m.dims.scoresFrom = "softmax's output, the causal mask's masked_fill or a product of b*a*s*s elements";

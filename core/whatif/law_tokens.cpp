@@ -58,17 +58,35 @@ void findContextCollision(LawContext& x)
         x.contextCollides |= after.count(bytes) > 0;
 }
 
-// A causal mask: s*s elements, from a comparison or a triangle (or converted on such a line).
+// A causal mask: s*s elements, from a comparison or a triangle (or converted on such a line). Where
+// no frame names the operator (Python frames only: torch.triu is a C function), the structure: made
+// in forward right before the score chain it masks (law_attention.cpp) and alive while the chain's
+// next tensor is made, no chain tensor of its block made just before it (a statistic or index of
+// the scores, made from them, comes after the chain began), and of a size no token width explains
+// (a layer's tensor made before the scores may have s*s elements too).
 void decideCausalMask(LawContext& x)
 {
     const int64_t s = x.m.dims.seq;
+    constexpr size_t kMaskGap = 8; // allocations between the mask and the chain it masks
+    auto chain = [&](size_t b) { return b < x.attention.size() && x.attention[b]; };
+    auto beforeChain = [&](size_t a) {
+        if (x.al(a).preexisting() || birthPhase(x.c, a) != Phase::Forward)
+            return false;
+        for (size_t b = a; b-- > 0 && a - b <= kMaskGap;)
+            if (chain(b))
+                return false;
+        for (size_t b = a + 1; b < x.n() && b - a <= kMaskGap; ++b)
+            if (chain(b))
+                return x.al(a).freeCompletedEvent == kNoEvent || x.al(a).freeCompletedEvent >= x.al(b).allocEvent;
+        return false;
+    };
     for (size_t a = 0; s > 0 && a < x.n(); ++a) {
         if (!x.open(a) || x.facts(a).has(StackOpFacts::Backward))
             continue;
         bool square = false;
         for (int64_t e : {1, 2, 4, 8})
             square |= x.size(a) == e * s * s;
-        if (square && x.maskLine(a))
+        if (square && (x.maskLine(a) || (!x.tokensExplained(x.size(a)) && beforeChain(a))))
             x.decide(a, SizeLaw::SeqSquared, LawEvidence::Dimensions);
     }
 }

@@ -234,13 +234,23 @@ void callSiteVotes(LawContext& x, std::vector<size_t>& pending)
 }
 
 // A gradient has the bytes of the tensor its node's forward operator made: the law that operator
-// followed at that size in forward (when all its decided outputs of that size agree).
+// followed at that size in forward (when all its decided outputs of that size agree). Where the
+// frames name no node (Python frames only: backward records no Python line), the gradient still has
+// the bytes of a forward tensor: the law every forward tensor of those bytes was decided with, when
+// all of them were decided and agree.
 void mirrorVotes(LawContext& x, std::vector<size_t>& pending)
 {
     std::map<std::pair<std::string, int64_t>, Unanimous> votes; // by forward operator and bytes
+    std::map<int64_t, Unanimous> byBytes;                          // by bytes alone, any forward operator
     for (size_t a = 0; a < x.m.allocationCount; ++a) {
         const StackOpFacts& f = x.facts(a);
         const LawEvidence why = x.m.lawEvidence[a];
+        if (!f.has(StackOpFacts::Backward) && !x.al(a).preexisting() && birthPhase(x.c, a) == Phase::Forward) {
+            if (x.open(a) || why == LawEvidence::Default)
+                byBytes[x.size(a)].undecided = true;
+            else if (why == LawEvidence::Dimensions || why == LawEvidence::Frames)
+                byBytes[x.size(a)].add(x.m.law[a]);
+        }
         if (f.has(StackOpFacts::Backward) || f.opKey.empty())
             continue;
         // An output still open or decided by nothing votes for no law, and splits the vote for a
@@ -257,8 +267,12 @@ void mirrorVotes(LawContext& x, std::vector<size_t>& pending)
     for (size_t a : pending) {
         const StackOpFacts& f = x.facts(a);
         auto it = f.has(StackOpFacts::Backward) && !f.opKey.empty() ? votes.find({f.opKey, x.size(a)}) : votes.end();
+        auto bytes = f.opKey.empty() && !x.record[a].contextTwin && birthPhase(x.c, a) == Phase::Backward ? byBytes.find(x.size(a))
+                                                                                                          : byBytes.end();
         if (it != votes.end() && it->second.agreed() && x.admits(a, it->second.law) && !(x.record[a].contextTwin && it->second.undecided))
             x.decide(a, it->second.law, LawEvidence::CallSite);
+        else if (bytes != byBytes.end() && bytes->second.agreed() && !bytes->second.undecided && x.admits(a, bytes->second.law))
+            x.decide(a, bytes->second.law, LawEvidence::CallSite);
         else
             still.push_back(a);
     }

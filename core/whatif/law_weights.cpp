@@ -273,19 +273,29 @@ void decideWeightCasts(LawContext& x)
 // source goes right after, first of the tensors of its size alive then. An activation's gradient
 // of the same bytes lives on into the next node. By allocation index: the clone's source is made by
 // the node just before it (the weight's gradient, perhaps with its input's gradient beside it).
+// Where the frames name no autograd node (Python frames only: backward records no Python line), a
+// .grad is what the classifier's structure says: made in backward and kept for the optimizer (the
+// gradient pool); the source, a backward tensor freed right after the clone, is found the same way.
 void decideCloneSources(LawContext& x)
 {
     std::unordered_set<size_t> gradIndex;
-    for (size_t a = 0; a < x.n(); ++a)
-        if (!x.al(a).preexisting() && x.facts(a).has(StackOpFacts::AccumulateGrad))
-            gradIndex.insert(a); // a stolen gradient carries its node's frames: only a clone has a source
+    for (size_t a = 0; a < x.n(); ++a) {
+        if (x.al(a).preexisting())
+            continue;
+        const StackOpFacts& f = x.facts(a);
+        // A stolen gradient carries its node's frames: only a clone has a source.
+        if (f.has(StackOpFacts::AccumulateGrad) ||
+            (!f.has(StackOpFacts::Backward) && x.m.pool[a] == Pool::Gradient && birthPhase(x.c, a) == Phase::Backward))
+            gradIndex.insert(a);
+    }
     for (size_t gi : gradIndex) {
         const EventIndex g = x.al(gi).allocEvent;
         const int64_t bytes = x.size(gi);
         size_t best = SIZE_MAX;
         for (size_t a = gi >= kCloneSourceDistance ? gi - kCloneSourceDistance : 0; a < gi; ++a) {
             const Allocation& al = x.al(a);
-            if (!x.open(a) || al.preexisting() || al.freeCompletedEvent == kNoEvent || !x.facts(a).has(StackOpFacts::Backward))
+            if (!x.open(a) || al.preexisting() || al.freeCompletedEvent == kNoEvent ||
+                !(x.facts(a).has(StackOpFacts::Backward) || birthPhase(x.c, a) == Phase::Backward))
                 continue;
             if (x.size(a) != bytes && x.size(a) * 2 != bytes) // the same bytes, or 16-bit cast into an fp32 .grad
                 continue;

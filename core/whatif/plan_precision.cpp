@@ -426,7 +426,9 @@ void applyAutocast(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
         plan.notes.push_back("a softmax written by hand between attention's products (two reductions over the scores' last "
                              "dimension, no frame naming exp or sum): " + std::to_string(softmaxTensors) + " tensors (" +
                              formatBytes(softmaxBytes) + " over the trace) taken as autocast's fp32 results: exp's outputs "
-                             "kept for backward, the sum, and the quotient by it (type promotion)");
+                             "kept for backward, the sum, and the quotient by it (type promotion); where no frame names attention's "
+                             "products (an inline q @ k.T), its first b*s^2 tensor and the first per-token tensor after "
+                             "the softmax, as 16-bit products");
     for (size_t a = 0; a < n; ++a)
         if (!ratio[a].isOne())
             plan.size[a] = ratio[a].apply(plan.size[a]);

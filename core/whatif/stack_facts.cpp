@@ -257,6 +257,9 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
             f.flags |= StackOpFacts::MaskOp;
         if (opIs(semanticOp, "embedding") || opIs(semanticOp, "index_select"))
             f.flags |= StackOpFacts::Embedding;
+        // torch.nn.functional.dropout's Python frame (Python-only stacks): its mask and output.
+        if (opIs(semanticOp, "dropout"))
+            f.flags |= StackOpFacts::Dropout;
     } else if (!firstOp.empty()) {
         f.precision = precisionOf(firstOp);
     }

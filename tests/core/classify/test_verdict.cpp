@@ -213,6 +213,21 @@ private slots:
         QVERIFY2(v.sentence.rfind(v.caveat, 0) == 0, v.sentence.c_str());
         QVERIFY2(v.advice.find("no advice is given") != std::string::npos, v.advice.c_str());
         QVERIFY2(v.advice.find("lower precision") == std::string::npos && v.advice.find("offload") == std::string::npos, v.advice.c_str());
+        // Without k (an older Classification) the sentence says "several times over" and no split.
+        QVERIFY2(v.caveat.find("several times over") != std::string::npos && v.caveat.find("by count") == std::string::npos,
+                 v.caveat.c_str());
+        // With k = 4 the count gives the split, and the sentence still says no layout names the blocks.
+        ev.indistinctCopies = 4;
+        const Verdict four = makeVerdict("At the peak", b, ev);
+        QVERIFY2(four.caveat.find("every weight size 4 times (or a multiple of 4): by count a quarter, 7.59 GiB, are the parameters") !=
+                     std::string::npos,
+                 four.caveat.c_str());
+        QVERIFY2(four.caveat.find("(15.18 GiB of optimizer state)") != std::string::npos, four.caveat.c_str());
+        QVERIFY2(four.caveat.find("no stack, recorded step or segment layout says") != std::string::npos, four.caveat.c_str());
+        QVERIFY2(four.advice.find("no advice is given") != std::string::npos, four.advice.c_str());
+        ev.indistinctCopies = 3;
+        QVERIFY2(makeVerdict("At the peak", b, ev).caveat.find("by count a third, 10.12 GiB") != std::string::npos,
+                 makeVerdict("At the peak", b, ev).caveat.c_str());
         ev.indistinctBytes = 0;
         QVERIFY(makeVerdict("At the peak", b, ev).caveat.empty());
     }

@@ -239,6 +239,22 @@ void TestWhatIfLaws::knobMatchesGeneratedRun_data()
                 << from << to << QString("batch %1/%2").arg(num).arg(den) << (num == 8 || den == 8 ? 1.0 : 0.1);
         }
     }
+    // The same knobs recorded with Python frames only (stacks='python'): no frame names the causal
+    // mask, the softmax or its reductions, a product, or any autograd node, so s, the scores and the
+    // backward's gradients are read from structure (docs/accuracy.md, "Python-only sequence").
+    // s = 320, as for the precision rows below: at T = 2h Python-only stacks read an fp32 run as
+    // autocast (classify's weight casts by count).
+    std::vector<Variant> pythonVariants(std::begin(variants), std::end(variants));
+    pythonVariants.push_back({"fp32 hand-written softmax", model(D::Fp32, A::Manual, M::Gelu)});
+    for (const auto& v : pythonVariants)
+        for (auto [knob, num, den] : {std::tuple{"seq", 2, 1}, {"seq", 1, 2}, {"batch", 2, 1}}) {
+            SynthModel from = v.m;
+            from.seq = 320;
+            SynthModel to = from;
+            (QString(knob) == "seq" ? to.seq : to.microBatch) = (QString(knob) == "seq" ? from.seq : from.microBatch) * num / den;
+            QTest::newRow(qPrintable(QString("%1: %2 x%3, python-only").arg(v.name, knob == QString("seq") ? "seq" : "micro-batch").arg(double(num) / den)))
+                << from << to << QString("%1 %2/%3 python").arg(knob).arg(num).arg(den) << 1.0;
+        }
     for (auto [attention, mlp] : {std::pair{A::Softmax, M::Gelu}, {A::Inline, M::SwiGlu}}) {
         const SynthModel fp32 = model(D::Fp32, attention, mlp), autocast = model(D::Autocast, attention, mlp);
         const QString name = attention == A::Softmax ? "softmax gelu" : "inline swiglu";
@@ -257,10 +273,12 @@ void TestWhatIfLaws::knobMatchesGeneratedRun_data()
     for (auto mlp : {M::Gelu, M::SwiGlu}) {
         SynthModel fp32 = model(D::Fp32, A::Manual, mlp, 512, 320), autocast = model(D::Autocast, A::Manual, mlp, 512, 320);
         const QString name = mlp == M::Gelu ? "hand-written softmax, gelu" : "hand-written softmax, swiglu";
-        // SwiGLU: +3.1 %, the top of its range (-9.8 % .. +3.1 %): without frames the inline q kT names
-        // no product, so the scores and the softmax after them are all kept fp32.
+        // SwiGLU: the inline q kT names no product; it is found from structure (the chain's first
+        // b*s^2 tensor, plan_softmax.cpp): -0.76 % (+3.1 % when it was not, the scores kept fp32).
+        // GELU: -0.06 % since the token finder tells the norm from an MLP bias by the final norm
+        // (+1.1 % .. +1.6 % while its Python-only copy read T = 320 for 1280).
         QTest::newRow(qPrintable("fp32 -> autocast bf16, python-only, " + name)) << fp32 << autocast << "autocast bf16 python"
-                                                                                   << (mlp == M::Gelu ? 3.0 : 3.5);
+                                                                                   << 1.0;
     }
     // Autocast where inputs' casts have weights' cast bytes (T = h: an h x h projection; T = 4h: an
     // MLP weight): the classifier cannot tell them apart, and autocast off must still keep the fp32
@@ -330,6 +348,13 @@ void TestWhatIfLaws::knobMatchesGeneratedRun()
               100.0 * double(r.peakAllocatedHigh - actual) / double(actual));
         QVERIFY2(r.peakAllocatedLow <= actual && actual <= r.peakAllocatedHigh, "the generated run's peak is outside the range");
     }
+    // Python-only, what the what-if cannot fix: the synthetic softmax model's Python frames put the
+    // dropout's mask under softmax's line (a real F.dropout has functional.py's own frame), and with
+    // autocast the Python-only copy's layer input is misread (T = 480 for 1280: the token finder's
+    // norm weight, a classification matter), so s and the scores are not found.
+    QEXPECT_FAIL("fp32 softmax: seq x2, python-only", "synthetic frames: dropout's mask under softmax's line", Continue);
+    QEXPECT_FAIL("autocast manual: seq x2, python-only", "Python-only autocast: T read as 480 for 1280", Continue);
+    QEXPECT_FAIL("autocast manual: seq x0.5, python-only", "Python-only autocast: T read as 480 for 1280", Continue);
     QVERIFY2(std::abs(error) < tolerance, qPrintable(QString("error %1%").arg(error)));
 }
 
