@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <vector>
 
 namespace poolscope {
 namespace {
@@ -26,6 +28,64 @@ QVector<double> keys(const std::vector<double>& x, double width)
         out.push_back(x.back() + width);
     return out;
 }
+
+
+// A mark's label beside its line, on its preferred side unless that runs out of the chart (a
+// phase that ends near the left edge, the peak near the right) or onto a label drawn before it
+// (two phase ends close together): then on the other side, else a line lower. Decided as it is
+// drawn, when the axis rect's pixels are known at the size drawn (the window's or an image's).
+// `drawn` holds the rects of this pass's labels; the first label of a pass empties it.
+class MarkLabel : public QCPItemText {
+public:
+    MarkLabel(QCustomPlot* plot, Qt::Alignment preferred, std::shared_ptr<std::vector<QRectF>> drawn, bool first)
+        : QCPItemText(plot), m_preferred(preferred), m_drawn(std::move(drawn)), m_first(first)
+    {
+        setPositionAlignment(preferred);
+    }
+
+protected:
+    void draw(QCPPainter* painter) override
+    {
+        if (m_first)
+            m_drawn->clear();
+        const QRectF area = clipRect();
+        const QPointF at = position->pixelPosition();
+        const QFontMetricsF fm(font());
+        const double w = fm.horizontalAdvance(text()) + padding().left() + padding().right();
+        const double h = fm.height() + padding().top() + padding().bottom();
+        const Qt::Alignment preferred = m_preferred & Qt::AlignHorizontal_Mask;
+        const Qt::Alignment other = (preferred & Qt::AlignRight) ? Qt::AlignLeft : Qt::AlignRight;
+        auto rectAt = [&](Qt::Alignment side, double dy) {
+            return QRectF((side & Qt::AlignRight) ? at.x() - w : at.x(), at.y() + dy, w, h); // top-aligned
+        };
+        auto free = [&](const QRectF& r) {
+            return r.left() >= area.left() && r.right() <= area.right() &&
+                   std::none_of(m_drawn->begin(), m_drawn->end(), [&](const QRectF& o) { return o.intersects(r); });
+        };
+        Qt::Alignment side = preferred;
+        double dy = 0;
+        bool placed = false;
+        for (int line = 0; line < 3 && !placed; ++line)
+            for (Qt::Alignment s : {preferred, other})
+                if (!placed && free(rectAt(s, line * h))) {
+                    side = s;
+                    dy = line * h;
+                    placed = true;
+                }
+        setPositionAlignment(side | (m_preferred & Qt::AlignVertical_Mask));
+        m_drawn->push_back(rectAt(side, dy));
+        const QPointF coords = position->coords();
+        if (dy != 0)
+            position->setPixelPosition(at + QPointF(0, dy));
+        QCPItemText::draw(painter);
+        position->setCoords(coords);
+    }
+
+private:
+    Qt::Alignment m_preferred;
+    std::shared_ptr<std::vector<QRectF>> m_drawn;
+    bool m_first;
+};
 
 } // namespace
 
@@ -233,6 +293,8 @@ void ComparePlot::setChart(const ComparisonChart& chart, const PoolPalette& pale
     const double top = double(highest) / m_unit * 1.12;
     // Phase ends dotted and labelled at the top; the compared moment and OOMs solid, labelled below them.
     int stagger = 0;
+    auto drawn = std::make_shared<std::vector<QRectF>>();
+    bool first = true;
     for (const auto& m : chart.marks) {
         using Kind = ComparisonChart::MarkKind;
         const QColor c = m.kind == Kind::Oom ? palette.oom() : palette.foreground();
@@ -240,10 +302,10 @@ void ComparePlot::setChart(const ComparisonChart& chart, const PoolPalette& pale
         line->point1->setCoords(m.x, 0);
         line->point2->setCoords(m.x, 1);
         line->setPen(m.kind == Kind::PhaseEnd ? QPen(c, 1, Qt::DotLine) : QPen(m.kind == Kind::Oom ? c : palette.cursor(), 1.4));
-        auto* text = new QCPItemText(this);
+        auto* text = new MarkLabel(this, (m.kind == Kind::PhaseEnd ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop, drawn, first);
+        first = false;
         const double y = m.kind == Kind::PhaseEnd ? top : top * (0.93 - 0.05 * (stagger++ % 3));
         text->position->setCoords(m.x, y);
-        text->setPositionAlignment((m.kind == Kind::PhaseEnd ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
         text->setText(m.kind == Kind::PhaseEnd ? QString::fromStdString(m.label) + QStringLiteral(" ") : QStringLiteral(" ") + QString::fromStdString(m.label));
         text->setColor(c);
         QColor bg = palette.background();

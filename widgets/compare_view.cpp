@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace poolscope {
 namespace {
@@ -191,7 +192,10 @@ void CompareView::fillTable()
 
 namespace {
 
-void paintComparison(QCPPainter& painter, ComparePlot& plot, const CompareContent& c, QSize size)
+// Lays the comparison out on `size` and returns the canvas height it needs: `size`'s, or taller
+// where the wrapped text and a readable chart need more (as the review image grows). Paints it
+// when `painter` is given.
+int layoutComparison(QCPPainter* painter, ComparePlot& plot, const CompareContent& c, QSize size)
 {
     const ImageCanvas canvas = ImageCanvas::make(plot.font(), size, c.dark, 20, 12);
     const QColor fg = canvas.foreground, rule = canvas.rule;
@@ -200,26 +204,31 @@ void paintComparison(QCPPainter& painter, ComparePlot& plot, const CompareConten
     const QFont& titleFont = canvas.title;
     const QFont& textFont = canvas.text;
     const QFont& smallFont = canvas.small;
-    painter.fillRect(QRect(QPoint(0, 0), size), canvas.background);
     const int innerW = size.width() - 2 * margin;
 
-    painter.setPen(fg);
-    painter.setFont(titleFont);
-    const int titleH = QFontMetrics(titleFont).height();
-    painter.drawText(QRect(margin, margin, innerW, titleH), Qt::AlignLeft | Qt::AlignVCenter,
-                     QFontMetrics(titleFont).elidedText(c.title, Qt::ElideMiddle, innerW));
-    int y = margin + titleH + 4;
-    painter.setFont(textFont);
-    QRect used;
-    painter.drawText(QRect(margin, y, innerW, QFontMetrics(textFont).height() * 4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, c.verdict, &used);
-    y += used.height() + 8;
+    // Wrapped text is measured, never elided or held to a number of lines: the title (the two
+    // files' names), the verdict and each axis's evidence are what the image is for (a five-line
+    // verdict lost its fifth line, the evidence its end and a title its middle to "…", on real
+    // pairs at 1000x600); the chart takes what is left, and the canvas grows below a readable chart.
+    auto wrapped = [](const QFontMetrics& fm, const QString& text, int width) {
+        constexpr int kTall = 1 << 20;
+        int flags = Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap;
+        if (fm.boundingRect(QRect(0, 0, width, kTall), flags, text).width() > width) // one word wider than the line
+            flags = Qt::AlignLeft | Qt::AlignTop | Qt::TextWrapAnywhere;
+        return std::pair<int, int>(flags, text.isEmpty() ? 0 : fm.boundingRect(QRect(0, 0, width, kTall), flags, text).height() + 1);
+    };
+    const auto [titleFlags, titleH] = wrapped(QFontMetrics(titleFont), c.title, innerW);
+    const auto [verdictFlags, verdictH] = wrapped(QFontMetrics(textFont), c.verdict, innerW);
+    const int chartTop = margin + titleH + 4 + verdictH + 8;
 
-    // The axes at the bottom: each phrase in bold and its evidence on up to two lines.
+    // The axes at the bottom: each phrase in bold and its evidence in full under it.
     const QFontMetrics sm(smallFont);
+    QFont axisFont = smallFont;
+    axisFont.setBold(true);
+    const QFontMetrics axisM(axisFont);
     int axesH = 0;
     for (int i = 0; i < c.axes.size(); ++i)
-        axesH += sm.height() * (c.evidence.value(i).isEmpty() ? 1 : 3) + 4;
-    const int axesTop = size.height() - margin - axesH;
+        axesH += wrapped(axisM, c.axes[i], innerW).second + wrapped(sm, c.evidence.value(i), innerW).second + 4;
 
     // Table on the right of the chart, sized to its widest cells.
     QFont smallBold = smallFont;
@@ -240,73 +249,98 @@ void paintComparison(QCPPainter& painter, ComparePlot& plot, const CompareConten
     // otherwise (a 1000x600 image at full text size), so the chart keeps its legend and axis title.
     const int rowH = sm.height() + int(5 * scale);
     const bool beside = tableW <= innerW * 45 / 100;
-    const int tableH = int(c.rows.size() + 1) * rowH + 4 + sm.height() * 2 + 8; // rows, then the note
+    const int noteW = beside ? tableW - gap : innerW;
+    const auto [noteFlags, noteH] = wrapped(sm, c.tableNote, noteW);
+    const int tableH = int(c.rows.size() + 1) * rowH + 4 + noteH + 8; // rows, then the note
+    const int minChartH = std::max(int(240 * scale), beside ? tableH : 0);
+    const int height = std::max(size.height(), chartTop + minChartH + 8 + (beside ? 0 : tableH + margin) + axesH + margin);
+    if (!painter)
+        return height;
+
+    painter->fillRect(QRect(0, 0, size.width(), height), canvas.background);
+    painter->setPen(fg);
+    painter->setFont(titleFont);
+    painter->drawText(QRect(margin, margin, innerW, titleH), titleFlags, c.title);
+    painter->setFont(textFont);
+    painter->drawText(QRect(margin, margin + titleH + 4, innerW, verdictH), verdictFlags, c.verdict);
+    const int y = chartTop;
+    const int axesTop = height - margin - axesH;
     const int chartW = beside ? innerW - tableW - margin : innerW;
-    const int chartH = std::max(150, axesTop - y - 8 - (beside ? 0 : tableH + margin));
+    const int chartH = std::max(minChartH, axesTop - y - 8 - (beside ? 0 : tableH + margin));
     // The chart at the text's scale, so its labels match the text around it at every size.
-    painter.save();
-    painter.translate(margin, y);
-    painter.scale(scale, scale);
-    plot.toPainter(&painter, int(std::max(200, chartW) / scale), int(chartH / scale));
-    painter.restore();
+    painter->save();
+    painter->translate(margin, y);
+    painter->scale(scale, scale);
+    plot.toPainter(painter, int(std::max(200, chartW) / scale), int(chartH / scale));
+    painter->restore();
 
     int ty = beside ? y + 4 : y + chartH + margin, x0 = beside ? size.width() - margin - tableW : margin;
     auto drawRow = [&](const QStringList& r, bool strong) {
         QFont f = smallFont;
         f.setBold(strong);
-        painter.setFont(f);
-        painter.setPen(fg);
+        painter->setFont(f);
+        painter->setPen(fg);
         int x = x0;
         for (int col = 0; col < widths.size(); ++col) {
-            painter.drawText(QRect(x, ty, widths[col], rowH), (col == 0 ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter, r.value(col));
+            painter->drawText(QRect(x, ty, widths[col], rowH), (col == 0 ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter, r.value(col));
             x += widths[col] + gap;
         }
         ty += rowH;
-        painter.setPen(QPen(rule, 1));
-        painter.drawLine(QLineF(x0, ty, x0 + tableW - gap, ty));
+        painter->setPen(QPen(rule, 1));
+        painter->drawLine(QLineF(x0, ty, x0 + tableW - gap, ty));
     };
     drawRow(c.header, true);
     for (int i = 0; i < c.rows.size(); ++i)
         drawRow(c.rows[i], c.changed.value(i));
-    painter.setFont(smallFont);
-    painter.setPen(fg);
-    painter.drawText(QRect(x0, ty + 4, beside ? tableW - gap : innerW, rowH * 3), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, c.tableNote);
+    painter->setFont(smallFont);
+    painter->setPen(fg);
+    painter->drawText(QRect(x0, ty + 4, noteW, noteH), noteFlags, c.tableNote);
 
     int ay = axesTop;
     for (int i = 0; i < c.axes.size(); ++i) {
-        QFont f = smallFont;
-        f.setBold(true);
-        painter.setFont(f);
-        painter.drawText(QRect(margin, ay, innerW, sm.height()), Qt::AlignLeft | Qt::AlignVCenter, c.axes[i]);
-        ay += sm.height();
+        painter->setFont(axisFont);
+        const auto [axisFlags, axisH] = wrapped(axisM, c.axes[i], innerW);
+        painter->drawText(QRect(margin, ay, innerW, axisH), axisFlags, c.axes[i]);
+        ay += axisH;
         if (!c.evidence.value(i).isEmpty()) {
-            painter.setFont(smallFont);
-            const QString ev = sm.elidedText(c.evidence[i], Qt::ElideRight, innerW * 2 - sm.horizontalAdvance(QStringLiteral("…")));
-            painter.drawText(QRect(margin, ay, innerW, sm.height() * 2), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, ev);
-            ay += sm.height() * 2;
+            painter->setFont(smallFont);
+            const auto [evidenceFlags, evidenceH] = wrapped(sm, c.evidence[i], innerW);
+            painter->drawText(QRect(margin, ay, innerW, evidenceH), evidenceFlags, c.evidence[i]);
+            ay += evidenceH;
         }
         ay += 4;
     }
+    return height;
 }
 
 } // namespace
 
+QSize comparisonImageSize(ComparePlot& plot, const CompareContent& content, QSize size)
+{
+    return {size.width(), layoutComparison(nullptr, plot, content, size)};
+}
+
+void paintComparisonImage(QCPPainter& painter, ComparePlot& plot, const CompareContent& content, QSize size)
+{
+    layoutComparison(&painter, plot, content, size);
+}
+
 QImage renderComparisonImage(ComparePlot& plot, const CompareContent& content, QSize size)
 {
-    QImage image(size, QImage::Format_ARGB32_Premultiplied);
+    QImage image(comparisonImageSize(plot, content, size), QImage::Format_ARGB32_Premultiplied);
     image.fill(Qt::white);
     QCPPainter painter(&image);
     painter.setRenderHint(QPainter::Antialiasing);
     painter.setRenderHint(QPainter::TextAntialiasing);
-    paintComparison(painter, plot, content, size);
+    layoutComparison(&painter, plot, content, size);
     painter.end();
     return image;
 }
 
 bool saveComparisonImage(const QString& path, ComparePlot& plot, const CompareContent& content, QSize size, QString* error)
 {
-    return savePaintedImage(path, size, content.title, content.verdict,
-                            [&](QCPPainter& painter) { paintComparison(painter, plot, content, size); }, error);
+    return savePaintedImage(path, comparisonImageSize(plot, content, size), content.title, content.verdict,
+                            [&](QCPPainter& painter) { layoutComparison(&painter, plot, content, size); }, error);
 }
 
 bool saveComparisonImage(const QString& path, const Comparison& comparison, const ComparisonChart& chart, QSize size, bool dark,

@@ -12,6 +12,8 @@
 class QLabel;
 class QTableWidget;
 
+class QCPPainter;
+
 namespace poolscope {
 
 class ComparePlot;
@@ -66,6 +68,10 @@ private:
 
 // The comparison as one image: title, verdict, chart with the table beside it, axes below.
 QImage renderComparisonImage(ComparePlot& plot, const CompareContent& content, QSize size);
+// The same painted on `painter`'s device (the text-fit test paints into a TextProbe), laid out for
+// `size`: the canvas is `size`, taller where the wrapped text and a readable chart need more.
+void paintComparisonImage(QCPPainter& painter, ComparePlot& plot, const CompareContent& content, QSize size);
+QSize comparisonImageSize(ComparePlot& plot, const CompareContent& content, QSize size);
 // PNG, SVG or PDF by the file's extension; false and a message on failure.
 bool saveComparisonImage(const QString& path, ComparePlot& plot, const CompareContent& content, QSize size, QString* error);
 // The same from the comparison alone (what `render A --compare B` and an export need): the plot is

@@ -16,6 +16,7 @@
 #include "widgets/timeline_plot.h"
 #include "widgets/trace_loader.h"
 #include "widgets/whatif_panel.h"
+#include "widgets/whatif_review.h"
 #include "widgets/workspace.h"
 
 #include <QApplication>
@@ -350,6 +351,10 @@ ReviewContent MainWindow::reviewContent() const
     const Document* doc = m_workspace->document();
     if (!doc || doc->deviceCount() == 0)
         return {};
+    // The chart carries a what-if's prediction: the text says what was predicted (as `render --whatif`
+    // does), not the recorded moment's breakdown beside predicted lines it does not mention.
+    if (const WhatIfResult* predicted = m_plot->prediction())
+        return whatIfReviewContent(*predicted, m_workspace->path(), m_plot->poolPalette().dark());
     return reviewContentFor(*doc, m_workspace->device(), m_workspace->event(), m_workspace->capacity(), m_workspace->path(),
                             m_plot->poolPalette().dark());
 }

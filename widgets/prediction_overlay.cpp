@@ -1,6 +1,7 @@
 #include "widgets/prediction_overlay.h"
 
 #include "core/util/units.h"
+#include "widgets/whatif_range.h"
 
 #include <algorithm>
 
@@ -8,6 +9,9 @@ namespace poolscope {
 namespace {
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// Pixels between the predicted peak's marker and its range's error bar.
+constexpr double kRangeBarOffset = 9;
 
 // The colour of the prediction: a violet that none of the pools' colours is near.
 QColor predictionColor(const PoolPalette& palette) { return palette.dark() ? QColor(0xd0, 0x9c, 0xff) : QColor(0x6a, 0x1b, 0x9a); }
@@ -61,7 +65,8 @@ int64_t PredictionOverlay::top() const
         return 0;
     // A capacity the what-if was asked about (not the recorded device's, which the plot draws) is on the chart too.
     const int64_t asked = m_result->capacity && m_result->capacitySource == "--capacity" ? *m_result->capacity : 0;
-    return std::max({m_result->peakAllocated, m_result->peakReserved, asked});
+    const int64_t high = hasPeakRange(*m_result) ? m_result->peakAllocatedHigh : 0; // the range's bar
+    return std::max({m_result->peakAllocated, m_result->peakReserved, asked, high});
 }
 
 void PredictionOverlay::recreateGraphs(const PoolPalette& palette)
@@ -130,8 +135,28 @@ void PredictionOverlay::recreateItems(const PoolPalette& palette, double unit, c
     dot->setPen(QPen(c, 2));
     dot->setBrush(palette.background());
     dot->position->setCoords(eventKey(r.peakAt), double(r.peakAllocated) / unit);
+    // Where element sizes are a guess, the peak's range as an error bar beside the marker: all
+    // 16-bit at its foot, all fp32 at its head.
+    QCPItemLine* bar = nullptr;
+    if (hasPeakRange(r)) {
+        bar = new QCPItemLine(m_plot);
+        bar->setObjectName(QStringLiteral("predictedPeakRange"));
+        // A few pixels left of the marker: at the peak the cursor line and the recorded stack's
+        // edge run through the marker itself, and a bar on them is not seen.
+        for (QCPItemPosition* end : {bar->start, bar->end}) {
+            end->setParentAnchorX(dot->position);
+            end->setTypeY(QCPItemPosition::ptPlotCoords);
+        }
+        bar->start->setCoords(-kRangeBarOffset, double(r.peakAllocatedLow) / unit);
+        bar->end->setCoords(-kRangeBarOffset, double(r.peakAllocatedHigh) / unit);
+        bar->setPen(QPen(c, 2.5));
+        bar->setHead(QCPLineEnding(QCPLineEnding::esBar, 12));
+        bar->setTail(QCPLineEnding(QCPLineEnding::esBar, 12));
+        m_items.push_back(bar);
+    }
     auto* text = new QCPItemText(m_plot);
-    text->position->setParentAnchor(dot->position);
+    // Above the bar's head where there is one, so the label lies on neither the marker nor the bar.
+    text->position->setParentAnchor(bar ? static_cast<QCPItemAnchor*>(bar->end) : dot->position);
     text->position->setCoords(0, -10);
     text->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
     text->setPadding(QMargins(3, 1, 3, 1));
@@ -145,8 +170,10 @@ void PredictionOverlay::recreateItems(const PoolPalette& palette, double unit, c
                                ? QString::asprintf(" (%+.1f%%)", 100.0 * double(r.peakAllocated - r.recordedPeakAllocated) /
                                                                      double(r.recordedPeakAllocated))
                                : QString();
-    text->setText(QObject::tr("predicted peak %1%2 · event %3 · %4")
-                      .arg(qs(formatBytes(r.peakAllocated)), change)
+    // The range (element sizes a guess) after the change: the bar says what it spans.
+    const QString range = hasPeakRange(r) ? QObject::tr(", range %1").arg(peakRangeText(r)) : QString();
+    text->setText(QObject::tr("predicted peak %1%2%3 · event %4 · %5")
+                      .arg(qs(formatBytes(r.peakAllocated)), change, range)
                       .arg(r.peakAt)
                       .arg(QString::fromUtf8(phaseName(r.peakPhase).data()).replace('_', ' ')));
     m_items.push_back(dot);

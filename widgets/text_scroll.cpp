@@ -1,11 +1,16 @@
 #include "widgets/text_scroll.h"
 
+#include <QAbstractTextDocumentLayout>
 #include <QEvent>
 #include <QLabel>
 #include <QResizeEvent>
+#include <QTextBlock>
+#include <QTextDocument>
+#include <QTextLayout>
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <cmath>
 
 namespace poolscope {
 
@@ -69,11 +74,43 @@ int TextScroll::contentHeight() const
     return h >= 0 ? h : m_column->sizeHint().height();
 }
 
+int TextScroll::wholeLinesWithin(int limit) const
+{
+    // The bottom of every line of every label, in the column's pixels: the label's text laid out
+    // as QLabel lays it out (a document without margins at the label's width, in its font).
+    int best = 0;
+    for (const QLabel* label : m_column->findChildren<QLabel*>(QString(), Qt::FindDirectChildrenOnly)) {
+        if (label->isHidden() || label->text().isEmpty())
+            continue;
+        const QRect text = label->contentsRect().translated(label->pos());
+        QTextDocument doc;
+        doc.setDocumentMargin(0);
+        doc.setDefaultFont(label->font());
+        if (label->textFormat() == Qt::RichText || (label->textFormat() == Qt::AutoText && Qt::mightBeRichText(label->text())))
+            doc.setHtml(label->text());
+        else
+            doc.setPlainText(label->text());
+        doc.setTextWidth(text.width());
+        for (QTextBlock b = doc.begin(); b.isValid(); b = b.next()) {
+            const QRectF block = doc.documentLayout()->blockBoundingRect(b);
+            const QTextLayout* layout = b.layout();
+            for (int i = 0; layout && i < layout->lineCount(); ++i) {
+                const int bottom = text.top() + int(std::ceil(block.top() + layout->lineAt(i).y() + layout->lineAt(i).height()));
+                if (bottom <= limit)
+                    best = std::max(best, bottom);
+            }
+        }
+    }
+    return best > 0 ? best : limit;
+}
+
 QSize TextScroll::sizeHint() const
 {
     int h = contentHeight() + 2 * frameWidth();
-    if (parentWidget() && parentWidget()->height() > 0)
-        h = std::min(h, int(parentWidget()->height() * m_maxShare));
+    // Taller than its share: it scrolls, and shows whole lines down to the share's edge (a line cut
+    // through its letters at the bottom reads as the end of the text).
+    if (parentWidget() && parentWidget()->height() > 0 && h > int(parentWidget()->height() * m_maxShare))
+        h = wholeLinesWithin(int(parentWidget()->height() * m_maxShare) - 2 * frameWidth()) + 2 * frameWidth();
     return {QScrollArea::sizeHint().width(), std::max(h, minimumSizeHint().height())};
 }
 

@@ -27,6 +27,9 @@ public:
     QSize minimumSizeHint() const override;
     // Height the column needs at the viewport's width.
     int contentHeight() const;
+    // The largest height up to `limit` (column pixels from its top) that ends below a whole line of
+    // text: where the viewport ends when the text scrolls.
+    int wholeLinesWithin(int limit) const;
 
 protected:
     void resizeEvent(QResizeEvent* event) override;

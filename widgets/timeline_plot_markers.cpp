@@ -193,6 +193,10 @@ void TimelinePlot::updateBandLabels()
             others.push_back(textRect(m_cursorText));
         for (QCPItemText* t : m_oomTexts)
             others.push_back(textRect(t));
+        // The what-if's peak label (placed first: it sits on the prediction's own marker or range bar).
+        for (QCPAbstractItem* item : m_prediction.items())
+            if (auto* t = qobject_cast<QCPItemText*>(item); t && t->visible())
+                others.push_back(textRect(t));
         struct Place {
             bool left;
             int vertical; // -1 above, 0 beside, 1 below

@@ -2,6 +2,7 @@
 
 #include "core/util/units.h"
 #include "widgets/pool_palette.h"
+#include "widgets/whatif_range.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -77,6 +78,11 @@ QVariant WhatIfResultModel::data(const QModelIndex& index, int role) const
             return row.predicted;
         return {};
     }
+    // The range its guessed element sizes span (a precision what-if on Python-only frames) is in
+    // the verdict above the table (in the cell, it squeezed the table's other columns to "…");
+    // the cell's tooltip says it again with its cause.
+    if (role == Qt::ToolTipRole && index.row() == 0 && index.column() == Predicted && m_result && hasPeakRange(*m_result))
+        return peakRangeExplanation(*m_result);
     if (role == Qt::TextAlignmentRole && index.column() != Quantity)
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role != Qt::DisplayRole)
@@ -307,6 +313,7 @@ void WhatIfPanel::buildUi()
     knobs->setColumnStretch(3, 1);
 
     m_verdict = new QLabel(this);
+    m_verdict->setObjectName(QStringLiteral("whatIfVerdict"));
     m_verdict->setWordWrap(true);
     m_verdict->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_model = new WhatIfResultModel(this);
@@ -318,6 +325,7 @@ void WhatIfPanel::buildUi()
     m_table->horizontalHeader()->setSectionResizeMode(WhatIfResultModel::Quantity, QHeaderView::Stretch);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_notes = new QPlainTextEdit(this);
+    m_notes->setObjectName(QStringLiteral("whatIfNotes"));
     m_notes->setReadOnly(true);
     m_notes->setMaximumBlockCount(200);
     auto* answer = new QVBoxLayout;
@@ -532,8 +540,11 @@ void WhatIfPanel::showResult()
     m_model->setResult(m_result);
     QString verdict = QStringLiteral("<b>%1</b>: ").arg(QString::fromStdString(r.scenario.describe()).toHtmlEscaped());
     if (!r.capacity) {
-        verdict += tr("peak %1 allocated, %2 reserved; no capacity known (no OOM recorded): enter one to judge the fit.")
-                       .arg(bytesText(r.peakAllocated), bytesText(r.peakReserved));
+        verdict += hasPeakRange(r)
+                       ? tr("peak allocated %1, peak reserved %2; no capacity known (no OOM recorded): enter one to judge the fit.")
+                             .arg(predictedPeakText(r).toHtmlEscaped(), bytesText(r.peakReserved))
+                       : tr("peak %1 allocated, %2 reserved; no capacity known (no OOM recorded): enter one to judge the fit.")
+                             .arg(bytesText(r.peakAllocated), bytesText(r.peakReserved));
     } else if (r.oom) {
         verdict += tr("<span style='color:#b00020'>OOM</span> at %1: event %2 tried to allocate %3 with %4 allocated.")
                        .arg(bytesText(*r.capacity))
@@ -546,6 +557,9 @@ void WhatIfPanel::showResult()
         verdict += tr("<span style='color:#1b5e20'>fits</span> in %1 with %2 to spare at the reserved peak.")
                        .arg(bytesText(*r.capacity), bytesText(*r.capacity - r.peakReserved));
     }
+    // With a capacity the fit is the sentence; the peak with its range still says how sure it is.
+    if (r.capacity && hasPeakRange(r))
+        verdict += tr("<br>Peak allocated %1.").arg(predictedPeakText(r).toHtmlEscaped());
     auto phase = [](Phase p) { return QString::fromUtf8(phaseName(p).data()).replace('_', ' '); };
     verdict += tr("<br>Peak at event %1 (%2); recorded at event %3 (%4).")
                    .arg(r.peakAt)
@@ -554,6 +568,8 @@ void WhatIfPanel::showResult()
                    .arg(phase(r.recordedPeakPhase));
     m_verdict->setText(verdict);
     QStringList notes;
+    if (hasPeakRange(r))
+        notes << peakRangeExplanation(r);
     if (!r.recompute.empty())
         notes << tr("Recompute: %1").arg(QString::fromStdString(r.recompute));
     notes << tr("Reserved but unallocated at the reserved peak: %1").arg(bytesText(r.fragmentation()));

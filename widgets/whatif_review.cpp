@@ -2,6 +2,7 @@
 
 #include "core/util/units.h"
 #include "widgets/pool_palette.h"
+#include "widgets/whatif_range.h"
 
 #include <QFileInfo>
 #include <QObject>
@@ -37,7 +38,7 @@ ReviewContent whatIfReviewContent(const WhatIfResult& r, const QString& path, bo
     else
         fit = QObject::tr("Fits in %1 with %2 to spare").arg(bytes(*r.capacity), bytes(*r.capacity - r.peakReserved));
     c.subtitle = QObject::tr("Predicted peak %1%2 at event %3 (%4); recorded %5 at event %6 (%7). Reserved %8. %9.")
-                     .arg(bytes(r.peakAllocated), change(r.recordedPeakAllocated, r.peakAllocated))
+                     .arg(predictedPeakText(r), change(r.recordedPeakAllocated, r.peakAllocated))
                      .arg(r.peakAt)
                      .arg(phase(r.peakPhase), bytes(r.recordedPeakAllocated))
                      .arg(r.recordedPeakAt)
@@ -48,7 +49,8 @@ ReviewContent whatIfReviewContent(const WhatIfResult& r, const QString& path, bo
     if (r.ambiguousBytes > 0)
         c.subtitle += QObject::tr(" %1 of the trace's allocations fit two size laws (the notes list them).").arg(bytes(r.ambiguousBytes));
     c.header = {QObject::tr("peak"), QObject::tr("recorded"), QObject::tr("predicted")};
-    c.rows.push_back({QObject::tr("allocated"), bytes(r.recordedPeakAllocated), bytes(r.peakAllocated)});
+    c.rows.push_back({QObject::tr("allocated"), bytes(r.recordedPeakAllocated),
+                      hasPeakRange(r) ? QObject::tr("%1 (%2)").arg(bytes(r.peakAllocated), peakRangeText(r)) : bytes(r.peakAllocated)});
     c.rows.push_back({QObject::tr("reserved"), bytes(r.recordedPeakReserved), bytes(r.peakReserved)});
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
         if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)

@@ -102,9 +102,11 @@ inline std::vector<WindowText> windowTexts(QWidget& window)
         }
     }
     for (WindowText& t : out) {
-        // Where it is seen; a text wholly outside its clip is looked for where the clip is.
+        // Where it is seen; a text wholly outside its clip is looked for where the clip is, and so
+        // is one that shows a sliver of a pixel (a scrolled text's next line, starting on the
+        // viewport's last row: the sliver's centre rounds onto the widget below the viewport).
         QRectF seen = t.probed.clip.isNull() ? t.probed.box : t.probed.box.intersected(t.probed.clip);
-        if (seen.isEmpty())
+        if (seen.isEmpty() || seen.height() < 2 || seen.width() < 2)
             seen = t.probed.clip;
         t.widget = window.childAt(seen.center().toPoint());
     }
