@@ -142,11 +142,6 @@ void forwardBackward(Recorder& r, const Net& net, const Frames& caller, const Fr
     r.free(loss, caller);
 }
 
-// An optimizer step frame under torch.optim.Optimizer's wrapper, called from the training loop.
-Frames optimFrames(const std::string& file, const std::string& fn, int line, int stepLine, const Frames& loop)
-{
-    return Frames{{file, fn, line}, {file, "step", stepLine}, {kTorch + "optim/optimizer.py", "wrapper", 484}} + loop;
-}
 
 // --- DeepSpeed ZeRO-2 ----------------------------------------------------------------------------
 
@@ -546,138 +541,6 @@ SynthResult ddpBuckets(int scale)
 }
 
 
-// --- PEFT LoRA on a frozen base, with transformers' gradient checkpointing -----------------------
-
-// from_pretrained loads the base in bf16 (accelerate's set_module_tensor_to_device per weight);
-// get_peft_model adds lora_A/lora_B (r = 64, fp32) to q_proj and v_proj (peft/tuners/lora/layer.py
-// update_layer -> _move_adapter_to_device_of_base_layer); gradient_checkpointing_enable() runs each
-// decoder layer under torch.utils.checkpoint (reentrant: the layer's forward under no_grad, its
-// input saved; CheckpointFunction.backward recomputes it with grad on the engine's thread and runs
-// the inner backward). Only the adapters get gradients and AdamW state. Two steps.
-SynthResult peftLora(int scale)
-{
-    Recorder r;
-    const int64_t h = 512 * scale, tokens = 1024, rank = 64, bf = 2, f32 = 4;
-    const std::string tf = kSite + "transformers/";
-    const std::string peft = kSite + "peft/";
-    const Frames load = Frames{{kSite + "accelerate/utils/modeling.py", "set_module_tensor_to_device", 329},
-                               {tf + "modeling_utils.py", "_load_state_dict_into_meta_model", 915},
-                               {tf + "modeling_utils.py", "_load_pretrained_model", 4329},
-                               {tf + "modeling_utils.py", "from_pretrained", 3916}} +
-                        kMain;
-    const int layers = 4;
-    struct Layer {
-        std::vector<int64_t> base; // q, k, v, o, up, down (numel)
-    };
-    for (int l = 0; l < layers; ++l)
-        for (int64_t n : {h * h, h * h, h * h, h * h, 4 * h * h, 4 * h * h})
-            r.alloc(n * bf, load, Pool::Parameter);
-    r.alloc(int64_t(8000) * h * bf, load, Pool::Parameter); // the embedding (tied head)
-    // The adapters: lora_A (r x h) and lora_B (h x r) per q_proj and v_proj.
-    const Frames adapter = Frames{{kTorch + "nn/modules/module.py", "convert", 1357},
-                                  {kTorch + "nn/modules/module.py", "_apply", 957},
-                                  {kTorch + "nn/modules/module.py", "to", 1371},
-                                  {peft + "tuners/tuners_utils.py", "_move_adapter_to_device_of_base_layer", 1123},
-                                  {peft + "tuners/lora/layer.py", "update_layer", 153},
-                                  {peft + "tuners/lora/model.py", "_create_and_replace", 238},
-                                  {peft + "mapping.py", "get_peft_model", 222}} +
-                           kMain;
-    const size_t adapters = size_t(layers) * 4;
-    for (size_t k = 0; k < adapters; ++k)
-        r.alloc(rank * h * f32, adapter, Pool::Parameter);
-    const Frames loop = {{tf + "trainer.py", "training_step", 3485}, {tf + "trainer.py", "_inner_training_loop", 2279},
-                         {tf + "trainer.py", "train", 1938}, {kUser + "run.py", "main", 48}, {kUser + "run.py", "<module>", 77}};
-    const Frames model = Frames{{tf + "models/llama/modeling_llama.py", "forward", 1189}} + kModuleCall +
-                         Frames{{peft + "peft_model.py", "forward", 1577}} + kModuleCall + loop;
-    auto ckpt = [&](int line) {
-        return Frames{{tf + "models/llama/modeling_llama.py", "forward", line}} + kModuleCall +
-               Frames{{kTorch + "utils/checkpoint.py", "forward", 263}, {kTorch + "autograd/function.py", "apply", 574},
-                      {kTorch + "utils/checkpoint.py", "checkpoint", 494}, {tf + "models/llama/modeling_llama.py", "forward", 963}} +
-               model;
-    };
-    // CheckpointFunction.backward on the engine's thread: its Python frames, no program entry.
-    auto recompute = [&](int line) {
-        return Frames{{tf + "models/llama/modeling_llama.py", "forward", line}} + kModuleCall +
-               Frames{{kTorch + "utils/checkpoint.py", "backward", 307}, {kTorch + "autograd/function.py", "apply", 306}} + kEngine;
-    };
-    const Frames backwardCall = Frames{{kTorch + "autograd/graph.py", "_engine_run_backward", 768},
-                                       {kTorch + "autograd/__init__.py", "backward", 267},
-                                       {kTorch + "_tensor.py", "backward", 521},
-                                       {kSite + "accelerate/accelerator.py", "backward", 2151}} +
-                                loop;
-    const int64_t act = tokens * h * bf;
-    std::vector<uint64_t> grads(adapters, 0);
-    for (int step = 0; step < 2; ++step) {
-        // The embedding's output (requires grad through enable_input_require_grads), then each
-        // layer under checkpoint: internals made and dropped under no_grad, the output kept (the
-        // next layer's saved input).
-        std::vector<uint64_t> inputs;
-        inputs.push_back(r.alloc(act, Frames{{kTorch + "nn/modules/sparse.py", "forward", 163}} + kModuleCall + model, Pool::Activation));
-        for (int l = 0; l < layers; ++l) {
-            const uint64_t qkv = r.alloc(3 * act, ckpt(320), Pool::Temporary);
-            const uint64_t lora = r.alloc(tokens * rank * f32, ckpt(321), Pool::Temporary);
-            r.free(lora, ckpt(321));
-            const uint64_t scores = r.alloc(int64_t(8) * tokens * tokens * bf, ckpt(350), Pool::Temporary);
-            r.free(scores, ckpt(352));
-            r.free(qkv, ckpt(355));
-            const uint64_t up = r.alloc(4 * act, ckpt(190), Pool::Temporary);
-            r.free(up, ckpt(191));
-            inputs.push_back(r.alloc(act, ckpt(760), Pool::Activation)); // the layer's output
-        }
-        const uint64_t logits = r.alloc(tokens * 8000 * f32, Frames{{tf + "models/llama/modeling_llama.py", "forward", 1205}} + kModuleCall + model,
-                                        Pool::Activation);
-        const uint64_t loss = r.alloc(4, model, Pool::Activation);
-        // backward: the head, then per layer (last first) the recompute and its inner backward.
-        const uint64_t root = r.alloc(4, backwardCall, Pool::Temporary);
-        r.free(root, kEngineFree);
-        const uint64_t dlogits = r.alloc(tokens * 8000 * f32, engineAlloc("LogSoftmaxBackward0"), Pool::Temporary);
-        r.free(logits, engineRelease("LogSoftmaxBackward0"));
-        uint64_t flowing = r.alloc(act, engineAlloc("MmBackward0"), Pool::Temporary);
-        r.free(dlogits, kEngineFree);
-        for (int l = layers; l-- > 0;) {
-            // Recompute with grad: what the inner graph saves.
-            std::vector<std::pair<uint64_t, int64_t>> saved;
-            for (int64_t bytes : {act, act, tokens * rank * f32, act, tokens * rank * f32, act, 4 * act, 4 * act})
-                saved.push_back({r.alloc(bytes, recompute(320), Pool::Activation), bytes});
-            // The inner backward: activations' gradients, the adapters' gradients (A and B of q and
-            // v), what the inner graph saved let go of.
-            for (size_t k = saved.size(); k-- > 0;) {
-                const uint64_t g = r.alloc(saved[k].second, engineAlloc("MmBackward0"), Pool::Temporary);
-                if (k == 2 || k == 4) {
-                    const size_t a = size_t(l) * 4 + (k == 2 ? 0 : 2);
-                    for (size_t j = a; j < a + 2; ++j)
-                        if (!grads[j])
-                            grads[j] = r.alloc(rank * h * f32, accumulateGrad(), Pool::Gradient);
-                }
-                r.free(saved[k].first, engineRelease("MmBackward0"));
-                r.free(g, kEngineFree);
-            }
-            r.free(inputs[size_t(l) + 1], engineRelease("CheckpointFunctionBackward"));
-            const uint64_t next = r.alloc(act, engineAlloc("CheckpointFunctionBackward"), Pool::Temporary);
-            r.free(flowing, kEngineFree);
-            flowing = next;
-        }
-        r.free(inputs[0], engineRelease("EmbeddingBackward0"));
-        r.free(flowing, kEngineFree);
-        r.free(loss, loop);
-        // AdamW over the adapters only: moments on the first step; then zero_grad(set_to_none).
-        const Frames stepLoop = Frames{{kSite + "accelerate/optimizer.py", "step", 171}} + loop;
-        r.annotate("Optimizer.step#AdamW.step", true);
-        if (step == 0)
-            for (size_t k = 0; k < adapters; ++k) {
-                const Frames init = optimFrames(kTorch + "optim/adamw.py", "_init_group", 120, 196, stepLoop);
-                r.alloc(rank * h * f32, init, Pool::OptimizerState);
-                r.alloc(rank * h * f32, init, Pool::OptimizerState);
-            }
-        r.annotate("Optimizer.step#AdamW.step", false);
-        for (uint64_t& g : grads) {
-            r.free(g, Frames{{kTorch + "optim/optimizer.py", "zero_grad", 980}} + loop);
-            g = 0;
-        }
-    }
-    return r.finish();
-}
-
 } // namespace
 
 SynthResult synthesizeDistributedScenario(StackScenario scenario, int scale)
@@ -686,7 +549,7 @@ SynthResult synthesizeDistributedScenario(StackScenario scenario, int scale)
     case StackScenario::DeepSpeedZero2: return deepspeedZero2(scale);
     case StackScenario::Fsdp: return fsdp(scale);
     case StackScenario::DdpBuckets: return ddpBuckets(scale);
-    case StackScenario::PeftLora: return peftLora(scale);
+    case StackScenario::PeftLora: return peftLora(scale); // synth_finetune.cpp
     default: break;
     }
     throw std::invalid_argument("not a distributed-training scenario");

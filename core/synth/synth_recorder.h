@@ -259,9 +259,17 @@ inline Frames inModel(int line, const Frames& caller)
     return Frames{{kUser + "model.py", "forward", line}} + kModuleCall + caller;
 }
 
+// An optimizer step frame under torch.optim.Optimizer's wrapper, called from the training loop.
+inline Frames optimFrames(const std::string& file, const std::string& fn, int line, int stepLine, const Frames& loop)
+{
+    return Frames{{file, fn, line}, {file, "step", stepLine}, {kTorch + "optim/optimizer.py", "wrapper", 484}} + loop;
+}
+
 // synth_classes.cpp: the issue-22 class scenarios.
 SynthResult synthesizeClassScenario(StackScenario scenario, int scale);
 // synth_distributed.cpp: data-parallel training stacks (DeepSpeed ZeRO, FSDP, DDP buckets).
 SynthResult synthesizeDistributedScenario(StackScenario scenario, int scale);
+// synth_finetune.cpp: PEFT LoRA on a frozen base with gradient checkpointing.
+SynthResult peftLora(int scale);
 
 } // namespace poolscope::synth_detail
