@@ -476,8 +476,16 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     for (auto& [pass, sizes] : byPass) {
         int64_t covered = 0;
         int classes = 0;
+        // A model has one set of weight casts per autocast region. A size that a pass keeps more than
+        // twice as often as there are weights to cast is mostly something else (an fp32 run at T = 2h
+        // keeps each layer's softmax output, b x a x s^2 x 4 B, at the cast size of an embedding
+        // table of vocab x h x 4 B): it cannot be the evidence that autocast ran. Where other sizes
+        // show it did, its longest-kept candidates are still taken, one per weight, as before.
         for (const auto& [size, ids] : sizes) {
-            covered += std::min<int64_t>(int64_t(ids.size()), params[mirrorKey(2 * size)]) * 2 * size;
+            const int64_t weights = params[mirrorKey(2 * size)];
+            if (int64_t(ids.size()) > 2 * weights)
+                continue;
+            covered += std::min<int64_t>(int64_t(ids.size()), weights) * 2 * size;
             ++classes;
         }
         if (classes < 2 || covered * 10 < paramBytes * 4)

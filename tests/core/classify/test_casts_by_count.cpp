@@ -9,6 +9,7 @@
 #include "core/classify/shipped_rules.h"
 #include "core/load.h"
 #include "core/redact/redact.h"
+#include "core/synth/synth.h"
 #include "support/corpus.h"
 
 #include <QtTest>
@@ -37,6 +38,22 @@ int64_t castCacheBytes(const Trace& t)
         if (c.pool[i] == Pool::CastCache)
             bytes += dev.allocations[i].size;
     return bytes;
+}
+
+// A small GPT at T = 2h (h = 256, one sequence of 512): each layer's dropout mask (T x h x 1 B) has
+// an h x h weight's cast size, each softmax output (a x s^2 x 4 B) the cast size of the 8 MiB
+// embedding table, a layer norm's output that of an MLP matrix.
+SynthModel tokensTwiceTheWidth(SynthDtype dtype)
+{
+    SynthModel m;
+    m.layers = 4;
+    m.hidden = 256;
+    m.heads = 4;
+    m.seq = 512;
+    m.microBatch = 1;
+    m.vocab = 8192;
+    m.dtype = dtype;
+    return m;
 }
 
 } // namespace
@@ -70,6 +87,33 @@ private slots:
         const int64_t original = castCacheBytes(*load(path.toStdString()));
         QVERIFY(original > 0);
         QCOMPARE(castCacheBytes(*t), original);
+    }
+
+    // Sizes a pass keeps more than twice as often as there are weights to cast are no evidence of
+    // autocast: without them, an fp32 run at T = 2h has no cast cache at any moment, with Python
+    // frames only or none (it had 5.0 MiB and 8.5 MiB, 4.5 % of the allocated bytes mid-forward).
+    void fp32AtTwiceTheWidthHasNoCasts_data()
+    {
+        QTest::addColumn<int>("frames");
+        QTest::newRow("python-only") << int(FrameKeep::Python);
+        QTest::newRow("frameless") << int(FrameKeep::None);
+    }
+    void fp32AtTwiceTheWidthHasNoCasts()
+    {
+        QFETCH(int, frames);
+        const SynthResult fp32 = synthesize(tokensTwiceTheWidth(SynthDtype::Fp32));
+        RedactOptions o;
+        o.frames = FrameKeep(frames);
+        QCOMPARE(castCacheBytes(*redact(fp32.trace, o)), int64_t(0));
+        // The same shapes under autocast, with Python frames, keep every cast the C++ frames name
+        // (and some look-alikes: at T = 2h the count cannot tell them all apart). Frameless, no size
+        // is unambiguous at T = 2h, so no cast is claimed: before, it claimed 1.6x the casts.
+        if (FrameKeep(frames) == FrameKeep::Python) {
+            const SynthResult autocast = synthesize(tokensTwiceTheWidth(SynthDtype::Autocast));
+            const int64_t named = castCacheBytes(autocast.trace);
+            QVERIFY(named > 0);
+            QVERIFY(castCacheBytes(*redact(autocast.trace, o)) >= named);
+        }
     }
 };
 

@@ -242,8 +242,8 @@ void TestWhatIfLaws::knobMatchesGeneratedRun_data()
     // The same knobs recorded with Python frames only (stacks='python'): no frame names the causal
     // mask, the softmax or its reductions, a product, or any autograd node, so s, the scores and the
     // backward's gradients are read from structure (docs/accuracy.md, "Python-only sequence").
-    // s = 320, as for the precision rows below: at T = 2h Python-only stacks read an fp32 run as
-    // autocast (classify's weight casts by count).
+    // s = 320, as for the precision rows below (at T = 2h Python-only stacks used to read an fp32 run
+    // as autocast, classify's weight casts by count; test_casts_by_count now covers that case).
     std::vector<Variant> pythonVariants(std::begin(variants), std::end(variants));
     pythonVariants.push_back({"fp32 hand-written softmax", model(D::Fp32, A::Manual, M::Gelu)});
     for (const auto& v : pythonVariants)
