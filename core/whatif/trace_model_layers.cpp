@@ -129,8 +129,10 @@ void assignLayers(const DeviceTrace& dev, const std::vector<size_t>& shape, cons
 
 // `all`: every allocation of the pass that follows the batch, `savedIdx`: those kept past it;
 // `marked`: units the recording marked (poolscope::unit annotations), as event ranges.
+// `pythonOnly[stack]`: the stack holds frames and none of them is C++ (stacks='python').
 void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const std::vector<size_t>& savedIdx, ForwardPass& pass,
-                int passNo, TraceLayers& m, const std::vector<uint8_t>& follows, const std::vector<std::pair<EventIndex, EventIndex>>& marked)
+                int passNo, TraceLayers& m, const std::vector<uint8_t>& follows, const std::vector<std::pair<EventIndex, EventIndex>>& marked,
+                const std::vector<uint8_t>& pythonOnly)
 {
     const auto& allocs = dev.allocations;
     if (!marked.empty()) {
@@ -156,9 +158,26 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const st
     // The structure comes from what is kept for backward when there is enough of it (training),
     // else from every allocation of the pass (inference keeps nothing).
     const std::vector<size_t>& shape = savedIdx.size() >= 16 ? savedIdx : all;
-    std::unordered_map<uint64_t, int64_t> count;
-    for (size_t a : shape)
+    // Where a unit begins. With Python frames only, one line's several allocations share a stack (a
+    // layer norm's output, mean and rstd; autocast's input cast, weight cast and product), so the
+    // unit's first line repeats k x L times and a later line became the anchor (the first unit's
+    // qkv output taken as the layer input: T read as 1920 for 1280). For the anchor alone, a
+    // Python-only line's j-th allocation in a row is keyed apart, as the C++ frames would key them;
+    // L and the periodic share stay read from whole lines, so no unit is found that was not before.
+    std::vector<uint64_t> key(allocs.size(), 0);
+    for (size_t i = 0, run = 0; i < shape.size(); ++i) {
+        const Allocation& a = allocs[shape[i]];
+        const bool sameLine = i > 0 && a.stack.valid() && allocs[shape[i - 1]].stack == a.stack;
+        run = sameLine ? run + 1 : 0;
+        const bool split = a.stack.valid() && a.stack.value < pythonOnly.size() && pythonOnly[a.stack.value];
+        key[shape[i]] = keyOf(a) ^ (split ? uint64_t(run) << 40 : 0);
+    }
+    auto keyAt = [&](size_t a) { return key[a]; };
+    std::unordered_map<uint64_t, int64_t> count, countApart;
+    for (size_t a : shape) {
         ++count[keyOf(allocs[a])];
+        ++countApart[keyAt(a)];
+    }
     std::map<int64_t, int64_t> votes; // repeat count -> keys with it
     for (auto& [k, n] : count)
         if (n >= 2)
@@ -186,12 +205,12 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const st
     // inside one unit repeats back to back).
     std::unordered_map<uint64_t, std::vector<size_t>> where;
     for (size_t i = 0; i < shape.size(); ++i)
-        if (count[keyOf(allocs[shape[i]])] == layers)
-            where[keyOf(allocs[shape[i]])].push_back(i);
+        if (countApart[keyAt(shape[i])] == layers)
+            where[keyAt(shape[i])].push_back(i);
     uint64_t anchor = 0;
     bool found = false;
     for (size_t a : shape) {
-        const uint64_t k = keyOf(allocs[a]);
+        const uint64_t k = keyAt(a);
         auto it = where.find(k);
         if (it == where.end())
             continue;
@@ -208,7 +227,7 @@ void findLayers(const DeviceTrace& dev, const std::vector<size_t>& all, const st
         return;
     std::vector<EventIndex> begins;
     for (size_t a : shape)
-        if (keyOf(allocs[a]) == anchor)
+        if (keyAt(a) == anchor)
             begins.push_back(allocs[a].allocEvent);
     // The head (final norm, logits) follows the last layer: allocations after the last periodic
     // one belong to no layer.
@@ -300,6 +319,12 @@ TraceLayers findForwardPasses(const Trace& trace, const DeviceTrace& dev, const 
     m.keptInput.assign(n, 0);
     const auto ranges = forwardRanges(dev, c, run, notes);
     const auto marked = markedUnits(trace, dev);
+    std::vector<uint8_t> pythonOnly(trace.frames.stackCount(), 0);
+    for (size_t st = 0; st < pythonOnly.size(); ++st) {
+        const auto frames = trace.frames.stack(StackId{uint32_t(st)});
+        pythonOnly[st] = !frames.empty() &&
+                         std::all_of(frames.begin(), frames.end(), [&](FrameId f) { return trace.frames.frame(f).isPython(); });
+    }
     const auto& allocs = dev.allocations;
     // Allocations are sorted by allocEvent (pre-existing first): one sweep assigns passes.
     size_t a = 0;
@@ -325,7 +350,7 @@ TraceLayers findForwardPasses(const Trace& trace, const DeviceTrace& dev, const 
                 savedIdx.push_back(a);
             }
         }
-        findLayers(dev, all, savedIdx, pass, int(p), m, follows, marked);
+        findLayers(dev, all, savedIdx, pass, int(p), m, follows, marked, pythonOnly);
         for (size_t s : savedIdx)
             if (m.pass[s] < 0)
                 m.pass[s] = int32_t(p);
