@@ -15,6 +15,7 @@
 #include "core/report/verdict.h"
 #include "core/synth/synth_recorder.h"
 #include "core/synth/synth_stacks.h"
+#include "tests/core/synth/scenario_fixture.h"
 #include "core/timeline/alive_index.h"
 #include "core/classify/pool_series.h"
 
@@ -30,32 +31,9 @@ using namespace poolscope::testing;
 
 namespace {
 
-struct Fixture {
-    std::shared_ptr<const Trace> trace;
-    std::vector<Pool> truth;
-    const DeviceTrace& dev() const { return trace->devices.at(0); }
-};
-
-Fixture make(StackScenario s, int scale = 1)
-{
-    SynthResult r = synthesizeScenario(s, scale);
-    QTemporaryDir dir;
-    const std::string path = dir.filePath(QString::fromStdString(std::string(stackScenarioName(s)) + ".pickle")).toStdString();
-    {
-        std::ofstream out(path, std::ios::binary);
-        writeSnapshot(r.trace, out, 4);
-    }
-    Fixture f;
-    f.trace = load(path);
-    f.truth = std::move(r.truth);
-    return f;
-}
-
-std::shared_ptr<const RuleSet> rules()
-{
-    static const auto r = std::make_shared<const RuleSet>(shippedRules());
-    return r;
-}
+using Fixture = ScenarioFixture;
+Fixture make(StackScenario s, int scale = 1) { return makeScenario(s, scale); }
+std::shared_ptr<const RuleSet> rules() { return scenarioRules(); }
 
 std::string misfiled(const Fixture& f, const Classification& c)
 {
