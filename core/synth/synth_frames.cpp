@@ -316,6 +316,36 @@ std::vector<SynthStacks::Spec> SynthStacks::python(SynthSite site) const
     return v;
 }
 
+std::vector<SynthStacks::Spec> SynthStacks::python(SynthOp op, SynthSite site) const
+{
+    std::vector<Spec> v = python(site);
+    const bool library = !v.empty() && v.front().file.starts_with(kTorch);
+    if (op == SynthOp::Bmm && site == SynthSite::Attention && library) {
+        // q @ k.T and attn @ v are Tensor.__matmul__, a C method: the user's line is their innermost
+        // Python frame, not F.softmax's, whose call on the same line is another call.
+        v.erase(v.begin());
+    } else if (op == SynthOp::Dropout && (site == SynthSite::Attention || site == SynthSite::AttentionProj || site == SynthSite::MlpAct)) {
+        // self.attn_dropout(att) / self.resid_dropout(...): nn.Dropout.forward calls F.dropout, which
+        // calls _VF.dropout (torch/nn/modules/dropout.py:70 -> torch/nn/functional.py:1425, as a real
+        // traceback shows them), on the user's line: never inside F.softmax, nn.Linear or F.gelu.
+        while (!v.empty() && (v.front().file.starts_with(kTorch) || v.front().file == "??"))
+            v.erase(v.begin());
+        const std::vector<Spec> dropout = {{kTorch + "nn/functional.py", "dropout", 1425},
+                                           {kTorch + "nn/modules/dropout.py", "forward", 70},
+                                           {"??", "_PyEval_EvalFrameDefault", 0},
+                                           {"??", "method_vectorcall.llvm.12275804309777372242", 0},
+                                           {kTorch + "nn/modules/module.py", "_call_impl", 1750},
+                                           {"??", "_PyEval_EvalFrameDefault", 0},
+                                           {"??", "method_vectorcall.llvm.12275804309777372242", 0},
+                                           {kTorch + "nn/modules/module.py", "_wrapped_call_impl", 1739},
+                                           {"??", "_PyEval_EvalFrameDefault", 0},
+                                           {"??", "_PyObject_Call_Prepend", 0},
+                                           {"??", "slot_tp_call", 0}};
+        v.insert(v.begin(), dropout.begin(), dropout.end());
+    }
+    return v;
+}
+
 namespace {
 
 const std::vector<std::pair<const char*, const char*>> kAllocFrames = {
@@ -385,7 +415,7 @@ StackId SynthStacks::alloc(SynthOp op, SynthSite site)
         for (const auto& [f, n] : kEngineFrames)
             v.push_back({f, n, 0});
     } else {
-        for (auto& s : python(site))
+        for (auto& s : python(op, site))
             v.push_back(std::move(s));
     }
     return m_cache[key] = build(v);

@@ -77,6 +77,8 @@ private:
     };
     StackId build(const std::vector<Spec>& innermostFirst);
     std::vector<Spec> python(SynthSite site) const;
+    // An operator's Python frames at a site: the site's, with the library frames that operator's own call adds.
+    std::vector<Spec> python(SynthOp op, SynthSite site) const;
     std::vector<Spec> opFrames(SynthOp op) const;
 
     FrameTable& m_frames;

@@ -72,6 +72,10 @@ struct ScoreFamily {
     // Reductions over s (seq_reductions.h) found by findSeq: (s they show, the reduced tensor's
     // bytes per token) -> how many. The score width where no frame names softmax or the mask.
     std::map<std::pair<int64_t, int64_t>, int64_t> reductions;
+    // The same pairs' second reduction (the sum of the exps): (s, the first's bytes per token) -> the
+    // bytes per token of the tensor the sum reduced. Under autocast exp's output is fp32, so it gives
+    // the scores' element size where no frame names an operator.
+    std::map<std::pair<int64_t, int64_t>, int64_t> sumWidths;
 };
 
 // A bit per SizeLaw: the laws an allocation's size and origin still admit.

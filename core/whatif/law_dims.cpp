@@ -185,6 +185,7 @@ void findReductions(LawContext& x)
 {
     const int64_t T = x.m.dims.tokens;
     x.scores.reductions.clear();
+    x.scores.sumWidths.clear();
     if (T <= 0)
         return;
     auto forward = [&](size_t a) {
@@ -228,6 +229,7 @@ void findReductions(LawContext& x)
         const Found &r = found[i], &next = found[i + 1];
         if (next.at - r.at <= kPairWindow && next.q == r.q) {
             x.scores.reductions[{r.q, r.tensor / T}] += 2;
+            x.scores.sumWidths[{r.q, r.tensor / T}] = next.tensor / T;
             ++i;
         }
     }
@@ -492,8 +494,24 @@ void findScoreWidth(LawContext& x)
         if (w == anchor || T == 0)
             x.scores.softmaxLines.emplace_back(frame, x.trace.frames.frame(frame).line);
     // Under autocast softmax (and exp) run in fp32, the scores around them (q @ k.T, the mask) in 16 bits.
-    if (x.m.autocastSeen)
+    // The run is known to be under autocast from its frames, from the weights' 16-bit twins cached per
+    // forward (autocastFromStructure) or from the classifier's casts (RunFacts): with Python frames only
+    // the scores still come at both element sizes, and both are the scores.
+    const bool autocast = x.m.autocastSeen || x.m.autocastFromStructure || x.m.autocastFact == Known::Yes;
+    if (autocast && reduced) {
+        // Read from the softmax's reductions: the sum reduces exp's output, which autocast makes in
+        // fp32 (exp is on its fp32 list), so the sum's input has 4 bytes an element; the anchor (the
+        // maximum's input) has its own bytes over that many elements: 2 where the scores ran in 16
+        // bits up to the exp, 4 where the code made them fp32 first.
+        const auto sum = x.scores.sumWidths.find({s, anchor});
+        if (sum != x.scores.sumWidths.end() && sum->second % 4 == 0 && sum->second > 0) {
+            const int64_t elements = sum->second / 4;
+            if (anchor == 2 * elements || anchor == 4 * elements)
+                x.scores.anchorElement = anchor / elements;
+        }
+    } else if (autocast) {
         x.scores.anchorElement = softmaxBytes[anchor] > 0 ? 4 : 2; // an fp32 operator there makes the width fp32
+    }
     // The family: the same elements at 1, 2, 4 and 8 bytes (masks, half-precision copies, fp32 upcasts).
     for (int64_t k : {4, 2}) {
         if (anchor % k == 0) {

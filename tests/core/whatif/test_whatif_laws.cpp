@@ -67,6 +67,8 @@ private slots:
     void attentionFromStructureNotNames();
     void pythonOnlyFindsTheFramesUnits_data();
     void pythonOnlyFindsTheFramesUnits();
+    void pythonOnlyLawsAreTheGenerators_data();
+    void pythonOnlyLawsAreTheGenerators();
 };
 
 void TestWhatIfLaws::lawsAreTheGenerators_data()
@@ -350,13 +352,6 @@ void TestWhatIfLaws::knobMatchesGeneratedRun()
               100.0 * double(r.peakAllocatedHigh - actual) / double(actual));
         QVERIFY2(r.peakAllocatedLow <= actual && actual <= r.peakAllocatedHigh, "the generated run's peak is outside the range");
     }
-    // Python-only, what the what-if cannot fix: the synthetic softmax model's Python frames put the
-    // dropout's mask under softmax's line (a real F.dropout has functional.py's own frame), and with
-    // autocast the Python-only copy's layer input is misread (T = 480 for 1280: the token finder's
-    // norm weight, a classification matter), so s and the scores are not found.
-    QEXPECT_FAIL("fp32 softmax: seq x2, python-only", "synthetic frames: dropout's mask under softmax's line", Continue);
-    QEXPECT_FAIL("autocast manual: seq x2, python-only", "Python-only autocast: T and s read right, but only 0.64 of the 1.35 GiB of score tensors are found as b*a*s^2 (-17.3 %)", Continue);
-    QEXPECT_FAIL("autocast manual: seq x0.5, python-only", "Python-only autocast: T and s read right, but only part of the score tensors are found as b*a*s^2 (+6.9 %)", Continue);
     QVERIFY2(std::abs(error) < tolerance, qPrintable(QString("error %1%").arg(error)));
 }
 
@@ -506,6 +501,52 @@ void TestWhatIfLaws::pythonOnlyFindsTheFramesUnits()
         QCOMPARE(pm.passes[p].inputBytes, full.model.passes[p].inputBytes);
     }
     QCOMPARE(pm.dims.tokens, full.model.dims.tokens);
+}
+
+// With Python frames only, every allocation's law must still be the generator's: the score tensors
+// under autocast run in 16 bits (the products, the scale, the mask, x - max) and in fp32 (exp and what
+// follows it), and both element sizes are b*a*s^2 (docs/accuracy.md, "Python-only autocast scores").
+void TestWhatIfLaws::pythonOnlyLawsAreTheGenerators_data()
+{
+    QTest::addColumn<SynthModel>("m");
+    using D = SynthDtype;
+    using A = SynthAttention;
+    using M = SynthMlp;
+    QTest::newRow("autocast manual") << model(D::Autocast, A::Manual, M::Gelu, 512, 320);
+    QTest::newRow("fp32 manual") << model(D::Fp32, A::Manual, M::Gelu, 512, 320);
+    QTest::newRow("fp32 softmax") << model(D::Fp32, A::Softmax, M::Gelu, 512, 320);
+}
+
+void TestWhatIfLaws::pythonOnlyLawsAreTheGenerators()
+{
+    QFETCH(SynthModel, m);
+    const std::vector<SynthLaw> truth = synthTruthLaws(m);
+    const Run full = make(m);
+    const std::shared_ptr<Trace> py = pythonFramesOnly(full.result.trace);
+    const DeviceTrace& dev = py->devices[0];
+    const TraceModel pm = buildTraceModel(*py, dev, classify(*py, dev, RuleSet::builtin()));
+    const auto& allocs = dev.allocations;
+    QCOMPARE(truth.size(), allocs.size());
+    int64_t scoreBytes = 0, wrongScoreBytes = 0;
+    QStringList wrong;
+    for (size_t a = 0; a < allocs.size(); ++a) {
+        if (allocs[a].preexisting() || !truth[a].known() || truth[a].seq < 2)
+            continue;
+        scoreBytes += allocs[a].size;
+        const SizeLaw law = pm.law[a];
+        if (batchExponent(law) == truth[a].batch && seqExponent(law) == truth[a].seq)
+            continue;
+        wrongScoreBytes += allocs[a].size;
+        if (wrong.size() < 12)
+            wrong << QString("#%1 %2 B: %3 (%4, step %5)")
+                         .arg(a)
+                         .arg(allocs[a].size)
+                         .arg(lawText(law), QString::fromUtf8(lawEvidenceName(pm.lawEvidence[a]).data()))
+                         .arg(a < pm.lawStep.size() ? int(pm.lawStep[a]) : -1);
+    }
+    qInfo("score tensors: %lld B, %lld B with another law", qint64(scoreBytes), qint64(wrongScoreBytes));
+    QVERIFY(scoreBytes > 0);
+    QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join("; ")));
 }
 
 #include "test_whatif_laws.moc"
