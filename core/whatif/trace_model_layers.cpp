@@ -39,8 +39,8 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
     // no forward, whatever its frames say: the previous call's graph freed before the next forward
     // (Python-only stacks put the frees under the loop's line of the next call). A release inside a
     // pass (a no-grad forward dropping what it no longer needs) is followed by something else. A
-    // release that ends the recording is left in the pass: it cannot be told from a no-grad forward
-    // dropping its output.
+    // release that ends the recording is left in the pass, unless it lets go of what was kept from
+    // across the pass (endsWithGraphRelease, below): a no-grad forward dropping its output frees little.
     auto level = [&](EventIndex e) { return e > 0 ? dev.allocated[size_t(e) - 1] : dev.initialAllocated; };
     auto firstAllocation = [&](EventIndex from) -> const Allocation* {
         for (size_t e = size_t(from); e < dev.eventAlloc.size() && e < size_t(from) + 64; ++e) {
@@ -63,6 +63,42 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
         const Allocation* next = firstAllocation(pr.last + 1);
         return next && next->size == passFirst->size && next->stack == passFirst->stack;
     };
+    // A release that ends the recording (no allocation after it) is the graph's, not a no-grad forward
+    // dropping its output, when what it frees was kept from across the pass: at least kGraphTensors
+    // tensors born in the pass's first half. A no-grad forward frees each intermediate once the next
+    // operator has read it, so at its end only its output (born last) and the odd cache are left; with
+    // grad on, autograd's nodes hold what backward would read, layer after layer, until the graph is
+    // dropped (bol_fwd_cl512_fp32: 709 tensors, 26.9 GiB, born from the pass's first event on; its
+    // no-grad cl128 and cl2048 runs free 3 at the end). With C++ frames the graph's frees name no
+    // forward operator; with Python frames only they fall under the line that called the model.
+    constexpr int kGraphTensors = 8;
+    const size_t lastAllocEvent = [&] {
+        for (size_t a = dev.allocations.size(); a-- > 0;)
+            if (!dev.allocations[a].preexisting())
+                return size_t(dev.allocations[a].allocEvent);
+        return size_t(0);
+    }();
+    // The run's frees after the recording's last allocation (the whole run, or the tail of the run
+    // that made it), checked once the run joined its pass.
+    auto endsWithGraphRelease = [&](const PhaseTimeline::Run& pr) {
+        const size_t first = std::max(size_t(pr.first), lastAllocEvent + 1);
+        if (!open || out.empty() || dev.allocated.size() <= size_t(pr.last) || first > size_t(pr.last))
+            return false;
+        const int64_t start = level(EventIndex(first));
+        const int64_t drop = start - dev.allocated[size_t(pr.last)];
+        if (drop <= 0 || 2 * drop < start - passStart)
+            return false;
+        const EventIndex half = out.back().begin + (EventIndex(first) - out.back().begin) / 2;
+        int early = 0;
+        for (size_t e = first; e <= size_t(pr.last) && e < dev.eventAlloc.size(); ++e) {
+            const AllocId id = dev.eventAlloc[e];
+            if (!id.valid() || dev.events.action[e] != Action::FreeCompleted)
+                continue;
+            const Allocation& al = dev.allocations[id.value];
+            early += !al.preexisting() && al.allocEvent >= out.back().begin && al.allocEvent <= half;
+        }
+        return early >= kGraphTensors;
+    };
     for (const auto& r : c.phases.runs) {
         if (r.phase == Phase::Forward && releasesGraph(r)) {
             open = false;
@@ -75,6 +111,11 @@ std::vector<PassRange> forwardRanges(const DeviceTrace& dev, const Classificatio
                 out.push_back({r.first, r.last});
             }
             open = true;
+            if (endsWithGraphRelease(r)) {
+                // The pass ended with its last allocation; what follows is the graph let go.
+                out.back().end = std::min(out.back().end, EventIndex(lastAllocEvent));
+                open = false;
+            }
         } else if (r.phase != Phase::Unknown) {
             open = false;
         }

@@ -174,7 +174,9 @@ void TestWhatIfCorpus::predictsEveryPair_data()
     // The same with Python frames only (the C++ frames stripped in memory): precision from structure.
     both("niu_fwd_200.pickle", "niu_fwd_200_bf16.pickle", "autocast bf16 python", "autocast off python", 3.0);
     both("niu_fb_200.pickle", "niu_fb_200_bf16.pickle", "autocast bf16 run python", "autocast off python", 3.0);
-    both("bol_fwd_cl512_fp32.pickle", "bol_fwd_cl512_bf16.pickle", "autocast bf16 python", "autocast off python", 3.0);
+    // 1 %: the graph released at the recording's end is no longer read as part of the forward pass
+    // (trace_model_layers.cpp, endsWithGraphRelease): +1.703 % before, +0.000 % with it.
+    both("bol_fwd_cl512_fp32.pickle", "bol_fwd_cl512_bf16.pickle", "autocast bf16 python", "autocast off python", 1.0);
     both("nh_forward_fp32.pickle", "nh_forward_mixed.pickle", "autocast bf16 python", "autocast off python", 3.0);
     // Every sequence pair with Python frames only: no frame names the causal mask, the softmax, its
     // reductions, position ids or an autograd node; s, the scores and the backward's laws come from
