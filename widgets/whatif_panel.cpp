@@ -541,8 +541,9 @@ void WhatIfPanel::showResult()
     QString verdict = QStringLiteral("<b>%1</b>: ").arg(QString::fromStdString(r.scenario.describe()).toHtmlEscaped());
     if (!r.capacity) {
         verdict += hasPeakRange(r)
-                       ? tr("peak allocated %1, peak reserved %2; no capacity known (no OOM recorded): enter one to judge the fit.")
-                             .arg(predictedPeakText(r).toHtmlEscaped(), bytesText(r.peakReserved))
+                       ? tr("peak allocated %1, peak reserved %2 (%3 over the same guess); no capacity known (no OOM recorded): "
+                            "enter one to judge the fit.")
+                             .arg(predictedPeakText(r).toHtmlEscaped(), bytesText(r.peakReserved), reservedRangeText(r))
                        : tr("peak %1 allocated, %2 reserved; no capacity known (no OOM recorded): enter one to judge the fit.")
                              .arg(bytesText(r.peakAllocated), bytesText(r.peakReserved));
     } else if (r.oom) {
@@ -558,8 +559,10 @@ void WhatIfPanel::showResult()
                        .arg(bytesText(*r.capacity), bytesText(*r.capacity - r.peakReserved));
     }
     // With a capacity the fit is the sentence; the peak with its range still says how sure it is.
+    // And the reserved peak's range and the fit at each end: a run fits when its reserved peak does.
     if (r.capacity && hasPeakRange(r))
-        verdict += tr("<br>Peak allocated %1.").arg(predictedPeakText(r).toHtmlEscaped());
+        verdict += tr("<br>Peak allocated %1; peak reserved %2 over the same guess.<br>%3")
+                       .arg(predictedPeakText(r).toHtmlEscaped(), reservedRangeText(r), fitRangeSentence(r).toHtmlEscaped());
     auto phase = [](Phase p) { return QString::fromUtf8(phaseName(p).data()).replace('_', ' '); };
     verdict += tr("<br>Peak at event %1 (%2); recorded at event %3 (%4).")
                    .arg(r.peakAt)

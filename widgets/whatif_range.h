@@ -18,5 +18,10 @@ QString peakRangeText(const WhatIfResult& r);
 QString predictedPeakText(const WhatIfResult& r);
 // The range's cause for a tooltip or a note: which bytes are guessed and what each end assumes.
 QString peakRangeExplanation(const WhatIfResult& r);
+// The reserved peak's range over the same guess ("1.20–1.45 GiB"); empty without a range.
+QString reservedRangeText(const WhatIfResult& r);
+// With a capacity: whether the run fits at each end of the range, as a sentence; empty without a
+// range or a capacity.
+QString fitRangeSentence(const WhatIfResult& r);
 
 } // namespace poolscope

@@ -43,6 +43,9 @@ ReviewContent whatIfReviewContent(const WhatIfResult& r, const QString& path, bo
                      .arg(phase(r.peakPhase), bytes(r.recordedPeakAllocated))
                      .arg(r.recordedPeakAt)
                      .arg(phase(r.recordedPeakPhase), bytes(r.peakReserved), fit);
+    // The fit where the element sizes are a guess: at each end of it, as the panel says.
+    if (r.fitUncertain())
+        c.subtitle += QStringLiteral(" ") + fitRangeSentence(r);
     // What a reader of the image must not miss: a knob past what a run can be, laws nothing decided.
     for (const std::string& caveat : r.caveats)
         c.subtitle += QObject::tr(" Caveat: %1.").arg(qs(caveat));
@@ -51,7 +54,8 @@ ReviewContent whatIfReviewContent(const WhatIfResult& r, const QString& path, bo
     c.header = {QObject::tr("peak"), QObject::tr("recorded"), QObject::tr("predicted")};
     c.rows.push_back({QObject::tr("allocated"), bytes(r.recordedPeakAllocated),
                       hasPeakRange(r) ? QObject::tr("%1 (%2)").arg(bytes(r.peakAllocated), peakRangeText(r)) : bytes(r.peakAllocated)});
-    c.rows.push_back({QObject::tr("reserved"), bytes(r.recordedPeakReserved), bytes(r.peakReserved)});
+    c.rows.push_back({QObject::tr("reserved"), bytes(r.recordedPeakReserved),
+                      hasPeakRange(r) ? QObject::tr("%1 (%2)").arg(bytes(r.peakReserved), reservedRangeText(r)) : bytes(r.peakReserved)});
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
         if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)
             c.rows.push_back({QStringLiteral("  ") + PoolPalette::label(Pool(p)), bytes(r.recordedPoolPeaks[p]),

@@ -89,16 +89,22 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
             r.fragmentationDetail.source = "the replay at its reserved peak (event " + std::to_string(r.peakReservedAt) + ")";
     }
     r.peakAllocatedLow = r.peakAllocatedHigh = r.peakAllocated;
+    r.peakReservedLow = r.peakReservedHigh = r.peakReserved;
+    r.fitsAll16Bit = r.fitsAllFp32 = r.fits();
     r.unknownElementBytes = plan.unknownElementBytes;
     if (plan.unknownElementBytes > 0 && !r.cancelled) {
         // The element sizes the trace cannot tell, at each end: two more replays, only for these.
+        // Each gives its allocated and reserved peaks and whether it fits the same capacity.
         WhatIfOptions bound;
         bound.keepSeries = false;
         bound.cancel = options.cancel;
         for (ElementGuess guess : {ElementGuess::Low, ElementGuess::High}) {
-            const int64_t peak = replayPlan(trace, dev, model, buildPlan(dev, model, scenario, &trace.frames, guess), scenario, bound).peakAllocated;
-            r.peakAllocatedLow = std::min(r.peakAllocatedLow, peak);
-            r.peakAllocatedHigh = std::max(r.peakAllocatedHigh, peak);
+            const WhatIfResult end = replayPlan(trace, dev, model, buildPlan(dev, model, scenario, &trace.frames, guess), scenario, bound);
+            r.peakAllocatedLow = std::min(r.peakAllocatedLow, end.peakAllocated);
+            r.peakAllocatedHigh = std::max(r.peakAllocatedHigh, end.peakAllocated);
+            r.peakReservedLow = std::min(r.peakReservedLow, end.peakReserved);
+            r.peakReservedHigh = std::max(r.peakReservedHigh, end.peakReserved);
+            (guess == ElementGuess::Low ? r.fitsAll16Bit : r.fitsAllFp32) = end.fits();
         }
     }
     recordedFigures(dev, model, r);
@@ -132,6 +138,19 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const Classif
     return runWhatIf(trace, dev, buildTraceModel(trace, dev, c), scenario, options);
 }
 
+std::string fitRangeText(const WhatIfResult& r)
+{
+    if (!r.capacity || !r.hasRange())
+        return {};
+    auto fit = [](bool f) { return std::string(f ? "it fits" : "it does not fit"); };
+    if (!r.fitUncertain())
+        return std::string(r.fits() ? "It fits" : "It does not fit") + " at both ends of that range: the reserved peak is between " +
+               formatBytes(r.peakReservedLow) + " and " + formatBytes(r.peakReservedHigh) + " against " + formatBytes(*r.capacity) + ".";
+    return "Whether it fits depends on the element sizes the trace cannot tell: with all of them 16-bit " + fit(r.fitsAll16Bit) +
+           ", with all of them fp32 " + fit(r.fitsAllFp32) + " (reserved peak between " + formatBytes(r.peakReservedLow) + " and " +
+           formatBytes(r.peakReservedHigh) + " against " + formatBytes(*r.capacity) + ").";
+}
+
 std::string renderWhatIfText(const WhatIfResult& r)
 {
     std::string out = r.device + ": what if " + r.scenario.describe() + "\n";
@@ -146,6 +165,9 @@ std::string renderWhatIfText(const WhatIfResult& r)
                " (all fp32): the trace cannot tell the element size of " + formatBytes(r.unknownElementBytes) +
                " allocated over it (no operator in their frames)\n";
     out += row("peak reserved", r.recordedPeakReserved, r.peakReserved);
+    if (r.hasRange())
+        out += "  peak reserved between " + formatBytes(r.peakReservedLow) + " and " + formatBytes(r.peakReservedHigh) +
+               " over the same range of element sizes\n";
     out += "  per-pool peaks\n";
     for (size_t p = 0; p < kAllocationPoolCount; ++p)
         if (r.recordedPoolPeaks[p] != 0 || r.poolPeaks[p] != 0)
@@ -166,6 +188,8 @@ std::string renderWhatIfText(const WhatIfResult& r)
         out += "  fits in " + formatBytes(*r.capacity) + " (" + r.capacitySource + "): headroom " +
                formatBytes(*r.capacity - r.peakReserved) + " over the predicted reserved peak\n";
     }
+    if (const std::string range = fitRangeText(r); !range.empty())
+        out += "  " + range + "\n";
     out += "  allocator: " + r.allocatorBaseline + "\n";
     if (r.allocatorChanged)
         out += "  replayed with: " + r.allocatorReplayed + "\n";
@@ -233,6 +257,8 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
         r.unknownElementBytes > 0
             ? json{{"low", r.peakAllocatedLow}, {"high", r.peakAllocatedHigh}, {"unknown_element_bytes", r.unknownElementBytes}}
             : json(nullptr);
+    j["predicted"]["peak_reserved_range"] =
+        r.hasRange() ? json{{"low", r.peakReservedLow}, {"high", r.peakReservedHigh}} : json(nullptr);
     j["recorded"]["peak_phase"] = std::string(phaseName(r.recordedPeakPhase));
     j["laws"] = {{"tokens", r.dims.tokens},
                  {"seq", r.dims.seq},
@@ -242,6 +268,8 @@ nlohmann::json whatIfJson(const WhatIfResult& r)
     j["capacity"] = r.capacity ? json(*r.capacity) : json(nullptr);
     j["capacity_source"] = r.capacitySource;
     j["fits"] = r.capacity ? json(r.fits()) : json(nullptr);
+    // The fit at each end of the element-size range (null without a capacity or a range).
+    j["fits_range"] = r.capacity && r.hasRange() ? json{{"all_16bit", r.fitsAll16Bit}, {"all_fp32", r.fitsAllFp32}} : json(nullptr);
     j["allocator"] = {{"baseline", r.allocatorBaseline},
                       {"settings_recorded", r.allocatorSettingsRecorded},
                       {"replayed", r.allocatorReplayed},

@@ -56,6 +56,16 @@ struct WhatIfResult {
     int64_t unknownElementBytes = 0;
     int64_t peakAllocatedLow = 0;
     int64_t peakAllocatedHigh = 0;
+    // The same two replays' reserved peaks (the allocator rounds and caches, so reserved does not
+    // move by what allocated moves) and whether the run fits at each end (fits() of the replay with
+    // every such tensor 16-bit, and with every one fp32). Equal to the prediction's when everything is known.
+    int64_t peakReservedLow = 0;
+    int64_t peakReservedHigh = 0;
+    bool fitsAll16Bit = false;
+    bool fitsAllFp32 = false;
+    bool hasRange() const { return unknownElementBytes > 0; }
+    // A capacity is known and the fit is not the same at both ends and the prediction.
+    bool fitUncertain() const { return capacity && hasRange() && (fitsAll16Bit != fits() || fitsAllFp32 != fits()); }
 
     std::optional<int64_t> capacity; // what cudaMalloc may use
     std::string capacitySource;      // "--capacity", "the recorded OOM (reserved + free)", or empty
@@ -114,6 +124,10 @@ WhatIfResult runWhatIf(const Trace& trace, const DeviceTrace& dev, const TraceMo
                        const WhatIfOptions& options = {});
 
 std::string renderWhatIfText(const WhatIfResult& r);
+// Where element sizes are a guess and a capacity is known: whether the run fits at each end of the
+// range, one sentence ("With every tensor of unknown element size 16-bit the reserved peak is ...");
+// empty without a range or a capacity.
+std::string fitRangeText(const WhatIfResult& r);
 nlohmann::json whatIfJson(const WhatIfResult& r);
 // `poolscope whatif --json`: whatIfJson with the file named, as text safe for any string in the dump.
 std::string whatIfJsonText(const WhatIfResult& r, const std::string& file);

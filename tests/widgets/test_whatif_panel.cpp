@@ -1,11 +1,15 @@
 // The what-if panel: knobs round-trip to a Scenario, a run happens off the GUI thread and shows the
 // engine's own answer, a newer run makes an older one stale, a new trace clears everything.
+#include "core/whatif/python_frames.h"
 #include "synth_document.h"
 #include "widgets/whatif_panel.h"
+#include "widgets/whatif_range.h"
 
 #include "core/synth/synth.h"
 
 #include <QAbstractItemModelTester>
+#include <QLabel>
+#include <QTextDocument>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -27,6 +31,7 @@ private slots:
     void newerRunWins();
     void newTraceClears();
     void capacityText();
+    void fitRangeIsSaid();
 };
 
 void TestWhatIfPanel::knobsRoundTrip()
@@ -159,4 +164,59 @@ void TestWhatIfPanel::capacityText()
 }
 
 QTEST_MAIN(TestWhatIfPanel)
+// Element sizes a Python-only dump cannot tell make the prediction a range: the reserved peak and the
+// fit get it too. With a capacity between the two ends the verdict says that the fit depends on the
+// guess, in whole sentences, with the reserved range in its units.
+void TestWhatIfPanel::fitRangeIsSaid()
+{
+    SynthModel m;
+    m.layers = 6;
+    m.hidden = 512;
+    m.heads = 8;
+    m.seq = 320;
+    m.microBatch = 4;
+    m.vocab = 8000;
+    m.positions = 2048;
+    m.steps = 2;
+    m.dtype = SynthDtype::Fp32;
+    m.attention = SynthAttention::Manual;
+    DocumentOptions options;
+    options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
+    const auto doc = Document::fromTrace(pythonFramesOnly(synthesize(m).trace), options);
+    Scenario s;
+    s.autocast = AutocastKind::Bf16;
+    const WhatIfResult open = runWhatIf(doc->trace(), doc->device(0).device(), *doc->device(0).classification(), s);
+    QVERIFY(open.hasRange() && open.peakReservedLow < open.peakAllocatedHigh);
+    s.capacity = (open.peakReservedLow + open.peakAllocatedHigh) / 2;
+    WhatIfPanel panel;
+    panel.resize(900, 700);
+    panel.setTrace(doc, 0);
+    panel.setScenario(s);
+    QSignalSpy done(&panel, &WhatIfPanel::finished);
+    panel.run();
+    QVERIFY(done.wait(60000));
+    const WhatIfResult& r = *panel.result();
+    QVERIFY(r.fitUncertain());
+    auto* label = panel.findChild<QLabel*>(QStringLiteral("whatIfVerdict"));
+    QVERIFY(label);
+    QTextDocument html;
+    html.setHtml(label->text());
+    const QString verdict = html.toPlainText().replace(QChar(0x2028), QLatin1Char('\n')); // <br> is a line separator
+    QVERIFY2(verdict.contains(QStringLiteral("peak reserved ") + reservedRangeText(r) + QStringLiteral(" over the same guess.")),
+             qPrintable(verdict));
+    QVERIFY2(verdict.contains(QStringLiteral("Whether it fits depends on the guess: with every tensor of unknown element size 16-bit "
+                                             "it fits, with every one fp32 it does not fit (reserved peak ")),
+             qPrintable(verdict));
+    QVERIFY(reservedRangeText(r).contains(QChar(0x2013)) && (reservedRangeText(r).endsWith(QStringLiteral(" MiB")) ||
+                                                             reservedRangeText(r).endsWith(QStringLiteral(" GiB"))));
+    // Every line of the verdict is a whole sentence.
+    for (const QString& line : verdict.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
+        QVERIFY2(line.trimmed().endsWith(QLatin1Char('.')), qPrintable(line));
+    if (const QByteArray out = qgetenv("POOLSCOPE_PANEL_PNG"); !out.isEmpty()) {
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        panel.grab().save(QString::fromLocal8Bit(out));
+    }
+}
+
 #include "test_whatif_panel.moc"
