@@ -434,7 +434,9 @@ private slots:
             panel->run();
             QTRY_VERIFY_WITH_TIMEOUT(done.count() >= 1, 60000);
             const WhatIfResult& r = *panel->result();
-            QVERIFY2(r.unknownElementBytes > 0 && r.peakAllocatedLow < r.peakAllocated && r.peakAllocated < r.peakAllocatedHigh,
+            // The prediction may sit at an end (niu's exps, kept for backward, are fp32 as the high end takes them).
+            QVERIFY2(r.unknownElementBytes > 0 && r.peakAllocatedLow < r.peakAllocatedHigh && r.peakAllocatedLow <= r.peakAllocated &&
+                         r.peakAllocated <= r.peakAllocatedHigh,
                      qPrintable(QStringLiteral("%1 .. %2 .. %3").arg(r.peakAllocatedLow).arg(r.peakAllocated).arg(r.peakAllocatedHigh)));
             const QString range = QString::fromStdString(formatBytes(r.peakAllocatedLow)).section(' ', 0, 0) + QChar(0x2013) +
                                   QString::fromStdString(formatBytes(r.peakAllocatedHigh));
