@@ -5,6 +5,8 @@
 #include "core/classify/structural_cache.h"
 #include "core/classify/structural_data_parallel.h"
 #include "core/classify/structural_evidence.h"
+#include "core/classify/structural_gradient_buffer.h"
+#include "core/classify/structural_master_copies.h"
 #include "core/classify/structural_nested_autograd.h"
 #include "core/classify/structural_quick_copies.h"
 #include "core/classify/structural_state.h"
@@ -36,6 +38,8 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
 
 void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
+    gradientBufferBesideFlatParameters(dev, c);
+    masterCopiesByOrder(dev, c);
     dataParallelState(dev, c);
     stateRewrittenBetweenPasses(dev, c);
     autocastCastsByCount(trace, dev, c);

@@ -6,8 +6,8 @@
 #include <unordered_map>
 
 // The frames below follow the allocation sites of each stack's own source (vLLM cache_engine.py,
-// model_runner.py, linear.py; Megatron param_and_grad_buffer.py, distrib_optimizer.py; torch
-// parallel/replicate.py, parallel_apply.py; torch_geometric nn/data_parallel.py), innermost first.
+// model_runner.py, linear.py; torch parallel/replicate.py, parallel_apply.py; torch_geometric
+// nn/data_parallel.py), innermost first. Megatron's scenario is synth_megatron.cpp.
 
 namespace poolscope {
 namespace {
@@ -126,109 +126,6 @@ SynthResult vllm(int scale)
             r.free(logits, caller);
         logits = next;
     }
-    return r.finish();
-}
-
-// --- Megatron ------------------------------------------------------------------------------------
-
-SynthResult megatron(int scale)
-{
-    Recorder r;
-    const int64_t h = 512 * scale;
-    const std::string m = "/workspace/Megatron-LM/megatron/";
-    const Frames pretrain = {{m + "training/training.py", "pretrain", 211}, {"/workspace/Megatron-LM/pretrain_gpt.py", "<module>", 301}};
-    const Frames setup = Frames{{m + "training/training.py", "setup_model_and_optimizer", 512}} + pretrain;
-    const Frames getModel = Frames{{m + "training/training.py", "get_model", 402}} + setup;
-    // Tensor-parallel layers allocate their bf16 weights on the device in their constructors.
-    std::vector<std::pair<uint64_t, int64_t>> params;
-    int64_t numel = 0;
-    for (int l = 0; l < kLayers; ++l)
-        for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{3 * h, h}, {h, h}, {4 * h, h}, {h, 4 * h}}) {
-            const Frames where = Frames{{m + "core/tensor_parallel/layers.py", "__init__", 734},
-                                        {m + "core/transformer/attention.py", "__init__", 92},
-                                        {m + "core/transformer/transformer_layer.py", "__init__", 118},
-                                        {m + "core/transformer/transformer_block.py", "_build_layers", 288},
-                                        {m + "core/models/gpt/gpt_model.py", "__init__", 101},
-                                        {"/workspace/Megatron-LM/pretrain_gpt.py", "model_provider", 88}} +
-                                 getModel;
-            params.push_back({r.alloc(rows * cols * 2, where, Pool::Parameter), rows * cols});
-            numel += rows * cols;
-        }
-    // Megatron's DistributedDataParallel: one contiguous bf16 param_data (the weights move in, the
-    // originals are freed) and one fp32 grad_data whose views are every parameter's main_grad.
-    const Frames wrap = Frames{{m + "core/distributed/distributed_data_parallel.py", "_allocate_buffers_for_parameters", 181},
-                               {m + "core/distributed/distributed_data_parallel.py", "__init__", 252}} +
-                        getModel;
-    r.alloc(numel * 2, Frames{{m + "core/distributed/param_and_grad_buffer.py", "__init__", 621}} + wrap, Pool::Parameter);
-    for (const auto& [addr, n] : params)
-        r.free(addr, Frames{{m + "core/distributed/param_and_grad_buffer.py", "__init__", 690}} + wrap);
-    r.alloc(numel * 4, Frames{{m + "core/distributed/param_and_grad_buffer.py", "__init__", 628}} + wrap, Pool::Gradient);
-    // The distributed optimizer's fp32 main parameters (one rank: whole shards).
-    const Frames mainParams = Frames{{m + "core/optimizer/distrib_optimizer.py", "_build_model_and_main_param_groups", 371},
-                                     {m + "core/optimizer/distrib_optimizer.py", "__init__", 522},
-                                     {m + "core/optimizer/__init__.py", "_get_megatron_optimizer_based_on_param_groups", 301},
-                                     {m + "core/optimizer/__init__.py", "get_megatron_optimizer", 452}} +
-                              setup;
-    std::vector<std::pair<uint64_t, int64_t>> main;
-    for (const auto& [addr, n] : params)
-        main.push_back({r.alloc(n * 4, mainParams, Pool::OptimizerState), n});
-    // One step: forward keeps activations for backward; the loss is computed in the caller.
-    const Frames trainStep = {{m + "core/pipeline_parallel/schedules.py", "forward_backward_no_pipelining", 452},
-                              {m + "training/training.py", "train_step", 703},
-                              {m + "training/training.py", "train", 1204},
-                              {m + "training/training.py", "pretrain", 280},
-                              {"/workspace/Megatron-LM/pretrain_gpt.py", "<module>", 301}};
-    const Frames forward = Frames{{m + "core/transformer/mlp.py", "forward", 121}} + kModuleCall +
-                           Frames{{m + "core/transformer/transformer_layer.py", "forward", 301}} + kModuleCall +
-                           Frames{{m + "core/models/gpt/gpt_model.py", "forward", 240}} + kModuleCall +
-                           Frames{{"/workspace/Megatron-LM/pretrain_gpt.py", "forward_step", 151},
-                                  {m + "core/pipeline_parallel/schedules.py", "forward_step", 272}} +
-                           trainStep;
-    const int64_t tokens = 4 * 1024;
-    std::vector<uint64_t> saved;
-    for (int l = 0; l < kLayers; ++l) {
-        for (int k = 0; k < 4; ++k)
-            saved.push_back(r.alloc(tokens * h * 2, forward, Pool::Activation));
-        const uint64_t scratch = r.alloc(tokens * 4 * h * 2, forward, Pool::Temporary);
-        r.free(scratch, forward);
-    }
-    const Frames loss = Frames{{"/workspace/Megatron-LM/pretrain_gpt.py", "loss_func", 121},
-                               {m + "core/pipeline_parallel/schedules.py", "forward_step", 291}} +
-                        trainStep;
-    saved.push_back(r.alloc(tokens * 4, loss, Pool::Activation));
-    // Backward: the Python call, then the engine's thread (no Python frames with stacks='python'):
-    // each weight's gradient is added into main_grad and dropped, activations are released.
-    const Frames backwardCall = Frames{{kTorch + "autograd/graph.py", "_engine_run_backward", 768},
-                                       {kTorch + "autograd/__init__.py", "backward", 267},
-                                       {m + "core/pipeline_parallel/schedules.py", "backward_step", 351}} +
-                                trainStep;
-    const uint64_t seed = r.alloc(4, backwardCall, Pool::Temporary);
-    r.free(seed, backwardCall);
-    for (size_t k = saved.size(); k-- > 0;) {
-        const uint64_t g = r.alloc(tokens * h * 2, {}, Pool::Temporary);
-        r.free(saved[k], {});
-        r.free(g, {});
-    }
-    // Each weight's gradient, added into main_grad by the buffer's hook and dropped: a gradient,
-    // however briefly it lives (as DDP's and ZeRO's per-weight blocks copied into their buckets).
-    for (const auto& [addr, n] : params) {
-        const uint64_t g = r.alloc(n * 2, {}, Pool::Gradient);
-        r.free(g, {});
-    }
-    // The optimizer step: Adam's moments for every main parameter, made lazily; foreach scratch.
-    const Frames stepCall = Frames{{kTorch + "optim/optimizer.py", "wrapper", 484},
-                                   {m + "core/optimizer/optimizer.py", "step", 461},
-                                   {m + "training/training.py", "train_step", 722}} +
-                            Frames(trainStep.begin() + 2, trainStep.end());
-    for (const auto& [addr, n] : main) {
-        r.alloc(n * 4, Frames{{kTorch + "optim/adam.py", "_init_group", 151}, {kTorch + "optim/adam.py", "step", 223}} + stepCall,
-                Pool::OptimizerState);
-        r.alloc(n * 4, Frames{{kTorch + "optim/adam.py", "_init_group", 155}, {kTorch + "optim/adam.py", "step", 223}} + stepCall,
-                Pool::OptimizerState);
-    }
-    const Frames foreach = Frames{{kTorch + "optim/adam.py", "_multi_tensor_adam", 612}, {kTorch + "optim/adam.py", "step", 247}} + stepCall;
-    const uint64_t s1 = r.alloc(numel * 4, foreach, Pool::Temporary);
-    r.free(s1, foreach);
     return r.finish();
 }
 
@@ -393,7 +290,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
         throw std::invalid_argument("scale must be between 1 and 64");
     switch (scenario) {
     case StackScenario::Vllm: return vllm(scale);
-    case StackScenario::Megatron: return megatron(scale);
+    case StackScenario::Megatron: return megatronPretrain(scale);
     case StackScenario::DataParallelOom: return dataParallelOom(scale);
     case StackScenario::NoHistory: return noHistory(scale, true);
     case StackScenario::NoHistoryBare: return noHistory(scale, false);

@@ -11,9 +11,11 @@ namespace poolscope {
 //   Vllm:           an inference engine's start-up and decode steps (weights from create_weights and
 //                   the loader, a profiling forward, the paged KV cache from CacheEngine, persistent
 //                   runner buffers, CUDA graphs captured into a private pool (1,0)), Python frames;
-//   Megatron:       a Megatron-style training step (tensor-parallel layers built, moved into the
-//                   _ParamAndGradBuffer's param_data, grad_data beside it, fp32 main parameters from
-//                   the distributed optimizer, forward, backward, an Adam step), Python frames;
+//   Megatron:       a Megatron-LM pretrain_gpt.py job from a git checkout, as Megatron-Core's source
+//                   makes it (synth_megatron.cpp): layers built, param_data and fp32 grad_data made,
+//                   the parameters moved in, the distributed optimizer's fp32 main parameters, two
+//                   train_steps (custom_backward, dummy wgrads dropped by DDP's hook, TE FusedAdam's
+//                   moments at the first step), C++ and Python frames;
 //   DataParallelOom: DataParallel on device 0 (torch_geometric's scatter, replicate, a forward in
 //                   parallel_apply's worker) running out of memory, then the exception's teardown
 //                   (deleteNode under tb_dealloc, tb_dealloc alone), with C++ frames;

@@ -168,7 +168,7 @@ private slots:
         }
         QCOMPARE(paramBuffers, size_t(1));
         QCOMPARE(gradBuffers, size_t(1));
-        QCOMPARE(main, size_t(16));
+        QCOMPARE(main, size_t(50)); // one fp32 main parameter per weight, bias and norm parameter (the 16-bit clones are scratch)
     }
 
     // Without the distributed optimizer the constructor makes grad_data alone: one line, gradient.
