@@ -176,6 +176,8 @@ private slots:
         QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
         for (int s = 0; s <= int(StackScenario::PeftLora); ++s) // every scenario (PeftLora is the last)
             QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
+        for (StackScenario s : kCompiledScenarios) // c22: torch.compile (Inductor, CUDA graph trees)
+            QTest::newRow(("scenario " + std::string(stackScenarioName(s))).c_str()) << int(s);
         for (const auto& [name, change] : modelVariants())
             QTest::newRow(name.c_str()) << -1;
     }
