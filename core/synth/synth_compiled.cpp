@@ -275,7 +275,8 @@ private:
         // The saved list in the backward's order: the head's first, then the layers last to first.
         std::vector<uint64_t> list = saved;
         auto takeSaved = [&](size_t k, int line) { bwDel(list[k], line); };
-        // Per layer, indices into `saved`: [ln1 mean, rstd, out, qkv, attn out, lse, x, ln2 mean, rstd, out, fc, gelu, x'].
+        // saved[0] is the embeddings' output; per layer from 1 + 13 l: [ln1 mean, rstd, out, qkv,
+        // attn out, lse, x, ln2 mean, rstd, out, fc, gelu, x'] (ln_1's input is the entry before).
         const size_t perLayer = 13, headAt = 1 + perLayer * size_t(kLayers);
         if (step == 0) {
             const Frames bench = Frames{{kTorch + "_inductor/runtime/triton_heuristics.py", "clone_args", 768},
@@ -310,6 +311,7 @@ private:
         gradient(params.size() - 1, 136);
         takeSaved(headAt + 0, 137);
         takeSaved(headAt + 1, 137);
+        takeSaved(headAt - 1, 137); // ln_f's input: the last layer's output
         for (int64_t l = kLayers - 1; l >= 0; --l) {
             const size_t s = 1 + perLayer * size_t(l);
             const int base = 200 + int(kLayers - 1 - l) * 90;
@@ -385,10 +387,10 @@ private:
             gradient(layerParam(l, Ln1B), base + 55);
             takeSaved(s + 0, base + 56);
             takeSaved(s + 1, base + 56);
+            takeSaved(s - 1, base + 56); // ln_1's input: the previous layer's output, or the embeddings'
         }
         // Embeddings: wpe's gradient (summed over the batch); wte's: embedding_dense_backward into a
-        // zeroed fp32 buffer plus the head's gradient. The embeddings' output was the first saved.
-        takeSaved(0, 580);
+        // zeroed fp32 buffer plus the head's gradient.
         gradient(1, 582);
         gradient(0, 585);
         bwDel(dWteHead, 586);

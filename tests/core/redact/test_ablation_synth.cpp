@@ -155,6 +155,15 @@ const std::map<std::string, std::string>& knownMisses()
         {"model leaks none default", "57.7 %"},
         {"model leaks none peak", "57.7 %"},
         {"model leaks none run", "89.7 %"},
+        // c22's torch.compile scenarios: renamed and Python-only meet the targets. Frameless: the compiled
+        // backward makes the logits' gradient before it lets go of the saved logits (read as forward
+        // scratch); the static KV cache is made before the first forward and kept like the weights.
+        {"scenario compiled none default", "18.0 %"},
+        {"scenario compiled none peak", "18.0 %"},
+        {"scenario compiled none run", "26.3 %"},
+        {"scenario cudagraphs none default", "21.3 %"},
+        {"scenario cudagraphs none peak", "21.3 %"},
+        {"scenario cudagraphs none run", "22.5 %"},
     };
     return misses;
 }
