@@ -57,6 +57,13 @@ public:
     void record(bool on) { m_recording = on; }
     void keepStacks(bool on) { m_keepStacks = on; }
     void graphPool(bool on) { m_inGraph = on; }
+    // The private pool's id in the segments: (1, 0) a graph's own pool (the default), (0, N) one made
+    // with torch.cuda.graph_pool_handle() (CUDA graph trees, vLLM's shared pool).
+    void graphPoolId(int64_t first, int64_t second)
+    {
+        m_graphPoolId[0] = first;
+        m_graphPoolId[1] = second;
+    }
 
     StackId stack(const Frames& frames)
     {
@@ -116,13 +123,14 @@ public:
     SynthResult finish()
     {
         DeviceTrace& dev = m_dev;
-        auto addSegments = [&](const CachingAllocatorSim& sim, int64_t poolFirst) {
+        auto addSegments = [&](const CachingAllocatorSim& sim, const int64_t* poolId) {
             for (const SimSegmentInfo& s : sim.segments()) {
                 Segment seg;
                 seg.address = s.addr;
                 seg.stream = s.stream;
                 seg.isLarge = !s.small;
-                seg.poolId[0] = poolFirst;
+                seg.poolId[0] = poolId[0];
+                seg.poolId[1] = poolId[1];
                 for (const SimBlockInfo& b : s.blocks) {
                     Block blk;
                     blk.address = b.addr;
@@ -142,8 +150,9 @@ public:
                 dev.segments.push_back(std::move(seg));
             }
         };
-        addSegments(m_main, 0);
-        addSegments(m_graph, 1);
+        const int64_t defaultPool[2] = {0, 0};
+        addSegments(m_main, defaultPool);
+        addSegments(m_graph, m_graphPoolId);
         Trace& t = m_result.trace;
         t.format = SourceFormat::SnapshotPickle;
         t.formatDetail = "synthetic (poolscope synth --scenario)";
@@ -204,6 +213,7 @@ private:
     std::unordered_map<uint64_t, Pool> m_preexisting;
     std::unordered_map<uint64_t, Live> m_live;
     bool m_recording = true, m_keepStacks = true, m_inGraph = false;
+    int64_t m_graphPoolId[2] = {1, 0};
     int64_t m_time = 1748730219000000;
 };
 
@@ -273,5 +283,8 @@ SynthResult synthesizeDistributedScenario(StackScenario scenario, int scale);
 SynthResult peftLora(int scale);
 // synth_megatron.cpp: a Megatron-LM pretraining job (distributed optimizer, two train_steps).
 SynthResult megatronPretrain(int scale);
+// synth_compiled.cpp: torch.compile'd training (Inductor, AOTAutograd) and CUDA graph trees.
+SynthResult compiledTraining(int scale);
+SynthResult cudaGraphDecode(int scale);
 
 } // namespace poolscope::synth_detail

@@ -256,7 +256,8 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
     for (StackScenario s : {StackScenario::Vllm, StackScenario::Megatron, StackScenario::DataParallelOom, StackScenario::NoHistory,
                             StackScenario::NoHistoryBare, StackScenario::KvGenerate, StackScenario::GradsMoved,
                             StackScenario::WorkspacePython, StackScenario::JvpForward, StackScenario::HandOptimizer,
-                            StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora})
+                            StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora,
+                            StackScenario::Compiled, StackScenario::CudaGraphs})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -280,6 +281,8 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::Fsdp: return "fsdp";
     case StackScenario::DdpBuckets: return "ddp-buckets";
     case StackScenario::PeftLora: return "peft-lora";
+    case StackScenario::Compiled: return "compiled";
+    case StackScenario::CudaGraphs: return "cudagraphs";
     }
     return "";
 }
@@ -304,6 +307,8 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::Fsdp:
     case StackScenario::DdpBuckets:
     case StackScenario::PeftLora: return synthesizeDistributedScenario(scenario, scale);
+    case StackScenario::Compiled: return compiledTraining(scale);
+    case StackScenario::CudaGraphs: return cudaGraphDecode(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

@@ -52,6 +52,13 @@ namespace poolscope {
 //   PeftLora:       a frozen bf16 base from from_pretrained with PEFT LoRA adapters on q and v and
 //                   transformers' gradient checkpointing (each layer's input kept, recomputed in
 //                   backward): gradients and AdamW state for the adapters only, two steps.
+// torch.compile'd stacks (synth_compiled.cpp), each pass one Inductor-generated call(args):
+//   Compiled:       a nanoGPT-style training step of a compiled GPT under bf16 autocast (AOTAutograd's
+//                   forward returning the saved activations, its backward on the engine's thread
+//                   freeing them and making the gradients AccumulateGrad steals), AdamW, three steps;
+//   CudaGraphs:     transformers' static-cache generate() whose decoding forward is compiled with
+//                   mode="reduce-overhead": a warm-up and a recording in the CUDA graph tree's
+//                   private pool, then replays.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -68,7 +75,9 @@ enum class StackScenario : uint8_t {
     DeepSpeedZero2,
     Fsdp,
     DdpBuckets,
-    PeftLora
+    PeftLora,
+    Compiled,
+    CudaGraphs
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
@@ -81,6 +90,10 @@ inline constexpr StackScenario kDistributedScenarios[] = {StackScenario::DeepSpe
 
 // vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
 // jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora
+// The torch.compile scenarios, in order.
+inline constexpr StackScenario kCompiledScenarios[] = {StackScenario::Compiled, StackScenario::CudaGraphs};
+
+// ..., compiled, cudagraphs
 std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 

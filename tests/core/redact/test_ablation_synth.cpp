@@ -152,6 +152,15 @@ const std::map<std::string, std::string>& knownMisses()
         {"model leaks none default", "57.7 %"},
         {"model leaks none peak", "57.7 %"},
         {"model leaks none run", "89.7 %"},
+        // c22's torch.compile scenarios: renamed and Python-only meet the targets. Frameless: the compiled
+        // backward makes the logits' gradient before it lets go of the saved logits (read as forward
+        // scratch); the static KV cache is made before the first forward and kept like the weights.
+        {"scenario compiled none default", "18.0 %"},
+        {"scenario compiled none peak", "18.0 %"},
+        {"scenario compiled none run", "26.3 %"},
+        {"scenario cudagraphs none default", "21.3 %"},
+        {"scenario cudagraphs none peak", "21.3 %"},
+        {"scenario cudagraphs none run", "22.5 %"},
     };
     return misses;
 }
@@ -173,6 +182,8 @@ private slots:
         QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
         for (int s = 0; s <= int(StackScenario::PeftLora); ++s) // every scenario (PeftLora is the last)
             QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
+        for (StackScenario s : kCompiledScenarios) // c22: torch.compile (Inductor, CUDA graph trees)
+            QTest::newRow(("scenario " + std::string(stackScenarioName(s))).c_str()) << int(s);
         for (const auto& [name, change] : modelVariants())
             QTest::newRow(name.c_str()) << -1;
     }

@@ -1,0 +1,160 @@
+// torch.compile'd stacks as dumps with known pools (poolscope synth --scenario compiled|cudagraphs,
+// core/synth/synth_compiled.cpp): each pass is one Inductor-generated call(args) in a module under
+// /tmp/torchinductor_<user>/, whose file and function names are generated (renamed, any user's).
+// Each dump is written as a pickle, read back, and classified against its truth in the original and
+// in the three redactions (renamed code, Python frames only, no frames with the history kept), at
+// the default moment and the peak, at x1 and x3: at most 2 % of the bytes in a wrong pool with
+// frames, 15 % frameless, none confident where the frames that were the evidence are gone. The
+// renamed copy keeps no trace of the user name in the generated modules' directory.
+#include "core/classify/shipped_rules.h"
+#include "tests/core/classify/accuracy.h"
+
+#include "core/classify/classifier.h"
+#include "core/formats/pickle_writer.h"
+#include "core/load.h"
+#include "core/redact/ablation.h"
+#include "core/redact/redact.h"
+#include "core/synth/synth_stacks.h"
+#include "tests/core/synth/scenario_fixture.h"
+
+#include <QtTest>
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+using namespace poolscope;
+using namespace poolscope::testing;
+
+namespace {
+
+std::string percent(double f)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
+    return buf;
+}
+
+struct Wrong {
+    double fraction = 0;
+    int64_t confident = 0; // frameless: bytes at >= 70 % resting on frames, or moved from such a decision
+    std::string detail;
+};
+
+Wrong wrongAt(const DeviceTrace& dev, const Classification& c, const std::vector<Pool>& truth, EventIndex at, const Classification* original)
+{
+    int64_t total = 0, wrong = 0;
+    std::map<std::string, int64_t> by;
+    Wrong w;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.aliveAfter(at))
+            continue;
+        total += a.size;
+        if (original && c.confidence[i] >= kConfidentPercent &&
+            ((c.pool[i] != original->pool[i] && (original->evidenceOf(i) & kEvidenceFrames)) || (c.evidenceOf(i) & kEvidenceFrames)))
+            w.confident += a.size;
+        if (c.pool[i] == truth[i])
+            continue;
+        wrong += a.size;
+        by[std::string(poolName(truth[i])) + "->" + std::string(poolName(c.pool[i])) + " (" + c.rules[c.rule[i]].name + ")"] += a.size;
+    }
+    w.fraction = total > 0 ? double(wrong) / double(total) : 0;
+    for (const auto& [k, b] : by)
+        w.detail += k + " " + std::to_string(b) + " B; ";
+    return w;
+}
+
+// Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
+// shows as XPASS. Compiled without frames: the backward's first block is the loss's gradient of the
+// logits' size (64 MiB at x1), made before the saved logits, max and log-sum-exp are let go of (in
+// the order the graph lists them, not last made first), so the stream's shape puts the backward's
+// start after them and reads them as the forward's scratch (at x3 the rest outweighs them: 6.4 %).
+// CUDA graphs without frames: transformers' StaticCache is made before the first forward and kept,
+// like the weights; nothing but its frames tells it from them (read as parameters at 60 %).
+const std::map<std::string, std::string>& knownMisses()
+{
+    static const std::map<std::string, std::string> misses = {{"compiled none", "18.0 %"}, {"cudagraphs none", "21.3 %"}};
+    return misses;
+}
+
+} // namespace
+
+class TestSynthCompiled : public QObject {
+    Q_OBJECT
+private slots:
+    void poolsMatchTruth_data()
+    {
+        QTest::addColumn<int>("scenario");
+        QTest::addColumn<int>("scale");
+        QTest::addColumn<QString>("variant");
+        for (int scale : {1, 3})
+            for (StackScenario s : kCompiledScenarios)
+                for (const char* v : {"all", "renamed", "python", "none"})
+                    QTest::newRow((std::string(stackScenarioName(s)) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " + v).c_str())
+                        << int(s) << scale << QString(v);
+    }
+    void poolsMatchTruth()
+    {
+        QFETCH(int, scenario);
+        QFETCH(int, scale);
+        QFETCH(QString, variant);
+        const ScenarioFixture f = makeScenario(StackScenario(scenario), scale);
+        std::shared_ptr<const Trace> trace = f.trace;
+        RedactOptions o;
+        o.markers = scenarioRules().get();
+        if (variant == "renamed")
+            o.renameCode = true;
+        else if (variant == "python")
+            o.frames = FrameKeep::Python;
+        else if (variant == "none")
+            o.frames = FrameKeep::None;
+        if (variant != "all")
+            trace = redact(*f.trace, o);
+        const DeviceTrace& dev = trace->devices.at(0);
+        const Classification c = classify(*trace, dev, *scenarioRules());
+        QCOMPARE(c.size(), f.truth.size());
+        const Classification original = classify(*f.trace, f.dev(), *scenarioRules());
+        const double target = variant == "none" ? 0.15 : 0.02;
+        const EventIndex moments[] = {dev.ooms.empty() ? dev.peakIndex : dev.ooms.back().index, dev.peakIndex};
+        const std::string key = std::string(stackScenarioName(StackScenario(scenario))) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " +
+                                variant.toStdString();
+        for (EventIndex at : moments) {
+            const Wrong w = wrongAt(dev, c, f.truth, at, variant == "none" ? &original : nullptr);
+            const std::string what = variant.toStdString() + " at event " + std::to_string(at) + ": " + percent(w.fraction) + " wrong; " + w.detail;
+            qInfo("%s", what.c_str());
+            if (auto it = knownMisses().find(key); it != knownMisses().end()) {
+                if (at == moments[0])
+                    QCOMPARE(percent(w.fraction), it->second);
+                QEXPECT_FAIL("", what.c_str(), Continue);
+            }
+            QVERIFY2(w.fraction <= target, what.c_str());
+            QCOMPARE(w.confident, int64_t(0));
+        }
+    }
+
+    // The generated modules live under /tmp/torchinductor_<user>/: renamed, the user's name is gone
+    // from the frames and from the bytes written.
+    void renamedDropsTheInductorUser()
+    {
+        const ScenarioFixture f = makeScenario(StackScenario::Compiled);
+        bool had = false;
+        for (size_t i = 0; i < f.trace->frames.frameCount(); ++i)
+            had = had || f.trace->frames.frame(FrameId{uint32_t(i)}).filename.find("torchinductor_alice") != std::string::npos;
+        QVERIFY(had);
+        RedactOptions o;
+        o.markers = scenarioRules().get();
+        o.renameCode = true;
+        const auto copy = redact(*f.trace, o);
+        for (size_t i = 0; i < copy->frames.frameCount(); ++i) {
+            const Frame& fr = copy->frames.frame(FrameId{uint32_t(i)});
+            QVERIFY2(fr.filename.find("alice") == std::string::npos && fr.name.find("alice") == std::string::npos, fr.filename.c_str());
+        }
+        std::ostringstream bytes;
+        writeSnapshot(*copy, bytes, 4);
+        QVERIFY(bytes.str().find("alice") == std::string::npos);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSynthCompiled)
+#include "test_synth_compiled.moc"
