@@ -271,5 +271,7 @@ SynthResult synthesizeClassScenario(StackScenario scenario, int scale);
 SynthResult synthesizeDistributedScenario(StackScenario scenario, int scale);
 // synth_finetune.cpp: PEFT LoRA on a frozen base with gradient checkpointing.
 SynthResult peftLora(int scale);
+// synth_multipass.cpp: pipeline parallelism, a frozen reference model, a GAN.
+SynthResult synthesizeMultiPassScenario(StackScenario scenario, int scale);
 
 } // namespace poolscope::synth_detail

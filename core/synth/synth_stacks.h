@@ -50,6 +50,13 @@ namespace poolscope {
 //   PeftLora:       a frozen bf16 base from from_pretrained with PEFT LoRA adapters on q and v and
 //                   transformers' gradient checkpointing (each layer's input kept, recomputed in
 //                   backward): gradients and AdamW state for the adapters only, two steps.
+// Training stacks whose step is not one forward then one backward of one model (synth_multipass.cpp):
+//   PipelineOneFOneB: torch.distributed.pipelining's Schedule1F1B on a middle stage (receive buffers
+//                   per micro-batch, several micro-batches' forwards alive, input gradients kept in
+//                   the buffers' .grad until the next step), AdamW, two steps;
+//   DpoReference:   trl's DPOTrainer with a frozen reference model (its forward under no_grad between
+//                   the policy's forward and backward; no gradient or state for it), two steps;
+//   Gan:            the DCGAN example's loop: two models, two Adams, D and G steps alternating.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -66,7 +73,10 @@ enum class StackScenario : uint8_t {
     DeepSpeedZero2,
     Fsdp,
     DdpBuckets,
-    PeftLora
+    PeftLora,
+    PipelineOneFOneB,
+    DpoReference,
+    Gan
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
@@ -77,8 +87,12 @@ inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,  
 inline constexpr StackScenario kDistributedScenarios[] = {StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets,
                                                           StackScenario::PeftLora};
 
+// The multi-pass training scenarios, in order.
+inline constexpr StackScenario kMultiPassScenarios[] = {StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan};
+
 // vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
-// jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora
+// jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora,
+// pipeline-1f1b, dpo-reference, gan
 std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 
