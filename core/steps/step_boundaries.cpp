@@ -1,5 +1,7 @@
 #include "core/steps/step_boundaries.h"
 
+#include "core/steps/optimizer_cycles.h"
+
 #include <algorithm>
 #include <limits>
 #include <regex>
@@ -135,6 +137,8 @@ std::vector<Range> optimizerSteps(const Trace& trace, const DeviceTrace& dev, co
             merged.push_back(sp);
     }
     spans = std::move(merged);
+    // Several optimizers stepped in turn (a GAN's D and G): one step per cycle (optimizer_cycles.h).
+    spans = optimizerCycles(dev, spans, kOpenEnd);
     const EventIndex last = EventIndex(dev.eventCount()) - 1;
     // The first step begins where the run's first phase does (a recording often starts with the
     // model's construction, which is set-up, not a step).

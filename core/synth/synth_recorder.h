@@ -286,5 +286,7 @@ SynthResult megatronPretrain(int scale);
 // synth_compiled.cpp: torch.compile'd training (Inductor, AOTAutograd) and CUDA graph trees.
 SynthResult compiledTraining(int scale);
 SynthResult cudaGraphDecode(int scale);
+// synth_multipass.cpp: pipeline parallelism, a frozen reference model, a GAN.
+SynthResult synthesizeMultiPassScenario(StackScenario scenario, int scale);
 
 } // namespace poolscope::synth_detail

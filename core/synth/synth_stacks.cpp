@@ -257,7 +257,8 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::NoHistoryBare, StackScenario::KvGenerate, StackScenario::GradsMoved,
                             StackScenario::WorkspacePython, StackScenario::JvpForward, StackScenario::HandOptimizer,
                             StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora,
-                            StackScenario::Compiled, StackScenario::CudaGraphs})
+                            StackScenario::Compiled, StackScenario::CudaGraphs,
+                            StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -283,6 +284,9 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::PeftLora: return "peft-lora";
     case StackScenario::Compiled: return "compiled";
     case StackScenario::CudaGraphs: return "cudagraphs";
+    case StackScenario::PipelineOneFOneB: return "pipeline-1f1b";
+    case StackScenario::DpoReference: return "dpo-reference";
+    case StackScenario::Gan: return "gan";
     }
     return "";
 }
@@ -309,6 +313,9 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::PeftLora: return synthesizeDistributedScenario(scenario, scale);
     case StackScenario::Compiled: return compiledTraining(scale);
     case StackScenario::CudaGraphs: return cudaGraphDecode(scale);
+    case StackScenario::PipelineOneFOneB:
+    case StackScenario::DpoReference:
+    case StackScenario::Gan: return synthesizeMultiPassScenario(scenario, scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

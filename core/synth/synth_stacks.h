@@ -59,6 +59,13 @@ namespace poolscope {
 //   CudaGraphs:     transformers' static-cache generate() whose decoding forward is compiled with
 //                   mode="reduce-overhead": a warm-up and a recording in the CUDA graph tree's
 //                   private pool, then replays.
+// Training stacks whose step is not one forward then one backward of one model (synth_multipass.cpp):
+//   PipelineOneFOneB: torch.distributed.pipelining's Schedule1F1B on a middle stage (receive buffers
+//                   per micro-batch, several micro-batches' forwards alive, input gradients kept in
+//                   the buffers' .grad until the next step), AdamW, two steps;
+//   DpoReference:   trl's DPOTrainer with a frozen reference model (its forward under no_grad between
+//                   the policy's forward and backward; no gradient or state for it), two steps;
+//   Gan:            the DCGAN example's loop: two models, two Adams, D and G steps alternating.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -77,7 +84,10 @@ enum class StackScenario : uint8_t {
     DdpBuckets,
     PeftLora,
     Compiled,
-    CudaGraphs
+    CudaGraphs,
+    PipelineOneFOneB,
+    DpoReference,
+    Gan
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
@@ -88,12 +98,15 @@ inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,  
 inline constexpr StackScenario kDistributedScenarios[] = {StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets,
                                                           StackScenario::PeftLora};
 
-// vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
-// jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora
+// The multi-pass training scenarios, in order.
+inline constexpr StackScenario kMultiPassScenarios[] = {StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan};
+
 // The torch.compile scenarios, in order.
 inline constexpr StackScenario kCompiledScenarios[] = {StackScenario::Compiled, StackScenario::CudaGraphs};
 
-// ..., compiled, cudagraphs
+// vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
+// jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora,
+// compiled, cudagraphs, pipeline-1f1b, dpo-reference, gan
 std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 

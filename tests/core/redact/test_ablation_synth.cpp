@@ -161,6 +161,18 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario cudagraphs none default", "21.3 %"},
         {"scenario cudagraphs none peak", "21.3 %"},
         {"scenario cudagraphs none run", "22.5 %"},
+        // p22's multi-pass stacks (synth_multipass.cpp): renamed and Python-only meet the targets;
+        // frameless the stream's shape finds no pass of a 1F1B schedule, of a GAN's five passes per
+        // iteration, or of a policy forward with a no_grad reference forward inside it.
+        {"scenario pipeline-1f1b none default", "74.5 %"},
+        {"scenario pipeline-1f1b none peak", "74.5 %"},
+        {"scenario pipeline-1f1b none run", "90.8 %"},
+        {"scenario dpo-reference none default", "44.9 %"},
+        {"scenario dpo-reference none peak", "44.9 %"},
+        {"scenario dpo-reference none run", "65.2 %"},
+        {"scenario gan none default", "74.4 %"},
+        {"scenario gan none peak", "74.4 %"},
+        {"scenario gan none run", "88.4 %"},
     };
     return misses;
 }
@@ -180,10 +192,8 @@ private slots:
     void wholeRun_data()
     {
         QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
-        for (int s = 0; s <= int(StackScenario::PeftLora); ++s) // every scenario (PeftLora is the last)
+        for (int s = 0; s <= int(StackScenario::Gan); ++s) // every scenario (Gan is the last)
             QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
-        for (StackScenario s : kCompiledScenarios) // c22: torch.compile (Inductor, CUDA graph trees)
-            QTest::newRow(("scenario " + std::string(stackScenarioName(s))).c_str()) << int(s);
         for (const auto& [name, change] : modelVariants())
             QTest::newRow(name.c_str()) << -1;
     }

@@ -1,0 +1,141 @@
+// Training stacks whose step is not one forward then one backward of one model, as dumps with known
+// pools (poolscope synth --scenario pipeline-1f1b, dpo-reference, gan): a pipeline stage with several
+// micro-batches' forwards alive and receive buffers, a policy trained beside a frozen reference
+// model run under no_grad, a GAN's two models and two optimizers. Each is written as a pickle, read
+// back as a user's file would be, and classified against its truth in the original and in the three
+// redactions (renamed code, Python frames only, no frames with the history kept): at the default
+// moment and at the peak, at most 2 % of the bytes in a wrong pool with frames, 15 % frameless, and
+// none confident where the frames that were the evidence are gone. The steps found are checked too.
+#include "core/classify/shipped_rules.h"
+#include "tests/core/classify/accuracy.h"
+
+#include "core/classify/classifier.h"
+#include "core/redact/ablation.h"
+#include "core/synth/synth_stacks.h"
+#include "tests/core/synth/scenario_fixture.h"
+
+#include <QtTest>
+
+#include <cstdio>
+#include <map>
+
+using namespace poolscope;
+using namespace poolscope::testing;
+
+namespace {
+
+std::string percent(double f)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
+    return buf;
+}
+
+struct Wrong {
+    double fraction = 0;
+    int64_t confident = 0;
+    std::string detail;
+};
+
+// Bytes alive just after `at` whose pool differs from the truth, as a share of the bytes alive, with
+// the misfiled bytes by "truth->got (rule)"; frameless, the bytes at >= 70 % that moved pool from a
+// decision resting on frames or that claim frames the copy does not have (as core/redact/ablation.cpp).
+Wrong wrongAt(const DeviceTrace& dev, const Classification& c, const std::vector<Pool>& truth, EventIndex at, const Classification* original)
+{
+    int64_t total = 0, wrong = 0;
+    std::map<std::string, int64_t> by;
+    Wrong w;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.aliveAfter(at))
+            continue;
+        total += a.size;
+        if (original && c.confidence[i] >= kConfidentPercent &&
+            ((c.pool[i] != original->pool[i] && (original->evidenceOf(i) & kEvidenceFrames)) || (c.evidenceOf(i) & kEvidenceFrames)))
+            w.confident += a.size;
+        if (c.pool[i] == truth[i])
+            continue;
+        wrong += a.size;
+        by[std::string(poolName(truth[i])) + "->" + std::string(poolName(c.pool[i])) + " (" + c.rules[c.rule[i]].name + ")"] += a.size;
+    }
+    w.fraction = total > 0 ? double(wrong) / double(total) : 0;
+    for (const auto& [k, b] : by)
+        w.detail += k + " " + std::to_string(b) + " B; ";
+    return w;
+}
+
+// Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
+// shows as XPASS. All frameless: the allocation stream's shape finds no pass where a 1F1B schedule
+// keeps three micro-batches' graphs and frees each by a backward between two forwards (its
+// activations and gradients stay unknown, the receive buffers read as kept forward products); in a
+// GAN's five passes per iteration (D real, G, D fake, D on G, the joint backward), where the
+// gradients each zero_grad drops and the next backward remakes read as state rewritten between
+// passes; and in a policy forward with the reference model's no_grad forward inside it (the
+// reference logits, held by the caller, read as quick scratch). Most of those bytes are unknown,
+// not confidently wrong (none at >= 70 %).
+const std::map<std::string, std::string>& knownMisses()
+{
+    static const std::map<std::string, std::string> misses = {
+        {"pipeline-1f1b none", "74.5 %"}, {"pipeline-1f1b x3 none", "55.3 %"}, {"dpo-reference none", "44.9 %"},
+        {"dpo-reference x3 none", "20.6 %"}, {"gan none", "74.4 %"},        {"gan x3 none", "54.9 %"}};
+    return misses;
+}
+
+} // namespace
+
+class TestSynthMultiPass : public QObject {
+    Q_OBJECT
+private slots:
+    void poolsMatchTruth_data()
+    {
+        QTest::addColumn<int>("scenario");
+        QTest::addColumn<int>("scale");
+        QTest::addColumn<QString>("variant");
+        for (int scale : {1, 3})
+            for (StackScenario s : kMultiPassScenarios)
+                for (const char* v : {"all", "renamed", "python", "none"})
+                    QTest::newRow((std::string(stackScenarioName(s)) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " + v).c_str())
+                        << int(s) << scale << QString(v);
+    }
+    void poolsMatchTruth()
+    {
+        QFETCH(int, scenario);
+        QFETCH(int, scale);
+        QFETCH(QString, variant);
+        const ScenarioFixture f = makeScenario(StackScenario(scenario), scale);
+        std::shared_ptr<const Trace> trace = f.trace;
+        RedactOptions o;
+        o.markers = scenarioRules().get();
+        if (variant == "renamed")
+            o.renameCode = true;
+        else if (variant == "python")
+            o.frames = FrameKeep::Python;
+        else if (variant == "none")
+            o.frames = FrameKeep::None;
+        if (variant != "all")
+            trace = redact(*f.trace, o);
+        const DeviceTrace& dev = trace->devices.at(0);
+        const Classification c = classify(*trace, dev, *scenarioRules());
+        QCOMPARE(c.size(), f.truth.size());
+        const Classification original = classify(*f.trace, f.dev(), *scenarioRules());
+        const double target = variant == "none" ? 0.15 : 0.02;
+        const EventIndex moments[] = {dev.ooms.empty() ? dev.peakIndex : dev.ooms.back().index, dev.peakIndex};
+        const std::string key = std::string(stackScenarioName(StackScenario(scenario))) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " +
+                                variant.toStdString();
+        for (EventIndex at : moments) {
+            const Wrong w = wrongAt(dev, c, f.truth, at, variant == "none" ? &original : nullptr);
+            const std::string what = variant.toStdString() + " at event " + std::to_string(at) + ": " + percent(w.fraction) + " wrong; " + w.detail;
+            qInfo("%s", what.c_str());
+            if (auto it = knownMisses().find(key); it != knownMisses().end()) {
+                if (at == moments[0])
+                    QCOMPARE(percent(w.fraction), it->second);
+                QEXPECT_FAIL("", what.c_str(), Continue);
+            }
+            QVERIFY2(w.fraction <= target, what.c_str());
+            QCOMPARE(w.confident, int64_t(0));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSynthMultiPass)
+#include "test_synth_multipass.moc"
