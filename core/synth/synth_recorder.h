@@ -271,5 +271,7 @@ SynthResult synthesizeClassScenario(StackScenario scenario, int scale);
 SynthResult synthesizeDistributedScenario(StackScenario scenario, int scale);
 // synth_finetune.cpp: PEFT LoRA on a frozen base with gradient checkpointing.
 SynthResult peftLora(int scale);
+// synth_quantized.cpp: bitsandbytes 8-bit optimizers and QLoRA.
+SynthResult synthesizeQuantizedScenario(StackScenario scenario, int scale);
 
 } // namespace poolscope::synth_detail

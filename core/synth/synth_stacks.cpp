@@ -359,7 +359,8 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
     for (StackScenario s : {StackScenario::Vllm, StackScenario::Megatron, StackScenario::DataParallelOom, StackScenario::NoHistory,
                             StackScenario::NoHistoryBare, StackScenario::KvGenerate, StackScenario::GradsMoved,
                             StackScenario::WorkspacePython, StackScenario::JvpForward, StackScenario::HandOptimizer,
-                            StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora})
+                            StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora,
+                            StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -383,6 +384,9 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::Fsdp: return "fsdp";
     case StackScenario::DdpBuckets: return "ddp-buckets";
     case StackScenario::PeftLora: return "peft-lora";
+    case StackScenario::BnbAdam8bit: return "bnb-adam8bit";
+    case StackScenario::BnbPagedAdam8bit: return "bnb-paged-adam8bit";
+    case StackScenario::Qlora: return "qlora";
     }
     return "";
 }
@@ -407,6 +411,9 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::Fsdp:
     case StackScenario::DdpBuckets:
     case StackScenario::PeftLora: return synthesizeDistributedScenario(scenario, scale);
+    case StackScenario::BnbAdam8bit:
+    case StackScenario::BnbPagedAdam8bit:
+    case StackScenario::Qlora: return synthesizeQuantizedScenario(scenario, scale);
     }
     throw std::invalid_argument("unknown scenario");
 }
