@@ -155,6 +155,18 @@ const std::map<std::string, std::string>& knownMisses()
         {"model leaks none default", "57.7 %"},
         {"model leaks none peak", "57.7 %"},
         {"model leaks none run", "89.7 %"},
+        // q22's quantised fine-tuning scenarios: renamed and Python-only meet the targets; frameless,
+        // the passes are misplaced (the 8-bit step allocates nothing after its first; QLoRA's
+        // quantising load and checkpointed forward), see tests/core/synth/test_synth_quantized.cpp.
+        {"scenario bnb-adam8bit none default", "54.3 %"},
+        {"scenario bnb-adam8bit none peak", "54.3 %"},
+        {"scenario bnb-adam8bit none run", "71.4 %"},
+        {"scenario bnb-paged-adam8bit none default", "60.9 %"},
+        {"scenario bnb-paged-adam8bit none peak", "60.9 %"},
+        {"scenario bnb-paged-adam8bit none run", "71.4 %"},
+        {"scenario qlora none default", "70.8 %"},
+        {"scenario qlora none peak", "70.8 %"},
+        {"scenario qlora none run", "100.0 %"},
     };
     return misses;
 }
