@@ -288,5 +288,7 @@ SynthResult compiledTraining(int scale);
 SynthResult cudaGraphDecode(int scale);
 // synth_multipass.cpp: pipeline parallelism, a frozen reference model, a GAN.
 SynthResult synthesizeMultiPassScenario(StackScenario scenario, int scale);
+// synth_quantized.cpp: bitsandbytes 8-bit optimizers and QLoRA.
+SynthResult synthesizeQuantizedScenario(StackScenario scenario, int scale);
 
 } // namespace poolscope::synth_detail

@@ -258,7 +258,8 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::WorkspacePython, StackScenario::JvpForward, StackScenario::HandOptimizer,
                             StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora,
                             StackScenario::Compiled, StackScenario::CudaGraphs,
-                            StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan})
+                            StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
+                            StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -287,6 +288,9 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::PipelineOneFOneB: return "pipeline-1f1b";
     case StackScenario::DpoReference: return "dpo-reference";
     case StackScenario::Gan: return "gan";
+    case StackScenario::BnbAdam8bit: return "bnb-adam8bit";
+    case StackScenario::BnbPagedAdam8bit: return "bnb-paged-adam8bit";
+    case StackScenario::Qlora: return "qlora";
     }
     return "";
 }
@@ -316,6 +320,9 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::PipelineOneFOneB:
     case StackScenario::DpoReference:
     case StackScenario::Gan: return synthesizeMultiPassScenario(scenario, scale);
+    case StackScenario::BnbAdam8bit:
+    case StackScenario::BnbPagedAdam8bit:
+    case StackScenario::Qlora: return synthesizeQuantizedScenario(scenario, scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

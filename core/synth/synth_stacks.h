@@ -66,6 +66,16 @@ namespace poolscope {
 //   DpoReference:   trl's DPOTrainer with a frozen reference model (its forward under no_grad between
 //                   the policy's forward and backward; no gradient or state for it), two steps;
 //   Gan:            the DCGAN example's loop: two models, two Adams, D and G steps alternating.
+// Quantised fine-tuning (synth_quantized.cpp), state and weights not of a parameter's size:
+//   BnbAdam8bit:    an fp32 model trained with bitsandbytes' AdamW8bit (uint8 state1/state2 and
+//                   fp32 absmax per 2048-element block for parameters of 4096 elements or more,
+//                   two fp32 states under that, the quantisation maps), three steps;
+//   BnbPagedAdam8bit: the same with PagedAdamW8bit (the states of parameters of 1e5 elements or
+//                   more come from cudaMallocManaged, outside the snapshot; their absmax remain);
+//   Qlora:          an NF4 base (Params4bit: packed uint8 and its double-quantised absmax),
+//                   norms, embedding and head cast to fp32 by prepare_model_for_kbit_training,
+//                   LoRA adapters on q and v, gradient checkpointing, weights dequantised per matmul
+//                   in forward and again in backward, paged AdamW 8-bit on the adapters, two steps.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -87,7 +97,10 @@ enum class StackScenario : uint8_t {
     CudaGraphs,
     PipelineOneFOneB,
     DpoReference,
-    Gan
+    Gan,
+    BnbAdam8bit,
+    BnbPagedAdam8bit,
+    Qlora
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
@@ -104,9 +117,13 @@ inline constexpr StackScenario kMultiPassScenarios[] = {StackScenario::PipelineO
 // The torch.compile scenarios, in order.
 inline constexpr StackScenario kCompiledScenarios[] = {StackScenario::Compiled, StackScenario::CudaGraphs};
 
+// The quantised fine-tuning scenarios, in order.
+inline constexpr StackScenario kQuantizedScenarios[] = {StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora};
+
 // vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
 // jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora,
-// compiled, cudagraphs, pipeline-1f1b, dpo-reference, gan
+// compiled, cudagraphs, pipeline-1f1b, dpo-reference, gan,
+// bnb-adam8bit, bnb-paged-adam8bit, qlora
 std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 

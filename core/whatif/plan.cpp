@@ -113,7 +113,9 @@ void applyOptimizer(const DeviceTrace& dev, const TraceModel& m, const Scenario&
         plan.notes.push_back("no optimizer step and no optimizer state in this trace: changing the optimizer changes nothing here");
         return;
     }
-    if (m.stateBytesPerParam == 0) {
+    if (!stateIsWholeParameterCopies(m) && rebuildOptimizerState(dev, m, target, plan)) {
+        // An 8-bit state (uint8 moments, fp32 absmax, maps): replaced, not scaled block by block.
+    } else if (m.stateBytesPerParam == 0) {
         // The recorded optimizer kept no state (plain SGD): the new one creates it lazily at the first step.
         const EventIndex at = m.firstStepEvent;
         for (size_t a = 0; a < plan.size.size(); ++a) {
@@ -205,7 +207,9 @@ int64_t optimizerStateBytes(OptimizerKind kind, int64_t numel)
     case OptimizerKind::Adam8bit:
         if (numel < 4096)
             return 8 * numel;
-        return 2 * numel + 2 * ((numel + 255) / 256) * 4; // two 8-bit states + fp32 absmax per 256-element block
+        // Two uint8 states and an fp32 absmax per 2048-element block for each (bitsandbytes
+        // Optimizer2State.init_state: blocks = ceil(n / 2048)).
+        return 2 * numel + 2 * ((numel + 2047) / 2048) * 4;
     case OptimizerKind::Keep:
         break;
     }

@@ -55,5 +55,10 @@ int64_t optimizerStateBytes(OptimizerKind kind, int64_t numel);
 // Scratch a step allocates for all parameters at once, per fp32 parameter (foreach AdamW's sqrt(v)
 // list: 4 B; optimizers that step one tensor at a time: 0).
 int64_t optimizerWorkspaceBytesPerParam(OptimizerKind kind);
+// plan_optimizer_rebuild.cpp: whether the recorded optimizer's state blocks are whole copies of
+// the parameters (so each can be scaled to the new optimizer), and, where they are not (an 8-bit
+// optimizer), the new optimizer's state made afresh for the gradients alive at the first step.
+bool stateIsWholeParameterCopies(const TraceModel& m);
+bool rebuildOptimizerState(const DeviceTrace& dev, const TraceModel& m, OptimizerKind target, Plan& plan);
 
 } // namespace poolscope

@@ -173,6 +173,18 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario gan none default", "74.4 %"},
         {"scenario gan none peak", "74.4 %"},
         {"scenario gan none run", "88.4 %"},
+        // q22's quantised fine-tuning scenarios: renamed and Python-only meet the targets; frameless,
+        // the passes are misplaced (the 8-bit step allocates nothing after its first; QLoRA's
+        // quantising load and checkpointed forward), see tests/core/synth/test_synth_quantized.cpp.
+        {"scenario bnb-adam8bit none default", "54.3 %"},
+        {"scenario bnb-adam8bit none peak", "54.3 %"},
+        {"scenario bnb-adam8bit none run", "71.4 %"},
+        {"scenario bnb-paged-adam8bit none default", "60.9 %"},
+        {"scenario bnb-paged-adam8bit none peak", "60.9 %"},
+        {"scenario bnb-paged-adam8bit none run", "71.4 %"},
+        {"scenario qlora none default", "70.8 %"},
+        {"scenario qlora none peak", "70.8 %"},
+        {"scenario qlora none run", "100.0 %"},
     };
     return misses;
 }
@@ -192,7 +204,7 @@ private slots:
     void wholeRun_data()
     {
         QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
-        for (int s = 0; s <= int(StackScenario::Gan); ++s) // every scenario (Gan is the last)
+        for (int s = 0; s <= int(StackScenario::Qlora); ++s) // every scenario (Qlora is the last)
             QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
         for (const auto& [name, change] : modelVariants())
             QTest::newRow(name.c_str()) << -1;

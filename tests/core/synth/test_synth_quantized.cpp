@@ -1,0 +1,153 @@
+// Quantised fine-tuning stacks as dumps with known pools (poolscope synth --scenario bnb-adam8bit,
+// bnb-paged-adam8bit, qlora): optimizer state of one byte per element with fp32 absmax beside it,
+// NF4 weights packed two to a byte with their quant state, weights dequantised per matmul. Each is
+// written as a pickle, read back as a user's file would be, classified
+// against its truth (not against the original's classification) in the original and in the three
+// redactions (renamed code, Python frames only, no frames with the history kept): at the default
+// moment and at the peak, at most 2 % of the bytes in a wrong pool with frames (all, renamed,
+// Python-only), 15 % frameless, and none confident where the frames that were the evidence are gone.
+#include "core/classify/shipped_rules.h"
+#include "tests/core/classify/accuracy.h"
+
+#include "core/classify/classifier.h"
+#include "core/formats/pickle_writer.h"
+#include "core/load.h"
+#include "core/redact/ablation.h"
+#include "core/synth/synth_recorder.h"
+#include "core/synth/synth_stacks.h"
+#include "tests/core/synth/scenario_fixture.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+using namespace poolscope;
+using namespace poolscope::testing;
+
+namespace {
+
+using Fixture = ScenarioFixture;
+Fixture make(StackScenario s, int scale = 1) { return makeScenario(s, scale); }
+std::shared_ptr<const RuleSet> rules() { return scenarioRules(); }
+
+std::string percent(double f)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
+    return buf;
+}
+
+// Bytes alive just after `at` whose pool differs from the truth, as a share of the bytes alive,
+// with the misfiled bytes by "truth->got (rule)".
+struct Wrong {
+    double fraction = 0;
+    // Frameless, as the ablation counts it (core/redact/ablation.cpp): bytes at >= 70 % that moved
+    // pool from a decision resting on frames, or that claim frames the copy does not have.
+    int64_t confident = 0;
+    std::string detail;
+};
+
+Wrong wrongAt(const DeviceTrace& dev, const Classification& c, const std::vector<Pool>& truth, EventIndex at, const Classification* original)
+{
+    int64_t total = 0, wrong = 0;
+    std::map<std::string, int64_t> by;
+    Wrong w;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.aliveAfter(at))
+            continue;
+        total += a.size;
+        if (original && c.confidence[i] >= kConfidentPercent &&
+            ((c.pool[i] != original->pool[i] && (original->evidenceOf(i) & kEvidenceFrames)) || (c.evidenceOf(i) & kEvidenceFrames)))
+            w.confident += a.size;
+        if (c.pool[i] == truth[i])
+            continue;
+        wrong += a.size;
+        by[std::string(poolName(truth[i])) + "->" + std::string(poolName(c.pool[i])) + " (" + c.rules[c.rule[i]].name + ")"] += a.size;
+    }
+    w.fraction = total > 0 ? double(wrong) / double(total) : 0;
+    for (const auto& [k, b] : by)
+        w.detail += k + " " + std::to_string(b) + " B; ";
+    return w;
+}
+
+// Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
+// shows as XPASS. Every one is frameless, and none is the quantised state or weights themselves:
+// - bnb-adam8bit / bnb-paged-adam8bit: after the first step the 8-bit optimizer allocates nothing
+//   (its kernels update in place), so zero_grad's frees follow the backward's releases directly
+//   and the stream's shape places the passes wrongly: at x1 no backward is found (the activations
+//   read as forward scratch), at x3 the backward runs on through zero_grad (the gradients read as
+//   its scratch).
+// - qlora: the checkpointed forward barely rises (as peft-lora frameless) and the base's packed
+//   weights and quant state, made by one loop before the first forward and kept, read at x3 as kept
+//   forward products.
+const std::map<std::string, std::string>& knownMisses()
+{
+    static const std::map<std::string, std::string> misses = {
+        {"bnb-adam8bit none", "54.3 %"},       {"bnb-paged-adam8bit none", "60.9 %"},    {"qlora none", "70.8 %"},
+        {"bnb-adam8bit x3 none", "40.1 %"},    {"bnb-paged-adam8bit x3 none", "50.0 %"}, {"qlora x3 none", "87.5 %"}};
+    return misses;
+}
+
+} // namespace
+
+class TestSynthQuantized : public QObject {
+    Q_OBJECT
+private slots:
+    void poolsMatchTruth_data()
+    {
+        QTest::addColumn<int>("scenario");
+        QTest::addColumn<int>("scale");
+        QTest::addColumn<QString>("variant");
+        for (int scale : {1, 3})
+            for (StackScenario s : kQuantizedScenarios)
+                for (const char* v : {"all", "renamed", "python", "none"})
+                    QTest::newRow((std::string(stackScenarioName(s)) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " + v).c_str())
+                        << int(s) << scale << QString(v);
+    }
+    void poolsMatchTruth()
+    {
+        QFETCH(int, scenario);
+        QFETCH(int, scale);
+        QFETCH(QString, variant);
+        const Fixture f = make(StackScenario(scenario), scale);
+        std::shared_ptr<const Trace> trace = f.trace;
+        RedactOptions o;
+        o.markers = rules().get();
+        if (variant == "renamed")
+            o.renameCode = true;
+        else if (variant == "python")
+            o.frames = FrameKeep::Python;
+        else if (variant == "none")
+            o.frames = FrameKeep::None;
+        if (variant != "all")
+            trace = redact(*f.trace, o);
+        const DeviceTrace& dev = trace->devices.at(0);
+        const Classification c = classify(*trace, dev, *rules());
+        QCOMPARE(c.size(), f.truth.size());
+        // The frames that were the evidence are gone in the frameless copy: no confidence >= 70 % there.
+        const Classification original = classify(*f.trace, f.dev(), *rules());
+        const double target = variant == "none" ? 0.15 : 0.02;
+        const EventIndex moments[] = {dev.ooms.empty() ? dev.peakIndex : dev.ooms.back().index, dev.peakIndex};
+        const std::string key = std::string(stackScenarioName(StackScenario(scenario))) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " +
+                                variant.toStdString();
+        for (EventIndex at : moments) {
+            const Wrong w = wrongAt(dev, c, f.truth, at, variant == "none" ? &original : nullptr);
+            const std::string what = variant.toStdString() + " at event " + std::to_string(at) + ": " + percent(w.fraction) + " wrong; " + w.detail;
+            qInfo("%s", what.c_str());
+            if (auto it = knownMisses().find(key); it != knownMisses().end()) {
+                if (at == moments[0])
+                    QCOMPARE(percent(w.fraction), it->second); // the figure documented
+                QEXPECT_FAIL("", what.c_str(), Continue);
+            }
+            QVERIFY2(w.fraction <= target, what.c_str());
+            QCOMPARE(w.confident, int64_t(0));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSynthQuantized)
+#include "test_synth_quantized.moc"
