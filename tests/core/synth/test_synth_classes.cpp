@@ -45,13 +45,6 @@ std::string misfiled(const Fixture& f, const Classification& c)
     return s;
 }
 
-std::string percent(double f)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
-    return buf;
-}
-
 // Targets not met yet: "scenario variant moment check" -> the figure measured.
 const std::map<std::string, std::string>& knownMisses()
 {

@@ -32,47 +32,6 @@ using Fixture = ScenarioFixture;
 Fixture make(StackScenario s, int scale = 1) { return makeScenario(s, scale); }
 std::shared_ptr<const RuleSet> rules() { return scenarioRules(); }
 
-std::string percent(double f)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
-    return buf;
-}
-
-// Bytes alive just after `at` whose pool differs from the truth, as a share of the bytes alive,
-// with the misfiled bytes by "truth->got (rule)".
-struct Wrong {
-    double fraction = 0;
-    // Frameless, as the ablation counts it (core/redact/ablation.cpp): bytes at >= 70 % that moved
-    // pool from a decision resting on frames, or that claim frames the copy does not have.
-    int64_t confident = 0;
-    std::string detail;
-};
-
-Wrong wrongAt(const DeviceTrace& dev, const Classification& c, const std::vector<Pool>& truth, EventIndex at, const Classification* original)
-{
-    int64_t total = 0, wrong = 0;
-    std::map<std::string, int64_t> by;
-    Wrong w;
-    for (size_t i = 0; i < c.size(); ++i) {
-        const Allocation& a = dev.allocations[i];
-        if (!a.aliveAfter(at))
-            continue;
-        total += a.size;
-        if (original && c.confidence[i] >= kConfidentPercent &&
-            ((c.pool[i] != original->pool[i] && (original->evidenceOf(i) & kEvidenceFrames)) || (c.evidenceOf(i) & kEvidenceFrames)))
-            w.confident += a.size;
-        if (c.pool[i] == truth[i])
-            continue;
-        wrong += a.size;
-        by[std::string(poolName(truth[i])) + "->" + std::string(poolName(c.pool[i])) + " (" + c.rules[c.rule[i]].name + ")"] += a.size;
-    }
-    w.fraction = total > 0 ? double(wrong) / double(total) : 0;
-    for (const auto& [k, b] : by)
-        w.detail += k + " " + std::to_string(b) + " B; ";
-    return w;
-}
-
 // Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
 // shows as XPASS. FSDP without frames: the stream's shape alone places the passes wrongly when
 // every unit's forward gathers and frees a block of its parameters' size (the rise and fall reads
@@ -109,17 +68,7 @@ private slots:
         QFETCH(int, scale);
         QFETCH(QString, variant);
         const Fixture f = make(StackScenario(scenario), scale);
-        std::shared_ptr<const Trace> trace = f.trace;
-        RedactOptions o;
-        o.markers = rules().get();
-        if (variant == "renamed")
-            o.renameCode = true;
-        else if (variant == "python")
-            o.frames = FrameKeep::Python;
-        else if (variant == "none")
-            o.frames = FrameKeep::None;
-        if (variant != "all")
-            trace = redact(*f.trace, o);
+        const std::shared_ptr<const Trace> trace = ablatedCopy(f, variant);
         const DeviceTrace& dev = trace->devices.at(0);
         const Classification c = classify(*trace, dev, *rules());
         QCOMPARE(c.size(), f.truth.size());

@@ -26,28 +26,6 @@ using namespace poolscope::testing;
 
 namespace {
 
-std::string percent(double f)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
-    return buf;
-}
-
-std::shared_ptr<const Trace> variantOf(const ScenarioFixture& f, const QString& variant)
-{
-    if (variant == "all")
-        return f.trace;
-    RedactOptions o;
-    o.markers = scenarioRules().get();
-    if (variant == "renamed")
-        o.renameCode = true;
-    else if (variant == "python")
-        o.frames = FrameKeep::Python;
-    else
-        o.frames = FrameKeep::None;
-    return redact(*f.trace, o);
-}
-
 // The worst moment of the run: the largest share of the bytes alive in a wrong pool, with where.
 struct Worst {
     double fraction = 0;
@@ -138,7 +116,7 @@ private slots:
         QFETCH(int, scale);
         QFETCH(QString, variant);
         const ScenarioFixture f = makeScenario(StackScenario::Megatron, scale);
-        const std::shared_ptr<const Trace> trace = variantOf(f, variant);
+        const std::shared_ptr<const Trace> trace = ablatedCopy(f, variant);
         const DeviceTrace& dev = trace->devices.at(0);
         const Classification c = classify(*trace, dev, *scenarioRules());
         QCOMPARE(c.size(), f.truth.size());
@@ -168,7 +146,7 @@ private slots:
     {
         for (int scale : {1, 3}) {
             const ScenarioFixture f = makeScenario(StackScenario::Megatron, scale);
-            const std::shared_ptr<const Trace> trace = variantOf(f, "renamed");
+            const std::shared_ptr<const Trace> trace = ablatedCopy(f, "renamed");
             const DeviceTrace& dev = trace->devices.at(0);
             const Classification c = classify(*trace, dev, *scenarioRules());
             size_t gradBuffers = 0, masters = 0, moved = 0, trueMasters = 0;
