@@ -49,48 +49,8 @@ const std::map<std::string, std::string>& knownMisses()
 class TestSynthDistributed : public QObject {
     Q_OBJECT
 private slots:
-    void poolsMatchTruth_data()
-    {
-        QTest::addColumn<int>("scenario");
-        QTest::addColumn<int>("scale");
-        QTest::addColumn<QString>("variant");
-        // Scaled too: the structure, not one set of sizes, has to carry the decisions (at x3 most
-        // DDP buckets hold one parameter, so a bucket has a parameter's size).
-        for (int scale : {1, 3})
-            for (StackScenario s : kDistributedScenarios)
-                for (const char* v : {"all", "renamed", "python", "none"})
-                    QTest::newRow((std::string(stackScenarioName(s)) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " + v).c_str())
-                        << int(s) << scale << QString(v);
-    }
-    void poolsMatchTruth()
-    {
-        QFETCH(int, scenario);
-        QFETCH(int, scale);
-        QFETCH(QString, variant);
-        const Fixture f = make(StackScenario(scenario), scale);
-        const std::shared_ptr<const Trace> trace = ablatedCopy(f, variant);
-        const DeviceTrace& dev = trace->devices.at(0);
-        const Classification c = classify(*trace, dev, *rules());
-        QCOMPARE(c.size(), f.truth.size());
-        // The frames that were the evidence are gone in the frameless copy: no confidence >= 70 % there.
-        const Classification original = classify(*f.trace, f.dev(), *rules());
-        const double target = variant == "none" ? 0.15 : 0.02;
-        const EventIndex moments[] = {dev.ooms.empty() ? dev.peakIndex : dev.ooms.back().index, dev.peakIndex};
-        const std::string key = std::string(stackScenarioName(StackScenario(scenario))) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " +
-                                variant.toStdString();
-        for (EventIndex at : moments) {
-            const Wrong w = wrongAt(dev, c, f.truth, at, variant == "none" ? &original : nullptr);
-            const std::string what = variant.toStdString() + " at event " + std::to_string(at) + ": " + percent(w.fraction) + " wrong; " + w.detail;
-            qInfo("%s", what.c_str());
-            if (auto it = knownMisses().find(key); it != knownMisses().end()) {
-                if (at == moments[0])
-                    QCOMPARE(percent(w.fraction), it->second); // the figure documented
-                QEXPECT_FAIL("", what.c_str(), Continue);
-            }
-            QVERIFY2(w.fraction <= target, what.c_str());
-            QCOMPARE(w.confident, int64_t(0));
-        }
-    }
+    void poolsMatchTruth_data() { addTruthRows(kDistributedScenarios); }
+    void poolsMatchTruth() { checkPoolsAgainstTruth(knownMisses()); }
 };
 
 QTEST_GUILESS_MAIN(TestSynthDistributed)

@@ -46,45 +46,8 @@ const std::map<std::string, std::string>& knownMisses()
 class TestSynthMultiPass : public QObject {
     Q_OBJECT
 private slots:
-    void poolsMatchTruth_data()
-    {
-        QTest::addColumn<int>("scenario");
-        QTest::addColumn<int>("scale");
-        QTest::addColumn<QString>("variant");
-        for (int scale : {1, 3})
-            for (StackScenario s : kMultiPassScenarios)
-                for (const char* v : {"all", "renamed", "python", "none"})
-                    QTest::newRow((std::string(stackScenarioName(s)) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " + v).c_str())
-                        << int(s) << scale << QString(v);
-    }
-    void poolsMatchTruth()
-    {
-        QFETCH(int, scenario);
-        QFETCH(int, scale);
-        QFETCH(QString, variant);
-        const ScenarioFixture f = makeScenario(StackScenario(scenario), scale);
-        const std::shared_ptr<const Trace> trace = ablatedCopy(f, variant);
-        const DeviceTrace& dev = trace->devices.at(0);
-        const Classification c = classify(*trace, dev, *scenarioRules());
-        QCOMPARE(c.size(), f.truth.size());
-        const Classification original = classify(*f.trace, f.dev(), *scenarioRules());
-        const double target = variant == "none" ? 0.15 : 0.02;
-        const EventIndex moments[] = {dev.ooms.empty() ? dev.peakIndex : dev.ooms.back().index, dev.peakIndex};
-        const std::string key = std::string(stackScenarioName(StackScenario(scenario))) + (scale > 1 ? " x" + std::to_string(scale) : "") + " " +
-                                variant.toStdString();
-        for (EventIndex at : moments) {
-            const Wrong w = wrongAt(dev, c, f.truth, at, variant == "none" ? &original : nullptr);
-            const std::string what = variant.toStdString() + " at event " + std::to_string(at) + ": " + percent(w.fraction) + " wrong; " + w.detail;
-            qInfo("%s", what.c_str());
-            if (auto it = knownMisses().find(key); it != knownMisses().end()) {
-                if (at == moments[0])
-                    QCOMPARE(percent(w.fraction), it->second);
-                QEXPECT_FAIL("", what.c_str(), Continue);
-            }
-            QVERIFY2(w.fraction <= target, what.c_str());
-            QCOMPARE(w.confident, int64_t(0));
-        }
-    }
+    void poolsMatchTruth_data() { addTruthRows(kMultiPassScenarios); }
+    void poolsMatchTruth() { checkPoolsAgainstTruth(knownMisses()); }
 };
 
 QTEST_GUILESS_MAIN(TestSynthMultiPass)
