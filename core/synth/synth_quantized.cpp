@@ -28,6 +28,7 @@
 //     the head.
 #include "core/synth/synth_stacks.h"
 
+#include "core/synth/synth_peft_trainer.h"
 #include "core/synth/synth_recorder.h"
 
 #include <stdexcept>
@@ -180,8 +181,9 @@ SynthResult qlora(int scale)
 {
     Recorder r;
     const int64_t h = 512 * scale, tokens = 1024, rank = 64, vocab = 8000, bf = 2, f32 = 4;
-    const std::string tf = kSite + "transformers/";
-    const std::string peft = kSite + "peft/";
+    const PeftTrainerFrames pf;
+    const std::string& tf = pf.tf;
+    const std::string& peft = pf.peft;
     const Frames fromPretrained = Frames{{tf + "modeling_utils.py", "_load_state_dict_into_meta_model", 915},
                                          {tf + "modeling_utils.py", "_load_pretrained_model", 4329},
                                          {tf + "modeling_utils.py", "from_pretrained", 3916}} +
@@ -235,31 +237,14 @@ SynthResult qlora(int scale)
         r.free(floatBlocks[k], cast);
     }
     // get_peft_model: lora_A (r x h) and lora_B (h x r) on q_proj and v_proj.
-    const Frames adapter = Frames{{kTorch + "nn/modules/module.py", "convert", 1357},
-                                  {kTorch + "nn/modules/module.py", "_apply", 957},
-                                  {kTorch + "nn/modules/module.py", "to", 1371},
-                                  {peft + "tuners/tuners_utils.py", "_move_adapter_to_device_of_base_layer", 1123},
-                                  {peft + "tuners/lora/layer.py", "update_layer", 153},
-                                  {peft + "tuners/lora/model.py", "_create_and_replace", 238},
-                                  {peft + "mapping.py", "get_peft_model", 222}} +
-                           kMain;
+    const Frames& adapter = pf.adapter;
     const size_t adapters = size_t(layers) * 4;
     for (size_t k = 0; k < adapters; ++k)
         r.alloc(rank * h * f32, adapter, Pool::Parameter);
-    const Frames loop = {{tf + "trainer.py", "training_step", 3485}, {tf + "trainer.py", "_inner_training_loop", 2279},
-                         {tf + "trainer.py", "train", 1938}, {kUser + "run.py", "main", 48}, {kUser + "run.py", "<module>", 77}};
-    const Frames model = Frames{{tf + "models/llama/modeling_llama.py", "forward", 1189}} + kModuleCall +
-                         Frames{{peft + "peft_model.py", "forward", 1577}} + kModuleCall + loop;
-    auto ckpt = [&](int line) {
-        return Frames{{tf + "models/llama/modeling_llama.py", "forward", line}} + kModuleCall +
-               Frames{{kTorch + "utils/checkpoint.py", "forward", 263}, {kTorch + "autograd/function.py", "apply", 574},
-                      {kTorch + "utils/checkpoint.py", "checkpoint", 494}, {tf + "models/llama/modeling_llama.py", "forward", 963}} +
-               model;
-    };
-    auto recompute = [&](int line) {
-        return Frames{{tf + "models/llama/modeling_llama.py", "forward", line}} + kModuleCall +
-               Frames{{kTorch + "utils/checkpoint.py", "backward", 307}, {kTorch + "autograd/function.py", "apply", 306}} + kEngine;
-    };
+    const Frames& loop = pf.loop;
+    const Frames& model = pf.model;
+    auto ckpt = [&](int line) { return pf.ckpt(line); };
+    auto recompute = [&](int line) { return pf.recompute(line); };
     // Linear4bit.forward -> bnb.matmul_4bit -> MatMul4Bit.apply -> forward: the weight dequantised.
     auto dequantForward = [&](const Frames& layer) {
         return Frames{{kBnb + "functional.py", "dequantize_4bit", 1236},
@@ -274,11 +259,7 @@ SynthResult qlora(int scale)
                                           {kBnb + "autograd/_functions.py", "backward", 512},
                                           {kTorch + "autograd/function.py", "apply", 306}} +
                                    kEngine;
-    const Frames backwardCall = Frames{{kTorch + "autograd/graph.py", "_engine_run_backward", 768},
-                                       {kTorch + "autograd/__init__.py", "backward", 267},
-                                       {kTorch + "_tensor.py", "backward", 521},
-                                       {kSite + "accelerate/accelerator.py", "backward", 2151}} +
-                                loop;
+    const Frames& backwardCall = pf.backwardCall;
     const int64_t act = tokens * h * bf;
     // One decoder layer's Linears, run through dequantised weights; `keepSaved` holds what the
     // graph saves when grad is on (the recompute), nothing under checkpoint's no_grad forward.
