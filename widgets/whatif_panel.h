@@ -1,8 +1,8 @@
 #pragma once
 #include "core/engine/document.h"
 #include "core/whatif/whatif.h"
+#include "widgets/whatif_result_model.h"
 
-#include <QAbstractTableModel>
 #include <QFutureWatcher>
 #include <QWidget>
 
@@ -22,33 +22,6 @@ class QTableView;
 class QTimer;
 
 namespace poolscope {
-
-// Rows: peak allocated, peak reserved, reserved-but-unallocated at the reserved peak, then each
-// pool's own peak; columns: what, recorded, predicted, change. Display text only; the raw bytes
-// are under Qt::UserRole (recorded and predicted columns) for callers and tests.
-class WhatIfResultModel : public QAbstractTableModel {
-    Q_OBJECT
-public:
-    enum Column { Quantity, Recorded, Predicted, Change, ColumnCount };
-    using QAbstractTableModel::QAbstractTableModel;
-
-    void setResult(std::shared_ptr<const WhatIfResult> result);
-    const WhatIfResult* result() const { return m_result.get(); }
-
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
-
-private:
-    struct Row {
-        QString label;
-        qint64 recorded = 0;
-        qint64 predicted = 0;
-    };
-    std::shared_ptr<const WhatIfResult> m_result;
-    std::vector<Row> m_rows;
-};
 
 // "What if I checkpoint / shard / change the optimizer / change the batch?" The knobs of a
 // Scenario beside the answer: recorded vs predicted peaks, per-pool peaks, whether it fits at the
