@@ -224,6 +224,8 @@ private:
             f.size = size;
             f.emptyStack = (!f.stack.valid() || m_trace.frames.stack(f.stack).empty()) && m_trace.opName(a).empty();
             lt |= deviceBits;
+            if (!a.preexisting() && c.facts.firstForward != kNoEvent && a.allocEvent >= c.facts.firstForward)
+                lt |= bit(Lifetime::AfterFirstForward);
             if (a.preexisting() && recordedAny && (!a.stack.valid() || m_trace.frames.stack(a.stack).empty()) && m_trace.opName(a).empty())
                 lt |= bit(Lifetime::Unrecorded);
             f.lifetime = lt;

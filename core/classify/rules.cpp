@@ -20,7 +20,8 @@ using nlohmann::json;
 
 constexpr std::array<std::string_view, kLifetimeCount> kLifetimeNames = {
     "preexisting", "recorded",         "alive_at_end",      "freed", "alive_whole_trace", "same_phase",
-    "later_phase", "survives_step", "survives_backward", "quick", "own_phase", "no_history", "unrecorded"};
+    "later_phase", "survives_step", "survives_backward", "quick", "own_phase", "no_history", "unrecorded",
+    "after_first_forward"};
 
 // Errors name the list, the entry's index and name, and the field, so a user can find the typo.
 class Context {

@@ -30,8 +30,11 @@ enum class Lifetime : uint16_t {
     // Nothing recorded its birth (no alloc event, no stack) while the dump recorded others': it
     // predates recording. Not set where nothing at all was recorded (a segments-only dump).
     Unrecorded = 1 << 12,
+    // Made at or after the run's first forward pass began (where the history shows one): a model
+    // is built before its first forward, so what a constructor makes later is not known to be one.
+    AfterFirstForward = 1 << 13,
 };
-constexpr size_t kLifetimeCount = 13;
+constexpr size_t kLifetimeCount = 14;
 std::string_view lifetimeName(Lifetime l);
 constexpr uint16_t bit(Lifetime l) { return uint16_t(l); }
 

@@ -106,6 +106,13 @@ public:
         m_live.erase(it);
     }
 
+    // torch.cuda.empty_cache(): the cached segments released (their segment_free events recorded).
+    void emptyCache(const Frames& where)
+    {
+        m_main.emptyCache();
+        drain(m_main, stack(where));
+    }
+
     // What the OOM observer sees: the request that failed and the device's free bytes.
     void oom(int64_t bytes, const Frames& where) { push(Action::Oom, uint64_t(1) << 20, bytes, stack(where)); }
     void snapshotEntry() { push(Action::Snapshot, 0, 0, StackId{}); }
@@ -290,5 +297,7 @@ SynthResult cudaGraphDecode(int scale);
 SynthResult synthesizeMultiPassScenario(StackScenario scenario, int scale);
 // synth_quantized.cpp: bitsandbytes 8-bit optimizers and QLoRA.
 SynthResult synthesizeQuantizedScenario(StackScenario scenario, int scale);
+// synth_calibration.cpp: GPTQ's layer-by-layer calibration (Hessians from forward hooks).
+SynthResult gptqCalibration(int scale);
 
 } // namespace poolscope::synth_detail

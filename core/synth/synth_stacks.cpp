@@ -259,7 +259,8 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::ScriptAttention, StackScenario::DeepSpeedZero2, StackScenario::Fsdp, StackScenario::DdpBuckets, StackScenario::PeftLora,
                             StackScenario::Compiled, StackScenario::CudaGraphs,
                             StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
-                            StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora})
+                            StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
+                            StackScenario::GptqCalibration})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -291,6 +292,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::BnbAdam8bit: return "bnb-adam8bit";
     case StackScenario::BnbPagedAdam8bit: return "bnb-paged-adam8bit";
     case StackScenario::Qlora: return "qlora";
+    case StackScenario::GptqCalibration: return "gptq-calibration";
     }
     return "";
 }
@@ -323,6 +325,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::BnbAdam8bit:
     case StackScenario::BnbPagedAdam8bit:
     case StackScenario::Qlora: return synthesizeQuantizedScenario(scenario, scale);
+    case StackScenario::GptqCalibration: return gptqCalibration(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

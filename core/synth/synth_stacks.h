@@ -76,6 +76,11 @@ namespace poolscope {
 //                   norms, embedding and head cast to fp32 by prepare_model_for_kbit_training,
 //                   LoRA adapters on q and v, gradient checkpointing, weights dequantised per matmul
 //                   in forward and again in backward, paged AdamW 8-bit on the adapters, two steps.
+// Calibration (synth_calibration.cpp), nothing trains:
+//   GptqCalibration: GPTQ's reference llama_sequential in the user's own files: the samples'
+//                   hidden states in two buffers, one decoder layer on the device at a time, an
+//                   (in x in) fp32 Hessian per linear accumulated by forward hooks, fasterquant's
+//                   Cholesky factors and block temporaries, the quantised weights written back.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -100,7 +105,8 @@ enum class StackScenario : uint8_t {
     Gan,
     BnbAdam8bit,
     BnbPagedAdam8bit,
-    Qlora
+    Qlora,
+    GptqCalibration
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
@@ -119,6 +125,8 @@ inline constexpr StackScenario kCompiledScenarios[] = {StackScenario::Compiled, 
 
 // The quantised fine-tuning scenarios, in order.
 inline constexpr StackScenario kQuantizedScenarios[] = {StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora};
+// The calibration scenarios, in order.
+inline constexpr StackScenario kCalibrationScenarios[] = {StackScenario::GptqCalibration};
 
 // vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
 // jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora,
