@@ -13,8 +13,10 @@
 // classified under the four copies the synth suites use (all, renamed, python, none:
 // tests/core/synth/scenario_fixture.h's ablatedCopy). Per configuration and copy: the share of the
 // bytes alive at the peak (and at the OOM, if any) whose pool differs from the truth, and the largest
-// misfiled "truth->got (rule)" entries. Rows over issue 22's targets (2 % all/renamed/python, 15 %
-// frameless) end with "OVER"; the summary lists the worst. Exit 0.
+// misfiled "truth->got (rule)" entries; "sure": the wrong bytes decided at a confidence of 70 % or
+// more (where the dump cannot tell, the classifier should say so, not be sure). Rows over issue
+// 22's targets (2 % all/renamed/python, 15 % frameless) end with "OVER"; the summary lists the
+// worst. Exit 0.
 #include "core/classify/classifier.h"
 #include "core/classify/rules.h"
 #include "core/formats/pickle_writer.h"
@@ -210,8 +212,10 @@ std::shared_ptr<const Trace> roundTrip(const Trace& trace, const fs::path& dir)
 
 struct Wrong {
     int64_t bytes = 0, wrong = 0;
+    int64_t sure = 0; // ... of the wrong bytes, those at a confidence of 70 % or more
     std::vector<std::pair<std::string, int64_t>> by; // "truth->got (rule)", largest first
     double fraction() const { return bytes > 0 ? double(wrong) / double(bytes) : 0; }
+    double sureFraction() const { return bytes > 0 ? double(sure) / double(bytes) : 0; }
 };
 
 Wrong wrongAt(const DeviceTrace& dev, const Classification& c, const std::vector<Pool>& truth, EventIndex at)
@@ -226,6 +230,8 @@ Wrong wrongAt(const DeviceTrace& dev, const Classification& c, const std::vector
         if (c.pool[i] == truth[i])
             continue;
         w.wrong += a.size;
+        if (c.confidence[i] >= 70)
+            w.sure += a.size;
         by[std::string(poolName(truth[i])) + "->" + std::string(poolName(c.pool[i])) + " (" + c.rules[c.rule[i]].name + ")"] += a.size;
     }
     w.by.assign(by.begin(), by.end());
@@ -242,7 +248,7 @@ std::string pct(double f)
 
 struct Row {
     std::string config, copy, detail;
-    double worst = 0;
+    double worst = 0, sure = 0;
 };
 
 } // namespace
@@ -315,11 +321,11 @@ int main(int argc, char** argv)
             const DeviceTrace& dev = t->devices.at(0);
             const Classification c = classify(*t, dev, *rules);
             const Wrong atPeak = wrongAt(dev, c, r.truth, dev.peakIndex);
-            std::string line = std::string("   ") + copy + std::string(8 - std::string(copy).size(), ' ') + "peak " + pct(atPeak.fraction());
+            std::string line = std::string("   ") + copy + std::string(8 - std::string(copy).size(), ' ') + "peak " + pct(atPeak.fraction()) + " (sure " + pct(atPeak.sureFraction()) + ")";
             Wrong shown = atPeak;
             if (!dev.ooms.empty()) {
                 const Wrong atOom = wrongAt(dev, c, r.truth, dev.ooms.back().index);
-                line += "  oom " + pct(atOom.fraction());
+                line += "  oom " + pct(atOom.fraction()) + " (sure " + pct(atOom.sureFraction()) + ")";
                 if (atOom.fraction() > shown.fraction())
                     shown = atOom;
             }
@@ -329,7 +335,7 @@ int main(int argc, char** argv)
                 detail += (k ? "; " : "") + shown.by[k].first + " " + std::to_string(shown.by[k].second) + " B";
             line += (shown.fraction() > target ? "  OVER" : "") + std::string(detail.empty() ? "" : "  ") + detail;
             std::cout << line << "\n";
-            rows.push_back({cfg.name, copy, detail, shown.fraction()});
+            rows.push_back({cfg.name, copy, detail, shown.fraction(), shown.sureFraction()});
         }
         std::cout.flush();
     }
@@ -342,6 +348,6 @@ int main(int argc, char** argv)
     std::cout << "\n" << rows.size() << " rows (" << rows.size() / 4 << " configurations x 4 copies) in " << int(secs) << " s; " << over
               << " over target (2 % all/renamed/python, 15 % none)\nWorst rows (the larger of peak and OOM):\n";
     for (size_t k = 0; k < rows.size() && k < worstRows; ++k)
-        std::cout << "  " << pct(rows[k].worst) << "  " << rows[k].copy << "  " << rows[k].config << "  " << rows[k].detail << "\n";
+        std::cout << "  " << pct(rows[k].worst) << " (sure " << pct(rows[k].sure) << ")  " << rows[k].copy << "  " << rows[k].config << "  " << rows[k].detail << "\n";
     return 0;
 }
