@@ -7,6 +7,7 @@
 #include "core/classify/structural_passes.h"
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <map>
 
@@ -441,8 +442,8 @@ private:
     // it, alive throughout, without stacks, and the rules call them all parameters. The gradients
     // (born in the recorded backward) tell them apart: Adam keeps two state buffers per parameter,
     // so each gradient size shows up K = 3 times among those blocks (SGD with momentum: K = 2).
-    // When most of those bytes agree on one K and no optimizer state was born in the trace, K - 1
-    // of every K same-size blocks are optimizer state. Which block is which is not knowable; the
+    // When every gradient size holds K >= 2 blocks per gradient or more (below) and no optimizer
+    // state was born in the trace, K - 1 blocks per gradient of each size are optimizer state. Which block is which is not knowable; the
     // bytes are. Parameters are usually allocated first, so the higher addresses become state.
     void sizeLedger(Classification& c)
     {
@@ -465,24 +466,26 @@ private:
             for (const auto& [key, n] : byRun)
                 perStep[key.second] = std::max(perStep[key.second], n);
         }
-        std::unordered_map<int64_t, int64_t> bytesPerK;
-        int64_t withGradients = 0;
+        // An optimizer makes its state for every parameter it trains, embeddings included, so every
+        // size that gets gradients holds at least K blocks per gradient. More blocks of a size are
+        // frozen layers' parameters (requires_grad off: no gradient, no state), which repeat the
+        // trained layers' sizes and not the embeddings': K is the fewest copies per gradient any
+        // gradient size shows (a model with frozen layers and SGD has one: no state at all), never
+        // the most common count (that was the number of layers there: issue 22's synth sweep).
+        // Most bytes must still come in whole sets per gradient of their size.
+        int64_t withGradients = 0, wholeSets = 0;
+        int64_t bestK = std::numeric_limits<int64_t>::max();
         for (const auto& [size, ids] : candidates) {
             auto g = perStep.find(size);
             if (g == perStep.end() || g->second == 0)
                 continue;
             const int64_t bytes = int64_t(ids.size()) * size;
             withGradients += bytes;
+            bestK = std::min(bestK, int64_t(ids.size() / g->second));
             if (ids.size() % g->second == 0)
-                bytesPerK[int64_t(ids.size() / g->second)] += bytes;
+                wholeSets += bytes;
         }
-        int64_t bestK = 0, bestBytes = 0;
-        for (const auto& [k, b] : bytesPerK)
-            if (b > bestBytes) {
-                bestK = k;
-                bestBytes = b;
-            }
-        if (bestK < 2 || bestBytes * 5 < withGradients * 4)
+        if (withGradients == 0 || bestK < 2 || wholeSets * 5 < withGradients * 4)
             return;
         const uint16_t ledgerRule = uint16_t(c.rules.size());
         c.rules.push_back(RuleInfo{"size-ledger-optimizer-state",

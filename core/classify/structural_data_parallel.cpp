@@ -197,9 +197,12 @@ void gradientsHandedOnInBackward(const DeviceTrace& dev, Classification& c)
             byPass[{pass, key}].push_back(uint32_t(i));
     }
     uint16_t rule = 0;
+    std::vector<uint32_t> undecided;
     for (const auto& [key, list] : byPass) {
-        if (made[key] > params[key.second])
+        if (made[key] > params[key.second]) {
+            undecided.insert(undecided.end(), list.begin(), list.end());
             continue;
+        }
         if (!rule)
             rule = addRule(c, "gradient-handed-on-in-backward",
                            "made and freed inside one backward pass with a parameter's bytes, no more of them in that pass than "
@@ -209,6 +212,21 @@ void gradientsHandedOnInBackward(const DeviceTrace& dev, Classification& c)
         for (uint32_t i : list)
             decide(c, i, Pool::Gradient, rule, 55);
     }
+    // In a run that hands gradients on (some size above was), a size of which the pass made more
+    // blocks than there are parameters holds a weight's gradient beside other blocks of its bytes
+    // (an activation's gradient where the sizes coincide, a tied weight's second contribution), and
+    // nothing recorded says which is which: they stay scratch, without the lifetime rule's
+    // confidence (issue 22's synth sweep: a tied embedding's gradient under ZeRO-2, 80 % scratch).
+    if (!rule || undecided.empty())
+        return;
+    const uint16_t unsure = addRule(c, "gradient-or-scratch-in-backward",
+                                    "made and freed inside one backward pass with a parameter's bytes, in a run that hands its "
+                                    "gradients on to buffers of their own, but that pass made more blocks of this size than there "
+                                    "are parameters of it: one may be a weight's gradient handed on, the rest scratch; the dump "
+                                    "cannot say which, so all are counted as scratch",
+                                    Pool::Temporary, kEvidenceLifetime | kEvidenceSize);
+    for (uint32_t i : undecided)
+        decide(c, i, Pool::Temporary, unsure, 45);
 }
 
 // Gradient buckets: blocks made one after another, none a parameter, whose sizes tile the

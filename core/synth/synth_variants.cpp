@@ -177,7 +177,11 @@ void Generator::variantForward(int layer)
         std::vector<size_t> ids;
         for (int w : weights)
             ids.push_back(lp[size_t(w)]);
-        saved.push_back({act(bytes, op, site, policy), bytes, node, site, std::move(ids)});
+        // A weight's cast is made by at::autocast::cached_cast (its stack says so) and held by
+        // autocast's cache for the rest of the forward: the cast cache (docs/classifier.md), though
+        // the matmul saves it for backward too. Everything else kept here is an activation.
+        Tensor t = node == "weight" ? alloc(bytes, variantStack(op, site, policy, false), Pool::CastCache) : act(bytes, op, site, policy);
+        saved.push_back({t, bytes, node, site, std::move(ids)});
     };
     auto tmp = [&](int64_t bytes, const std::string& op, int site, int policy) {
         return alloc(bytes, variantStack(op, site, policy, false), Pool::Temporary);
