@@ -308,9 +308,13 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
                 if (r != kNoEvent && r - e <= kHeld)
                     break;
             } else if (const Allocation* r = s.releasedAt(e)) {
-                // Its own scratch goes with it; a block of a state's size it made is a gradient,
-                // let go of by zero_grad or a step after the backward.
-                if (r->allocEvent < w.first || stateSizes.count(sizeKey(r->size)))
+                // Its own scratch goes with it (made by it, or by the walk just before it in the
+                // same engine run: the discriminator's input gradient flowing into the generator's
+                // graph); a block of a state's size it made is a gradient, let go of by zero_grad
+                // or a step after the backward (a few KiB match a norm's weight by chance: the
+                // engine's own small blocks go with it).
+                const bool own = r->allocEvent >= w.first || tl.phase[size_t(r->allocEvent)] == Phase::Backward;
+                if (!own || (r->size >= 4096 && stateSizes.count(sizeKey(r->size))))
                     break;
             }
             ++end;
