@@ -1,6 +1,7 @@
 #include "core/classify/structural_phases.h"
 
 #include "core/classify/classifier.h"
+#include "core/classify/structural_engine_walks.h"
 #include "core/classify/structural_graph_release.h"
 #include "core/classify/structural_repetition.h"
 
@@ -214,9 +215,8 @@ EventIndex engineStartBeforePeak(EventIndex fStart, EventIndex peak, EventIndex 
     return run >= 2 ? earliest - 1 : peak;
 }
 
-} // namespace
-
-size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
+// The swings' reading (see the header): one forward then one backward per step.
+size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
 {
     const auto& ev = dev.events;
     const size_t n = ev.count();
@@ -551,6 +551,18 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
             }
         }
     return placed;
+}
+
+} // namespace
+
+size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    const std::vector<Phase> phaseBefore = tl.phase;
+    const std::vector<PhaseSource> sourceBefore = tl.source;
+    const size_t placed = phasesFromSwings(dev, tl);
+    // Where the autograd engine's walks show backwards the swings did not find (several graphs
+    // alive at once, several backwards per step): the walks decide (structural_engine_walks.h).
+    return phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed);
 }
 
 bool phasesFromStructure(const PhaseTimeline& tl, const Allocation& a)

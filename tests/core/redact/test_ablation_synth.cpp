@@ -107,8 +107,8 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario fsdp none default", "15.8 %"},
         {"scenario fsdp none peak", "15.8 %"},
         {"scenario fsdp none run", "100.0 %"},
-        {"scenario peft-lora none default", "33.5 %"},
-        {"scenario peft-lora none peak", "33.5 %"},
+        {"scenario peft-lora none default", "34.4 %"},
+        {"scenario peft-lora none peak", "34.4 %"},
         {"scenario peft-lora none run", "51.7 %"},
         {"model mixed python default", "2.8 %"},
         {"model mixed python peak", "2.8 %"},
@@ -162,28 +162,23 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario cudagraphs none peak", "21.3 %"},
         {"scenario cudagraphs none run", "22.5 %"},
         // p22's multi-pass stacks (synth_multipass.cpp): renamed and Python-only meet the targets;
-        // frameless the stream's shape finds no pass of a 1F1B schedule, of a GAN's five passes per
-        // iteration, or of a policy forward with a no_grad reference forward inside it.
-        {"scenario pipeline-1f1b none default", "74.5 %"},
-        {"scenario pipeline-1f1b none peak", "74.5 %"},
-        {"scenario pipeline-1f1b none run", "90.8 %"},
-        {"scenario dpo-reference none default", "44.9 %"},
-        {"scenario dpo-reference none peak", "44.9 %"},
-        {"scenario dpo-reference none run", "65.2 %"},
-        {"scenario gan none default", "74.4 %"},
-        {"scenario gan none peak", "74.4 %"},
-        {"scenario gan none run", "88.4 %"},
+        // frameless the engine's walks place the passes (structural_engine_walks.h) and the default
+        // moment and the peak meet it; the run's worst moment does not: in 1F1B the receive buffers
+        // (made before the first forward, kept) read as weights, in the GAN 8 MiB of the
+        // discriminator's activations of half a weight's size read as autocast's casts.
+        {"scenario pipeline-1f1b none run", "47.1 %"},
+        {"scenario gan none run", "16.6 %"},
         // q22's quantised fine-tuning scenarios: renamed and Python-only meet the targets; frameless,
-        // the passes are misplaced (the 8-bit step allocates nothing after its first; QLoRA's
-        // quantising load and checkpointed forward), see tests/core/synth/test_synth_quantized.cpp.
-        {"scenario bnb-adam8bit none default", "54.3 %"},
-        {"scenario bnb-adam8bit none peak", "54.3 %"},
-        {"scenario bnb-adam8bit none run", "71.4 %"},
-        {"scenario bnb-paged-adam8bit none default", "60.9 %"},
-        {"scenario bnb-paged-adam8bit none peak", "60.9 %"},
-        {"scenario bnb-paged-adam8bit none run", "71.4 %"},
-        {"scenario qlora none default", "70.8 %"},
-        {"scenario qlora none peak", "70.8 %"},
+        // the logits (let go of within a few events: the loss's backward) read as scratch, see
+        // tests/core/synth/test_synth_quantized.cpp.
+        {"scenario bnb-adam8bit none default", "20.7 %"},
+        {"scenario bnb-adam8bit none peak", "20.7 %"},
+        {"scenario bnb-adam8bit none run", "23.8 %"},
+        {"scenario bnb-paged-adam8bit none default", "23.2 %"},
+        {"scenario bnb-paged-adam8bit none peak", "23.2 %"},
+        {"scenario bnb-paged-adam8bit none run", "27.2 %"},
+        {"scenario qlora none default", "28.1 %"},
+        {"scenario qlora none peak", "28.1 %"},
         {"scenario qlora none run", "100.0 %"},
     };
     return misses;

@@ -38,9 +38,13 @@ std::shared_ptr<const RuleSet> rules() { return scenarioRules(); }
 // as passes of their own), so activations read as a cache kept to the next forward. LoRA with
 // gradient checkpointing without frames: the logits and the layers' kept outputs read as forward
 // scratch (a checkpointed forward barely rises; at x3 the weights outweigh them and it passes).
+// Since the engine's walks place the backwards (structural_engine_walks.h): fsdp x3 65.7 -> 34.3 %
+// (the gathered weights no longer split the backward); peft-lora 33.5 -> 34.4 % (the same logits,
+// and 5 MB of activations of half a weight's size now read as autocast's casts: two forwards found
+// where one was).
 const std::map<std::string, std::string>& knownMisses()
 {
-    static const std::map<std::string, std::string> misses = {{"fsdp none", "15.8 %"}, {"fsdp x3 none", "65.7 %"}, {"peft-lora none", "33.5 %"}};
+    static const std::map<std::string, std::string> misses = {{"fsdp none", "15.8 %"}, {"fsdp x3 none", "34.3 %"}, {"peft-lora none", "34.4 %"}};
     return misses;
 }
 

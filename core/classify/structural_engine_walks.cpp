@@ -1,0 +1,392 @@
+#include "core/classify/structural_engine_walks.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+namespace poolscope {
+namespace {
+
+EventIndex releaseOf(const Allocation& a)
+{
+    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+}
+
+int64_t sizeKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+// A block held "a while": made more than a few events before its release. One operator's scratch
+// (made and let go of inside the operator) is not what a graph saved.
+constexpr EventIndex kHeld = 16;
+
+struct Stream {
+    const DeviceTrace& dev;
+    const Allocation* bornAt(EventIndex e) const
+    {
+        const AllocId id = dev.eventAlloc[size_t(e)];
+        if (!id.valid() || dev.events.action[size_t(e)] != Action::Alloc)
+            return nullptr;
+        const Allocation& a = dev.allocations[id.value];
+        return a.allocEvent == e ? &a : nullptr;
+    }
+    const Allocation* releasedAt(EventIndex e) const
+    {
+        const AllocId id = dev.eventAlloc[size_t(e)];
+        if (!id.valid() || dev.events.action[size_t(e)] == Action::Alloc)
+            return nullptr;
+        const Allocation& a = dev.allocations[id.value];
+        return releaseOf(a) == e && !a.preexisting() ? &a : nullptr;
+    }
+};
+
+struct Candidate {
+    EngineWalk walk;
+    EventIndex youngest = kNoEvent; // birth of the block it released last (the walk runs back from it)
+};
+
+// Whether a candidate reads as a backward: eight saved blocks at least (released last made first, as
+// the candidate was followed); the engine's nodes allocating between them (their outputs: at least
+// 3 allocations per 10 releases; a graph dropped without backward frees with hardly any); most of
+// the bytes its forward made and still held when the walk began (a few old blocks a caller drops are
+// no walk); and a weight's gradient made (below).
+bool readsAsBackward(const Stream& s, const Candidate& c)
+{
+    const EngineWalk& w = c.walk;
+    if (w.releases < 8)
+        return false;
+    // Allocations throughout: in each half of the walk (a Python list or tuple of tensors dropped
+    // after some last operator lets them go last made first too, list_dealloc walking from its end,
+    // with nothing allocated among most of them).
+    const EventIndex mid = w.first + (w.last - w.first) / 2;
+    size_t allocs[2] = {0, 0}, frees[2] = {0, 0};
+    int64_t released = 0;
+    for (EventIndex e = w.first; e <= w.last; ++e) {
+        const int half = e > mid;
+        if (s.bornAt(e))
+            ++allocs[half];
+        else if (const Allocation* r = s.releasedAt(e)) {
+            ++frees[half];
+            if (r->allocEvent >= w.bornFirst && r->allocEvent <= w.bornLast)
+                released += r->size;
+        }
+    }
+    if (allocs[0] * 10 < frees[0] * 3 || allocs[1] * 10 < frees[1] * 3)
+        return false;
+    int64_t held = 0;
+    for (EventIndex e = w.bornFirst; e <= w.bornLast; ++e)
+        if (const Allocation* a = s.bornAt(e)) {
+            const EventIndex r = releaseOf(*a);
+            if (r != kNoEvent && r >= w.first)
+                held += a->size;
+        }
+    if (released * 2 < held)
+        return false;
+    // A backward makes weight gradients: blocks of the size of a block alive since before its
+    // forward began (a weight; frozen weights get none, but then some trained one does). A forward
+    // that lets go of what it kept last made first while it allocates (a U-Net's decoder consuming
+    // the encoder's skip features, no grad) makes none. Sizes of the blocks the walk released are no
+    // evidence: an activation may have a weight's size.
+    std::unordered_set<int64_t> releasedSizes, stateSizes;
+    for (EventIndex e = w.first; e <= w.last; ++e)
+        if (const Allocation* r = s.releasedAt(e); r && r->allocEvent >= w.bornFirst && r->allocEvent <= w.bornLast)
+            releasedSizes.insert(sizeKey(r->size));
+    for (const Allocation& a : s.dev.allocations) {
+        const EventIndex r = releaseOf(a);
+        if ((a.preexisting() || a.allocEvent < w.bornFirst) && (r == kNoEvent || r > w.last) && !releasedSizes.count(sizeKey(a.size)))
+            stateSizes.insert(sizeKey(a.size));
+    }
+    for (EventIndex e = w.first; e <= w.last; ++e)
+        if (const Allocation* a = s.bornAt(e); a && a->size >= 4096 && stateSizes.count(sizeKey(a->size)))
+            return true; // (a few bytes' blocks, a scalar or a norm's statistics, match any small buffer)
+    return false;
+}
+
+void place(PhaseTimeline& tl, EventIndex from, EventIndex to, Phase phase, size_t& placed)
+{
+    for (EventIndex e = std::max<EventIndex>(from, 0); e <= to && size_t(e) < tl.phase.size(); ++e) {
+        if (tl.phase[size_t(e)] != Phase::Unknown)
+            continue; // placed already: a frame, an annotation, or a walk's backward
+        tl.phase[size_t(e)] = phase;
+        tl.source[size_t(e)] = PhaseSource::Structure;
+        ++placed;
+    }
+}
+
+} // namespace
+
+std::vector<EngineWalk> engineWalks(const DeviceTrace& dev)
+{
+    const Stream s{dev};
+    const EventIndex n = EventIndex(dev.events.count());
+    // Walks being followed, by the birth of the block each released last: a release continues the
+    // walk whose last released block is the youngest older than it (the next node back); where none
+    // is, it starts a walk (a younger graph, or a block the backward made itself: its nodes'
+    // outputs, parameters gathered for it; such walks stay short and read as no backward).
+    std::vector<Candidate> all;
+    std::map<EventIndex, size_t> open;
+    auto stale = [&](const Candidate& c, EventIndex e) {
+        // The engine walks densely: a release long after the walk's last one (more than 8 times its
+        // mean spacing, and 64 events) is another stretch's.
+        const EngineWalk& w = c.walk;
+        const EventIndex spacing = (w.last - w.first) / EventIndex(std::max<size_t>(w.releases, 1));
+        return e - w.last > std::max<EventIndex>(64, 8 * spacing);
+    };
+    // Blocks alive now, by birth (a Fenwick tree over events), and births so far: the next node back
+    // released what it saved just before the walk's last release (its births come next below); a
+    // release that jumps back over blocks still alive (gradients made by an earlier backward, state,
+    // a caller's values) is a caller letting go of an old value, not the walk's next node.
+    std::vector<int32_t> aliveTree(size_t(n) + 1, 0), bornTree(size_t(n) + 1, 0);
+    auto add = [&](std::vector<int32_t>& t, EventIndex at, int32_t v) {
+        for (size_t i = size_t(at) + 1; i <= size_t(n); i += i & (~i + 1))
+            t[i] += v;
+    };
+    auto upTo = [&](const std::vector<int32_t>& t, EventIndex at) { // over births <= at
+        int64_t sum = 0;
+        for (size_t i = size_t(at) + 1; i > 0; i -= i & (~i + 1))
+            sum += t[i];
+        return sum;
+    };
+    auto jumpsOverAlive = [&](EventIndex born, EventIndex youngest) {
+        const int64_t alive = upTo(aliveTree, youngest - 1) - upTo(aliveTree, born);
+        const int64_t births = upTo(bornTree, youngest - 1) - upTo(bornTree, born);
+        return alive > 4 + births / 16;
+    };
+    std::vector<size_t> long_; // chains of 8 releases and more, by their first release
+    auto madeByAWalk = [&](EventIndex born) {
+        auto after = std::upper_bound(long_.begin(), long_.end(), born, [&](EventIndex b, size_t k) { return b < all[k].walk.first; });
+        for (int back = 0; back < 2 && after != long_.begin(); ++back) {
+            --after;
+            if (born <= all[*after].walk.last)
+                return true;
+        }
+        return false;
+    };
+    for (EventIndex e = 0; e < n; ++e) {
+        if (s.bornAt(e)) {
+            add(aliveTree, e, 1);
+            add(bornTree, e, 1);
+            continue;
+        }
+        const Allocation* r = s.releasedAt(e);
+        if (!r)
+            continue;
+        add(aliveTree, r->allocEvent, -1);
+        if (e - r->allocEvent <= kHeld)
+            continue; // scratch
+        const EventIndex born = r->allocEvent;
+        auto it = open.upper_bound(born);
+        while (it != open.end() && stale(all[it->second], e)) {
+            open.erase(it);
+            it = open.upper_bound(born);
+        }
+        // A block made while a walk ran is that backward's product (a gradient, let go of by
+        // zero_grad in the parameters' order: the last made first, as the walk made them), never a
+        // block a forward saved.
+        if (it != open.end() && (jumpsOverAlive(born, it->first) || madeByAWalk(born)))
+            it = open.end();
+        if (it != open.end()) {
+            const size_t k = it->second;
+            open.erase(it);
+            Candidate& c = all[k];
+            c.youngest = born;
+            c.walk.bornFirst = born;
+            c.walk.last = e;
+            if (++c.walk.releases == 8)
+                long_.insert(std::upper_bound(long_.begin(), long_.end(), k, [&](size_t a, size_t b) { return all[a].walk.first < all[b].walk.first; }), k);
+            open[born] = k;
+            continue;
+        }
+        Candidate c;
+        c.walk.first = c.walk.last = e;
+        c.walk.bornFirst = c.walk.bornLast = born;
+        c.walk.releases = 1;
+        c.youngest = born;
+        open[born] = all.size();
+        all.push_back(c);
+    }
+    std::vector<EngineWalk> out;
+    for (const Candidate& c : all) {
+        if (readsAsBackward(s, c))
+            out.push_back(c.walk);
+    }
+    // What a backward made (its gradients, let go of by zero_grad or a step after it) is released by
+    // no later backward: a walk over blocks born inside another walk is no forward's graph.
+    std::vector<EngineWalk> kept;
+    for (const EngineWalk& w : out) {
+        bool inside = false;
+        for (const EngineWalk& o : out)
+            inside = inside || (&o != &w && w.bornFirst >= o.first - kHeld && w.bornLast <= o.last);
+        if (!inside)
+            kept.push_back(w);
+    }
+    std::sort(kept.begin(), kept.end(), [](const EngineWalk& a, const EngineWalk& b) { return a.first < b.first; });
+    return kept;
+}
+
+size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
+                             const std::vector<PhaseSource>& sourceBefore, size_t placedBySwings)
+{
+    const EventIndex n = EventIndex(dev.events.count());
+    if (n < 2 || tl.phase.size() != size_t(n))
+        return placedBySwings;
+    for (size_t e = 0; e < size_t(n); ++e) {
+        const bool named = sourceBefore[e] == PhaseSource::Frames || sourceBefore[e] == PhaseSource::Annotation;
+        if (named && (phaseBefore[e] == Phase::Forward || phaseBefore[e] == Phase::Backward))
+            return placedBySwings; // frames or annotations show the passes
+    }
+    const std::vector<EngineWalk> walks = engineWalks(dev);
+    // The swings' reading stands where each walk lies mostly inside a backward it placed (one forward
+    // then one backward per step: the swings place the boundaries better, see structural_phases.cpp).
+    bool missed = false;
+    for (const EngineWalk& w : walks) {
+        EventIndex inside = 0;
+        for (EventIndex e = w.first; e <= w.last; ++e)
+            inside += tl.phase[size_t(e)] == Phase::Backward;
+        missed = missed || inside * 2 < w.last - w.first + 1;
+    }
+    // ... and where every backward they placed holds a walk (a stretch with none is no engine's:
+    // zero_grad's frees after an 8-bit optimizer's step, which allocates nothing, read as a
+    // backward's fall). A forward inside a backward (activation checkpointing's recomputation)
+    // is the swings' to read.
+    if (!walks.empty())
+        for (EventIndex e = 0; e < n && !missed;) {
+            if (tl.phase[size_t(e)] != Phase::Backward || tl.source[size_t(e)] != PhaseSource::Structure) {
+                ++e;
+                continue;
+            }
+            EventIndex end = e;
+            while (end + 1 < n && tl.phase[size_t(end + 1)] == Phase::Backward)
+                ++end;
+            bool holds = false;
+            for (const EngineWalk& w : walks)
+                holds = holds || (w.first <= end && w.last >= e);
+            missed = !holds;
+            e = end + 1;
+        }
+    if (!missed)
+        return placedBySwings;
+
+    const Stream s{dev};
+    const std::vector<Phase> swingPhase = tl.phase;
+    const std::vector<PhaseSource> swingSource = tl.source;
+    tl.phase = phaseBefore;
+    tl.source = sourceBefore;
+    size_t placed = 0;
+    // Which walk releases each block (the forwards' saved blocks), to end a backward's tail where the
+    // next forward saves its first block.
+    std::vector<EventIndex> firstSavedAfter(walks.size(), n);
+    for (size_t k = 0; k < walks.size(); ++k)
+        for (size_t j = 0; j < walks.size(); ++j)
+            if (walks[j].bornFirst > walks[k].last)
+                firstSavedAfter[k] = std::min(firstSavedAfter[k], walks[j].bornFirst);
+    // The run's state: blocks made before the first forward and alive at its start (weights,
+    // state from before recording). A gradient has the size of one of them.
+    EventIndex firstForward = n;
+    for (const EngineWalk& w : walks)
+        firstForward = std::min(firstForward, w.bornFirst);
+    std::unordered_set<int64_t> stateSizes;
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = releaseOf(a);
+        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
+            stateSizes.insert(sizeKey(a.size));
+    }
+    // Backwards: each walk, and after its last saved release what the engine still does (the first
+    // layers' gradients, kept; its own scratch let go of: a few nodes, 16 events at most), up to a
+    // block let go of at once (the next stretch's scratch), a release of something it did not make,
+    // or the next forward's first saved block.
+    std::vector<EventIndex> backwardEnd(walks.size());
+    std::unordered_set<int64_t> gradientSizes; // kept products of a state block's size, of every backward so far
+    std::vector<std::unordered_set<int64_t>> gradientsUpTo(walks.size());
+    for (size_t k = 0; k < walks.size(); ++k) {
+        const EngineWalk& w = walks[k];
+        EventIndex end = w.last;
+        while (end + 1 < firstSavedAfter[k] && end + 1 - w.last <= kHeld) {
+            const EventIndex e = end + 1;
+            if (tl.phase[size_t(e)] != Phase::Unknown)
+                break; // an annotation named it (an optimizer step)
+            if (const Allocation* b = s.bornAt(e)) {
+                const EventIndex r = releaseOf(*b);
+                if (r != kNoEvent && r - e <= kHeld)
+                    break;
+            } else if (const Allocation* r = s.releasedAt(e)) {
+                // Its own scratch goes with it (made by it, or by the walk just before it in the
+                // same engine run: the discriminator's input gradient flowing into the generator's
+                // graph); a block of a state's size it made is a gradient, let go of by zero_grad
+                // or a step after the backward (a few KiB match a norm's weight by chance: the
+                // engine's own small blocks go with it).
+                const bool own = r->allocEvent >= w.first || tl.phase[size_t(r->allocEvent)] == Phase::Backward;
+                if (!own || (r->size >= 4096 && stateSizes.count(sizeKey(r->size))))
+                    break;
+            }
+            ++end;
+        }
+        backwardEnd[k] = end;
+        place(tl, w.first, end, Phase::Backward, placed);
+        for (EventIndex e = w.first; e <= end; ++e)
+            if (const Allocation* a = s.bornAt(e)) {
+                const EventIndex r = releaseOf(*a);
+                if ((r == kNoEvent || r > end) && stateSizes.count(sizeKey(a->size)))
+                    gradientSizes.insert(sizeKey(a->size));
+            }
+        gradientsUpTo[k] = gradientSizes;
+    }
+    // One engine run walking two graphs (a generator's loss backward through the discriminator's
+    // graph into the generator's): the next walk begins a few events after this one ends; the
+    // events between are the engine's too.
+    for (size_t k = 0; k < walks.size(); ++k)
+        for (const EngineWalk& next : walks)
+            if (next.first > backwardEnd[k] && next.first - backwardEnd[k] <= kHeld) {
+                place(tl, backwardEnd[k] + 1, next.first - 1, Phase::Backward, placed);
+                backwardEnd[k] = next.first - 1;
+            }
+    // Optimizer steps: after a backward and before the next forward, the stretch that makes blocks of
+    // a gradient's size (state at the first step, out-of-place updates, foreach temporaries), keeping
+    // some or making about one per gradient. A GAN steps twice per iteration, after different
+    // backwards.
+    for (size_t k = 0; k < walks.size(); ++k) {
+        const std::unordered_set<int64_t>& grads = gradientsUpTo[k];
+        if (grads.empty())
+            continue;
+        EventIndex gapEnd = firstSavedAfter[k];
+        for (EventIndex e = backwardEnd[k] + 1; e < gapEnd; ++e)
+            if (tl.phase[size_t(e)] != Phase::Unknown) {
+                gapEnd = e; // the next pass
+                break;
+            }
+        EventIndex first = kNoEvent, last = kNoEvent;
+        size_t made = 0, kept = 0;
+        for (EventIndex e = backwardEnd[k] + 1; e < gapEnd; ++e) {
+            const Allocation* a = s.bornAt(e);
+            if (!a || !grads.count(sizeKey(a->size)))
+                continue;
+            ++made;
+            const EventIndex r = releaseOf(*a);
+            const bool keeps = r == kNoEvent || r >= gapEnd;
+            kept += keeps;
+            if (first == kNoEvent)
+                first = e;
+            last = std::max(last, keeps ? e : r);
+        }
+        if (first != kNoEvent && (kept > 0 || made * 2 >= grads.size()))
+            place(tl, first, last, Phase::OptimizerStep, placed);
+    }
+    // Forwards: where the blocks each walk released were made (other backwards and the steps
+    // between excepted: a 1F1B schedule runs one micro-batch's backward between two forwards; a
+    // generator's graph waits through the discriminator's backward and step).
+    for (const EngineWalk& w : walks)
+        place(tl, w.bornFirst, w.bornLast, Phase::Forward, placed);
+    // After the last walk the swings' reading stands (a forward the dump ends inside, a graph
+    // dropped at its end): no walk speaks there.
+    EventIndex after = 0;
+    for (EventIndex e : backwardEnd)
+        after = std::max(after, e + 1);
+    for (EventIndex e = after; e < n; ++e)
+        if (tl.phase[size_t(e)] == Phase::Unknown && swingSource[size_t(e)] == PhaseSource::Structure &&
+            (swingPhase[size_t(e)] == Phase::Forward || swingPhase[size_t(e)] == Phase::Teardown)) {
+            tl.phase[size_t(e)] = swingPhase[size_t(e)];
+            tl.source[size_t(e)] = PhaseSource::Structure;
+            ++placed;
+        }
+    return placed;
+}
+
+} // namespace poolscope

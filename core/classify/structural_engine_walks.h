@@ -1,0 +1,43 @@
+#pragma once
+// Backwards read from the autograd engine's walk over a graph, for a device whose frames and
+// annotations name no pass, where a step is not one forward then one backward (what the swings of
+// structural_phases.cpp assume): a pipeline schedule's micro-batches (1F1B: the forward of micro-batch
+// k+1 runs while micro-batch k's saved tensors wait for its backward), a GAN's passes (two models,
+// several backwards and two optimizer steps per iteration), several forwards before one backward.
+// Nothing here reads a name.
+//
+// Why the walk shows in the stream: a backward releases what its graph saved node by node from the
+// loss back (torch/csrc/autograd/engine.cpp evaluate_function calls fn.release_variables() after
+// each node ran), so the blocks it lets go of come last made first, each held since its forward made
+// it, and between them the nodes allocate their outputs (input and weight gradients). A graph
+// dropped without backward (no_grad has none; a graph whose output the caller drops) is released in
+// one burst without allocations: no walk. A forward is where the blocks a walk releases were made.
+// Interleaved graphs do not merge: a walk's releases run back through one forward's births; a
+// release of a block younger than the walk's youngest starts another walk (another graph).
+#include "core/classify/phases.h"
+#include "core/model/trace.h"
+
+#include <cstddef>
+#include <vector>
+
+namespace poolscope {
+
+struct EngineWalk {
+    EventIndex first = kNoEvent, last = kNoEvent;         // its first and last release of a saved block
+    EventIndex bornFirst = kNoEvent, bornLast = kNoEvent; // births of the oldest and youngest it released
+    size_t releases = 0;                                  // saved blocks released, last made first
+};
+
+// The walks that read as a backward, in the order they ran. See the definition for the tests.
+std::vector<EngineWalk> engineWalks(const DeviceTrace& dev);
+
+// Called by inferStructuralPhases after the swings placed their phases (`tl`, from `phaseBefore` /
+// `sourceBefore`, what frames and annotations placed): where a walk lies outside every backward the
+// swings found, the swings misread the run; then the phases are placed from the walks instead
+// (each walk a backward, the births it releases a forward, the optimizer step after a backward
+// where blocks of a gradient's size are made) and the swings' reading is kept only after the last
+// walk (a forward the dump ends inside). Returns the number of events placed by structure.
+size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
+                             const std::vector<PhaseSource>& sourceBefore, size_t placedBySwings);
+
+} // namespace poolscope
