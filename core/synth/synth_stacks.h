@@ -76,6 +76,17 @@ namespace poolscope {
 //                   norms, embedding and head cast to fp32 by prepare_model_for_kbit_training,
 //                   LoRA adapters on q and v, gradient checkpointing, weights dequantised per matmul
 //                   in forward and again in backward, paged AdamW 8-bit on the adapters, two steps.
+// Fully sharded data parallelism (synth_sharded.cpp), the parameters whole only around their use:
+//   Fsdp2:          PyTorch fully_shard (per-parameter DTensor shards from to_empty, bf16 param_dtype
+//                   and fp32 reduce_dtype: each layer's shards cast and all-gathered into one flat
+//                   buffer and copied out per parameter, freed after the layer's forward and
+//                   gathered again in backward, gradients reduce-scattered into fp32 shards, AdamW
+//                   state on the shards), two steps;
+//   DeepSpeedZero3: a model built under zero.Init (each weight partitioned as it is made),
+//                   ZeRO stage 3 (the partitions defragmented into one bf16 buffer, the fp32 master
+//                   partition, the IPG bucket and the fp32 gradient partition, each weight gathered
+//                   per module in forward and backward and released, FusedAdam on the partition),
+//                   two steps.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -100,7 +111,9 @@ enum class StackScenario : uint8_t {
     Gan,
     BnbAdam8bit,
     BnbPagedAdam8bit,
-    Qlora
+    Qlora,
+    Fsdp2,
+    DeepSpeedZero3
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
@@ -120,10 +133,13 @@ inline constexpr StackScenario kCompiledScenarios[] = {StackScenario::Compiled, 
 // The quantised fine-tuning scenarios, in order.
 inline constexpr StackScenario kQuantizedScenarios[] = {StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora};
 
+// The fully sharded scenarios, in order.
+inline constexpr StackScenario kShardedScenarios[] = {StackScenario::Fsdp2, StackScenario::DeepSpeedZero3};
+
 // vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
 // jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora,
 // compiled, cudagraphs, pipeline-1f1b, dpo-reference, gan,
-// bnb-adam8bit, bnb-paged-adam8bit, qlora
+// bnb-adam8bit, bnb-paged-adam8bit, qlora, fsdp2, deepspeed-zero3
 std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 
