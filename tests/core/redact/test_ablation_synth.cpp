@@ -142,7 +142,7 @@ const std::map<std::string, std::string>& knownMisses()
         {"model zero 2 python default", "2.9 %"},
         {"model zero 2 python peak", "2.9 %"},
         {"model zero 2 python run", "6.6 %"},
-        {"model zero 3 python run", "5.9 %"},
+        {"model zero 3 python run", "2.7 %"}, // 5.9 % before z22 (parameters-gathered-per-layer on the Python-only copy)
         {"model forward only python default", "3.8 %"},
         {"model forward only python peak", "3.8 %"},
         {"model forward only python run", "4.9 %"},
@@ -185,6 +185,14 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario qlora none default", "70.8 %"},
         {"scenario qlora none peak", "70.8 %"},
         {"scenario qlora none run", "100.0 %"},
+        // z22's fully sharded scenarios: renamed and Python-only meet the targets; frameless the passes
+        // are misplaced (FSDP2: the second backward's start; ZeRO-3: zero.Init read as a forward).
+        {"scenario fsdp2 none default", "17.6 %"},
+        {"scenario fsdp2 none peak", "17.6 %"},
+        {"scenario fsdp2 none run", "28.1 %"},
+        {"scenario deepspeed-zero3 none default", "34.3 %"},
+        {"scenario deepspeed-zero3 none peak", "34.3 %"},
+        {"scenario deepspeed-zero3 none run", "100.0 %"},
     };
     return misses;
 }
