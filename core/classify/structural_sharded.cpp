@@ -12,6 +12,7 @@
 
 #include "core/classify/structural_common.h"
 
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
@@ -121,6 +122,68 @@ ShardedLayout parametersGatheredPerLayer(const DeviceTrace& dev, Classification&
             inBackward[key.second] = true;
     if (inBackward.empty())
         return out;
+    // What is kept between uses must be shards of what is gathered, or the same shape can be a
+    // plain run's layer-long scratch (an attention block's buffers live across a layer's saved
+    // tensors too): (a) one factor r > 1 for which the parameter blocks made before the first
+    // forward and kept, three quarters of their bytes at least, have r times their bytes among the
+    // gathered sizes (FSDP, FSDP2: one shard per parameter or unit); or (b) one kept block made
+    // before the first forward of 1/r of what one forward gathered in all (ZeRO-3: the partitions
+    // defragmented into one flat buffer, three quarters of the kept parameters' bytes at least).
+    // A weight kept whole gets a gradient of its own size from every backward; a shard does not
+    // (its gradient comes reduce-scattered, a group's shard or a slice of a flat partition).
+    std::unordered_map<int64_t, bool> backwardSizes;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] == Pool::Gradient && !a.preexisting() && phaseOfPass(f.passAt(a.allocEvent)) == Phase::Backward)
+            backwardSizes[mirrorKey(a.size)] = true;
+    }
+    std::vector<uint32_t> kept;
+    int64_t keptBytes = 0, wholeBytes = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Parameter || a.size < kMinBytes || (!a.preexisting() && a.allocEvent >= f.firstForward) ||
+            freeEventOf(a) != kNoEvent)
+            continue;
+        keptBytes += a.size;
+        if (!backwardSizes.count(mirrorKey(a.size)))
+            kept.push_back(uint32_t(i));
+        else
+            wholeBytes += a.size;
+    }
+    if (keptBytes == 0 || wholeBytes * 4 > keptBytes) // the weights are kept whole: a plain run
+        return out;
+    std::map<int64_t, std::pair<std::vector<uint32_t>, int64_t>> byFactor; // factor * 16 -> blocks, bytes
+    for (uint32_t i : kept) {
+        const int64_t size = dev.allocations[i].size;
+        for (int64_t r16 = 24; r16 <= 16 * 1024; r16 += 8) // factors 1.5 .. 1024 in halves
+            if ((size * r16) % 16 == 0 && inBackward.count(mirrorKey(size * r16 / 16))) {
+                auto& [list, bytes] = byFactor[r16];
+                list.push_back(i);
+                bytes += size;
+            }
+    }
+    for (const auto& [r16, entry] : byFactor)
+        if (entry.first.size() >= 2 && entry.second * 4 >= keptBytes * 3)
+            out.shards.insert(entry.first.begin(), entry.first.end());
+    bool flat = false;
+    if (out.shards.empty()) {
+        std::map<int, int64_t> perPass;
+        for (const auto& [key, list] : forwardBy)
+            if (inBackward.count(key.second))
+                for (const Candidate& x : list)
+                    perPass[key.first] += dev.allocations[x.index].size;
+        for (const auto& [pass, total] : perPass)
+            for (uint32_t i : kept) {
+                const int64_t size = dev.allocations[i].size;
+                if (size * 4 < keptBytes * 3) // the flat partition holds the parameters kept
+                    continue;
+                const int64_t r = (total + size / 2) / size;
+                if (r >= 2 && r <= 1024 && std::llabs(total - r * size) <= std::max<int64_t>(total / 64, 4096))
+                    flat = true;
+            }
+    }
+    if (out.shards.empty() && !flat)
+        return out;
     uint16_t rule = 0;
     auto take = [&](uint32_t i) {
         out.gathered.insert(mirrorKey(dev.allocations[i].size));
@@ -147,22 +210,6 @@ ShardedLayout parametersGatheredPerLayer(const DeviceTrace& dev, Classification&
         for (size_t k = 0; k < list.size() && k < most; ++k)
             take(list[k].index);
     }
-    // The kept shards: one factor r (> 1) for which at least two parameter blocks made before the
-    // first forward and kept have r times their bytes among the gathered sizes.
-    std::map<int64_t, std::vector<uint32_t>> byFactor; // factor * 16 -> blocks
-    for (size_t i = 0; i < c.size(); ++i) {
-        const Allocation& a = dev.allocations[i];
-        if (c.pool[i] != Pool::Parameter || a.size < kMinBytes || (!a.preexisting() && a.allocEvent >= f.firstForward))
-            continue;
-        if (const EventIndex fe = freeEventOf(a); fe != kNoEvent)
-            continue;
-        for (int64_t r16 = 24; r16 <= 16 * 1024; r16 += 8) // factors 1.5 .. 1024 in halves
-            if (out.gathered.count(mirrorKey(a.size * r16 / 16)) && (a.size * r16) % 16 == 0)
-                byFactor[r16].push_back(uint32_t(i));
-    }
-    for (const auto& [r16, list] : byFactor)
-        if (list.size() >= 2)
-            out.shards.insert(list.begin(), list.end());
     return out;
 }
 
