@@ -7,6 +7,7 @@
 #include "core/classify/structural_data_parallel.h"
 
 #include "core/classify/structural_common.h"
+#include "core/classify/structural_sharded.h"
 
 #include <map>
 #include <unordered_map>
@@ -92,7 +93,7 @@ void flatParameterBuffers(const DeviceTrace& dev, Classification& c)
 // with neither a gradient nor a frozen weight's lack of state is the optimizer's own copy of the
 // weights (DeepSpeed's fp32 partition, Megatron's main parameters, apex O2's fp32 masters), whose
 // gradient the step itself makes. Only where no frame decided the block.
-void masterWeightsWithoutGradients(const DeviceTrace& dev, Classification& c)
+void masterWeightsWithoutGradients(const DeviceTrace& dev, Classification& c, const std::unordered_set<uint32_t>& shards)
 {
     if (c.facts.firstForward == kNoEvent || c.facts.backward != Known::Yes)
         return;
@@ -113,7 +114,7 @@ void masterWeightsWithoutGradients(const DeviceTrace& dev, Classification& c)
     uint16_t rule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (c.pool[i] != Pool::Parameter || (c.rules[c.rule[i]].evidence & kEvidenceFrames) || a.preexisting() ||
+        if (c.pool[i] != Pool::Parameter || (c.rules[c.rule[i]].evidence & kEvidenceFrames) || a.preexisting() || shards.count(uint32_t(i)) ||
             a.allocEvent >= c.facts.firstForward || !kept(c, a) || a.size < (int64_t(64) << 10))
             continue;
         const int64_t key = mirrorKey(a.size);
@@ -315,8 +316,13 @@ void dataParallelState(const DeviceTrace& dev, Classification& c)
     if (!c.history)
         return;
     flatParameterBuffers(dev, c);
-    masterWeightsWithoutGradients(dev, c);
+    // A kept shard of parameters gathered per layer is no master copy, though the optimizer's state
+    // has its size and no backward makes a block of it (the gradient is a shard of a group).
+    const ShardedLayout sharded = parametersGatheredPerLayer(dev, c);
+    c.facts.parametersGathered = !sharded.gathered.empty();
+    masterWeightsWithoutGradients(dev, c, sharded.shards);
     gradientsHandedOnInBackward(dev, c);
+    gradientsCopiedIntoOneBuffer(dev, c);
     gradientBucketsTilingParameters(dev, c);
 }
 

@@ -69,6 +69,10 @@ struct RunFacts {
     // frames, does not mean autocast was off: `autocast` then stays Unknown). Filled by addPoolFacts.
     std::vector<Pass> autocastRegions;
     Known autocast = Known::Unknown;
+    // The parameters are gathered for each layer's use and let go of after it, in forward and again
+    // in backward (FSDP, FSDP2, ZeRO-3, an offloading hook): what is kept between uses is a shard
+    // (structural_sharded.cpp). Sharding advice does not apply to what is already sharded.
+    bool parametersGathered = false;
 
     // Filled once pools are decided (classify's last step): parameters, gradients and optimizer
     // state by allocation index; the optimizer's step regions are the OptimizerStep passes.

@@ -108,6 +108,26 @@ constexpr std::string_view kDropGradients =
 
 std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
 {
+    if (ev.parametersSharded && ev.training == Known::Yes) {
+        // FSDP / ZeRO-3: the state is sharded already; the knobs are what is gathered at once, the
+        // number of ranks, offloading and precision.
+        switch (pool) {
+        case Pool::Parameter:
+            return "they are sharded already (each layer's parameters are gathered for its use and let go of after it, "
+                   "FSDP/ZeRO-3 style): gather fewer layers at once (FSDP: no extra prefetch, reshard_after_forward=True; "
+                   "ZeRO-3: smaller stage3_prefetch_bucket_size, stage3_max_live_parameters and stage3_max_reuse_distance), "
+                   "shard over more ranks, offload them, or hold them in lower precision";
+        case Pool::Gradient:
+            return "they are reduce-scattered into shards already (FSDP/ZeRO-3): smaller reduction buckets "
+                   "(ZeRO-3 reduce_bucket_size), more ranks, or a lower reduce precision shrink them; gradient "
+                   "accumulation does not";
+        case Pool::OptimizerState:
+            return "it is sharded already with the parameters (FSDP/ZeRO-3): offload it (FSDP2 CPUOffloadPolicy, ZeRO "
+                   "offload_optimizer), shard over more ranks, or pick a lower-state optimizer";
+        default:
+            break;
+        }
+    }
     switch (pool) {
     case Pool::Parameter:
         if (ev.training != Known::Yes) {
@@ -171,6 +191,7 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
     m.history = c.history;
     m.indistinctCopies = c.preexistingCopies;
     m.backward = c.facts.backward;
+    m.parametersSharded = c.facts.parametersGathered;
     // Gradients alone are no training: a model moved while it held stale .grad has them too.
     if (c.facts.backward == Known::Yes || !c.facts.optimizerState.empty() || c.facts.optimizerSteps > 0)
         m.training = Known::Yes;

@@ -62,6 +62,8 @@ struct MomentEvidence {
     // or cannot say (Unknown: no history). Sharding advice needs Yes.
     Known training = Known::Unknown;
     Known backward = Known::Unknown; // a training backward ran (RunFacts::backward)
+    // The run already shards its parameters (RunFacts::parametersGathered): no advice to shard.
+    bool parametersSharded = false;
     // Gradient bytes alive at the moment: where no backward made them (backward not Yes) they are
     // stale .grad the parameters still hold, and dropping them is the first knob.
     int64_t gradientBytes = 0;

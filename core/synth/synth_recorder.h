@@ -297,6 +297,8 @@ SynthResult cudaGraphDecode(int scale);
 SynthResult synthesizeMultiPassScenario(StackScenario scenario, int scale);
 // synth_quantized.cpp: bitsandbytes 8-bit optimizers and QLoRA.
 SynthResult synthesizeQuantizedScenario(StackScenario scenario, int scale);
+// synth_sharded.cpp: PyTorch FSDP2 (fully_shard) and DeepSpeed ZeRO stage 3.
+SynthResult synthesizeShardedScenario(StackScenario scenario, int scale);
 // synth_calibration.cpp: GPTQ's layer-by-layer calibration (Hessians from forward hooks).
 SynthResult gptqCalibration(int scale);
 

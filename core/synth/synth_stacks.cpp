@@ -260,6 +260,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::Compiled, StackScenario::CudaGraphs,
                             StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
+                            StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
                             StackScenario::GptqCalibration})
         if (stackScenarioName(s) == name)
             return s;
@@ -292,6 +293,8 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::BnbAdam8bit: return "bnb-adam8bit";
     case StackScenario::BnbPagedAdam8bit: return "bnb-paged-adam8bit";
     case StackScenario::Qlora: return "qlora";
+    case StackScenario::Fsdp2: return "fsdp2";
+    case StackScenario::DeepSpeedZero3: return "deepspeed-zero3";
     case StackScenario::GptqCalibration: return "gptq-calibration";
     }
     return "";
@@ -325,6 +328,8 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::BnbAdam8bit:
     case StackScenario::BnbPagedAdam8bit:
     case StackScenario::Qlora: return synthesizeQuantizedScenario(scenario, scale);
+    case StackScenario::Fsdp2:
+    case StackScenario::DeepSpeedZero3: return synthesizeShardedScenario(scenario, scale);
     case StackScenario::GptqCalibration: return gptqCalibration(scale);
     }
     throw std::invalid_argument("unknown scenario");

@@ -76,6 +76,17 @@ namespace poolscope {
 //                   norms, embedding and head cast to fp32 by prepare_model_for_kbit_training,
 //                   LoRA adapters on q and v, gradient checkpointing, weights dequantised per matmul
 //                   in forward and again in backward, paged AdamW 8-bit on the adapters, two steps.
+// Fully sharded data parallelism (synth_sharded.cpp), the parameters whole only around their use:
+//   Fsdp2:          PyTorch fully_shard (per-parameter DTensor shards from to_empty, bf16 param_dtype
+//                   and fp32 reduce_dtype: each layer's shards cast and all-gathered into one flat
+//                   buffer and copied out per parameter, freed after the layer's forward and
+//                   gathered again in backward, gradients reduce-scattered into fp32 shards, AdamW
+//                   state on the shards), two steps;
+//   DeepSpeedZero3: a model built under zero.Init (each weight partitioned as it is made),
+//                   ZeRO stage 3 (the partitions defragmented into one bf16 buffer, the fp32 master
+//                   partition, the IPG bucket and the fp32 gradient partition, each weight gathered
+//                   per module in forward and backward and released, FusedAdam on the partition),
+//                   two steps.
 // Calibration (synth_calibration.cpp), nothing trains:
 //   GptqCalibration: GPTQ's reference llama_sequential in the user's own files: the samples'
 //                   hidden states in two buffers, one decoder layer on the device at a time, an
@@ -106,6 +117,8 @@ enum class StackScenario : uint8_t {
     BnbAdam8bit,
     BnbPagedAdam8bit,
     Qlora,
+    Fsdp2,
+    DeepSpeedZero3,
     GptqCalibration
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
@@ -128,10 +141,13 @@ inline constexpr StackScenario kQuantizedScenarios[] = {StackScenario::BnbAdam8b
 // The calibration scenarios, in order.
 inline constexpr StackScenario kCalibrationScenarios[] = {StackScenario::GptqCalibration};
 
+// The fully sharded scenarios, in order.
+inline constexpr StackScenario kShardedScenarios[] = {StackScenario::Fsdp2, StackScenario::DeepSpeedZero3};
+
 // vllm, megatron, dp-oom, no-history, no-history-bare, kv-generate, grads-moved, workspace-python,
 // jvp-forward, hand-optimizer, script-attention, deepspeed-zero2, fsdp, ddp-buckets, peft-lora,
 // compiled, cudagraphs, pipeline-1f1b, dpo-reference, gan,
-// bnb-adam8bit, bnb-paged-adam8bit, qlora
+// bnb-adam8bit, bnb-paged-adam8bit, qlora, fsdp2, deepspeed-zero3
 std::optional<StackScenario> parseStackScenario(std::string_view name);
 std::string_view stackScenarioName(StackScenario s);
 

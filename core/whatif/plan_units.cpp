@@ -69,6 +69,18 @@ void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
     const int stage = shardStage(sc.sharding);
     if (stage == 0)
         return;
+    if (m.parametersGathered) {
+        // The recorded run already gathers each layer's parameters for its use and keeps shards
+        // (FSDP, ZeRO-3): its gradients and state are shards too. Dividing them again would model
+        // sharding the shards; the knob that applies is the number of ranks they are sharded over,
+        // which the dump does not record.
+        plan.notes.push_back(std::string(shardingName(sc.sharding)) +
+                             " not applied: the recorded run already shards its parameters (each layer's parameters are "
+                             "gathered for its forward and backward and let go of after, the blocks kept between uses are "
+                             "shards), so its gradients and optimizer state are shards already; the dump does not say over "
+                             "how many ranks, so more ranks cannot be modelled from it");
+        return;
+    }
     const Ratio shard{1, sc.ranks};
     const auto& allocs = dev.allocations;
     int64_t stateBefore = 0, stateAfter = 0;

@@ -105,6 +105,7 @@ TraceRunFacts readRunFacts(const Classification& c)
     TraceRunFacts r;
     r.phaseRuns = c.phases.runs;
     r.autocastFact = c.facts.autocast;
+    r.parametersGathered = c.facts.parametersGathered;
     for (const auto& run : c.phases.runs) {
         r.hasBackward |= run.phase == Phase::Backward;
         if (run.phase == Phase::OptimizerStep && !r.hasStep) {

@@ -88,6 +88,7 @@ struct TraceRunFacts {
     bool hasStep = false;
     EventIndex firstStepEvent = kNoEvent;
     Known autocastFact = Known::Unknown; // RunFacts::autocast: the classifier found autocast's casts (with any frames)
+    bool parametersGathered = false;     // RunFacts::parametersGathered: the run already shards its parameters
     Phase phaseAt(EventIndex e) const;
 };
 

@@ -180,6 +180,14 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario qlora none default", "28.1 %"},
         {"scenario qlora none peak", "28.1 %"},
         {"scenario qlora none run", "100.0 %"},
+        // z22's fully sharded scenarios: renamed and Python-only meet the targets; frameless the passes
+        // are misplaced (FSDP2: the second backward's start; ZeRO-3: zero.Init read as a forward).
+        {"scenario fsdp2 none default", "17.6 %"},
+        {"scenario fsdp2 none peak", "17.6 %"},
+        {"scenario fsdp2 none run", "28.1 %"},
+        {"scenario deepspeed-zero3 none default", "34.3 %"},
+        {"scenario deepspeed-zero3 none peak", "34.3 %"},
+        {"scenario deepspeed-zero3 none run", "100.0 %"},
     };
     return misses;
 }
@@ -199,7 +207,7 @@ private slots:
     void wholeRun_data()
     {
         QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
-        for (int s = 0; s <= int(StackScenario::Qlora); ++s) // every scenario (Qlora is the last)
+        for (int s = 0; s <= int(StackScenario::GptqCalibration); ++s) // every scenario (GptqCalibration is the last)
             QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
         for (const auto& [name, change] : modelVariants())
             QTest::newRow(name.c_str()) << -1;
