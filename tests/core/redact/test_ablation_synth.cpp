@@ -188,6 +188,12 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario deepspeed-zero3 none default", "34.3 %"},
         {"scenario deepspeed-zero3 none peak", "34.3 %"},
         {"scenario deepspeed-zero3 none run", "100.0 %"},
+        // The GPTQ calibration run (nothing trains): frameless, the layers' weights moved in between
+        // the layer-by-layer forwards and the Hessians read as forward scratch (with frames they are
+        // known misses against the truth too: tests/core/synth/test_synth_calibration.cpp).
+        {"scenario gptq-calibration none default", "64.2 %"},
+        {"scenario gptq-calibration none peak", "64.2 %"},
+        {"scenario gptq-calibration none run", "100.0 %"},
     };
     return misses;
 }

@@ -28,9 +28,6 @@ using namespace poolscope::testing;
 
 namespace {
 
-using Fixture = ScenarioFixture;
-Fixture make(StackScenario s, int scale = 1) { return makeScenario(s, scale); }
-std::shared_ptr<const RuleSet> rules() { return scenarioRules(); }
 
 // Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
 // shows as XPASS. FSDP without frames: the stream's shape alone places the passes wrongly when

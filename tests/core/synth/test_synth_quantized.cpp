@@ -29,9 +29,6 @@ using namespace poolscope::testing;
 
 namespace {
 
-using Fixture = ScenarioFixture;
-Fixture make(StackScenario s, int scale = 1) { return makeScenario(s, scale); }
-std::shared_ptr<const RuleSet> rules() { return scenarioRules(); }
 
 // Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
 // shows as XPASS. Every one is frameless, and none is the quantised state or weights themselves;
