@@ -3,6 +3,8 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config qt6-base-dev qt6-svg-dev libgl-dev libqcustomplot-dev
       nlohmann-json3-dev libcli11-dev libzstd-dev zlib1g-dev zstd python3
+      # a compiler cache: scripts/build.sh uses it, so a rebuild or a second clone takes minutes, not 30
+      ccache
       # the Debian package and its test (tests/install/): cpack's Depends, the desktop entry, MIME type
       dpkg-dev desktop-file-utils shared-mime-info hicolor-icon-theme libglib2.0-bin libxml2-utils)
 [ "${POOLSCOPE_WANT_CLANG:-0}" = 1 ] && PKGS+=(clang libclang-rt-dev)

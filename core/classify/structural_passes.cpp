@@ -8,6 +8,7 @@
 #include "core/classify/structural_gradient_buffer.h"
 #include "core/classify/structural_master_copies.h"
 #include "core/classify/structural_nested_autograd.h"
+#include "core/classify/structural_program_state.h"
 #include "core/classify/structural_quick_copies.h"
 #include "core/classify/structural_state.h"
 #include "core/classify/structural_workspace_release.h"
@@ -34,6 +35,9 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     hostBatchesCopiedToDevice(trace, dev, c);
     quickCopiesAreScratch(dev, c);
     parametersMovedBack(dev, c);
+    // After the model's moves are known: a layer moved in between calls is the model's, not state.
+    stateKeptAcrossCalls(dev, c);
+    outputsCollectedAcrossCalls(dev, c);
 }
 
 void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classification& c)

@@ -23,16 +23,18 @@ namespace {
 // shows as XPASS. What the dump cannot tell from structure:
 // - inps, the samples' hidden states (an input), is made before the first forward and kept to the
 //   end: it reads as the model's state (made-before-first-forward-kept), as a weight would;
-// - the Hessians, state of the algorithm (other), are made between the forwards and kept across
-//   many of them: they read as kept forward products (activation, below the advice threshold);
-// - outs, the other buffer, made after the first forward and kept, reads as a kept forward product.
-// Frameless, the per-layer weights moved in between forwards and the Hessians read as forward scratch.
+// - outs, the other buffer, made after the first forward and kept, reads as a kept forward product
+//   (the state rule leaves it: inps, a weight to the dump, has its size);
+// - the attention mask kept for every layer reads as a forward's product.
+// The Hessians (other) are state kept across the calls (state-kept-across-calls): 52.4 % -> 12.5 %
+// with frames, x3 44.4 % -> 4.5 %. Frameless, the per-layer weights moved in between forwards read
+// as forward scratch or, at x3, as that state; the Hessians at x1 as forward scratch.
 const std::map<std::string, std::string>& knownMisses()
 {
     static const std::map<std::string, std::string> misses = {
-        {"gptq-calibration all", "52.4 %"},     {"gptq-calibration renamed", "52.4 %"},    {"gptq-calibration python", "52.4 %"},
-        {"gptq-calibration none", "70.6 %"},    {"gptq-calibration x3 all", "44.4 %"},     {"gptq-calibration x3 renamed", "44.4 %"},
-        {"gptq-calibration x3 python", "44.4 %"}, {"gptq-calibration x3 none", "75.8 %"}};
+        {"gptq-calibration all", "12.5 %"},    {"gptq-calibration renamed", "12.5 %"},    {"gptq-calibration python", "12.5 %"},
+        {"gptq-calibration none", "70.6 %"},   {"gptq-calibration x3 all", "4.5 %"},      {"gptq-calibration x3 renamed", "4.5 %"},
+        {"gptq-calibration x3 python", "4.5 %"}, {"gptq-calibration x3 none", "51.7 %"}};
     return misses;
 }
 
