@@ -301,5 +301,7 @@ SynthResult synthesizeQuantizedScenario(StackScenario scenario, int scale);
 SynthResult synthesizeShardedScenario(StackScenario scenario, int scale);
 // synth_calibration.cpp: GPTQ's layer-by-layer calibration (Hessians from forward hooks).
 SynthResult gptqCalibration(int scale);
+// synth_evaluation.cpp: Trainer.predict collecting logits on the device after two training steps.
+SynthResult trainerEvalAccumulation(int scale);
 
 } // namespace poolscope::synth_detail

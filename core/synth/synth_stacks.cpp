@@ -261,7 +261,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
                             StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
-                            StackScenario::GptqCalibration})
+                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -296,6 +296,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::Fsdp2: return "fsdp2";
     case StackScenario::DeepSpeedZero3: return "deepspeed-zero3";
     case StackScenario::GptqCalibration: return "gptq-calibration";
+    case StackScenario::EvalAccumulation: return "trainer-eval-accumulation";
     }
     return "";
 }
@@ -331,6 +332,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::Fsdp2:
     case StackScenario::DeepSpeedZero3: return synthesizeShardedScenario(scenario, scale);
     case StackScenario::GptqCalibration: return gptqCalibration(scale);
+    case StackScenario::EvalAccumulation: return trainerEvalAccumulation(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

@@ -92,6 +92,10 @@ namespace poolscope {
 //                   hidden states in two buffers, one decoder layer on the device at a time, an
 //                   (in x in) fp32 Hessian per linear accumulated by forward hooks, fasterquant's
 //                   Cholesky factors and block temporaries, the quantised weights written back.
+// Evaluation (synth_evaluation.cpp):
+//   EvalAccumulation: transformers' Trainer, two AdamW steps, then predict() without
+//                   eval_accumulation_steps: every batch's logits concatenated on the device to
+//                   the ones before, until a concatenation runs out of memory.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -119,7 +123,8 @@ enum class StackScenario : uint8_t {
     Qlora,
     Fsdp2,
     DeepSpeedZero3,
-    GptqCalibration
+    GptqCalibration,
+    EvalAccumulation
 };
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
@@ -140,6 +145,8 @@ inline constexpr StackScenario kCompiledScenarios[] = {StackScenario::Compiled, 
 inline constexpr StackScenario kQuantizedScenarios[] = {StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora};
 // The calibration scenarios, in order.
 inline constexpr StackScenario kCalibrationScenarios[] = {StackScenario::GptqCalibration};
+// The evaluation scenarios, in order.
+inline constexpr StackScenario kEvaluationScenarios[] = {StackScenario::EvalAccumulation};
 
 // The fully sharded scenarios, in order.
 inline constexpr StackScenario kShardedScenarios[] = {StackScenario::Fsdp2, StackScenario::DeepSpeedZero3};

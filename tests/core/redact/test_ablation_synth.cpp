@@ -194,6 +194,11 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario gptq-calibration none default", "64.2 %"},
         {"scenario gptq-calibration none peak", "64.2 %"},
         {"scenario gptq-calibration none run", "100.0 %"},
+        // Trainer.predict collecting logits on the device: frameless, the no-grad evaluation calls
+        // are no passes, so nothing is collected from them and the collection is unknown.
+        {"scenario trainer-eval-accumulation none default", "68.7 %"},
+        {"scenario trainer-eval-accumulation none peak", "78.6 %"},
+        {"scenario trainer-eval-accumulation none run", "78.6 %"},
     };
     return misses;
 }
@@ -213,7 +218,7 @@ private slots:
     void wholeRun_data()
     {
         QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
-        for (int s = 0; s <= int(StackScenario::GptqCalibration); ++s) // every scenario (GptqCalibration is the last)
+        for (int s = 0; s <= int(StackScenario::EvalAccumulation); ++s) // every scenario (EvalAccumulation is the last)
             QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
         for (const auto& [name, change] : modelVariants())
             QTest::newRow(name.c_str()) << -1;
