@@ -319,19 +319,10 @@ SynthResult fsdp(int scale)
         };
         forwardBackward(r, net, unitForward(kUser + "model.py", "forward", 30), backward, hk);
         // optimizer.step(): AdamW over the FlatParameters (shards), moments on the first step.
-        r.annotate("Optimizer.step#AdamW.step", true);
-        if (step == 0)
-            for (size_t l = 0; l < net.layers(); ++l) {
-                const Frames init = optimFrames(kTorch + "optim/adamw.py", "_init_group", 120, 196, kMain);
-                r.alloc(unitNumel[l] / world * 4, init, Pool::OptimizerState);
-                r.alloc(unitNumel[l] / world * 4, init, Pool::OptimizerState);
-            }
-        const Frames foreach = optimFrames(kTorch + "optim/adamw.py", "_multi_tensor_adamw", 640, 210, kMain);
-        for (size_t l = 0; l < net.layers(); ++l) {
-            const uint64_t tmp = r.alloc(unitNumel[l] / world * 4, foreach, Pool::Temporary);
-            r.free(tmp, foreach);
-        }
-        r.annotate("Optimizer.step#AdamW.step", false);
+        std::vector<int64_t> shardBytes;
+        for (size_t l = 0; l < net.layers(); ++l)
+            shardBytes.push_back(unitNumel[l] / world * 4);
+        adamwStep(r, shardBytes, kMain, step == 0);
         (void)shards;
     }
     return r.finish();
@@ -415,19 +406,7 @@ SynthResult ddpBuckets(int scale)
         Hooks hk;
         hk.gradReady = [&](size_t, uint64_t g) { r.free(g, markReady); };
         forwardBackward(r, net, inModel(30, forward), backward, hk);
-        r.annotate("Optimizer.step#AdamW.step", true);
-        if (step == 0)
-            for (size_t w = 0; w < net.weightNumel.size(); ++w) {
-                const Frames init = optimFrames(kTorch + "optim/adamw.py", "_init_group", 120, 196, kMain);
-                r.alloc(net.weightBytes(w), init, Pool::OptimizerState);
-                r.alloc(net.weightBytes(w), init, Pool::OptimizerState);
-            }
-        const Frames foreach = optimFrames(kTorch + "optim/adamw.py", "_multi_tensor_adamw", 640, 210, kMain);
-        for (size_t w = 0; w < net.weightNumel.size(); ++w) {
-            const uint64_t tmp = r.alloc(net.weightBytes(w), foreach, Pool::Temporary);
-            r.free(tmp, foreach);
-        }
-        r.annotate("Optimizer.step#AdamW.step", false);
+        adamwStep(r, weightBytes(net), kMain, step == 0);
         // optimizer.zero_grad(): .grad = None drops the views; the buckets stay with the reducer.
     }
     return r.finish();

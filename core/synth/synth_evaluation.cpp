@@ -60,20 +60,7 @@ SynthResult trainerEvalAccumulation(int scale)
         hk.gradReady = [&](size_t, uint64_t g) { grads.push_back(g); };
         forwardBackward(r, net, inModel(30, Frames{{kTf + "trainer.py", "compute_loss", 3532}} + step), backwardCall, hk);
         r.free(ids, step);
-        r.annotate("Optimizer.step#AdamW.step", true);
-        const Frames loopStep = Frames{{kSite + "accelerate/optimizer.py", "step", 171}} + kTrain;
-        if (s == 0)
-            for (size_t w = 0; w < net.weightNumel.size(); ++w) {
-                const Frames init = optimFrames(kTorch + "optim/adamw.py", "_init_group", 120, 196, loopStep);
-                r.alloc(net.weightBytes(w), init, Pool::OptimizerState);
-                r.alloc(net.weightBytes(w), init, Pool::OptimizerState);
-            }
-        const Frames foreach = optimFrames(kTorch + "optim/adamw.py", "_multi_tensor_adamw", 640, 210, loopStep);
-        for (size_t w = 0; w < net.weightNumel.size(); ++w) {
-            const uint64_t tmp = r.alloc(net.weightBytes(w), foreach, Pool::Temporary);
-            r.free(tmp, foreach);
-        }
-        r.annotate("Optimizer.step#AdamW.step", false);
+        adamwStep(r, weightBytes(net), Frames{{kSite + "accelerate/optimizer.py", "step", 171}} + kTrain, s == 0);
         // model.zero_grad(set_to_none=True) (the Trainer's default).
         r.annotate("Optimizer.zero_grad#AdamW.zero_grad", true);
         for (uint64_t g : grads)

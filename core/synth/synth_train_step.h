@@ -120,4 +120,32 @@ inline void forwardBackward(Recorder& r, const Net& net, const Frames& caller, c
     r.free(loss, caller);
 }
 
+// optimizer.step() of torch.optim.AdamW (foreach, the default), called from `loop`: under its
+// annotation, two moments per tensor on the first step (_init_group), then one update temporary per
+// tensor (_multi_tensor_adamw). `bytes`: each trained tensor's size.
+inline void adamwStep(Recorder& r, const std::vector<int64_t>& bytes, const Frames& loop, bool first)
+{
+    r.annotate("Optimizer.step#AdamW.step", true);
+    if (first)
+        for (int64_t b : bytes) {
+            const Frames init = optimFrames(kTorch + "optim/adamw.py", "_init_group", 120, 196, loop);
+            r.alloc(b, init, Pool::OptimizerState);
+            r.alloc(b, init, Pool::OptimizerState);
+        }
+    const Frames foreach = optimFrames(kTorch + "optim/adamw.py", "_multi_tensor_adamw", 640, 210, loop);
+    for (int64_t b : bytes) {
+        const uint64_t tmp = r.alloc(b, foreach, Pool::Temporary);
+        r.free(tmp, foreach);
+    }
+    r.annotate("Optimizer.step#AdamW.step", false);
+}
+
+inline std::vector<int64_t> weightBytes(const Net& net)
+{
+    std::vector<int64_t> out;
+    for (size_t w = 0; w < net.weightNumel.size(); ++w)
+        out.push_back(net.weightBytes(w));
+    return out;
+}
+
 } // namespace poolscope::synth_detail
