@@ -213,8 +213,8 @@ SynthResult gptqCalibration(int scale)
     r.emptyCache(sequential(99));
     uint64_t outs = r.alloc(nsamples * seqlen * h * 2, sequential(101), Pool::Input);
     for (int i = 0; i < layers; ++i) {
-        if (i > 0)
-            weights = moveIn();
+        // layer = layers[i].to(dev): layer 0 too, sent back to the host after the Catcher.
+        weights = moveIn();
         std::vector<uint64_t> hessians;
         for (auto [rows, cols] : shapes) {
             (void)rows;
