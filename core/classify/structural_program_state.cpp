@@ -102,6 +102,7 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
     };
     struct Link {
         uint32_t result, collection;
+        size_t call; // the pass it follows
     };
     std::vector<Link> links;
     for (size_t i = 0; i < c.size(); ++i) {
@@ -131,7 +132,7 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
                 const Allocation& b = dev.allocations[before];
                 if (before == out || b.size + o.size != x.size || (!b.preexisting() && b.allocEvent >= o.allocEvent))
                     continue;
-                links.push_back(Link{uint32_t(i), before});
+                links.push_back(Link{uint32_t(i), before, size_t(after - 1 - f.passes.begin())});
                 found = true;
                 break;
             }
@@ -139,6 +140,13 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
                 break;
         }
     }
+    // A caller that grows a cache per layer after each call (keys and values concatenated outside
+    // the model) makes many links per call; what an evaluation collects is one or two (outputs,
+    // labels). More than two after one call are left to the cache's readings.
+    std::vector<uint32_t> perCall(f.passes.size(), 0);
+    for (const Link& l : links)
+        ++perCall[l.call];
+    links.erase(std::remove_if(links.begin(), links.end(), [&](const Link& l) { return perCall[l.call] > 2; }), links.end());
     std::vector<uint8_t> result(c.size(), 0), collection(c.size(), 0);
     for (const Link& l : links) {
         result[l.result] = 1;

@@ -28,7 +28,8 @@ namespace poolscope::classify_detail {
 // let go of within a few events of its birth: one the pass just made (its output) and one made
 // before it (the collection so far). Two such concatenations in a chain (the one's result is the
 // next one's collection) are a collection: every link, and the first call's output it began with,
-// are other, at 60 %. Whatever the run does besides (training steps between evaluations). A
+// are other, at 60 %. More than two links after one call are a cache grown per layer by the caller
+// (keys and values concatenated outside the model), not a collection. Whatever the run does besides (training steps between evaluations). A
 // generate loop's growing input_ids is not one: the token it appends was made by the caller.
 void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c);
 
