@@ -84,10 +84,6 @@ void stateKeptAcrossCalls(const DeviceTrace& dev, Classification& c)
     }
 }
 
-} // namespace poolscope::classify_detail
-
-namespace poolscope::classify_detail {
-
 void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;

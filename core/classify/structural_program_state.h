@@ -7,7 +7,7 @@
 namespace poolscope::classify_detail {
 
 // In a run with history and no training (no backward pass, no optimizer step, no gradient), a block
-// that no frame named, made outside every forward pass after the first one ended, and kept across at
+// that no frame rule decided, made outside every forward pass after the first one ended, and kept across at
 // least three whole forward passes (each begun after its birth and ended before its release, or the
 // recording's end), is the program's own state: other, at 55 %. Neither reading it had before holds:
 // it is not a forward's product kept for the graph (no forward made it, and nothing trains), nor the
@@ -18,19 +18,16 @@ namespace poolscope::classify_detail {
 // (weight.data = a quantised or pruned copy): a parameter, at 60 % ("parameter-value-replaced").
 void stateKeptAcrossCalls(const DeviceTrace& dev, Classification& c);
 
-} // namespace poolscope::classify_detail
-
-namespace poolscope::classify_detail {
-
 // Outputs a caller collects on the device across calls of the model (an evaluation loop's logits,
 // torch.cat per batch; Hugging Face Trainer's EvalLoopContainer without eval_accumulation_steps):
 // a block made by the caller's code right after a forward pass, whose size is the sum of two blocks
 // let go of within a few events of its birth: one the pass just made (its output) and one made
 // before it (the collection so far). Two such concatenations in a chain (the one's result is the
 // next one's collection) are a collection: every link, and the first call's output it began with,
-// are other, at 60 %. More than two links after one call are a cache grown per layer by the caller
-// (keys and values concatenated outside the model), not a collection. Whatever the run does besides (training steps between evaluations). A
-// generate loop's growing input_ids is not one: the token it appends was made by the caller.
+// are other, at 60 %, whatever the run does besides (training steps between evaluations). More than
+// two links after one call are a cache grown per layer by the caller (keys and values concatenated
+// outside the model), not a collection; nor is a generate loop's growing input_ids (the token it
+// appends was made by the caller, not by the call).
 void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail
