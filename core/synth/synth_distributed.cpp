@@ -322,7 +322,7 @@ SynthResult fsdp(int scale)
         std::vector<int64_t> shardBytes;
         for (size_t l = 0; l < net.layers(); ++l)
             shardBytes.push_back(unitNumel[l] / world * 4);
-        adamwStep(r, shardBytes, kMain, step == 0);
+        adamwStep(r, shardBytes, step == 0, kMain);
         (void)shards;
     }
     return r.finish();
@@ -406,7 +406,7 @@ SynthResult ddpBuckets(int scale)
         Hooks hk;
         hk.gradReady = [&](size_t, uint64_t g) { r.free(g, markReady); };
         forwardBackward(r, net, inModel(30, forward), backward, hk);
-        adamwStep(r, weightBytes(net), kMain, step == 0);
+        adamwStep(r, weightBytes(net), step == 0, kMain);
         // optimizer.zero_grad(): .grad = None drops the views; the buckets stay with the reducer.
     }
     return r.finish();

@@ -60,7 +60,7 @@ SynthResult trainerEvalAccumulation(int scale)
         hk.gradReady = [&](size_t, uint64_t g) { grads.push_back(g); };
         forwardBackward(r, net, inModel(30, Frames{{kTf + "trainer.py", "compute_loss", 3532}} + step), backwardCall, hk);
         r.free(ids, step);
-        adamwStep(r, weightBytes(net), Frames{{kSite + "accelerate/optimizer.py", "step", 171}} + kTrain, s == 0);
+        adamwStep(r, weightBytes(net), s == 0, Frames{{kSite + "accelerate/optimizer.py", "step", 171}} + kTrain);
         // model.zero_grad(set_to_none=True) (the Trainer's default).
         r.annotate("Optimizer.zero_grad#AdamW.zero_grad", true);
         for (uint64_t g : grads)

@@ -34,6 +34,7 @@
 #include "core/synth/synth_stacks.h"
 
 #include "core/synth/synth_recorder.h"
+#include "core/synth/synth_train_step.h"
 
 #include <algorithm>
 #include <functional>
@@ -108,25 +109,6 @@ uint64_t backwardGraph(Recorder& r, std::vector<Saved>& saved, int64_t rootBytes
     }
     saved.clear();
     return flowing;
-}
-
-// AdamW (foreach) from the training loop: moments made by _init_group on the first step, foreach
-// scratch every step; PyTorch's Optimizer.step record_function around it.
-void adamwStep(Recorder& r, const std::vector<int64_t>& weightBytes, bool first, const Frames& loop, const std::string& annotation = "Optimizer.step#AdamW.step")
-{
-    r.annotate(annotation, true);
-    if (first)
-        for (int64_t b : weightBytes) {
-            const Frames init = optimFrames(kTorch + "optim/adamw.py", "_init_group", 120, 196, loop);
-            r.alloc(b, init, Pool::OptimizerState);
-            r.alloc(b, init, Pool::OptimizerState);
-        }
-    const Frames foreach = optimFrames(kTorch + "optim/adamw.py", "_multi_tensor_adamw", 640, 210, loop);
-    for (int64_t b : weightBytes) {
-        const uint64_t tmp = r.alloc(b, foreach, Pool::Temporary);
-        r.free(tmp, foreach);
-    }
-    r.annotate(annotation, false);
 }
 
 void zeroGrad(Recorder& r, std::vector<uint64_t>& grads, const Frames& loop)

@@ -120,12 +120,14 @@ inline void forwardBackward(Recorder& r, const Net& net, const Frames& caller, c
     r.free(loss, caller);
 }
 
-// optimizer.step() of torch.optim.AdamW (foreach, the default), called from `loop`: under its
-// annotation, two moments per tensor on the first step (_init_group), then one update temporary per
-// tensor (_multi_tensor_adamw). `bytes`: each trained tensor's size.
-inline void adamwStep(Recorder& r, const std::vector<int64_t>& bytes, const Frames& loop, bool first)
+// optimizer.step() of torch.optim.AdamW (foreach, the default), called from `loop`: under
+// PyTorch's Optimizer.step record_function, two moments per tensor on the first step
+// (_init_group), then one update temporary per tensor (_multi_tensor_adamw). `bytes`: each trained
+// tensor's size.
+inline void adamwStep(Recorder& r, const std::vector<int64_t>& bytes, bool first, const Frames& loop,
+                      const std::string& annotation = "Optimizer.step#AdamW.step")
 {
-    r.annotate("Optimizer.step#AdamW.step", true);
+    r.annotate(annotation, true);
     if (first)
         for (int64_t b : bytes) {
             const Frames init = optimFrames(kTorch + "optim/adamw.py", "_init_group", 120, 196, loop);
@@ -137,7 +139,7 @@ inline void adamwStep(Recorder& r, const std::vector<int64_t>& bytes, const Fram
         const uint64_t tmp = r.alloc(b, foreach, Pool::Temporary);
         r.free(tmp, foreach);
     }
-    r.annotate("Optimizer.step#AdamW.step", false);
+    r.annotate(annotation, false);
 }
 
 inline std::vector<int64_t> weightBytes(const Net& net)
