@@ -311,6 +311,8 @@ std::string_view ruleRoleName(uint16_t role)
         return "moves_parameters";
     case kRoleIndistinctCopies:
         return "indistinct_copies";
+    case kRoleCollectedOutputs:
+        return "collected_outputs";
     }
     return "?";
 }

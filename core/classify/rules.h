@@ -63,8 +63,9 @@ enum RuleRole : uint16_t {
     kRoleLibraryWorkspace = 1 << 3, // a library's own scratch kept per handle (cuBLAS, cuDNN, cuFFT, NCCL): fixed size
     kRoleMovesParameters = 1 << 4,  // nn.Module moving or converting its tensors (.to, .cuda, _apply): parameters and any .grad
     kRoleIndistinctCopies = 1 << 5, // a parameter, its gradient or its optimizer state from before recording: the capture cannot say which
+    kRoleCollectedOutputs = 1 << 6, // outputs the caller gathers on the device across calls of the model (a growing concatenation)
 };
-constexpr size_t kRuleRoleCount = 6;
+constexpr size_t kRuleRoleCount = 7;
 std::string_view ruleRoleName(uint16_t role); // "weight_cast", ...
 
 // One ordered rule: the first rule whose every condition holds decides an allocation's pool.

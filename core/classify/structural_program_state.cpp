@@ -160,7 +160,7 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
                            "the same way: outputs gathered on the device across calls (an evaluation loop's logits concatenated per "
                            "batch), growing with every batch; moving them to the host each batch (eval_accumulation_steps in "
                            "Hugging Face Trainer) frees them",
-                           Pool::Other, kEvidenceLifetime | kEvidenceSize);
+                           Pool::Other, kEvidenceLifetime | kEvidenceSize, kRoleCollectedOutputs);
         for (uint32_t i : {l.result, l.collection})
             if (open(i))
                 decide(c, i, Pool::Other, rule, 60);

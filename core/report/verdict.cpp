@@ -100,6 +100,19 @@ std::string staleGradientsWhy(const MomentEvidence& ev)
     return ev.backward == Known::No ? "no backward in this recording made them" : "the dump shows no backward that made them";
 }
 
+// The knob for outputs gathered on the device across calls, named where the rules saw them.
+constexpr std::string_view kMoveCollectedOutputs =
+    "move each call's outputs to the host as they come (Hugging Face Trainer: eval_accumulation_steps; a loop of your "
+    "own: .cpu() on each output), or keep them in a list and concatenate once at the end";
+
+std::string collectedOutputsWhy(int64_t bytes)
+{
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
+    return std::string(buf) + " are outputs the program gathers on the device across calls of the model, concatenated per "
+                              "call, so each call copies all of them again and leaves the older copy in the cache";
+}
+
 constexpr std::string_view kDropGradients =
     "drop them before moving or evaluating the model (optimizer.zero_grad(set_to_none=True) or "
     "model.zero_grad(set_to_none=True), or requires_grad_(False))";
@@ -150,6 +163,14 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
         break;
     case Pool::CachedFree:
         return allocatorAdvice(ev);
+    case Pool::Other: {
+        int64_t other = 0;
+        for (int64_t b : ev.bytesByEvidence[size_t(Pool::Other)])
+            other += b;
+        if (ev.collectedBytes > 0 && ev.collectedBytes * 2 >= other)
+            return collectedOutputsWhy(ev.collectedBytes) + ": " + std::string(kMoveCollectedOutputs);
+        break;
+    }
     default:
         break;
     }
@@ -214,6 +235,8 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
             m.gradientBytes += b;
         if (c.rules[c.rule[i]].has(kRoleIndistinctCopies))
             m.indistinctBytes += b;
+        if (c.rules[c.rule[i]].has(kRoleCollectedOutputs))
+            m.collectedBytes += b;
         if (p == Pool::Temporary) {
             temporary += b;
             if (birth != Phase::OptimizerStep && birth != Phase::ZeroGrad)
@@ -366,6 +389,11 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
             v.advice += "; cutting the micro-batch frees nothing here (no activations, inputs or batch-sized temporaries are alive)";
     }
     v.advice += ".";
+    // Outputs gathered across calls that are not the largest pool are still the first knob where the
+    // memory they leave behind is: they grow with every batch, and so does the cache they fragment.
+    if (ev && v.dominant != Pool::Other && ev->collectedBytes >= kListedMinimum && ev->collectedBytes * 10 >= allocated) {
+        v.advice += " " + collectedOutputsWhy(ev->collectedBytes) + ": " + std::string(kMoveCollectedOutputs) + ".";
+    }
     return finish();
 }
 

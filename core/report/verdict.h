@@ -72,6 +72,10 @@ struct MomentEvidence {
     int64_t indistinctBytes = 0;
     // How many times each of their weight sizes is held (Classification::preexistingCopies: 4 or 3).
     int indistinctCopies = 0;
+    // Outputs the caller gathers on the device across calls of the model (rules with
+    // kRoleCollectedOutputs): each concatenation copies them all again and leaves the older copy to
+    // the cache, so they grow per batch and fragment; moving them to the host as they come is the knob.
+    int64_t collectedBytes = 0;
     bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
 
     MomentEvidence() { confidence.fill(-1); }

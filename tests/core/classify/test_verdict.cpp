@@ -232,6 +232,55 @@ private slots:
         QVERIFY(makeVerdict("At the peak", b, ev).caveat.empty());
     }
 
+    // Outputs gathered on the device across calls (kRoleCollectedOutputs): where they are most of
+    // "other", its advice is to move them to the host; where another pool (cached free at an OOM) is
+    // the wall and they are a tenth of what is allocated, the same knob follows as a sentence of its
+    // own; a smaller share, or none, says nothing of it.
+    void collectedOutputsNameTheirKnob()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Other)] = gib(0.31);
+        b[size_t(Pool::Parameter)] = gib(0.10);
+        b[size_t(Pool::Activation)] = gib(0.06);
+        MomentEvidence ev;
+        ev.atOom = true;
+        ev.training = Known::Yes;
+        ev.confidence[size_t(Pool::Other)] = 60;
+        ev.confidence[size_t(Pool::Parameter)] = 92;
+        ev.confidence[size_t(Pool::Activation)] = 75;
+        ev.bytesByEvidence[size_t(Pool::Other)][kEvidenceLifetime | kEvidenceSize] = gib(0.31);
+        ev.bytesByEvidence[size_t(Pool::Parameter)][kEvidenceFrames] = gib(0.10);
+        ev.bytesByEvidence[size_t(Pool::Activation)][kEvidenceLifetime] = gib(0.06);
+        const std::string knob = "move each call's outputs to the host as they come (Hugging Face Trainer: eval_accumulation_steps";
+        // Other is the wall, and the collection is all of it.
+        ev.collectedBytes = gib(0.31);
+        const Verdict other = makeVerdict("At the OOM", b, ev);
+        QCOMPARE(other.dominant, Pool::Other);
+        QVERIFY2(other.advice.find("0.31 GiB are outputs the program gathers on the device across calls") != std::string::npos,
+                 other.sentence.c_str());
+        QVERIFY2(other.advice.find(knob) != std::string::npos, other.sentence.c_str());
+        QVERIFY2(other.advice.find("add a rule that names them") == std::string::npos, other.sentence.c_str());
+        // Less than half of other: the generic advice, and no sentence of its own either.
+        ev.collectedBytes = gib(0.10);
+        const Verdict part = makeVerdict("At the OOM", b, ev);
+        QVERIFY2(part.advice.find("add a rule that names them") != std::string::npos, part.sentence.c_str());
+        QVERIFY2(part.advice.find(knob) == std::string::npos, part.sentence.c_str());
+        // Cached free is the wall: the collection's knob follows the allocator's answer.
+        b[size_t(Pool::CachedFree)] = gib(0.68);
+        ev.collectedBytes = gib(0.31);
+        const Verdict cached = makeVerdict("At the OOM", b, ev);
+        QCOMPARE(cached.dominant, Pool::CachedFree);
+        const size_t wallAt = cached.advice.find("The wall is cached free memory");
+        const size_t knobAt = cached.advice.find(knob);
+        QVERIFY2(wallAt != std::string::npos && knobAt != std::string::npos && knobAt > wallAt, cached.sentence.c_str());
+        QVERIFY2(cached.sentence.back() == '.', cached.sentence.c_str());
+        // Under a tenth of what is allocated: not said.
+        ev.collectedBytes = gib(0.04);
+        QVERIFY2(makeVerdict("At the OOM", b, ev).advice.find(knob) == std::string::npos, makeVerdict("At the OOM", b, ev).sentence.c_str());
+        ev.collectedBytes = 0;
+        QVERIFY2(makeVerdict("At the OOM", b, ev).advice.find(knob) == std::string::npos, makeVerdict("At the OOM", b, ev).sentence.c_str());
+    }
+
     // No sharding advice where the run shows no gradients and no optimizer; stale gradients where no
     // backward made them.
     void adviceFollowsTheRun()

@@ -8,6 +8,9 @@
 // activations held by the graph (forward-released-later, forward-kept), and the verdict at the OOM
 // advised checkpointing, which frees none of it.
 #include "core/classify/classifier.h"
+#include "core/classify/pool_series.h"
+#include "core/report/verdict.h"
+#include "core/timeline/alive_index.h"
 #include "core/synth/synth_stacks.h"
 #include "tests/core/synth/scenario_fixture.h"
 
@@ -75,6 +78,29 @@ private slots:
         }
         QVERIFY(collected > 0);
         QCOMPARE(asOther, collected);
+    }
+
+    // The verdict at the OOM names the knob that frees the collection (and the cache its growing
+    // copies leave behind): moving outputs to the host, not the micro-batch or checkpointing. It comes
+    // from the rule's role (collected_outputs), so the renamed and Python-only copies say the same.
+    void verdictNamesTheHostMove_data() { collectionIsOtherAtTheOom_data(); }
+    void verdictNamesTheHostMove()
+    {
+        QFETCH(int, scale);
+        QFETCH(QString, variant);
+        const ScenarioFixture f = makeScenario(StackScenario::EvalAccumulation, scale);
+        const auto trace = ablatedCopy(f, variant);
+        const DeviceTrace& dev = trace->devices.at(0);
+        const Classification c = classify(*trace, dev, *scenarioRules());
+        QCOMPARE(dev.ooms.size(), size_t(1));
+        const EventIndex at = dev.ooms.front().index;
+        const auto alive = AliveIndex(dev.allocations).aliveAfter(at);
+        MomentEvidence ev = momentEvidence(c, dev.allocations, alive);
+        ev.atOom = true;
+        QVERIFY(ev.collectedBytes > 0);
+        const Verdict v = makeVerdict("At the OOM", computePoolSeries(dev, c).at(at), ev);
+        QVERIFY2(v.advice.find("eval_accumulation_steps") != std::string::npos, v.sentence.c_str());
+        QVERIFY2(v.advice.find("checkpoint") == std::string::npos, v.sentence.c_str());
     }
 };
 
