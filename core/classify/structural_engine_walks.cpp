@@ -222,6 +222,32 @@ std::vector<EngineWalk> engineWalks(const DeviceTrace& dev)
     return kept;
 }
 
+EventIndex lossBackwardSeed(const DeviceTrace& dev, EventIndex from, EventIndex before)
+{
+    constexpr int64_t kScalar = 8;         // a 0-dim fp64, fp32 or 16-bit tensor
+    constexpr EventIndex kLossToSeed = 16; // the loss's last operators, then the seed (corpus: 3 to 15 events)
+    const Stream s{dev};
+    const EventIndex n = EventIndex(dev.events.count());
+    for (EventIndex e = std::min(before, n) - 1; e > from; --e) {
+        const Allocation* seed = s.bornAt(e);
+        if (!seed || seed->size > kScalar)
+            continue;
+        bool loss = false;
+        for (EventIndex l = e - 1; l > from && l + kLossToSeed >= e && !loss; --l) {
+            const Allocation* a = s.bornAt(l);
+            loss = a && a->size == seed->size && (releaseOf(*a) == kNoEvent || releaseOf(*a) > e);
+        }
+        if (!loss)
+            continue;
+        // The loss's backward lets go of a block the forward made just before the loss (the logits,
+        // or what the loss function saved of them) within a few events of the seed.
+        for (EventIndex r = e + 1; r < n && r <= e + kLossToSeed; ++r)
+            if (const Allocation* a = s.releasedAt(r); a && a->allocEvent < e && a->allocEvent + 2 * kLossToSeed >= e && a->size > kScalar)
+                return e;
+    }
+    return kNoEvent;
+}
+
 size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
                              const std::vector<PhaseSource>& sourceBefore, size_t placedBySwings)
 {
@@ -320,7 +346,18 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
             ++end;
         }
         backwardEnd[k] = end;
-        place(tl, w.first, end, Phase::Backward, placed);
+        // From the engine's seed where one stands just before the walk's first saved release: what
+        // is let go of from there (the logits, by the loss's backward) was saved for the backward.
+        // The seed is sought in the second half of the stretch from the forward's first saved block
+        // to the walk (the last 64 events at least): a checkpointed model recomputes one layer before
+        // the walk's first saved release, a small part of its forward; a scalar pair earlier (an
+        // auxiliary loss summed) is no seed.
+        EventIndex start = w.first;
+        const EventIndex lastWalk = k > 0 ? backwardEnd[k - 1] : EventIndex(0);
+        const EventIndex from = std::max({w.bornFirst, lastWalk, w.first - std::max<EventIndex>(64, (w.first - w.bornFirst) / 2)});
+        if (const EventIndex seed = lossBackwardSeed(dev, from, w.first); seed != kNoEvent)
+            start = seed;
+            place(tl, start, end, Phase::Backward, placed);
         for (EventIndex e = w.first; e <= end; ++e)
             if (const Allocation* a = s.bornAt(e)) {
                 const EventIndex r = releaseOf(*a);

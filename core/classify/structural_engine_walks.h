@@ -31,6 +31,16 @@ struct EngineWalk {
 // The walks that read as a backward, in the order they ran. See the definition for the tests.
 std::vector<EngineWalk> engineWalks(const DeviceTrace& dev);
 
+// Where loss.backward() began: the last event after `from` and before `before` where the autograd
+// engine seeds its walk with the loss's gradient, ones_like(loss), a scalar of the loss's own size
+// made while the loss (made by the forward 16 events before at most) is alive, and where within 16
+// events the loss's backward lets go of a block the forward made just before (the logits, or what
+// the loss function saved of them). That release comes too soon after its birth to read as a saved
+// block, and a checkpointed model's recomputation can come between it and the walk's first saved
+// release: from the seed on, the events are the backward's. kNoEvent where no such pair is there (a
+// loss of more than a scalar, a backward from grad_tensors).
+EventIndex lossBackwardSeed(const DeviceTrace& dev, EventIndex from, EventIndex before);
+
 // Called by inferStructuralPhases after the swings placed their phases (`tl`, from `phaseBefore` /
 // `sourceBefore`, what frames and annotations placed): where a walk lies outside every backward the
 // swings found, the swings misread the run; then the phases are placed from the walks instead

@@ -497,6 +497,11 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
             fall = Phase::Teardown; // released in one burst: a graph dropped without backward
         else if (lastInFirstOut && pairs >= 8 && freedOfForward * 2 >= aliveAtPeak && (!gradientSizes.empty() || allocs * 10 >= freesIn * 3))
             fall = Phase::Backward; // most of what the forward saved, layer after layer, with products
+        // The releases begin with the engine's seed where one stands just before them: the blocks let
+        // go of from there on (the logits, by the loss's backward) were saved for the backward.
+        if (fall == Phase::Backward && !heldToItsEnd)
+            if (const EventIndex seed = lossBackwardSeed(dev, std::max(fStart, forwardEnd - 24), releaseStart); seed != kNoEvent)
+                releaseStart = seed;
         if (fall == Phase::Teardown) {
             // A burst: the graph's last blocks, let go of first, belong to it whatever their age.
             while (releaseStart - 1 > forwardEnd && !bornAt(size_t(releaseStart - 1)))

@@ -206,6 +206,64 @@ Fixture listDropped()
     return r.finish();
 }
 
+// Training steps whose forward ends in a language-model head: the logits (saved), the loss (a
+// scalar), then loss.backward(): the engine's seed, ones_like(loss), a scalar of the loss's size; the
+// loss's backward makes the logits' gradient and lets go of the logits four events after they were
+// made. With `recompute`, the last layer is checkpointed: its saved blocks are made again before the
+// walk reaches them. With `auxEarly`, the forward's first operator sums an auxiliary loss (two
+// scalars alive together, then the router's scratch let go of), as a mixture of experts does.
+// With `seed` false the backward starts from grad_tensors: no scalar pair.
+Fixture lossHeadSteps(bool seed, bool recompute, bool auxEarly)
+{
+    FixtureRecorder r;
+    Model m = build(r, kWeights);
+    constexpr int64_t kSaved = 2 << 20, kLogits = 5 << 20;
+    for (int s = 0; s < 2; ++s) {
+        // The forward (as forward() above), with the auxiliary loss summed after its third operator.
+        std::vector<uint64_t> saved, aux;
+        for (int k = 0; k < kOps; ++k) {
+            for (int j = 0; j < 3; ++j) {
+                const uint64_t scratch = r.alloc(80 << 10, {}, Pool::Temporary);
+                r.free(scratch);
+            }
+            saved.push_back(r.alloc(kSaved, {}, Pool::Activation));
+            if (auxEarly && k == 2) {
+                const uint64_t router = r.alloc(80 << 10, {}, Pool::Temporary);
+                aux.push_back(r.alloc(4, {}, Pool::Activation));
+                aux.push_back(r.alloc(4, {}, Pool::Activation));
+                r.free(router);
+            }
+        }
+        saved.push_back(r.alloc(4096, {}, Pool::Activation));
+        const uint64_t logits = r.alloc(kLogits, {}, Pool::Activation);
+        const uint64_t loss = r.alloc(seed ? 4 : 4096, {}, Pool::Activation);
+        const uint64_t one = r.alloc(4, {}, Pool::Temporary);
+        const uint64_t dlogits = r.alloc(kLogits, {}, Pool::Temporary);
+        r.free(logits);
+        r.free(one);
+        const uint64_t dh = r.alloc(kSaved, {}, Pool::Temporary);
+        r.free(dlogits);
+        if (recompute) {
+            // The last operator's saved block made again (the first made is let go of: its
+            // recomputation keeps the new one).
+            r.free(saved[saved.size() - 2]);
+            for (int j = 0; j < 3; ++j) {
+                const uint64_t scratch = r.alloc(80 << 10, {}, Pool::Temporary);
+                r.free(scratch);
+            }
+            saved[saved.size() - 2] = r.alloc(kSaved, {}, Pool::Activation);
+        }
+        r.free(dh);
+        backward(r, saved, m, kSaved);
+        r.free(loss);
+        for (uint64_t a : aux)
+            r.free(a);
+        step(r, m, s == 0);
+        zeroGrad(r, m);
+    }
+    return r.finish();
+}
+
 Classification classified(const Fixture& f) { return classify(*f.trace, f.trace->devices[0], poolscope::testing::shippedRules()); }
 
 // Share of the bytes of each of `pools` in its true pool, over the whole history.
@@ -279,6 +337,49 @@ private slots:
         QCOMPARE(rightShare(f, c, {Pool::OptimizerState}), 1.0);
         QCOMPARE(c.facts.optimizerSteps, size_t(4)); // D's and G's, twice
         noConfidentDecision(c);
+    }
+
+    // The logits, let go of by the loss's backward four events after they were made, are saved for
+    // the backward (activation), not the forward's scratch: the backward begins at the engine's seed.
+    // Without a scalar pair there is no seed, and the release reads as the forward's own (as before);
+    // an auxiliary loss's pair early in the forward is no seed.
+    void lossSeedStartsTheBackward_data()
+    {
+        QTest::addColumn<bool>("recompute");
+        QTest::addColumn<bool>("auxEarly");
+        QTest::newRow("plain") << false << false;
+        QTest::newRow("checkpointed last layer") << true << false;
+        QTest::newRow("auxiliary loss early") << false << true;
+    }
+    void lossSeedStartsTheBackward()
+    {
+        QFETCH(bool, recompute);
+        QFETCH(bool, auxEarly);
+        for (bool seed : {true, false}) {
+            const Fixture f = lossHeadSteps(seed, recompute, auxEarly);
+            const DeviceTrace& dev = f.trace->devices[0];
+            const Classification c = classified(f);
+            QCOMPARE(c.facts.backward, Known::Yes);
+            size_t logits = 0;
+            for (size_t i = 0; i < c.size(); ++i) {
+                if (dev.allocations[i].size != (5 << 20) || f.truth[i] != Pool::Activation)
+                    continue;
+                ++logits;
+                const Allocation& a = dev.allocations[i];
+                const Phase freedIn = c.phases.phase[size_t(a.freeRequestedEvent)];
+                if (seed) {
+                    QCOMPARE(freedIn, Phase::Backward);
+                    QCOMPARE(c.pool[i], Pool::Activation);
+                } else {
+                    QVERIFY2(c.pool[i] != Pool::Activation, "no seed: nothing places the release in the backward");
+                }
+            }
+            QCOMPARE(logits, size_t(2));
+            if (auxEarly)
+                for (size_t i = 0; i < c.size(); ++i)
+                    if (dev.allocations[i].size == 4 && f.truth[i] == Pool::Activation)
+                        QCOMPARE(c.phases.phase[size_t(dev.allocations[i].allocEvent)], Phase::Forward);
+        }
     }
 
     void noGradDecoderIsNoBackward()

@@ -104,12 +104,11 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario script-attention none run", "62.9 %"},
         // s22b's distributed / PEFT scenarios (merged at 281a0a1): renamed and Python-only meet the targets.
         {"scenario deepspeed-zero2 none run", "100.0 %"},
-        {"scenario fsdp none default", "15.8 %"},
-        {"scenario fsdp none peak", "15.8 %"},
         {"scenario fsdp none run", "100.0 %"},
-        {"scenario peft-lora none default", "34.4 %"},
-        {"scenario peft-lora none peak", "34.4 %"},
-        {"scenario peft-lora none run", "51.7 %"},
+        // PEFT LoRA frameless at its worst moment: the checkpointed layers' recomputation, inside the
+        // backward from the loss's seed on (structural_engine_walks.h, lossBackwardSeed), reads as the
+        // backward's scratch.
+        {"scenario peft-lora none run", "24.6 %"},
         {"model mixed python default", "2.8 %"},
         {"model mixed python peak", "2.8 %"},
         {"model mixed python run", "4.9 %"},
@@ -152,12 +151,10 @@ const std::map<std::string, std::string>& knownMisses()
         {"model leaks none default", "57.7 %"},
         {"model leaks none peak", "57.7 %"},
         {"model leaks none run", "89.7 %"},
-        // c22's torch.compile scenarios: renamed and Python-only meet the targets. Frameless: the compiled
-        // backward makes the logits' gradient before it lets go of the saved logits (read as forward
-        // scratch); the static KV cache is made before the first forward and kept like the weights.
-        {"scenario compiled none default", "18.0 %"},
-        {"scenario compiled none peak", "18.0 %"},
-        {"scenario compiled none run", "26.3 %"},
+        // c22's torch.compile scenarios: renamed and Python-only meet the targets; frameless the training
+        // one too since the loss's seed starts the backward (the logits let go of a few events after they
+        // were made are the backward's). CUDA graphs frameless: the static KV cache is made before the
+        // first forward and kept like the weights.
         {"scenario cudagraphs none default", "21.3 %"},
         {"scenario cudagraphs none peak", "21.3 %"},
         {"scenario cudagraphs none run", "22.5 %"},
@@ -168,25 +165,20 @@ const std::map<std::string, std::string>& knownMisses()
         // discriminator's activations of half a weight's size read as autocast's casts.
         {"scenario pipeline-1f1b none run", "47.1 %"},
         {"scenario gan none run", "16.6 %"},
-        // q22's quantised fine-tuning scenarios: renamed and Python-only meet the targets; frameless,
-        // the logits (let go of within a few events: the loss's backward) read as scratch, see
-        // tests/core/synth/test_synth_quantized.cpp.
-        {"scenario bnb-adam8bit none default", "20.7 %"},
-        {"scenario bnb-adam8bit none peak", "20.7 %"},
-        {"scenario bnb-adam8bit none run", "23.8 %"},
-        {"scenario bnb-paged-adam8bit none default", "23.2 %"},
-        {"scenario bnb-paged-adam8bit none peak", "23.2 %"},
-        {"scenario bnb-paged-adam8bit none run", "27.2 %"},
-        {"scenario qlora none default", "28.1 %"},
-        {"scenario qlora none peak", "28.1 %"},
+        // q22's quantised fine-tuning scenarios: renamed and Python-only meet the targets; frameless the
+        // default moment and the peak too since the loss's seed starts the backward (before, the logits
+        // let go of within a few events read as the forward's scratch: 20.7 to 28.1 %). Left: the paged
+        // optimizer's run, whose 16 MiB of activations of half a weight's size read as autocast's casts,
+        // and QLoRA's first events, the 4-bit weights loaded before any pass.
+        {"scenario bnb-paged-adam8bit none run", "19.1 %"},
         {"scenario qlora none run", "100.0 %"},
         // z22's fully sharded scenarios: renamed and Python-only meet the targets; frameless the passes
         // are misplaced (FSDP2: the second backward's start; ZeRO-3: zero.Init read as a forward).
         {"scenario fsdp2 none default", "17.6 %"},
         {"scenario fsdp2 none peak", "17.6 %"},
         {"scenario fsdp2 none run", "28.1 %"},
-        {"scenario deepspeed-zero3 none default", "34.3 %"},
-        {"scenario deepspeed-zero3 none peak", "34.3 %"},
+        {"scenario deepspeed-zero3 none default", "29.3 %"},
+        {"scenario deepspeed-zero3 none peak", "29.3 %"},
         {"scenario deepspeed-zero3 none run", "100.0 %"},
         // The GPTQ calibration run (nothing trains): frameless, the layers' weights moved in between
         // the layer-by-layer forwards and the Hessians read as forward scratch (with frames they are

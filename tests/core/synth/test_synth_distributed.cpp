@@ -30,18 +30,18 @@ namespace {
 
 
 // Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
-// shows as XPASS. FSDP without frames: the stream's shape alone places the passes wrongly when
+// shows as XPASS. FSDP x3 without frames: the stream's shape alone places the passes wrongly when
 // every unit's forward gathers and frees a block of its parameters' size (the rise and fall reads
-// as passes of their own), so activations read as a cache kept to the next forward. LoRA with
-// gradient checkpointing without frames: the logits and the layers' kept outputs read as forward
-// scratch (a checkpointed forward barely rises; at x3 the weights outweigh them and it passes).
+// as passes of their own), so activations read as a cache kept to the next forward. Since the loss's
+// seed starts the backward (stop 35): fsdp x1 15.8 -> 8.9 % and peft-lora 34.4 -> 0.0 % (the logits,
+// let go of by the loss's backward a few events after they were made, read as forward scratch).
 // Since the engine's walks place the backwards (structural_engine_walks.h): fsdp x3 65.7 -> 34.3 %
 // (the gathered weights no longer split the backward); peft-lora 33.5 -> 34.4 % (the same logits,
 // and 5 MB of activations of half a weight's size now read as autocast's casts: two forwards found
 // where one was).
 const std::map<std::string, std::string>& knownMisses()
 {
-    static const std::map<std::string, std::string> misses = {{"fsdp none", "15.8 %"}, {"fsdp x3 none", "34.3 %"}, {"peft-lora none", "34.4 %"}};
+    static const std::map<std::string, std::string> misses = {{"fsdp x3 none", "34.3 %"}};
     return misses;
 }
 
