@@ -433,7 +433,9 @@ private slots:
             QSignalSpy done(panel, &WhatIfPanel::finished);
             panel->run();
             QTRY_VERIFY_WITH_TIMEOUT(done.count() >= 1, 60000);
-            const WhatIfResult& r = *panel->result();
+            // Held: a later job of the panel replaces (and frees) the result a bare reference would point at.
+            const std::shared_ptr<const WhatIfResult> held = panel->result();
+            const WhatIfResult& r = *held;
             // The prediction may sit at an end (niu's exps, kept for backward, are fp32 as the high end takes them).
             QVERIFY2(r.unknownElementBytes > 0 && r.peakAllocatedLow < r.peakAllocatedHigh && r.peakAllocatedLow <= r.peakAllocated &&
                          r.peakAllocated <= r.peakAllocatedHigh,
@@ -500,7 +502,8 @@ private slots:
                 panel->setScenario(roomy);
                 panel->run();
                 QTRY_VERIFY_WITH_TIMEOUT(done.count() >= 2, 60000);
-                const WhatIfResult& fitted = *panel->result();
+                const std::shared_ptr<const WhatIfResult> heldFit = panel->result();
+                const WhatIfResult& fitted = *heldFit;
                 QVERIFY(fitted.fits() && fitted.peakReserved == r.peakReserved);
                 const QString fit = plainOf(w.findChild<QLabel*>(QStringLiteral("whatIfVerdict")));
                 QVERIFY2(fit.contains(QStringLiteral("fits in %1 with %2 to spare at the reserved peak.")

@@ -195,7 +195,8 @@ void TestWhatIfPanel::fitRangeIsSaid()
     QSignalSpy done(&panel, &WhatIfPanel::finished);
     panel.run();
     QVERIFY(done.wait(60000));
-    const WhatIfResult& r = *panel.result();
+    const std::shared_ptr<const WhatIfResult> held = panel.result(); // a later job replaces the panel's
+    const WhatIfResult& r = *held;
     QVERIFY(r.fitUncertain());
     auto* label = panel.findChild<QLabel*>(QStringLiteral("whatIfVerdict"));
     QVERIFY(label);

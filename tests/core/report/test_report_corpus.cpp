@@ -66,7 +66,9 @@ private slots:
             if (oom) {
                 const Result p = runPoolscope({"report", kCorpus + "/" + file, "--json", "--top", "1", "--at", "peak"});
                 QVERIFY2(p.exitCode == 0, p.err.constData());
-                for (const json& d : json::parse(p.out.toStdString())["devices"])
+                // Held by name: a range-for over a member of a temporary would read it after it died.
+                const json atPeak = json::parse(p.out.toStdString());
+                for (const json& d : atPeak["devices"])
                     if (d["device"] == want["device"])
                         QCOMPARE(d["moment"]["allocated"], want["peak_allocated"]);
             } else {
