@@ -43,7 +43,8 @@ private slots:
     void poolsMatchTruth_data() { addTruthRows(kEvaluationScenarios); }
     void poolsMatchTruth() { checkPoolsAgainstTruth(knownMisses()); }
 
-    // At the OOM, every byte of the collection is other, in every copy that keeps Python frames.
+    // At the OOM, every byte of the collection is other, in every copy that keeps Python frames, and
+    // the verdict names its knob.
     void collectionIsOtherAtTheOom_data()
     {
         QTest::addColumn<int>("scale");
@@ -78,27 +79,15 @@ private slots:
         }
         QVERIFY(collected > 0);
         QCOMPARE(asOther, collected);
-    }
-
-    // The verdict at the OOM names the knob that frees the collection (and the cache its growing
-    // copies leave behind): moving outputs to the host, not the micro-batch or checkpointing. It comes
-    // from the rule's role (collected_outputs), so the renamed and Python-only copies say the same.
-    void verdictNamesTheHostMove_data() { collectionIsOtherAtTheOom_data(); }
-    void verdictNamesTheHostMove()
-    {
-        QFETCH(int, scale);
-        QFETCH(QString, variant);
-        const ScenarioFixture f = makeScenario(StackScenario::EvalAccumulation, scale);
-        const auto trace = ablatedCopy(f, variant);
-        const DeviceTrace& dev = trace->devices.at(0);
-        const Classification c = classify(*trace, dev, *scenarioRules());
-        QCOMPARE(dev.ooms.size(), size_t(1));
-        const EventIndex at = dev.ooms.front().index;
-        const auto alive = AliveIndex(dev.allocations).aliveAfter(at);
+        // The verdict at the OOM names the knob that frees the collection (and the cache its
+        // growing copies leave behind): moving outputs to the host, not the micro-batch or
+        // checkpointing. It comes from the rule's role (collected_outputs), so every copy says it.
+        QCOMPARE(dev.ooms.front().index, oom);
+        const auto alive = AliveIndex(dev.allocations).aliveAfter(oom);
         MomentEvidence ev = momentEvidence(c, dev.allocations, alive);
         ev.atOom = true;
         QVERIFY(ev.collectedBytes > 0);
-        const Verdict v = makeVerdict("At the OOM", computePoolSeries(dev, c).at(at), ev);
+        const Verdict v = makeVerdict("At the OOM", computePoolSeries(dev, c).at(oom), ev);
         QVERIFY2(v.advice.find("eval_accumulation_steps") != std::string::npos, v.sentence.c_str());
         QVERIFY2(v.advice.find("checkpoint") == std::string::npos, v.sentence.c_str());
     }
