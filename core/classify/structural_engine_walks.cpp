@@ -239,10 +239,11 @@ EventIndex lossBackwardSeed(const DeviceTrace& dev, EventIndex from, EventIndex 
         }
         if (!loss)
             continue;
-        // The loss's backward lets go of a block the forward made just before the loss (the logits,
-        // or what the loss function saved of them) within a few events of the seed.
-        for (EventIndex r = e + 1; r < n && r <= e + kLossToSeed; ++r)
-            if (const Allocation* a = s.releasedAt(r); a && a->allocEvent < e && a->allocEvent + 2 * kLossToSeed >= e && a->size > kScalar)
+        // The loss's backward lets go of a block the forward made (the logits, or what the loss
+        // function saved of them) soon after the seed: within 32 events, a pre-backward hook's
+        // gathers (FSDP2 unsharding the last layer) coming between.
+        for (EventIndex r = e + 1; r < n && r <= e + 2 * kLossToSeed; ++r)
+            if (const Allocation* a = s.releasedAt(r); a && a->allocEvent < e && a->size > kScalar)
                 return e;
     }
     return kNoEvent;

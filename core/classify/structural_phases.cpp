@@ -500,7 +500,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
         // The releases begin with the engine's seed where one stands just before them: the blocks let
         // go of from there on (the logits, by the loss's backward) were saved for the backward.
         if (fall == Phase::Backward && !heldToItsEnd)
-            if (const EventIndex seed = lossBackwardSeed(dev, std::max(fStart, forwardEnd - 24), releaseStart); seed != kNoEvent)
+            if (const EventIndex seed = lossBackwardSeed(dev, std::max(fStart, forwardEnd - 32), releaseStart); seed != kNoEvent)
                 releaseStart = seed;
         if (fall == Phase::Teardown) {
             // A burst: the graph's last blocks, let go of first, belong to it whatever their age.

@@ -172,11 +172,9 @@ const std::map<std::string, std::string>& knownMisses()
         // and QLoRA's first events, the 4-bit weights loaded before any pass.
         {"scenario bnb-paged-adam8bit none run", "19.1 %"},
         {"scenario qlora none run", "100.0 %"},
-        // z22's fully sharded scenarios: renamed and Python-only meet the targets; frameless the passes
-        // are misplaced (FSDP2: the second backward's start; ZeRO-3: zero.Init read as a forward).
-        {"scenario fsdp2 none default", "17.6 %"},
-        {"scenario fsdp2 none peak", "17.6 %"},
-        {"scenario fsdp2 none run", "28.1 %"},
+        // z22's fully sharded scenarios: renamed and Python-only meet the targets; frameless FSDP2 too
+        // since the loss's seed starts the backward before the pre-backward unshard (stop 35: 17.6 ->
+        // 0.0 %); ZeRO-3's passes are misplaced (zero.Init read as a forward).
         {"scenario deepspeed-zero3 none default", "29.3 %"},
         {"scenario deepspeed-zero3 none peak", "29.3 %"},
         {"scenario deepspeed-zero3 none run", "100.0 %"},
