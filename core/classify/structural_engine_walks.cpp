@@ -225,7 +225,8 @@ std::vector<EngineWalk> engineWalks(const DeviceTrace& dev)
 EventIndex lossBackwardSeed(const DeviceTrace& dev, EventIndex from, EventIndex before)
 {
     constexpr int64_t kScalar = 8;         // a 0-dim fp64, fp32 or 16-bit tensor
-    constexpr EventIndex kLossToSeed = 16; // the loss's last operators, then the seed (corpus: 3 to 15 events)
+    constexpr EventIndex kLossToSeed = 16;    // the loss's last operators, then the seed (corpus: 3 to 15 events)
+    constexpr EventIndex kSeedToRelease = 32; // the loss's backward's first release (FSDP2's unshard between: 19)
     const Stream s{dev};
     const EventIndex n = EventIndex(dev.events.count());
     for (EventIndex e = std::min(before, n) - 1; e > from; --e) {
@@ -242,7 +243,7 @@ EventIndex lossBackwardSeed(const DeviceTrace& dev, EventIndex from, EventIndex 
         // The loss's backward lets go of a block the forward made (the logits, or what the loss
         // function saved of them) soon after the seed: within 32 events, a pre-backward hook's
         // gathers (FSDP2 unsharding the last layer) coming between.
-        for (EventIndex r = e + 1; r < n && r <= e + 2 * kLossToSeed; ++r)
+        for (EventIndex r = e + 1; r < n && r <= e + kSeedToRelease; ++r)
             if (const Allocation* a = s.releasedAt(r); a && a->allocEvent < e && a->size > kScalar)
                 return e;
     }
@@ -358,7 +359,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
         const EventIndex from = std::max({w.bornFirst, lastWalk, w.first - std::max<EventIndex>(64, (w.first - w.bornFirst) / 2)});
         if (const EventIndex seed = lossBackwardSeed(dev, from, w.first); seed != kNoEvent)
             start = seed;
-            place(tl, start, end, Phase::Backward, placed);
+        place(tl, start, end, Phase::Backward, placed);
         for (EventIndex e = w.first; e <= end; ++e)
             if (const Allocation* a = s.bornAt(e)) {
                 const EventIndex r = releaseOf(*a);

@@ -36,10 +36,10 @@ std::vector<EngineWalk> engineWalks(const DeviceTrace& dev);
 // made while the loss (made by the forward 16 events before at most) is alive, and where within 32
 // events the loss's backward lets go of a block made before the seed (the logits, or what the loss
 // function saved of them; a pre-backward hook's gathers, FSDP2 unsharding the last layer, can come
-// between). That release comes too soon after its birth to read as a saved
-// block, and a checkpointed model's recomputation can come between it and the walk's first saved
-// release: from the seed on, the events are the backward's. kNoEvent where no such pair is there (a
-// loss of more than a scalar, a backward from grad_tensors).
+// between). That release comes too soon after its birth to read as a saved block, and a checkpointed
+// model's recomputation can come between it and the walk's first saved release: from the seed on,
+// the events are the backward's. kNoEvent where no such pair is there (a loss of more than a scalar,
+// a backward from grad_tensors).
 EventIndex lossBackwardSeed(const DeviceTrace& dev, EventIndex from, EventIndex before);
 
 // Called by inferStructuralPhases after the swings placed their phases (`tl`, from `phaseBefore` /

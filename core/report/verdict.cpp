@@ -100,17 +100,13 @@ std::string staleGradientsWhy(const MomentEvidence& ev)
     return ev.backward == Known::No ? "no backward in this recording made them" : "the dump shows no backward that made them";
 }
 
-// The knob for outputs gathered on the device across calls, named where the rules saw them.
-constexpr std::string_view kMoveCollectedOutputs =
-    "move each call's outputs to the host as they come (Hugging Face Trainer: eval_accumulation_steps; a loop of your "
-    "own: .cpu() on each output), or keep them in a list and concatenate once at the end";
-
-std::string collectedOutputsWhy(int64_t bytes)
+// What outputs gathered on the device across calls are, and their knob, named where the rules saw them.
+std::string collectedOutputsAdvice(int64_t bytes)
 {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
-    return std::string(buf) + " are outputs the program gathers on the device across calls of the model, concatenated per "
-                              "call, so each call copies all of them again and leaves the older copy in the cache";
+    return gib(bytes) + " are outputs the program gathers on the device across calls of the model, concatenated per "
+                        "call, so each call copies all of them again and leaves the older copy in the cache: move each "
+                        "call's outputs to the host as they come (Hugging Face Trainer: eval_accumulation_steps; a loop of "
+                        "your own: .cpu() on each output), or keep them in a list and concatenate once at the end";
 }
 
 constexpr std::string_view kDropGradients =
@@ -168,7 +164,7 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
         for (int64_t b : ev.bytesByEvidence[size_t(Pool::Other)])
             other += b;
         if (ev.collectedBytes > 0 && ev.collectedBytes * 2 >= other)
-            return collectedOutputsWhy(ev.collectedBytes) + ": " + std::string(kMoveCollectedOutputs);
+            return collectedOutputsAdvice(ev.collectedBytes);
         break;
     }
     default:
@@ -391,9 +387,8 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
     v.advice += ".";
     // Outputs gathered across calls that are not the largest pool are still the first knob where the
     // memory they leave behind is: they grow with every batch, and so does the cache they fragment.
-    if (ev && v.dominant != Pool::Other && ev->collectedBytes >= kListedMinimum && ev->collectedBytes * 10 >= allocated) {
-        v.advice += " " + collectedOutputsWhy(ev->collectedBytes) + ": " + std::string(kMoveCollectedOutputs) + ".";
-    }
+    if (ev && v.dominant != Pool::Other && ev->collectedBytes >= kListedMinimum && ev->collectedBytes * 10 >= allocated)
+        v.advice += " " + collectedOutputsAdvice(ev->collectedBytes) + ".";
     return finish();
 }
 
