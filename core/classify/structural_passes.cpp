@@ -10,6 +10,7 @@
 #include "core/classify/structural_nested_autograd.h"
 #include "core/classify/structural_program_state.h"
 #include "core/classify/structural_quick_copies.h"
+#include "core/classify/structural_recompute.h"
 #include "core/classify/structural_state.h"
 #include "core/classify/structural_workspace_release.h"
 
@@ -45,6 +46,8 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     gradientBufferBesideFlatParameters(dev, c);
     masterCopiesByOrder(dev, c);
     dataParallelState(dev, c);
+    // After the gathered parameters: a recomputed segment gathers its layer again, as its forward did.
+    recomputedSegments(dev, c);
     stateRewrittenBetweenPasses(dev, c);
     autocastCastsByCount(trace, dev, c);
     programNamesWithoutHistory(trace, dev, c);

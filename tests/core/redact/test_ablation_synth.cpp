@@ -107,7 +107,9 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario fsdp none run", "100.0 %"},
         // PEFT LoRA frameless at its worst moment: the checkpointed layers' recomputation, inside the
         // backward from the loss's seed on (structural_engine_walks.h, lossBackwardSeed), reads as the
-        // backward's scratch.
+        // backward's scratch. The scenario's recomputation does not repeat its forward's allocations
+        // (real reentrant checkpointing runs the same function again), so structural_recompute.h's
+        // reading does not find it; the model's --checkpointing does (41.9 -> 0.3 % at stop 36).
         {"scenario peft-lora none run", "24.6 %"},
         {"model mixed python default", "2.8 %"},
         {"model mixed python peak", "2.8 %"},
@@ -124,7 +126,6 @@ const std::map<std::string, std::string>& knownMisses()
         {"model adafactor python default", "3.1 %"},
         {"model adafactor python peak", "3.1 %"},
         {"model adafactor python run", "4.9 %"},
-        {"model checkpointing none run", "41.9 %"},
         {"model attention recompute python run", "3.8 %"},
         {"model accumulate 2 python default", "2.6 %"},
         {"model accumulate 2 python peak", "2.6 %"},
