@@ -4,6 +4,7 @@
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structural_graph_release.h"
 #include "core/classify/structural_repetition.h"
+#include "core/classify/structural_setup.h"
 
 #include <algorithm>
 #include <unordered_set>
@@ -467,6 +468,14 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
             }
             ++releaseEnd;
         }
+        // After the set-up its rise may start with (structural_setup.h): what that keeps is the run's state.
+        const EventIndex forwardFrom = forwardAfterSetUp(dev, fStart, s.peak, releaseStart, releaseEnd);
+        if (forwardFrom != fStart) {
+            aliveAtPeak = 0;
+            for (EventIndex e = forwardFrom; e <= forwardEnd; ++e)
+                if (const Allocation* a = bornAt(size_t(e)); a && (releaseOf(*a) == kNoEvent || releaseOf(*a) > s.peak))
+                    aliveAtPeak += a->size;
+        }
         size_t allocs = 0, freesIn = 0;
         int64_t freedOfForward = 0;
         std::unordered_set<int64_t> gradientSizes; // made by this fall and kept
@@ -478,7 +487,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
                     gradientSizes.insert(sizeKey(a->size));
             } else if (const Allocation* r = releasedAt(size_t(e))) {
                 ++freesIn;
-                if (!r->preexisting() && r->allocEvent >= fStart && r->allocEvent <= s.peak)
+                if (!r->preexisting() && r->allocEvent >= forwardFrom && r->allocEvent <= s.peak)
                     freedOfForward += r->size;
             }
         }
@@ -507,7 +516,8 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
             while (releaseStart - 1 > forwardEnd && !bornAt(size_t(releaseStart - 1)))
                 --releaseStart;
         }
-        place(tl, fStart, releaseStart - 1, Phase::Forward, placed);
+        // Only a backward's: a pass without one keeps what it makes too (a cache made at its start).
+        place(tl, fall == Phase::Backward ? forwardFrom : fStart, releaseStart - 1, Phase::Forward, placed);
         place(tl, releaseStart, fall == Phase::Forward ? s.fallEnd : releaseEnd, fall, placed);
         anyBackward = anyBackward || fall == Phase::Backward;
         if (fall != Phase::Backward || stepNamed)

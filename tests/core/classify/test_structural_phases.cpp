@@ -26,13 +26,20 @@ constexpr int kLayers = 12;
 // constructor, m and v per parameter), then `steps` training steps: a forward saving one block per
 // layer (and freeing its scratch), a backward freeing them last-in first-out while it makes each
 // parameter's gradient, an update making one temporary per parameter, and zero_grad(set_to_none)
-// after it when another step follows. No frame anywhere.
-Fixture framelessTraining(int steps)
+// after it when another step follows. No frame anywhere. `initScratch`: each parameter initialised on
+// the device with a temporary (trunc_normal_'s scratch, zero.Init's whole weight), so the set-up's
+// rise holds blocks let go of again, as a forward's does. `lazyBuffer`: the first forward's first
+// operator makes a small block it keeps to the end (a library's workspace). `saved`: the bytes each
+// layer saves (larger ones make the set-up a smaller part of the first rise).
+Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer = false, int64_t savedBytes = 1 << 20)
 {
     FixtureRecorder r;
     std::vector<uint64_t> grads;
-    for (int64_t s : kParams)
+    for (int64_t s : kParams) {
         r.alloc(s, {}, Pool::Parameter);
+        if (initScratch)
+            r.free(r.alloc(s / 2, {}, Pool::Temporary));
+    }
     for (int64_t s : kParams) {
         r.alloc(s, {}, Pool::OptimizerState);
         r.alloc(s, {}, Pool::OptimizerState);
@@ -43,8 +50,10 @@ Fixture framelessTraining(int steps)
             for (int k = 0; k < 3; ++k) { // a layer's operators: scratch made and freed
                 const uint64_t scratch = r.alloc(128 << 10, {}, Pool::Temporary);
                 r.free(scratch);
+                if (lazyBuffer && step == 0 && l == 0 && k == 0)
+                    r.alloc(256 << 10, {}, Pool::Workspace);
             }
-            saved.push_back(r.alloc(1 << 20, {}, Pool::Activation));
+            saved.push_back(r.alloc(savedBytes, {}, Pool::Activation));
         }
         for (int l = kLayers - 1; l >= 0; --l) {
             // A layer's backward: its input gradient, scratch, the saved tensor let go of, the
@@ -211,6 +220,31 @@ private slots:
         }
         QVERIFY(structural > dev.events.count() / 2);
         checkPools(f, c);
+    }
+
+    // Set-up on the device with temporaries before the first forward, in the same rise of the bytes:
+    // the forward begins after it (structural_setup.h), so the weights and the moments are what
+    // exists before the first forward, not what a forward kept. A small block the forward itself
+    // keeps from its first operator on does not move the forward's start.
+    void setUpBeforeTheFirstForward()
+    {
+        for (int64_t saved : {int64_t(1) << 20, int64_t(2) << 20}) {
+            // 1 MiB: the set-up outweighs what the forward saves, and the swings read no backward
+            // without it (the engine's walks place the passes then); 2 MiB: they read one, and
+            // without it the forward would hold the set-up.
+            const Fixture f = framelessTraining(2, true, false, saved);
+            const Classification c = classified(f);
+            QCOMPARE(c.facts.forwardPasses, size_t(2));
+            checkPools(f, c);
+        }
+        const Fixture lazy = framelessTraining(2, false, true);
+        const Classification cl = classified(lazy);
+        checkPools(lazy, cl, Pool::Workspace);
+        for (size_t i = 0; i < cl.size(); ++i)
+            if (lazy.truth[i] == Pool::Workspace) {
+                QVERIFY2(cl.pool[i] != Pool::Parameter, cl.rules[cl.rule[i]].name.c_str());
+                QCOMPARE(cl.birthPhase[i], Phase::Forward);
+            }
     }
 
     void oneStepAlone()

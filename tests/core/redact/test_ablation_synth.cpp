@@ -92,9 +92,9 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario vllm none default", "94.7 %"},
         {"scenario vllm none peak", "94.7 %"},
         {"scenario vllm none run", "95.3 %"},
-        {"scenario megatron none default", "42.8 %"},
-        {"scenario megatron none peak", "42.8 %"},
-        {"scenario megatron none run", "100.0 %"},
+        {"scenario megatron none default", "18.8 %"},
+        {"scenario megatron none peak", "18.8 %"},
+        {"scenario megatron none run", "41.4 %"},
         {"scenario dp-oom python default", "35.7 %"},
         {"scenario dp-oom python peak", "35.7 %"},
         {"scenario dp-oom python run", "35.7 %"},
@@ -175,9 +175,10 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario qlora none run", "100.0 %"},
         // z22's fully sharded scenarios: renamed and Python-only meet the targets; frameless FSDP2 too
         // since the loss's seed starts the backward before the pre-backward unshard (stop 35: 17.6 ->
-        // 0.0 %); ZeRO-3's passes are misplaced (zero.Init read as a forward).
-        {"scenario deepspeed-zero3 none default", "29.3 %"},
-        {"scenario deepspeed-zero3 none peak", "29.3 %"},
+        // 0.0 %); ZeRO-3's forward begins after zero.Init's set-up since stop 36 (structural_setup.h:
+        // 29.3 -> 15.9 %); its flat gradient buffer still reads as fp32 master weights of its size.
+        {"scenario deepspeed-zero3 none default", "15.9 %"},
+        {"scenario deepspeed-zero3 none peak", "15.9 %"},
         {"scenario deepspeed-zero3 none run", "100.0 %"},
         // The GPTQ calibration run (nothing trains): frameless, the layers' weights moved in between
         // the layer-by-layer forwards and the Hessians read as forward scratch (with frames they are

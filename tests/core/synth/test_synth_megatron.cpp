@@ -89,12 +89,13 @@ Worst worstMoment(const DeviceTrace& dev, const Classification& c, const std::ve
 }
 
 // Targets not met: "scale variant" -> the worst moment's share measured, so a fix shows as XPASS.
-// Frameless, the stream's shape reads the set-up (the model built, the parameters moved into
-// param_data, the main parameters cloned) as the start of the first forward, so nothing is "before
-// the first forward" and the buffers read as what a forward keeps (docs/accuracy.md).
+// Frameless, the stream's shape read the set-up (the model built, the parameters moved into
+// param_data, the main parameters cloned) as the start of the first forward; since stop 36 the
+// forward begins after it (structural_setup.h: x1 100.0 -> 41.4 %, the optimizer's step reading its
+// state as unknown); at x3 the set-up lies before the first swing and its buffers stay unknown.
 const std::map<std::string, std::string>& knownMisses()
 {
-    static const std::map<std::string, std::string> misses = {{"x1 none", "100.0 %"}, {"x3 none", "44.1 %"}};
+    static const std::map<std::string, std::string> misses = {{"x1 none", "41.4 %"}, {"x3 none", "44.1 %"}};
     return misses;
 }
 

@@ -20,14 +20,16 @@ using namespace poolscope::testing;
 namespace {
 
 // Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
-// shows as XPASS. Frameless, the stream's shape alone misplaces passes in ZeRO-3: the model built
-// under zero.Init (each weight made whole and partitioned at once) reads as
-// a forward before anything, so the optimizer's set-up (flat bf16 buffer, fp32 master, bucket and
-// gradient buffer) reads as kept by a forward or by no pass (structural_phases.cpp).
+// shows as XPASS. Frameless, the stream's shape alone misplaced passes in ZeRO-3: the model built
+// under zero.Init (each weight made whole and partitioned at once) read as a forward, so the
+// optimizer's set-up (flat bf16 buffer, fp32 master, bucket and gradient buffer) read as kept by a
+// forward. Since stop 36 the forward begins after the set-up (structural_setup.h: 29.3 -> 15.9 %);
+// the flat gradient buffer still reads as master weights of its size. At x3 the set-up lies before
+// the first swing and reads as kept by no pass (structural_phases.cpp).
 const std::map<std::string, std::string>& knownMisses()
 {
     static const std::map<std::string, std::string> misses = {
-        {"deepspeed-zero3 none", "29.3 %"}, {"deepspeed-zero3 x3 none", "45.3 %"}};
+        {"deepspeed-zero3 none", "15.9 %"}, {"deepspeed-zero3 x3 none", "45.3 %"}};
     return misses;
 }
 
