@@ -12,6 +12,7 @@
 #include "core/classify/structural_quick_copies.h"
 #include "core/classify/structural_recompute.h"
 #include "core/classify/structural_state.h"
+#include "core/classify/structural_step_state.h"
 #include "core/classify/structural_workspace_release.h"
 
 namespace poolscope::classify_detail {
@@ -57,6 +58,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     flagAutocastSurplus(dev, c);
     pendingFreeBlocks(dev, c);
     preexistingCopiesIndistinct(trace, dev, c);
+    stateMadeAfterFirstBackward(dev, c);
 }
 
 } // namespace poolscope::classify_detail

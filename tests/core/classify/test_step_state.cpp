@@ -1,0 +1,139 @@
+// An optimizer's state made at its first step where nothing placed the step
+// (structural_step_state.h): a frameless run that accumulates gradients into a flat buffer made at
+// set-up (Megatron's grad_data) makes no gradient-sized block in backward, so the stream places no
+// optimizer step and the state had no pool (the synth Megatron scenario frameless: 96 MiB unknown,
+// 41.4 % of the bytes at its worst moment).
+#include "core/classify/classifier.h"
+#include "core/classify/shipped_rules.h"
+#include "core/classify/structure_fixtures.h"
+
+#include <QtTest>
+
+using namespace poolscope;
+using poolscope::testing::Fixture;
+using poolscope::testing::FixtureRecorder;
+
+namespace {
+
+constexpr const char* kRule = "kept-from-after-first-backward";
+const std::vector<int64_t> kParams = {3 << 20, 1536 << 10, 768 << 10, 320 << 10};
+constexpr int kLayers = 12;
+
+struct Run {
+    int steps = 3;
+    bool stateAtFirstStep = true; // the optimizer makes two moments per parameter at its first step
+    bool stepAtEnd = false;       // the recording ends right after the first step (no backward after it)
+};
+
+// Weights and a flat gradient buffer at set-up; per micro-batch a batch copied in (the last one let
+// go of), a forward saving a block per layer, a backward releasing them while it adds each weight's
+// gradient into the buffer (a temporary per weight); per step the gradients' norm, then, at the
+// first, the state, and the update's temporaries. No frame.
+Fixture flatBufferTraining(const Run& run)
+{
+    FixtureRecorder r;
+    int64_t flat = 0;
+    for (int64_t s : kParams) {
+        r.alloc(s, {}, Pool::Parameter);
+        flat += s;
+    }
+    r.alloc(flat, {}, Pool::Gradient);
+    uint64_t batch = 0;
+    auto nextBatch = [&] { // the loop rebinds its batch: the next one copied in, the last one let go of
+        const uint64_t b = r.alloc(64 << 10, {}, Pool::Input);
+        if (batch)
+            r.free(batch);
+        batch = b;
+    };
+    for (int step = 0; step < run.steps; ++step) {
+        {
+            nextBatch();
+            std::vector<uint64_t> saved;
+            for (int l = 0; l < kLayers; ++l) {
+                for (int k = 0; k < 3; ++k)
+                    r.free(r.alloc(128 << 10, {}, Pool::Temporary));
+                saved.push_back(r.alloc(2 << 20, {}, Pool::Activation));
+            }
+            for (int l = kLayers - 1; l >= 0; --l) {
+                const uint64_t gradIn = r.alloc(256 << 10, {}, Pool::Temporary);
+                r.free(saved[size_t(l)]);
+                if (size_t(l) < kParams.size())
+                    r.free(r.alloc(kParams[size_t(l)], {}, Pool::Temporary)); // added into the buffer
+                r.free(gradIn);
+            }
+        }
+        // The gradients' norm clipped (Megatron's clip_grad_norm, the Trainer's max_grad_norm).
+        for (int k = 0; k < 4; ++k)
+            r.free(r.alloc(4096, {}, Pool::Temporary));
+        if (step == 0 && run.stateAtFirstStep)
+            for (int64_t s : kParams) {
+                r.alloc(s, {}, Pool::OptimizerState);
+                r.alloc(s, {}, Pool::OptimizerState);
+            }
+        for (int64_t s : kParams) // a foreach update's temporaries
+            for (int k = 0; k < 4; ++k)
+                r.free(r.alloc(s, {}, Pool::Temporary));
+        if (run.stepAtEnd)
+            break;
+    }
+    return r.finish();
+}
+
+std::vector<size_t> decidedBy(const Classification& c, const char* rule)
+{
+    std::vector<size_t> out;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.rules[c.rule[i]].name == rule)
+            out.push_back(i);
+    return out;
+}
+
+} // namespace
+
+class TestStepState : public QObject {
+    Q_OBJECT
+private slots:
+    void firstStepStateFromWhatItKeeps_data()
+    {
+        QTest::addColumn<int>("steps");
+        QTest::newRow("three steps") << 3;
+        QTest::newRow("two steps") << 2; // the second step's batch is kept to the end
+    }
+    void firstStepStateFromWhatItKeeps()
+    {
+        QFETCH(int, steps);
+        Run run;
+        run.steps = steps;
+        const Fixture f = flatBufferTraining(run);
+        const Classification c = classify(*f.trace, f.trace->devices[0], testing::shippedRules());
+        QCOMPARE(c.facts.backwardPasses, size_t(steps));
+        QCOMPARE(c.facts.optimizerSteps, size_t(0)); // no gradient-sized block placed a step
+        const std::vector<size_t> state = decidedBy(c, kRule);
+        QCOMPARE(state.size(), kParams.size() * 2);
+        for (size_t i : state) {
+            QCOMPARE(poolName(f.truth[i]), poolName(Pool::OptimizerState));
+            QVERIFY(c.confidence[i] < 60);
+        }
+        // The batches made between a backward and the next forward are let go of a step later.
+        for (size_t i = 0; i < c.size(); ++i)
+            if (f.truth[i] == Pool::Input)
+                QVERIFY(c.pool[i] != Pool::OptimizerState);
+    }
+
+    // Nothing to read: no state made (SGD without momentum), or no backward after the step (a
+    // batch made for a step the recording did not reach would look the same).
+    void nothingClaimedWithoutEvidence()
+    {
+        for (const bool stepAtEnd : {false, true}) {
+            Run run;
+            run.stateAtFirstStep = stepAtEnd;
+            run.stepAtEnd = stepAtEnd;
+            const Fixture f = flatBufferTraining(run);
+            const Classification c = classify(*f.trace, f.trace->devices[0], testing::shippedRules());
+            QVERIFY2(decidedBy(c, kRule).empty(), stepAtEnd ? "step at the end" : "no state");
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestStepState)
+#include "test_step_state.moc"
