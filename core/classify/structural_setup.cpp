@@ -1,5 +1,7 @@
 #include "core/classify/structural_setup.h"
 
+#include <algorithm>
+
 namespace poolscope {
 namespace {
 
@@ -56,6 +58,63 @@ EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventInde
         if (bornAt(dev, e))
             return e;
     return firstSaved;
+}
+
+size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
+                                  const std::vector<PhaseSource>& sourceBefore)
+{
+    const size_t n = tl.phase.size();
+    auto byStream = [&](size_t e, Phase p) { return tl.phase[e] == p && tl.source[e] == PhaseSource::Structure; };
+    size_t firstBackward = n;
+    for (size_t e = 0; e < n && firstBackward == n; ++e)
+        if (tl.phase[e] == Phase::Backward)
+            firstBackward = e;
+    if (firstBackward == n || n != dev.eventAlloc.size())
+        return 0;
+    size_t given = 0;
+    for (size_t e = 0; e < firstBackward;) {
+        if (!byStream(e, Phase::Forward)) {
+            ++e;
+            continue;
+        }
+        size_t fEnd = e;
+        while (fEnd + 1 < firstBackward && byStream(fEnd + 1, Phase::Forward))
+            ++fEnd;
+        size_t tEnd = fEnd; // its teardown, if one follows; the forward's own fall is inside it otherwise
+        while (tEnd + 1 < firstBackward && byStream(tEnd + 1, Phase::Teardown))
+            ++tEnd;
+        int64_t kept = 0, dropped = 0;
+        // From a few events before: the swings start a pass at its first block let go of again, and
+        // what came just before it (the first weight's partition) is the same set-up's.
+        for (size_t k = e > size_t(kSaved) ? e - size_t(kSaved) : 0; k <= fEnd; ++k)
+            if (const Allocation* a = bornAt(dev, EventIndex(k))) {
+                const EventIndex r = releaseOf(*a);
+                if (r == kNoEvent)
+                    kept += a->size;
+                else if (r <= EventIndex(tEnd) + kSaved && r - a->allocEvent > kSaved)
+                    dropped += a->size; // held (an operator's last scratch, let go of at once, is not)
+            }
+        // Or what it let go of lives on in one block made with their bytes (within alignment padding):
+        // the blocks flattened into one buffer (ZeRO's defragment after zero.Init, Megatron's
+        // param_data, FSDP's flat parameters), not a graph dropped.
+        bool flattened = false;
+        for (size_t k = e; dropped > 0 && k < n && k <= tEnd + kSaved && !flattened; ++k)
+            if (const Allocation* a = bornAt(dev, EventIndex(k)); a && releaseOf(*a) == kNoEvent)
+                flattened = a->size >= dropped && a->size - dropped <= std::max<int64_t>(dropped / 64, 4096);
+        // The forward the first backward follows is the training's, whatever it keeps.
+        size_t next = tEnd + 1;
+        while (next < n && tl.phase[next] == Phase::Unknown)
+            ++next;
+        const bool trains = next < n && tl.phase[next] == Phase::Backward;
+        if (!trains && ((kept > 0 && kept >= dropped) || flattened))
+            for (size_t k = e; k <= tEnd; ++k) {
+                tl.phase[k] = phaseBefore[k];
+                tl.source[k] = sourceBefore[k];
+                ++given;
+            }
+        e = tEnd + 1;
+    }
+    return given;
 }
 
 } // namespace poolscope

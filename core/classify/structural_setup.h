@@ -5,7 +5,10 @@
 // swings' reading starts a pass at the rise's first block that is let go of again, which is then the
 // set-up's first temporary, and the model's state reads as what that "forward" kept. Used by
 // structural_phases.cpp. Nothing here reads a name.
+#include "core/classify/phases.h"
 #include "core/model/trace.h"
+
+#include <vector>
 
 namespace poolscope {
 
@@ -16,5 +19,18 @@ namespace poolscope {
 // it weigh at least a quarter of what the backward releases of the forward's, the forward begins with
 // the first block made after the last of them. Returns `start` otherwise.
 EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventIndex peak, EventIndex releaseStart, EventIndex releaseEnd);
+
+// Set-up that rises and falls on its own before training: zero.Init makes each weight whole, keeps
+// its partition and lets go of the whole, then defragment lets go of the partitions in a burst and
+// makes one buffer of them, so the swings read a forward (whose graph was dropped, or that let go of
+// what it held). A forward keeps little of what it makes to the end of the run; set-up keeps its
+// state. In a run the swings found a backward in, a stream-placed forward before the first backward
+// (with the teardown after it, if any) is set-up where it made at least as many bytes kept to the end
+// as it let go of of what it held, or where what it let go of lives on in one block made with their
+// sum (flattened into one buffer: ZeRO's defragment, Megatron's param_data, FSDP's flat parameters).
+// Its events go back to what they were before (`phaseBefore`, `sourceBefore`). Returns the number of
+// events given back.
+size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
+                                  const std::vector<PhaseSource>& sourceBefore);
 
 } // namespace poolscope

@@ -31,10 +31,34 @@ constexpr int kLayers = 12;
 // rise holds blocks let go of again, as a forward's does. `lazyBuffer`: the first forward's first
 // operator makes a small block it keeps to the end (a library's workspace). `saved`: the bytes each
 // layer saves (larger ones make the set-up a smaller part of the first rise).
-Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer = false, int64_t savedBytes = 1 << 20)
+// `prelude`: before the model, zero.Init's pattern (each weight made whole, its quarter kept, the
+// whole let go of; then the quarters let go of in a burst and one buffer of their bytes made), or
+// (false) a forward with grad whose graph the program drops (its outputs let go of in a burst).
+enum class Prelude { None, ZeroInit, DroppedForward };
+Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer = false, int64_t savedBytes = 1 << 20,
+                          Prelude prelude = Prelude::None)
 {
     FixtureRecorder r;
     std::vector<uint64_t> grads;
+    if (prelude != Prelude::None) {
+        std::vector<uint64_t> held;
+        int64_t bytes = 0;
+        for (int k = 0; k < 24; ++k) {
+            if (prelude == Prelude::ZeroInit) {
+                const uint64_t whole = r.alloc(4 << 20, {}, Pool::Temporary);
+                held.push_back(r.alloc(1 << 20, {}, Pool::Parameter));
+                r.free(whole);
+            } else {
+                r.free(r.alloc(256 << 10, {}, Pool::Temporary));
+                held.push_back(r.alloc(1 << 20, {}, Pool::Activation));
+            }
+            bytes += 1 << 20;
+        }
+        for (uint64_t h : held)
+            r.free(h);
+        if (prelude == Prelude::ZeroInit)
+            r.alloc(bytes, {}, Pool::Parameter); // defragment: one buffer of the partitions
+    }
     for (int64_t s : kParams) {
         r.alloc(s, {}, Pool::Parameter);
         if (initScratch)
@@ -245,6 +269,32 @@ private slots:
                 QVERIFY2(cl.pool[i] != Pool::Parameter, cl.rules[cl.rule[i]].name.c_str());
                 QCOMPARE(cl.birthPhase[i], Phase::Forward);
             }
+    }
+
+    // Set-up that rises and falls on its own before training (zero.Init, then defragment letting go of
+    // the partitions in a burst) reads as no forward: its bytes live on in the buffer made with their
+    // sum. A forward whose graph is dropped before training stays a forward and a teardown.
+    void setUpThatFallsIsNoForward()
+    {
+        const Fixture f = framelessTraining(2, false, false, 2 << 20, Prelude::ZeroInit);
+        const DeviceTrace& dev = f.trace->devices[0];
+        const Classification c = classified(f);
+        QCOMPARE(c.facts.forwardPasses, size_t(2));
+        // What exists before the first forward is the model's: the flattened buffer and the weights
+        // (the partitions, let go of into the buffer before any pass, stay unknown: nothing says
+        // more of them). Read as a forward, the buffer was what that forward kept: an activation.
+        for (size_t i = 0; i < c.size(); ++i)
+            if (f.truth[i] == Pool::Parameter && dev.allocations[i].freeRequestedEvent == kNoEvent)
+                QVERIFY2(c.pool[i] == Pool::Parameter, qPrintable(QString("#%1 %2 B: %3 (%4)")
+                                                                      .arg(i)
+                                                                      .arg(dev.allocations[i].size)
+                                                                      .arg(poolName(c.pool[i]).data())
+                                                                      .arg(c.rules[c.rule[i]].name.c_str())));
+        const Fixture dropped = framelessTraining(2, false, false, 2 << 20, Prelude::DroppedForward);
+        const Classification cd = classified(dropped);
+        QCOMPARE(cd.facts.forwardPasses, size_t(3));
+        QCOMPARE(cd.facts.passes.front().phase, Phase::Forward);
+        QVERIFY(cd.facts.passes.front().first < 16);
     }
 
     void oneStepAlone()

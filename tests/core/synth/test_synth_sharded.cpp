@@ -24,12 +24,14 @@ namespace {
 // under zero.Init (each weight made whole and partitioned at once) read as a forward, so the
 // optimizer's set-up (flat bf16 buffer, fp32 master, bucket and gradient buffer) read as kept by a
 // forward. Since stop 36 the forward begins after the set-up (structural_setup.h: 29.3 -> 15.9 %);
-// the flat gradient buffer still reads as master weights of its size. At x3 the set-up lies before
-// the first swing and reads as kept by no pass (structural_phases.cpp).
+// the flat gradient buffer still reads as master weights of its size. At x3 zero.Init rises and
+// falls on its own, defragment letting go of the partitions in a burst: read as a forward whose
+// graph was dropped, until the flat buffer made with their bytes showed it as set-up
+// (setUpReadAsForwards: 45.3 -> 24.6 %).
 const std::map<std::string, std::string>& knownMisses()
 {
     static const std::map<std::string, std::string> misses = {
-        {"deepspeed-zero3 none", "15.9 %"}, {"deepspeed-zero3 x3 none", "45.3 %"}};
+        {"deepspeed-zero3 none", "15.9 %"}, {"deepspeed-zero3 x3 none", "24.6 %"}};
     return misses;
 }
 
