@@ -574,7 +574,8 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
 {
     const std::vector<Phase> phaseBefore = tl.phase;
     const std::vector<PhaseSource> sourceBefore = tl.source;
-    const size_t placed = phasesFromSwings(dev, tl) - setUpReadAsForwards(dev, tl, phaseBefore, sourceBefore);
+    const size_t swung = phasesFromSwings(dev, tl), given = setUpReadAsForwards(dev, tl, phaseBefore, sourceBefore);
+    const size_t placed = swung > given ? swung - given : 0;
     // Where the autograd engine's walks show backwards the swings did not find (several graphs
     // alive at once, several backwards per step): the walks decide (structural_engine_walks.h).
     return phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed);

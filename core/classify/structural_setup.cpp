@@ -1,5 +1,7 @@
 #include "core/classify/structural_setup.h"
 
+#include "core/classify/structural_common.h"
+
 #include <algorithm>
 
 namespace poolscope {
@@ -61,7 +63,7 @@ EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventInde
 }
 
 size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
-                                  const std::vector<PhaseSource>& sourceBefore)
+                           const std::vector<PhaseSource>& sourceBefore)
 {
     const size_t n = tl.phase.size();
     auto byStream = [&](size_t e, Phase p) { return tl.phase[e] == p && tl.source[e] == PhaseSource::Structure; };
@@ -90,7 +92,7 @@ size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std:
             if (const Allocation* a = bornAt(dev, EventIndex(k))) {
                 const EventIndex r = releaseOf(*a);
                 if (r == kNoEvent)
-                    kept += a->size;
+                    kept += classify_detail::isCublasWorkspaceSize(a->size) ? 0 : a->size; // a first matmul's, kept per handle
                 else if (r <= EventIndex(tEnd) + kSaved && r - a->allocEvent > kSaved)
                     dropped += a->size; // held (an operator's last scratch, let go of at once, is not)
             }

@@ -24,13 +24,14 @@ EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventInde
 // its partition and lets go of the whole, then defragment lets go of the partitions in a burst and
 // makes one buffer of them, so the swings read a forward (whose graph was dropped, or that let go of
 // what it held). A forward keeps little of what it makes to the end of the run; set-up keeps its
-// state. In a run the swings found a backward in, a stream-placed forward before the first backward
-// (with the teardown after it, if any) is set-up where it made at least as many bytes kept to the end
-// as it let go of of what it held, or where what it let go of lives on in one block made with their
-// sum (flattened into one buffer: ZeRO's defragment, Megatron's param_data, FSDP's flat parameters).
-// Its events go back to what they were before (`phaseBefore`, `sourceBefore`). Returns the number of
-// events given back.
+// state. In a run the swings found a backward in, a stream-placed forward before the first backward,
+// not the one that backward follows (with the teardown after it, if any), is set-up where it made at
+// least as many bytes kept to the end (a cuBLAS workspace, which a first matmul makes and keeps,
+// aside) as it let go of of what it held, or where what it let go of lives on in one block made with
+// their sum (flattened into one buffer: ZeRO's defragment, Megatron's param_data, FSDP's flat
+// parameters). Its events go back to what they were before (`phaseBefore`, `sourceBefore`). Returns
+// the number of events given back.
 size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
-                                  const std::vector<PhaseSource>& sourceBefore);
+                           const std::vector<PhaseSource>& sourceBefore);
 
 } // namespace poolscope
