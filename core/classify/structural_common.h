@@ -16,6 +16,26 @@ inline EventIndex freeEventOf(const Allocation& a)
     return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
 }
 
+// The allocation event e made, or nullptr (a free, a segment event, a block from before recording).
+inline const Allocation* bornAt(const DeviceTrace& dev, EventIndex e)
+{
+    const AllocId id = dev.eventAlloc[size_t(e)];
+    if (!id.valid() || dev.events.action[size_t(e)] != Action::Alloc)
+        return nullptr;
+    const Allocation& a = dev.allocations[id.value];
+    return a.allocEvent == e ? &a : nullptr;
+}
+
+// The allocation event e let go of (its free request, or its completion where none was recorded).
+inline const Allocation* releasedAt(const DeviceTrace& dev, EventIndex e)
+{
+    const AllocId id = dev.eventAlloc[size_t(e)];
+    if (!id.valid() || dev.events.action[size_t(e)] == Action::Alloc)
+        return nullptr;
+    const Allocation& a = dev.allocations[id.value];
+    return freeEventOf(a) == e ? &a : nullptr;
+}
+
 inline uint16_t addRule(Classification& c, std::string name, std::string reason, Pool pool, uint8_t evidence, uint16_t roles = 0)
 {
     c.rules.push_back(RuleInfo{std::move(name), std::move(reason), "built-in", pool, evidence, roles});

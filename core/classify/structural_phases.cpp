@@ -1,6 +1,7 @@
 #include "core/classify/structural_phases.h"
 
 #include "core/classify/classifier.h"
+#include "core/classify/structural_common.h"
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structural_graph_release.h"
 #include "core/classify/structural_repetition.h"
@@ -102,13 +103,7 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
     auto named = [&](EventIndex e) {
         return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
     };
-    auto bornAt = [&](EventIndex e) -> const Allocation* {
-        const AllocId id = dev.eventAlloc[size_t(e)];
-        if (!id.valid() || ev.action[size_t(e)] != Action::Alloc)
-            return nullptr;
-        const Allocation& a = dev.allocations[id.value];
-        return a.allocEvent == e ? &a : nullptr;
-    };
+    auto bornAt = [&](EventIndex e) { return classify_detail::bornAt(dev, e); };
     EventIndex firstForward = kNoEvent;
     for (EventIndex e = 0; e < n && firstForward == kNoEvent; ++e)
         if (named(e) && tl.phase[size_t(e)] == Phase::Forward)
@@ -238,20 +233,8 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
 
     // The bytes alive of the blocks the trace made, after each event (blocks from before recording
     // are the run's state, not the rise and fall of its passes).
-    auto bornAt = [&](size_t e) -> const Allocation* {
-        const AllocId id = dev.eventAlloc[e];
-        if (!id.valid() || ev.action[e] != Action::Alloc)
-            return nullptr;
-        const Allocation& a = dev.allocations[id.value];
-        return a.allocEvent == EventIndex(e) ? &a : nullptr;
-    };
-    auto releasedAt = [&](size_t e) -> const Allocation* {
-        const AllocId id = dev.eventAlloc[e];
-        if (!id.valid() || ev.action[e] == Action::Alloc)
-            return nullptr;
-        const Allocation& a = dev.allocations[id.value];
-        return releaseOf(a) == EventIndex(e) ? &a : nullptr;
-    };
+    auto bornAt = [&](size_t e) { return classify_detail::bornAt(dev, EventIndex(e)); };
+    auto releasedAt = [&](size_t e) { return classify_detail::releasedAt(dev, EventIndex(e)); };
     // Two curves: the bytes alive of the blocks that the trace makes and lets go of again (a pass's
     // products and scratch: what rises in a forward and falls in its backward), and of every block
     // it makes (adding what is kept: weights built, gradients and state made once, a graph kept to

@@ -25,18 +25,11 @@ std::vector<Birth> birthsIn(const DeviceTrace& dev, const Pass& p)
     std::vector<Birth> out;
     uint32_t releases = 0;
     for (EventIndex e = p.first; e <= p.last && size_t(e) < dev.eventAlloc.size(); ++e) {
-        const AllocId id = dev.eventAlloc[size_t(e)];
-        if (!id.valid())
-            continue;
-        const Allocation& a = dev.allocations[id.value];
-        if (dev.events.action[size_t(e)] != Action::Alloc) {
-            releases += freeEventOf(a) == e;
-            continue;
-        }
-        if (a.allocEvent == e && !a.preexisting()) {
-            out.push_back({e, id.value, a.size, releases});
+        if (const Allocation* a = bornAt(dev, e)) {
+            out.push_back({e, dev.eventAlloc[size_t(e)].value, a->size, releases});
             releases = 0;
-        }
+        } else
+            releases += releasedAt(dev, e) != nullptr;
     }
     return out;
 }
@@ -136,24 +129,21 @@ void recomputedSegments(const DeviceTrace& dev, Classification& c)
                 // The segment's backward begins with the first allocation after the recomputation;
                 // what the recomputation let go of before then was its own scratch.
                 const EventIndex segmentBackward = j + best < B.size() ? B[j + best].event : p.last;
-                size_t kept = 0;
+                std::vector<uint32_t> kept; // let go of by the segment's backward
                 for (size_t k2 = j; k2 < j + best; ++k2) {
                     const EventIndex gone = freeEventOf(dev.allocations[B[k2].alloc]);
                     if (gone != kNoEvent && gone >= segmentBackward && gone <= p.last)
-                        ++kept;
+                        kept.push_back(B[k2].alloc);
                 }
                 // A recomputation is for the segment's backward, which uses most of the tensors it
                 // made; a layer's backward that repeats another's (a pass boundary misread) uses up
                 // its own (counted, not weighed: a small model's cuBLAS workspaces outweigh it).
-                if (kept * 2 < best) {
+                if (kept.size() * 2 < best) {
                     j += best;
                     continue;
                 }
-                for (size_t k2 = j; k2 < j + best; ++k2) {
-                    const EventIndex gone = freeEventOf(dev.allocations[B[k2].alloc]);
-                    if (gone != kNoEvent && gone >= segmentBackward && gone <= p.last)
-                        mark[B[k2].alloc] = kRecomputed;
-                }
+                for (uint32_t i : kept)
+                    mark[i] = kRecomputed;
                 used[bestAt] = 1;
                 for (size_t k2 = bestAt; k2 < bestAt + copyLen; ++k2) {
                     const Allocation& a = dev.allocations[F[k2].alloc];

@@ -7,19 +7,8 @@
 namespace poolscope {
 namespace {
 
-EventIndex releaseOf(const Allocation& a)
-{
-    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
-}
-
-const Allocation* bornAt(const DeviceTrace& dev, EventIndex e)
-{
-    const AllocId id = dev.eventAlloc[size_t(e)];
-    if (!id.valid() || dev.events.action[size_t(e)] != Action::Alloc)
-        return nullptr;
-    const Allocation& a = dev.allocations[id.value];
-    return a.allocEvent == e && !a.preexisting() ? &a : nullptr;
-}
+using classify_detail::bornAt;
+using classify_detail::freeEventOf;
 
 // Held by the graph until the backward let go of it (one operator's scratch is let go of at once).
 constexpr EventIndex kSaved = 16;
@@ -31,7 +20,7 @@ EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventInde
     if (start == kNoEvent || peak <= start || releaseEnd < releaseStart || size_t(peak) >= dev.eventAlloc.size())
         return start;
     auto saved = [&](const Allocation& a) {
-        const EventIndex r = releaseOf(a);
+        const EventIndex r = freeEventOf(a);
         return r != kNoEvent && r >= releaseStart && r <= releaseEnd && r - a.allocEvent > kSaved;
     };
     EventIndex firstSaved = kNoEvent;
@@ -48,7 +37,7 @@ EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventInde
     int64_t keptBytes = 0;
     for (EventIndex e = start; e < firstSaved; ++e)
         if (const Allocation* a = bornAt(dev, e)) {
-            const EventIndex r = releaseOf(*a);
+            const EventIndex r = freeEventOf(*a);
             if (r == kNoEvent || r > releaseEnd) {
                 lastKept = e;
                 keptBytes += a->size;
@@ -90,7 +79,7 @@ size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std:
         // what came just before it (the first weight's partition) is the same set-up's.
         for (size_t k = e > size_t(kSaved) ? e - size_t(kSaved) : 0; k <= fEnd; ++k)
             if (const Allocation* a = bornAt(dev, EventIndex(k))) {
-                const EventIndex r = releaseOf(*a);
+                const EventIndex r = freeEventOf(*a);
                 if (r == kNoEvent)
                     kept += classify_detail::isCublasWorkspaceSize(a->size) ? 0 : a->size; // a first matmul's, kept per handle
                 else if (r <= EventIndex(tEnd) + kSaved && r - a->allocEvent > kSaved)
@@ -101,7 +90,7 @@ size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std:
         // param_data, FSDP's flat parameters), not a graph dropped.
         bool flattened = false;
         for (size_t k = e; dropped > 0 && k < n && k <= tEnd + kSaved && !flattened; ++k)
-            if (const Allocation* a = bornAt(dev, EventIndex(k)); a && releaseOf(*a) == kNoEvent)
+            if (const Allocation* a = bornAt(dev, EventIndex(k)); a && freeEventOf(*a) == kNoEvent)
                 flattened = a->size >= dropped && a->size - dropped <= std::max<int64_t>(dropped / 64, 4096);
         // The forward the first backward follows is the training's, whatever it keeps.
         size_t next = tEnd + 1;

@@ -2,8 +2,6 @@
 
 #include "core/classify/structural_common.h"
 
-#include <algorithm>
-
 namespace poolscope::classify_detail {
 
 namespace {
@@ -13,14 +11,9 @@ namespace {
 bool replacesOlder(const DeviceTrace& dev, const Allocation& a, EventIndex from)
 {
     constexpr EventIndex kRebind = 16;
-    for (EventIndex e = a.allocEvent + 1; e <= a.allocEvent + kRebind && size_t(e) < dev.eventAlloc.size(); ++e) {
-        const AllocId id = dev.eventAlloc[size_t(e)];
-        if (!id.valid() || dev.events.action[size_t(e)] == Action::Alloc)
-            continue;
-        const Allocation& old = dev.allocations[id.value];
-        if (freeEventOf(old) == e && old.size == a.size && (old.preexisting() || old.allocEvent < from))
+    for (EventIndex e = a.allocEvent + 1; e <= a.allocEvent + kRebind && size_t(e) < dev.eventAlloc.size(); ++e)
+        if (const Allocation* old = releasedAt(dev, e); old && old->size == a.size && (old->preexisting() || old->allocEvent < from))
             return true;
-    }
     return false;
 }
 
