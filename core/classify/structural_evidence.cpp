@@ -29,6 +29,40 @@ int64_t pairedBytes(const std::vector<int64_t>& blocks, const std::vector<int64_
     return bytes;
 }
 
+// nn.Module._apply moves each parameter and, right after it, that parameter's .grad: the two lines
+// are in the function that makes the move, and their blocks come in turn, each gradient right after
+// its own parameter. Two models of one shape moved by two calls (an EMA made by
+// deepcopy(model).to(), then the model) differ in a line of the caller, outside the moving code, and
+// come one model after the other. With history, the turn decides: at least three quarters of
+// `later`'s blocks come straight after a block of `earlier` of their size. A segments-only dump has
+// no order (cudaMalloc's addresses do not follow it), so there the place of the line decides: the
+// frame whose line differs is in the same file as the frame it calls (the move's own loop).
+bool movedInTurn(const FrameTable& frames, const DeviceTrace& dev, const std::vector<uint32_t>& earlier, const std::vector<uint32_t>& later,
+                 StackId stack, uint32_t frame)
+{
+    bool history = true;
+    for (const auto* g : {&earlier, &later})
+        for (uint32_t i : *g)
+            history = history && !dev.allocations[i].preexisting();
+    if (!history) {
+        const auto fs = frames.stack(stack);
+        return frame > 0 && frame < fs.size() && frames.frame(fs[frame]).filename == frames.frame(fs[frame - 1]).filename;
+    }
+    std::vector<std::pair<EventIndex, uint32_t>> order; // (event, index << 1 | in later)
+    for (uint32_t i : earlier)
+        order.push_back({dev.allocations[i].allocEvent, i << 1});
+    for (uint32_t i : later)
+        order.push_back({dev.allocations[i].allocEvent, i << 1 | 1u});
+    std::sort(order.begin(), order.end());
+    size_t n = 0;
+    for (size_t k = 1; k < order.size(); ++k) {
+        const uint32_t cur = order[k].second, prev = order[k - 1].second;
+        if ((cur & 1u) && !(prev & 1u) && dev.allocations[cur >> 1].size == dev.allocations[prev >> 1].size)
+            ++n;
+    }
+    return n * 4 >= later.size() * 3;
+}
+
 int64_t sum(const std::vector<int64_t>& v)
 {
     int64_t s = 0;
@@ -112,6 +146,7 @@ void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classificat
     struct Member {
         int64_t line;
         uint32_t stack;
+        uint32_t frame; // the index of the frame whose line differs
     };
     // Keyed by a 64-bit hash of the stack with frame j's line left out (FNV-1a over the other frames'
     // ids, then j and frame j's file and function).
@@ -137,7 +172,7 @@ void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classificat
             h = mix(h, j);
             h = mix(h, std::hash<std::string>{}(fr.filename));
             h = mix(h, std::hash<std::string>{}(fr.name));
-            families[h].push_back(Member{fr.line, stack});
+            families[h].push_back(Member{fr.line, stack, uint32_t(j)});
         }
     }
     const RunFacts& facts = c.facts;
@@ -160,8 +195,8 @@ void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classificat
             }
         }
         // Moved with .to(): the earliest line moves the parameters, a later line whose blocks pair
-        // with them and carry at least half their bytes moves their gradients (buffers, moved by
-        // another loop, carry far fewer).
+        // with them, carry at least half their bytes and come in turn with them moves their gradients
+        // (buffers, moved by another loop, carry far fewer).
         if (allMove) {
             const int64_t refBytes = sum(sizes[0]);
             for (size_t g = 1; g < groups.size(); ++g) {
@@ -169,6 +204,8 @@ void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classificat
                 const int64_t paired = pairedBytes(sizes[g], sizes[0]);
                 if (paired * 10 < bytes * 9 || bytes * 2 < refBytes)
                     continue;
+                if (!movedInTurn(frames, dev, groups[0], groups[g], StackId{members[g].stack}, members[g].frame))
+                    continue; // a second model of the same shape, moved by a call of its own
                 if (!gradRule)
                     gradRule = addRule(c, "gradients-moved-with-parameters",
                                        "moved by nn.Module._apply (.to/.cuda) from a line of its own, one block per parameter of the "

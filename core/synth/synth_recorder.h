@@ -303,5 +303,7 @@ SynthResult synthesizeShardedScenario(StackScenario scenario, int scale);
 SynthResult gptqCalibration(int scale);
 // synth_evaluation.cpp: Trainer.predict collecting logits on the device after two training steps.
 SynthResult trainerEvalAccumulation(int scale);
+// synth_ema.cpp: a diffusion transformer trained with an EMA copy of its weights (DiT's train.py).
+SynthResult ditEmaTraining(int scale);
 
 } // namespace poolscope::synth_detail

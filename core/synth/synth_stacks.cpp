@@ -261,7 +261,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
                             StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
-                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation})
+                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -297,6 +297,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::DeepSpeedZero3: return "deepspeed-zero3";
     case StackScenario::GptqCalibration: return "gptq-calibration";
     case StackScenario::EvalAccumulation: return "trainer-eval-accumulation";
+    case StackScenario::DitEma: return "dit-ema";
     }
     return "";
 }
@@ -333,6 +334,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::DeepSpeedZero3: return synthesizeShardedScenario(scenario, scale);
     case StackScenario::GptqCalibration: return gptqCalibration(scale);
     case StackScenario::EvalAccumulation: return trainerEvalAccumulation(scale);
+    case StackScenario::DitEma: return ditEmaTraining(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

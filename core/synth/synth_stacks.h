@@ -96,6 +96,10 @@ namespace poolscope {
 //   EvalAccumulation: transformers' Trainer, two AdamW steps, then predict() without
 //                   eval_accumulation_steps: every batch's logits concatenated on the device to
 //                   the ones before, until a concatenation runs out of memory.
+// Weights kept twice (synth_ema.cpp):
+//   DitEma:         a diffusion transformer trained as facebookresearch/DiT's train.py does: an EMA
+//                   copy moved to the device before the model (deepcopy(model).to()), a frozen
+//                   VAE encoding each batch under no_grad, AdamW, the EMA updated in place; three steps.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -124,8 +128,11 @@ enum class StackScenario : uint8_t {
     Fsdp2,
     DeepSpeedZero3,
     GptqCalibration,
-    EvalAccumulation
+    EvalAccumulation,
+    DitEma
 };
+// The last scenario: tests that run every scenario loop up to it.
+inline constexpr StackScenario kLastStackScenario = StackScenario::DitEma;
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
                                                     StackScenario::WorkspacePython, StackScenario::JvpForward,
@@ -147,6 +154,9 @@ inline constexpr StackScenario kQuantizedScenarios[] = {StackScenario::BnbAdam8b
 inline constexpr StackScenario kCalibrationScenarios[] = {StackScenario::GptqCalibration};
 // The evaluation scenarios, in order.
 inline constexpr StackScenario kEvaluationScenarios[] = {StackScenario::EvalAccumulation};
+
+// The scenarios that keep a model's weights twice.
+inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma};
 
 // The fully sharded scenarios, in order.
 inline constexpr StackScenario kShardedScenarios[] = {StackScenario::Fsdp2, StackScenario::DeepSpeedZero3};

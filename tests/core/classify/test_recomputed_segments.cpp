@@ -242,7 +242,7 @@ private slots:
     {
         QTest::addColumn<int>("scenario");
         QTest::addColumn<int>("scale");
-        for (int k = 0; k <= int(StackScenario::EvalAccumulation); ++k)
+        for (int k = 0; k <= int(kLastStackScenario); ++k)
             for (int scale : {1, 3})
                 QTest::newRow(qPrintable(QString("%1 x%2").arg(stackScenarioName(StackScenario(k)).data()).arg(scale)))
                     << k << scale;

@@ -207,7 +207,7 @@ private slots:
     void wholeRun_data()
     {
         QTest::addColumn<int>("scenario"); // -1: the training model, variant by row name
-        for (int s = 0; s <= int(StackScenario::EvalAccumulation); ++s) // every scenario (EvalAccumulation is the last)
+        for (int s = 0; s <= int(kLastStackScenario); ++s) // every scenario
             QTest::newRow(("scenario " + std::string(stackScenarioName(StackScenario(s)))).c_str()) << s;
         for (const auto& [name, change] : modelVariants())
             QTest::newRow(name.c_str()) << -1;
