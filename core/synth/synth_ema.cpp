@@ -13,6 +13,13 @@
 // The EMA copy is a model's weights (parameter) with no gradient and no state of its own; it has
 // every trained weight's size, is made before the first forward and lives to the end like the
 // model. Read by the order the model is moved in, it looked like gradients moved with the model.
+// DiffusersEma: diffusers' examples/text_to_image/train_text_to_image.py --use_ema: the UNet loaded
+// by from_pretrained (accelerate's set_module_tensor_to_device per weight), the frozen VAE cast to
+// fp16 by .to(device, dtype), EMAModel(ema_unet.parameters()) cloned on the host and moved after the
+// model by EMAModel.to (training_utils.py, one p.to() per shadow parameter); each step
+// accelerator.backward, optimizer.step, optimizer.zero_grad (set_to_none), then ema_unet.step
+// (foreach=False: s_param.sub_(one_minus_decay * (s_param - param)), two temporaries of the
+// parameter's size per parameter).
 // The user's files are called nothing a rule knows (run.py, model.py).
 #include "core/synth/synth_stacks.h"
 
@@ -40,23 +47,40 @@ Frames atLine(int line)
 
 } // namespace
 
-SynthResult ditEmaTraining(int scale)
+namespace {
+
+SynthResult emaTraining(int scale, bool diffusers)
 {
     Recorder r;
     const int64_t h = 512 * scale, batch = 8, imageSide = 128, latentSide = imageSide / 8, f32 = 4;
     const int64_t tokens = batch * latentSide * latentSide; // patch size 1
     const Net net = makeNet(h, tokens, f32, f32);
     const std::vector<int64_t> weights = weightBytes(net);
-    for (int64_t b : weights)
-        r.alloc(b, moveFrom(150), Pool::Parameter); // ema = deepcopy(model).to(device)
-    for (int64_t b : weights)
-        r.alloc(b, moveFrom(152), Pool::Parameter); // model = model.to(device)
-    // The VAE's encoder convolutions (3x3 kernels) and their biases, frozen.
-    const std::vector<std::pair<int64_t, int64_t>> convs = {{3, 128}, {128, 128}, {128, 256}, {256, 256}, {256, 512}, {512, 512}, {512, 8}};
-    for (const auto& [in, out] : convs) {
-        r.alloc(in * out * 9 * f32, moveFrom(160), Pool::Parameter);
-        r.alloc(out * f32, moveFrom(160), Pool::Parameter);
+    const std::string tf = kSite + "diffusers/";
+    const Frames load = Frames{{kSite + "accelerate/utils/modeling.py", "set_module_tensor_to_device", 329},
+                               {tf + "models/model_loading_utils.py", "load_model_dict_into_meta", 223},
+                               {tf + "models/modeling_utils.py", "from_pretrained", 886}} +
+                        atLine(140);
+    if (!diffusers) {
+        for (int64_t b : weights)
+            r.alloc(b, moveFrom(150), Pool::Parameter); // ema = deepcopy(model).to(device)
+        for (int64_t b : weights)
+            r.alloc(b, moveFrom(152), Pool::Parameter); // model = model.to(device)
+    } else {
+        for (int64_t b : weights)
+            r.alloc(b, load, Pool::Parameter); // the UNet, loaded onto the device
     }
+    // The VAE's encoder convolutions (3x3 kernels) and their biases, frozen (fp16 under diffusers).
+    const std::vector<std::pair<int64_t, int64_t>> convs = {{3, 128}, {128, 128}, {128, 256}, {256, 256}, {256, 512}, {512, 512}, {512, 8}};
+    const int64_t vaeElem = diffusers ? 2 : f32;
+    for (const auto& [in, out] : convs) {
+        r.alloc(in * out * 9 * vaeElem, moveFrom(160), Pool::Parameter);
+        r.alloc(out * vaeElem, moveFrom(160), Pool::Parameter);
+    }
+    const Frames emaAt = Frames{{tf + "training_utils.py", "<listcomp>", 560}, {tf + "training_utils.py", "to", 559}} + atLine(170);
+    if (diffusers)
+        for (int64_t b : weights)
+            r.alloc(b, emaAt, Pool::Parameter); // ema_unet.to(accelerator.device)
     const std::string vae = kSite + "diffusers/models/autoencoders/";
     const Frames encode = Frames{{vae + "vae.py", "forward", 143}} + kModuleCall +
                           Frames{{vae + "autoencoder_kl.py", "_encode", 240}, {vae + "autoencoder_kl.py", "encode", 262}} + atLine(205);
@@ -120,8 +144,24 @@ SynthResult ditEmaTraining(int scale)
         forwardBackward(r, net, diffusion, backward, hk);
         adamwStep(r, weights, step == 0, atLine(214));
         // update_ema(ema, model): ema_param.mul_(decay).add_(param.data, alpha=1 - decay), in place.
+        // EMAModel.step: (s_param - param), times one_minus_decay, subtracted in place.
+        if (diffusers) {
+            hk.startBackward(); // optimizer.zero_grad() after the step
+            const Frames emaStep = Frames{{tf + "training_utils.py", "step", 470}} + atLine(220);
+            for (int64_t b : weights) {
+                const uint64_t diff = r.alloc(b, emaStep, Pool::Temporary);
+                const uint64_t scaled = r.alloc(b, emaStep, Pool::Temporary);
+                r.free(diff, emaStep);
+                r.free(scaled, emaStep);
+            }
+        }
     }
     return r.finish();
 }
+
+} // namespace
+
+SynthResult ditEmaTraining(int scale) { return emaTraining(scale, false); }
+SynthResult diffusersEmaTraining(int scale) { return emaTraining(scale, true); }
 
 } // namespace poolscope::synth_detail

@@ -261,7 +261,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
                             StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
-                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma})
+                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -298,6 +298,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::GptqCalibration: return "gptq-calibration";
     case StackScenario::EvalAccumulation: return "trainer-eval-accumulation";
     case StackScenario::DitEma: return "dit-ema";
+    case StackScenario::DiffusersEma: return "diffusers-ema";
     }
     return "";
 }
@@ -335,6 +336,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::GptqCalibration: return gptqCalibration(scale);
     case StackScenario::EvalAccumulation: return trainerEvalAccumulation(scale);
     case StackScenario::DitEma: return ditEmaTraining(scale);
+    case StackScenario::DiffusersEma: return diffusersEmaTraining(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

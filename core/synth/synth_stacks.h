@@ -100,6 +100,9 @@ namespace poolscope {
 //   DitEma:         a diffusion transformer trained as facebookresearch/DiT's train.py does: an EMA
 //                   copy moved to the device before the model (deepcopy(model).to()), a frozen
 //                   VAE encoding each batch under no_grad, AdamW, the EMA updated in place; three steps.
+//   DiffusersEma:   diffusers' train_text_to_image.py --use_ema: the UNet from from_pretrained, a
+//                   frozen fp16 VAE, EMAModel's shadow parameters moved to the device after the
+//                   model, and its step's two temporaries per parameter after each optimizer step.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -129,10 +132,11 @@ enum class StackScenario : uint8_t {
     DeepSpeedZero3,
     GptqCalibration,
     EvalAccumulation,
-    DitEma
+    DitEma,
+    DiffusersEma
 };
 // The last scenario: tests that run every scenario loop up to it.
-inline constexpr StackScenario kLastStackScenario = StackScenario::DitEma;
+inline constexpr StackScenario kLastStackScenario = StackScenario::DiffusersEma;
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
                                                     StackScenario::WorkspacePython, StackScenario::JvpForward,
@@ -156,7 +160,7 @@ inline constexpr StackScenario kCalibrationScenarios[] = {StackScenario::GptqCal
 inline constexpr StackScenario kEvaluationScenarios[] = {StackScenario::EvalAccumulation};
 
 // The scenarios that keep a model's weights twice.
-inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma};
+inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma, StackScenario::DiffusersEma};
 
 // The fully sharded scenarios, in order.
 inline constexpr StackScenario kShardedScenarios[] = {StackScenario::Fsdp2, StackScenario::DeepSpeedZero3};
