@@ -20,6 +20,8 @@
 // accelerator.backward, optimizer.step, optimizer.zero_grad (set_to_none), then ema_unet.step
 // (foreach=False: s_param.sub_(one_minus_decay * (s_param - param)), two temporaries of the
 // parameter's size per parameter).
+// EmaDeepcopy: the model moved first, then ema = deepcopy(model) of the model on the device (timm's
+// ModelEmaV3, ultralytics' ModelEMA, fast-DiT's train.py): the copy made by Parameter.__deepcopy__.
 // The user's files are called nothing a rule knows (run.py, model.py).
 #include "core/synth/synth_stacks.h"
 
@@ -45,12 +47,23 @@ Frames atLine(int line)
     return Frames{{kUser + "run.py", "main", line}, {kUser + "run.py", "<module>", 77}};
 }
 
-} // namespace
-
-namespace {
-
-SynthResult emaTraining(int scale, bool diffusers)
+// copy.deepcopy of a module already on the device (timm's ModelEmaV3, ultralytics' ModelEMA,
+// fast-DiT): each parameter cloned by Parameter.__deepcopy__ under the standard library's recursion
+// through the module's __dict__, from line `caller`.
+Frames deepcopyFrom(int caller)
 {
+    const std::string copy = "/usr/lib/python3.10/copy.py";
+    Frames f = {{kTorch + "nn/parameter.py", "__deepcopy__", 68}};
+    for (int depth = 0; depth < 3; ++depth)
+        f = f + Frames{{copy, "deepcopy", 153}, {copy, "_deepcopy_dict", 231}, {copy, "deepcopy", 146}, {copy, "_reconstruct", 271}};
+    return f + Frames{{copy, "deepcopy", 172}} + atLine(caller);
+}
+
+enum class Ema : uint8_t { MovedFirst, Diffusers, Deepcopy };
+
+SynthResult emaTraining(int scale, Ema kind)
+{
+    const bool diffusers = kind == Ema::Diffusers;
     Recorder r;
     const int64_t h = 512 * scale, batch = 8, imageSide = 128, latentSide = imageSide / 8, f32 = 4;
     const int64_t tokens = batch * latentSide * latentSide; // patch size 1
@@ -61,11 +74,16 @@ SynthResult emaTraining(int scale, bool diffusers)
                                {tf + "models/model_loading_utils.py", "load_model_dict_into_meta", 223},
                                {tf + "models/modeling_utils.py", "from_pretrained", 886}} +
                         atLine(140);
-    if (!diffusers) {
+    if (kind == Ema::MovedFirst) {
         for (int64_t b : weights)
             r.alloc(b, moveFrom(150), Pool::Parameter); // ema = deepcopy(model).to(device)
         for (int64_t b : weights)
             r.alloc(b, moveFrom(152), Pool::Parameter); // model = model.to(device)
+    } else if (kind == Ema::Deepcopy) {
+        for (int64_t b : weights)
+            r.alloc(b, moveFrom(150), Pool::Parameter); // model = model.to(device)
+        for (int64_t b : weights)
+            r.alloc(b, deepcopyFrom(152), Pool::Parameter); // ema = deepcopy(model)
     } else {
         for (int64_t b : weights)
             r.alloc(b, load, Pool::Parameter); // the UNet, loaded onto the device
@@ -161,7 +179,8 @@ SynthResult emaTraining(int scale, bool diffusers)
 
 } // namespace
 
-SynthResult ditEmaTraining(int scale) { return emaTraining(scale, false); }
-SynthResult diffusersEmaTraining(int scale) { return emaTraining(scale, true); }
+SynthResult ditEmaTraining(int scale) { return emaTraining(scale, Ema::MovedFirst); }
+SynthResult diffusersEmaTraining(int scale) { return emaTraining(scale, Ema::Diffusers); }
+SynthResult deepcopyEmaTraining(int scale) { return emaTraining(scale, Ema::Deepcopy); }
 
 } // namespace poolscope::synth_detail

@@ -306,5 +306,6 @@ SynthResult trainerEvalAccumulation(int scale);
 // synth_ema.cpp: a diffusion transformer trained with an EMA copy of its weights (DiT's train.py).
 SynthResult ditEmaTraining(int scale);
 SynthResult diffusersEmaTraining(int scale);
+SynthResult deepcopyEmaTraining(int scale);
 
 } // namespace poolscope::synth_detail

@@ -261,7 +261,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
                             StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
-                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma})
+                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -299,6 +299,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::EvalAccumulation: return "trainer-eval-accumulation";
     case StackScenario::DitEma: return "dit-ema";
     case StackScenario::DiffusersEma: return "diffusers-ema";
+    case StackScenario::EmaDeepcopy: return "ema-deepcopy";
     }
     return "";
 }
@@ -337,6 +338,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::EvalAccumulation: return trainerEvalAccumulation(scale);
     case StackScenario::DitEma: return ditEmaTraining(scale);
     case StackScenario::DiffusersEma: return diffusersEmaTraining(scale);
+    case StackScenario::EmaDeepcopy: return deepcopyEmaTraining(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

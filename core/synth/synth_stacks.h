@@ -103,6 +103,8 @@ namespace poolscope {
 //   DiffusersEma:   diffusers' train_text_to_image.py --use_ema: the UNet from from_pretrained, a
 //                   frozen fp16 VAE, EMAModel's shadow parameters moved to the device after the
 //                   model, and its step's two temporaries per parameter after each optimizer step.
+//   EmaDeepcopy:    the model moved first, then ema = deepcopy(model) on the device (timm's
+//                   ModelEmaV3, ultralytics' ModelEMA): Parameter.__deepcopy__'s clones.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -133,10 +135,11 @@ enum class StackScenario : uint8_t {
     GptqCalibration,
     EvalAccumulation,
     DitEma,
-    DiffusersEma
+    DiffusersEma,
+    EmaDeepcopy
 };
 // The last scenario: tests that run every scenario loop up to it.
-inline constexpr StackScenario kLastStackScenario = StackScenario::DiffusersEma;
+inline constexpr StackScenario kLastStackScenario = StackScenario::EmaDeepcopy;
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
                                                     StackScenario::WorkspacePython, StackScenario::JvpForward,
@@ -160,7 +163,7 @@ inline constexpr StackScenario kCalibrationScenarios[] = {StackScenario::GptqCal
 inline constexpr StackScenario kEvaluationScenarios[] = {StackScenario::EvalAccumulation};
 
 // The scenarios that keep a model's weights twice.
-inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma, StackScenario::DiffusersEma};
+inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy};
 
 // The fully sharded scenarios, in order.
 inline constexpr StackScenario kShardedScenarios[] = {StackScenario::Fsdp2, StackScenario::DeepSpeedZero3};
