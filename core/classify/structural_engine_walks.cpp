@@ -299,13 +299,20 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     tl.phase = phaseBefore;
     tl.source = sourceBefore;
     size_t placed = 0;
-    // Which walk releases each block (the forwards' saved blocks), to end a backward's tail where the
-    // next forward saves its first block.
+    // Where, after each walk, the next block a later walk releases as saved was made: a backward's
+    // tail and the step after it end there. Block by block, not from a walk's oldest: a reentrant
+    // checkpoint's next inner backward releases the layer's input, saved by the forward long
+    // before, and the blocks the layer's recomputation made just before it; the step is not there.
+    std::vector<EventIndex> savedBirths;
+    for (const EngineWalk& w : walks)
+        for (EventIndex e = w.first; e <= w.last; ++e)
+            if (const Allocation* r = s.releasedAt(e); r && !r->preexisting() && r->allocEvent < w.first)
+                savedBirths.push_back(r->allocEvent);
+    std::sort(savedBirths.begin(), savedBirths.end());
     std::vector<EventIndex> firstSavedAfter(walks.size(), n);
     for (size_t k = 0; k < walks.size(); ++k)
-        for (size_t j = 0; j < walks.size(); ++j)
-            if (walks[j].bornFirst > walks[k].last)
-                firstSavedAfter[k] = std::min(firstSavedAfter[k], walks[j].bornFirst);
+        if (auto it = std::upper_bound(savedBirths.begin(), savedBirths.end(), walks[k].last); it != savedBirths.end())
+            firstSavedAfter[k] = *it;
     // The run's state: blocks made before the first forward and alive at its start (weights,
     // state from before recording). A gradient has the size of one of them.
     EventIndex firstForward = n;

@@ -50,6 +50,13 @@ SynthResult peftLora(int scale)
     auto recompute = [&](int line) { return pf.recompute(line); };
     const Frames& backwardCall = pf.backwardCall;
     const int64_t act = tokens * h * bf;
+    // A decoder layer's operators in order (each output's bytes): the norm, q_proj and its lora_A,
+    // k_proj, v_proj and its lora_A, the attention scores, the attention output, o_proj, the second
+    // norm, up and the gated activation, down_proj. Run under no_grad in the checkpointed forward
+    // (each output let go of once the next is made) and again with grad in the recompute.
+    const std::vector<int64_t> layerOps = {act, act, tokens * rank * f32, act, act, tokens * rank * f32, int64_t(8) * tokens * tokens * bf,
+                                           act, act, act, 4 * act, 4 * act, act};
+    constexpr size_t kLoraQ = 2, kLoraV = 5;
     std::vector<uint64_t> grads(adapters, 0);
     for (int step = 0; step < 2; ++step) {
         // The embedding's output (requires grad through enable_input_require_grads), then each
@@ -58,15 +65,15 @@ SynthResult peftLora(int scale)
         std::vector<uint64_t> inputs;
         inputs.push_back(r.alloc(act, Frames{{kTorch + "nn/modules/sparse.py", "forward", 163}} + kModuleCall + model, Pool::Activation));
         for (int l = 0; l < layers; ++l) {
-            const uint64_t qkv = r.alloc(3 * act, ckpt(320), Pool::Temporary);
-            const uint64_t lora = r.alloc(tokens * rank * f32, ckpt(321), Pool::Temporary);
-            r.free(lora, ckpt(321));
-            const uint64_t scores = r.alloc(int64_t(8) * tokens * tokens * bf, ckpt(350), Pool::Temporary);
-            r.free(scores, ckpt(352));
-            r.free(qkv, ckpt(355));
-            const uint64_t up = r.alloc(4 * act, ckpt(190), Pool::Temporary);
-            r.free(up, ckpt(191));
+            uint64_t prev = 0;
+            for (int64_t bytes : layerOps) {
+                const uint64_t out = r.alloc(bytes, ckpt(320), Pool::Temporary);
+                if (prev)
+                    r.free(prev, ckpt(321));
+                prev = out;
+            }
             inputs.push_back(r.alloc(act, ckpt(760), Pool::Activation)); // the layer's output
+            r.free(prev, ckpt(760));
         }
         const uint64_t logits = r.alloc(tokens * 8000 * f32, Frames{{tf + "models/llama/modeling_llama.py", "forward", 1205}} + kModuleCall + model,
                                         Pool::Activation);
@@ -79,16 +86,19 @@ SynthResult peftLora(int scale)
         uint64_t flowing = r.alloc(act, engineAlloc("MmBackward0"), Pool::Temporary);
         r.free(dlogits, kEngineFree);
         for (int l = layers; l-- > 0;) {
-            // Recompute with grad: what the inner graph saves.
+            // Recompute with grad: the layer's function run again on the saved input, the same
+            // operators in the same order, what the inner graph saves kept; then the recomputed
+            // output is the inner backward's root.
             std::vector<std::pair<uint64_t, int64_t>> saved;
-            for (int64_t bytes : {act, act, tokens * rank * f32, act, tokens * rank * f32, act, 4 * act, 4 * act})
+            for (int64_t bytes : layerOps)
                 saved.push_back({r.alloc(bytes, recompute(320), Pool::Activation), bytes});
+            const uint64_t output = r.alloc(act, recompute(760), Pool::Activation); // held for the inner backward
             // The inner backward: activations' gradients, the adapters' gradients (A and B of q and
-            // v), what the inner graph saved let go of.
+            // v, at the two lora_A outputs), what the inner graph saved let go of.
             for (size_t k = saved.size(); k-- > 0;) {
                 const uint64_t g = r.alloc(saved[k].second, engineAlloc("MmBackward0"), Pool::Temporary);
-                if (k == 2 || k == 4) {
-                    const size_t a = size_t(l) * 4 + (k == 2 ? 0 : 2);
+                if (k == kLoraQ || k == kLoraV) {
+                    const size_t a = size_t(l) * 4 + (k == kLoraQ ? 0 : 2);
                     for (size_t j = a; j < a + 2; ++j)
                         if (!grads[j])
                             grads[j] = r.alloc(rank * h * f32, accumulateGrad(), Pool::Gradient);
@@ -96,6 +106,7 @@ SynthResult peftLora(int scale)
                 r.free(saved[k].first, engineRelease("MmBackward0"));
                 r.free(g, kEngineFree);
             }
+            r.free(output, kEngineFree);
             r.free(inputs[size_t(l) + 1], engineRelease("CheckpointFunctionBackward"));
             const uint64_t next = r.alloc(act, engineAlloc("CheckpointFunctionBackward"), Pool::Temporary);
             r.free(flowing, kEngineFree);

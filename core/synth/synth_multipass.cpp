@@ -439,7 +439,7 @@ SynthResult gan(int scale)
         rebind(real, r.alloc(batch * 3 * 64 * 64 * f32, lineAt(235), Pool::Input), 235); // data[0].to(device)
         rebind(label, r.alloc(batch * f32, lineAt(237), Pool::Input), 237);             // torch.full
         std::vector<Saved> dg = forwardWithGrad(r, dOps, at(239));
-        const uint64_t errReal = r.alloc(512, lineAt(241), Pool::Activation); // criterion(output, label)
+        const uint64_t errReal = r.alloc(4, lineAt(241), Pool::Activation); // criterion(output, label): a scalar
         {
             const uint64_t root = r.alloc(4, bwd + lineAt(242), Pool::Temporary);
             r.free(errReal, engineRelease("BinaryCrossEntropyBackward0"));
@@ -454,7 +454,7 @@ SynthResult gan(int scale)
         rebind(fake, gGraph.back().addr, 248);
         // D(fake.detach()): D's graph alone; errD_fake.backward() adds into D's gradients.
         dg = forwardWithGrad(r, dOps, at(251));
-        const uint64_t errFake = r.alloc(512, lineAt(253), Pool::Activation);
+        const uint64_t errFake = r.alloc(4, lineAt(253), Pool::Activation);
         {
             const uint64_t root = r.alloc(4, bwd + lineAt(254), Pool::Temporary);
             r.free(errFake, engineRelease("BinaryCrossEntropyBackward0"));
@@ -466,7 +466,7 @@ SynthResult gan(int scale)
         // (2) Update G: maximize log(D(G(z))).
         zeroGrad(r, gGrads, lineAt(262)); // netG.zero_grad()
         dg = forwardWithGrad(r, dOps, at(265)); // D(fake): its graph runs into G's
-        const uint64_t errG = r.alloc(512, lineAt(267), Pool::Activation);
+        const uint64_t errG = r.alloc(4, lineAt(267), Pool::Activation);
         {
             const uint64_t root = r.alloc(4, bwd + lineAt(268), Pool::Temporary);
             r.free(errG, engineRelease("BinaryCrossEntropyBackward0"));
