@@ -7,6 +7,8 @@
 #include "core/classify/shipped_rules.h"
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structure_fixtures.h"
+#include "core/synth/synth_stacks.h"
+#include "tests/core/synth/scenario_fixture.h"
 
 #include <QtTest>
 
@@ -337,6 +339,33 @@ private slots:
         QCOMPARE(rightShare(f, c, {Pool::OptimizerState}), 1.0);
         QCOMPARE(c.facts.optimizerSteps, size_t(4)); // D's and G's, twice
         noConfidentDecision(c);
+    }
+
+    // A reentrant checkpoint's inner backwards (peft-lora: transformers' gradient checkpointing,
+    // each decoder layer recomputed with grad before its inner backward), frameless: the
+    // recomputation between two inner backwards makes blocks of the flowing gradient's size. While
+    // the step's stretch ran to the next walk's oldest saved block (the layer input, saved by the
+    // forward long before), it read as an optimizer step, and 25.7 MiB of recomputed activations as
+    // optimizer state; the stretch ends where the next saved block was made.
+    void reentrantCheckpointHasNoStepInside_data()
+    {
+        QTest::addColumn<int>("scale");
+        QTest::newRow("x1") << 1;
+        QTest::newRow("x3") << 3;
+    }
+    void reentrantCheckpointHasNoStepInside()
+    {
+        QFETCH(int, scale);
+        const poolscope::testing::ScenarioFixture f = poolscope::testing::makeScenario(StackScenario::PeftLora, scale);
+        const auto trace = poolscope::testing::ablatedCopy(f, "none");
+        const DeviceTrace& dev = trace->devices.at(0);
+        const Classification c = classify(*trace, dev, poolscope::testing::shippedRules());
+        QCOMPARE(c.facts.backward, Known::Yes);
+        int64_t misread = 0;
+        for (size_t i = 0; i < c.size(); ++i)
+            if (f.truth[i] != Pool::OptimizerState && c.pool[i] == Pool::OptimizerState)
+                misread += dev.allocations[i].size;
+        QCOMPARE(misread, int64_t(0));
     }
 
     // The logits, let go of by the loss's backward four events after they were made, are saved for
