@@ -62,6 +62,37 @@ void gatherBuffers(const ForwardPass& pass, int64_t unit, int64_t stream, bool g
     }
 }
 
+// Bytes of weights beyond what the gradients hold, each at its most alive at once: frozen weights,
+// or a second model kept whole beside the trained one (an EMA copy, a reference or teacher model, a
+// VAE). Sharding the wrapped model shards them only if that model holds them; the dump cannot tell
+// which module a block is in. By bytes, not size by size: DDP's buckets and ZeRO's partitions hold
+// the gradients in blocks of no parameter's size. Gradients wider than the weights (fp32 gradients
+// of 16-bit weights) leave nothing to say.
+int64_t weightsBeyondGradients(const std::vector<Allocation>& allocs, const TraceModel& m)
+{
+    struct Edge {
+        EventIndex at;
+        int64_t delta;
+        bool gradient;
+    };
+    std::vector<Edge> edges;
+    for (size_t a = 0; a < allocs.size() && a < m.pool.size(); ++a) {
+        if (m.pool[a] != Pool::Parameter && m.pool[a] != Pool::Gradient)
+            continue;
+        const bool g = m.pool[a] == Pool::Gradient;
+        edges.push_back({allocs[a].preexisting() ? EventIndex(-1) : allocs[a].allocEvent, allocs[a].size, g});
+        if (allocs[a].freeCompletedEvent != kNoEvent)
+            edges.push_back({allocs[a].freeCompletedEvent, -allocs[a].size, g});
+    }
+    std::sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) { return x.at != y.at ? x.at < y.at : x.delta < y.delta; });
+    int64_t now[2] = {0, 0}, most[2] = {0, 0};
+    for (const Edge& e : edges) {
+        now[e.gradient] += e.delta;
+        most[e.gradient] = std::max(most[e.gradient], now[e.gradient]);
+    }
+    return most[1] > 0 ? std::max<int64_t>(0, most[0] - most[1]) : 0;
+}
+
 } // namespace
 
 void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& sc, Plan& plan)
@@ -162,6 +193,12 @@ void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
                 formatBytes(unit) + " per unit" + (m.layersPerPass > 0 ? ")" : ", no layers found: the largest parameter)");
         if (m.passes.empty())
             note += "; no forward pass in this trace, so no all-gather buffers are added";
+        if (const int64_t frozen = weightsBeyondGradients(allocs, m); frozen > 0)
+            note += "; " + formatBytes(frozen) +
+                    " of weights beyond what the gradients hold (frozen weights, or a second model beside the trained one: "
+                    "an EMA copy, a reference or teacher model), sharded here as if the wrapped model held them; a copy kept "
+                    "outside it stays whole: add " +
+                    formatBytes(frozen - shard.apply(frozen));
     }
     if (sc.sharding == ShardingKind::FsdpHybrid)
         note += " (hybrid: --ranks is the size of one shard group, replicated across groups)";

@@ -11,10 +11,13 @@
 #include "core/classify/classifier.h"
 #include "core/model/trace_builder.h"
 #include "core/synth/synth_stacks.h"
+#include "core/util/units.h"
+#include "core/whatif/whatif.h"
 #include "tests/core/synth/scenario_fixture.h"
 
 #include <QtTest>
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -62,6 +65,51 @@ private slots:
         QVERIFY(weights > 0);
         QCOMPARE(asParameter, weights);
         QVERIFY2(asGradient <= gradients, (std::to_string(asGradient) + " B read as gradients of " + std::to_string(gradients)).c_str());
+    }
+
+    // Sharding the model (ZeRO-3, FSDP) shards the weights the wrapped model holds; an EMA copy or a
+    // frozen VAE kept beside it stays whole. The what-if cannot tell which module a block is in, so it
+    // says how many bytes of weights the gradients do not cover, and what they add if kept whole. Here
+    // the EMA and the VAE, exactly. DDP's buckets hold every gradient in blocks of no weight's size:
+    // nothing to say there.
+    void shardingSaysWhatTheGradientsDoNotCover()
+    {
+        for (StackScenario s : kEmaScenarios) {
+            const ScenarioFixture f = makeScenario(s);
+            const DeviceTrace& dev = f.dev();
+            // The weights alive at the end; the gradients at their most (zero_grad may have let go of
+            // them before the end).
+            int64_t weights = 0, gradients = 0;
+            for (size_t i = 0; i < f.truth.size(); ++i)
+                if (dev.allocations[i].aliveAtEnd() && f.truth[i] == Pool::Parameter)
+                    weights += dev.allocations[i].size;
+            for (EventIndex e = 0; e < EventIndex(dev.events.count()); ++e) {
+                int64_t alive = 0;
+                for (size_t i = 0; i < f.truth.size(); ++i)
+                    if (f.truth[i] == Pool::Gradient && dev.allocations[i].allocEvent <= e && dev.allocations[i].aliveAfter(e))
+                        alive += dev.allocations[i].size;
+                gradients = std::max(gradients, alive);
+            }
+            QVERIFY(gradients > 0 && weights > 2 * gradients);
+            const Classification c = classify(*f.trace, dev, *scenarioRules());
+            Scenario sc;
+            sc.sharding = ShardingKind::Zero3;
+            sc.ranks = 4;
+            const WhatIfResult r = runWhatIf(*f.trace, dev, c, sc);
+            const std::string expected = formatBytes(weights - gradients) + " of weights beyond what the gradients hold";
+            bool said = false;
+            for (const std::string& n : r.notes)
+                said = said || n.find(expected) != std::string::npos;
+            QVERIFY2(said, (std::string(stackScenarioName(s)) + ": no note with \"" + expected + "\"").c_str());
+        }
+        // Every weight trained: nothing to say.
+        const ScenarioFixture f = makeScenario(StackScenario::DdpBuckets);
+        const Classification c = classify(*f.trace, f.dev(), *scenarioRules());
+        Scenario sc;
+        sc.sharding = ShardingKind::Zero3;
+        sc.ranks = 4;
+        for (const std::string& n : runWhatIf(*f.trace, f.dev(), c, sc).notes)
+            QVERIFY2(n.find("beyond what the gradients hold") == std::string::npos, n.c_str());
     }
 
     // A segments-only dump (an OOM observer's, no history) has no order to read the turn from; the
