@@ -203,7 +203,7 @@ private:
                 f.freeStack = m_dev.events.stack[size_t(freeEv)];
                 f.free = tl.phase[size_t(freeEv)];
                 if (!a.preexisting()) {
-                    const bool same = tl.run[size_t(freeEv)] == tl.run[size_t(a.allocEvent)];
+                    const bool same = tl.sameRun(freeEv, a.allocEvent);
                     lt |= same ? bit(Lifetime::SamePhase) : bit(Lifetime::LaterPhase);
                     if (freeEv - a.allocEvent <= kQuickEvents)
                         lt |= bit(Lifetime::Quick);

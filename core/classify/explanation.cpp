@@ -126,7 +126,7 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     } else {
         std::string s = "freed at event #" + std::to_string(freeEv) + "; phase " + phaseEvidence(trace, dev, c, freeEv);
         if (!a.preexisting())
-            s += c.phases.run[size_t(freeEv)] == c.phases.run[size_t(a.allocEvent)] ? "; the same phase run it was born in"
+            s += c.phases.sameRun(freeEv, a.allocEvent) ? "; the same phase run it was born in"
                                                                                      : "; a later phase run";
         ev.push_back(s);
     }

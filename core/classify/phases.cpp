@@ -141,6 +141,12 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     Phase previous = Phase::Unknown;
     bool previousInCaller = false; // the previous event ran in the caller's code (see above)
     bool afterOom = false;
+    // An optimizer stepped by a hook the engine calls back (a post-accumulate-grad hook: Python
+    // frames with no program entry, named by torch.optim's), inside a backward: the engine's events
+    // after it (no frame of their own where only Python frames were recorded) are the backward's
+    // again, not the step's.
+    Phase beforeStep = Phase::Unknown;
+    bool stepInBackward = false;
     EventIndex firstKnown = kNoEvent;
     for (size_t i = 0; i < n; ++i) {
         Phase ph = Phase::Unknown;
@@ -157,6 +163,10 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
             src = PhaseSource::Frames;
             tl.anyFrameEvidence = true;
             afterOom = false;
+            const bool step = ph == Phase::OptimizerStep || ph == Phase::ZeroGrad;
+            if (!step)
+                beforeStep = ph;
+            stepInBackward = step && beforeStep == Phase::Backward && pythonWithoutEntry(trace.frames, ev.stack[i]);
         } else if (!segs.empty() && ev.timeUs[i] != kNoTime && (ph = windowPhaseAt(segs, ev.timeUs[i])) != Phase::Unknown) {
             src = PhaseSource::Annotation;
         } else if (afterOom) {
@@ -165,7 +175,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
             ph = Phase::Teardown;
             src = PhaseSource::Inherited;
         } else if (previous != Phase::Unknown && (framesRecorded || previousSource != PhaseSource::Annotation)) {
-            ph = previous;
+            ph = stepInBackward && (previous == Phase::OptimizerStep || previous == Phase::ZeroGrad) ? Phase::Backward : previous;
             src = PhaseSource::Inherited;
             // A hook the engine calls back (Python frames, no program entry) is still the pass.
             inCaller = python[i] && !(previous == Phase::Backward && pythonWithoutEntry(trace.frames, ev.stack[i]));
@@ -202,6 +212,24 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
             tl.runs.push_back(PhaseTimeline::Run{tl.phase[i], EventIndex(i), EventIndex(i)});
         tl.runs.back().last = EventIndex(i);
         tl.run[i] = uint32_t(tl.runs.size() - 1);
+    }
+    // A backward resumed after optimizer steps inside it (each with its zero_grad) continues the
+    // backward before them.
+    uint32_t openBackward = UINT32_MAX;
+    bool stepped = false;
+    for (uint32_t r = 0; r < tl.runs.size(); ++r) {
+        PhaseTimeline::Run& run = tl.runs[r];
+        run.continues = r;
+        if (run.phase == Phase::Backward) {
+            if (openBackward != UINT32_MAX && stepped)
+                run.continues = tl.runs[openBackward].continues;
+            openBackward = r;
+            stepped = false;
+        } else if (run.phase == Phase::OptimizerStep || run.phase == Phase::ZeroGrad) {
+            stepped = stepped || run.phase == Phase::OptimizerStep;
+        } else {
+            openBackward = UINT32_MAX;
+        }
     }
     return tl;
 }

@@ -26,6 +26,12 @@ struct PhaseTimeline {
     struct Run {
         Phase phase = Phase::Unknown;
         EventIndex first = 0, last = 0;
+        // The run this one continues: itself, or for a backward run the backward it resumes after
+        // optimizer steps run inside it (a post-accumulate-grad hook stepping each parameter as its
+        // gradient is made: torchtune's optimizer_in_bwd), with nothing else between. "Freed in the
+        // same phase" compares these, so the engine's products let go of after a nested step are
+        // still the backward's own.
+        uint32_t continues = 0;
     };
     std::vector<Run> runs;
     std::vector<PhaseWindow> windows; // this device's annotation windows that name a phase
@@ -34,6 +40,10 @@ struct PhaseTimeline {
 
     // The run an allocation was born in; 0 for one that predates recording (no birth event) or
     // where the timeline has no runs.
+    // Whether events a and b lie in one phase run, counting a backward resumed after nested
+    // optimizer steps as the same run.
+    bool sameRun(EventIndex a, EventIndex b) const { return runs[run[size_t(a)]].continues == runs[run[size_t(b)]].continues; }
+
     uint32_t runOf(const Allocation& al) const
     {
         return !al.preexisting() && al.allocEvent >= 0 && size_t(al.allocEvent) < run.size() ? run[size_t(al.allocEvent)] : 0u;

@@ -59,6 +59,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     pendingFreeBlocks(dev, c);
     preexistingCopiesIndistinct(trace, dev, c);
     stateMadeAfterFirstBackward(dev, c);
+    stateSteppedInBackward(dev, c);
 }
 
 } // namespace poolscope::classify_detail

@@ -19,4 +19,16 @@ namespace poolscope::classify_detail {
 // unknown.
 void stateMadeAfterFirstBackward(const DeviceTrace& dev, Classification& c);
 
+// An optimizer stepped inside the backward, one parameter at a time, by a hook the engine calls as
+// each gradient is made (register_post_accumulate_grad_hook: torchtune's optimizer_in_bwd): the
+// gradient is made, its step runs (at the first step making the moments) and it is let go of before
+// the engine moves on. Frameless, the moments (made in the first backward, kept) read as gradients
+// kept past the backward. In the first backward, a block let go of within a few events of its birth
+// while two or more blocks of its size were made and kept to the end: those are the optimizer's
+// state (55 %), it the gradient (55 %). Only where such blocks hold nine tenths of what the first
+// backward made and kept (4 KiB or more), four of them at least, and no frame decided them. One kept
+// block per gradient is not read: AccumulateGrad cloning a gradient it cannot steal, then kept by
+// zero_grad(set_to_none=False), looks the same.
+void stateSteppedInBackward(const DeviceTrace& dev, Classification& c);
+
 } // namespace poolscope::classify_detail

@@ -307,5 +307,7 @@ SynthResult trainerEvalAccumulation(int scale);
 SynthResult ditEmaTraining(int scale);
 SynthResult diffusersEmaTraining(int scale);
 SynthResult deepcopyEmaTraining(int scale);
+// synth_optim_in_backward.cpp: torchtune's optimizer_in_bwd (AdamW stepped per parameter in the backward).
+SynthResult optimizerInBackward(int scale);
 
 } // namespace poolscope::synth_detail

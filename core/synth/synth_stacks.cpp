@@ -261,7 +261,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
                             StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
-                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy})
+                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy, StackScenario::OptimizerInBackward})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -300,6 +300,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::DitEma: return "dit-ema";
     case StackScenario::DiffusersEma: return "diffusers-ema";
     case StackScenario::EmaDeepcopy: return "ema-deepcopy";
+    case StackScenario::OptimizerInBackward: return "torchtune-optimizer-in-backward";
     }
     return "";
 }
@@ -339,6 +340,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::DitEma: return ditEmaTraining(scale);
     case StackScenario::DiffusersEma: return diffusersEmaTraining(scale);
     case StackScenario::EmaDeepcopy: return deepcopyEmaTraining(scale);
+    case StackScenario::OptimizerInBackward: return optimizerInBackward(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

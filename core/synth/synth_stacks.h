@@ -105,6 +105,10 @@ namespace poolscope {
 //                   model, and its step's two temporaries per parameter after each optimizer step.
 //   EmaDeepcopy:    the model moved first, then ema = deepcopy(model) on the device (timm's
 //                   ModelEmaV3, ultralytics' ModelEMA): Parameter.__deepcopy__'s clones.
+// The optimizer inside the backward (synth_optim_in_backward.cpp):
+//   OptimizerInBackward: torchtune's optimizer_in_bwd: one AdamW per parameter stepped by its
+//                   post-accumulate-grad hook, the gradient let go of at once, the state made in
+//                   the first backward; three steps.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -136,10 +140,11 @@ enum class StackScenario : uint8_t {
     EvalAccumulation,
     DitEma,
     DiffusersEma,
-    EmaDeepcopy
+    EmaDeepcopy,
+    OptimizerInBackward
 };
 // The last scenario: tests that run every scenario loop up to it.
-inline constexpr StackScenario kLastStackScenario = StackScenario::EmaDeepcopy;
+inline constexpr StackScenario kLastStackScenario = StackScenario::OptimizerInBackward;
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
                                                     StackScenario::WorkspacePython, StackScenario::JvpForward,
@@ -161,6 +166,9 @@ inline constexpr StackScenario kQuantizedScenarios[] = {StackScenario::BnbAdam8b
 inline constexpr StackScenario kCalibrationScenarios[] = {StackScenario::GptqCalibration};
 // The evaluation scenarios, in order.
 inline constexpr StackScenario kEvaluationScenarios[] = {StackScenario::EvalAccumulation};
+
+// The scenarios whose optimizer steps inside the backward.
+inline constexpr StackScenario kInBackwardScenarios[] = {StackScenario::OptimizerInBackward};
 
 // The scenarios that keep a model's weights twice.
 inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy};

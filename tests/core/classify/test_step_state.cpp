@@ -2,7 +2,9 @@
 // (structural_step_state.h): a frameless run that accumulates gradients into a flat buffer made at
 // set-up (Megatron's grad_data) makes no gradient-sized block in backward, so the stream places no
 // optimizer step and the state had no pool (the synth Megatron scenario frameless: 96 MiB unknown,
-// 41.4 % of the bytes at its worst moment).
+// 41.4 % of the bytes at its worst moment). And an optimizer stepped inside the backward by a hook
+// per parameter (torchtune's optimizer_in_bwd), whose moments, made in the first backward, read as
+// gradients.
 #include "core/classify/classifier.h"
 #include "core/classify/shipped_rules.h"
 #include "core/classify/structure_fixtures.h"
@@ -79,6 +81,52 @@ Fixture flatBufferTraining(const Run& run)
     return r.finish();
 }
 
+// Gradients stepped in the backward (a post-accumulate-grad hook per weight: torchtune's
+// optimizer_in_bwd): each weight's gradient made, at the first step its two moments, the update's
+// temporary, the gradient let go of; then the engine goes on. Or, `cloned`, the look-alike: plain
+// AccumulateGrad cloning the node's product it could not steal (the product let go of at once) into a
+// gradient kept from step to step (zero_grad(set_to_none=False)), one kept block per product.
+Fixture inBackwardTraining(bool cloned)
+{
+    FixtureRecorder r;
+    for (int64_t s : kParams)
+        r.alloc(s, {}, Pool::Parameter);
+    std::vector<uint64_t> kept(kParams.size(), 0);
+    for (int step = 0; step < 3; ++step) {
+        const uint64_t batch = r.alloc(64 << 10, {}, Pool::Input);
+        std::vector<uint64_t> saved;
+        for (int l = 0; l < kLayers; ++l) {
+            for (int k = 0; k < 3; ++k)
+                r.free(r.alloc(128 << 10, {}, Pool::Temporary));
+            saved.push_back(r.alloc(2 << 20, {}, Pool::Activation));
+        }
+        for (int l = kLayers - 1; l >= 0; --l) {
+            const uint64_t gradIn = r.alloc(256 << 10, {}, Pool::Temporary);
+            r.free(saved[size_t(l)]);
+            if (size_t(l) < kParams.size()) {
+                const int64_t s = kParams[size_t(l)];
+                if (cloned) {
+                    const uint64_t product = r.alloc(s, {}, Pool::Temporary);
+                    if (!kept[size_t(l)])
+                        kept[size_t(l)] = r.alloc(s, {}, Pool::Gradient); // the clone, kept
+                    r.free(product);
+                } else {
+                    const uint64_t grad = r.alloc(s, {}, Pool::Gradient);
+                    if (!kept[size_t(l)]) {
+                        kept[size_t(l)] = r.alloc(s, {}, Pool::OptimizerState);
+                        r.alloc(s, {}, Pool::OptimizerState);
+                    }
+                    r.free(r.alloc(s, {}, Pool::Temporary)); // the update's temporary
+                    r.free(grad);                            // zero_grad in the hook
+                }
+            }
+            r.free(gradIn);
+        }
+        r.free(batch);
+    }
+    return r.finish();
+}
+
 std::vector<size_t> decidedBy(const Classification& c, const char* rule)
 {
     std::vector<size_t> out;
@@ -132,6 +180,30 @@ private slots:
             const Classification c = classify(*f.trace, f.trace->devices[0], testing::shippedRules());
             QVERIFY2(decidedBy(c, kRule).empty(), stepAtEnd ? "step at the end" : "no state");
         }
+    }
+
+    // Frameless, a hook's step inside the backward: the moments, made in the first backward and
+    // kept, read as gradients kept past it. Two blocks of the gradient's size made while it lived
+    // and kept: the optimizer's state; the gradient itself a gradient. One kept block per product
+    // (AccumulateGrad's clone, kept by zero_grad(set_to_none=False)) is the gradient: not read.
+    void stateSteppedInBackward()
+    {
+        const Fixture f = inBackwardTraining(false);
+        const Classification c = classify(*f.trace, f.trace->devices[0], testing::shippedRules());
+        const std::vector<size_t> state = decidedBy(c, "state-stepped-in-backward");
+        QCOMPARE(state.size(), kParams.size() * 2);
+        for (size_t i : state)
+            QCOMPARE(poolName(f.truth[i]), poolName(Pool::OptimizerState));
+        for (size_t i : decidedBy(c, "gradient-stepped-in-backward"))
+            QCOMPARE(poolName(f.truth[i]), poolName(Pool::Gradient));
+        QCOMPARE(decidedBy(c, "gradient-stepped-in-backward").size(), kParams.size());
+
+        const Fixture g = inBackwardTraining(true);
+        const Classification d = classify(*g.trace, g.trace->devices[0], testing::shippedRules());
+        QVERIFY(decidedBy(d, "state-stepped-in-backward").empty());
+        for (size_t i = 0; i < d.size(); ++i)
+            if (g.truth[i] == Pool::Gradient)
+                QVERIFY2(d.pool[i] != Pool::OptimizerState, d.rules[d.rule[i]].name.c_str());
     }
 };
 
