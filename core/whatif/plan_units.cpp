@@ -62,12 +62,14 @@ void gatherBuffers(const ForwardPass& pass, int64_t unit, int64_t stream, bool g
     }
 }
 
-// Bytes of weights beyond what the gradients hold, each at its most alive at once: frozen weights,
-// or a second model kept whole beside the trained one (an EMA copy, a reference or teacher model, a
-// VAE). Sharding the wrapped model shards them only if that model holds them; the dump cannot tell
-// which module a block is in. By bytes, not size by size: DDP's buckets and ZeRO's partitions hold
-// the gradients in blocks of no parameter's size. Gradients wider than the weights (fp32 gradients
-// of 16-bit weights) leave nothing to say.
+// Bytes of weights beyond what the gradients hold, where the gradients are at their most: frozen
+// weights, buffers, or a second model kept whole beside the trained one (an EMA copy, a reference or
+// teacher model, a VAE). Sharding the wrapped model shards them only if that model holds them (and
+// never its buffers); the dump cannot tell which module a block is in. By bytes at one moment, not
+// size by size: DDP's buckets and ZeRO's partitions hold the gradients in blocks of no parameter's
+// size, and a step that rebuilds its parameters holds two copies for a moment. Gradients wider than
+// the weights (fp32 gradients of 16-bit weights) leave nothing to say; nor do a few buffers (under
+// 1 MiB or a fiftieth of the weights).
 int64_t weightsBeyondGradients(const std::vector<Allocation>& allocs, const TraceModel& m)
 {
     struct Edge {
@@ -85,12 +87,18 @@ int64_t weightsBeyondGradients(const std::vector<Allocation>& allocs, const Trac
             edges.push_back({allocs[a].freeCompletedEvent, -allocs[a].size, g});
     }
     std::sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) { return x.at != y.at ? x.at < y.at : x.delta < y.delta; });
-    int64_t now[2] = {0, 0}, most[2] = {0, 0};
-    for (const Edge& e : edges) {
-        now[e.gradient] += e.delta;
-        most[e.gradient] = std::max(most[e.gradient], now[e.gradient]);
+    int64_t params = 0, grads = 0, mostGrads = 0, paramsThen = 0;
+    for (size_t k = 0; k < edges.size(); ++k) {
+        (edges[k].gradient ? grads : params) += edges[k].delta;
+        if (k + 1 < edges.size() && edges[k + 1].at == edges[k].at)
+            continue; // the moment after every change at this event
+        if (grads > mostGrads) {
+            mostGrads = grads;
+            paramsThen = params;
+        }
     }
-    return most[1] > 0 ? std::max<int64_t>(0, most[0] - most[1]) : 0;
+    const int64_t beyond = mostGrads > 0 ? paramsThen - mostGrads : 0;
+    return beyond >= (int64_t(1) << 20) && beyond * 50 >= paramsThen ? beyond : 0;
 }
 
 } // namespace
@@ -195,9 +203,9 @@ void applySharding(const DeviceTrace& dev, const TraceModel& m, const Scenario& 
             note += "; no forward pass in this trace, so no all-gather buffers are added";
         if (const int64_t frozen = weightsBeyondGradients(allocs, m); frozen > 0)
             note += "; " + formatBytes(frozen) +
-                    " of weights beyond what the gradients hold (frozen weights, or a second model beside the trained one: "
-                    "an EMA copy, a reference or teacher model), sharded here as if the wrapped model held them; a copy kept "
-                    "outside it stays whole: add " +
+                    " of weights beyond what the gradients hold (frozen weights, buffers, or a second model beside the "
+                    "trained one: an EMA copy, a reference or teacher model), sharded here as if the wrapped model held "
+                    "them; buffers and a copy kept outside it stay whole: add " +
                     formatBytes(frozen - shard.apply(frozen));
     }
     if (sc.sharding == ShardingKind::FsdpHybrid)
