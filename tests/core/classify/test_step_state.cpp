@@ -11,6 +11,8 @@
 
 #include <QtTest>
 
+#include <functional>
+
 using namespace poolscope;
 using poolscope::testing::Fixture;
 using poolscope::testing::FixtureRecorder;
@@ -26,6 +28,30 @@ struct Run {
     bool stateAtFirstStep = true; // the optimizer makes two moments per parameter at its first step
     bool stepAtEnd = false;       // the recording ends right after the first step (no backward after it)
 };
+
+// A forward saving one block per layer (three scratch blocks each), then the engine walking it back:
+// per layer an input gradient, the saved block let go of, `atWeight(l)` where layer l has a weight.
+std::vector<uint64_t> forwardSaving(FixtureRecorder& r)
+{
+    std::vector<uint64_t> saved;
+    for (int l = 0; l < kLayers; ++l) {
+        for (int k = 0; k < 3; ++k)
+            r.free(r.alloc(128 << 10, {}, Pool::Temporary));
+        saved.push_back(r.alloc(2 << 20, {}, Pool::Activation));
+    }
+    return saved;
+}
+
+void backwardWalk(FixtureRecorder& r, const std::vector<uint64_t>& saved, const std::function<void(size_t)>& atWeight)
+{
+    for (int l = kLayers - 1; l >= 0; --l) {
+        const uint64_t gradIn = r.alloc(256 << 10, {}, Pool::Temporary);
+        r.free(saved[size_t(l)]);
+        if (size_t(l) < kParams.size())
+            atWeight(size_t(l));
+        r.free(gradIn);
+    }
+}
 
 // Weights and a flat gradient buffer at set-up; per micro-batch a batch copied in (the last one let
 // go of), a forward saving a block per layer, a backward releasing them while it adds each weight's
@@ -50,19 +76,8 @@ Fixture flatBufferTraining(const Run& run)
     for (int step = 0; step < run.steps; ++step) {
         {
             nextBatch();
-            std::vector<uint64_t> saved;
-            for (int l = 0; l < kLayers; ++l) {
-                for (int k = 0; k < 3; ++k)
-                    r.free(r.alloc(128 << 10, {}, Pool::Temporary));
-                saved.push_back(r.alloc(2 << 20, {}, Pool::Activation));
-            }
-            for (int l = kLayers - 1; l >= 0; --l) {
-                const uint64_t gradIn = r.alloc(256 << 10, {}, Pool::Temporary);
-                r.free(saved[size_t(l)]);
-                if (size_t(l) < kParams.size())
-                    r.free(r.alloc(kParams[size_t(l)], {}, Pool::Temporary)); // added into the buffer
-                r.free(gradIn);
-            }
+            const std::vector<uint64_t> saved = forwardSaving(r);
+            backwardWalk(r, saved, [&](size_t w) { r.free(r.alloc(kParams[w], {}, Pool::Temporary)); }); // added into the buffer
         }
         // The gradients' norm clipped (Megatron's clip_grad_norm, the Trainer's max_grad_norm).
         for (int k = 0; k < 4; ++k)
@@ -94,34 +109,24 @@ Fixture inBackwardTraining(bool cloned)
     std::vector<uint64_t> kept(kParams.size(), 0);
     for (int step = 0; step < 3; ++step) {
         const uint64_t batch = r.alloc(64 << 10, {}, Pool::Input);
-        std::vector<uint64_t> saved;
-        for (int l = 0; l < kLayers; ++l) {
-            for (int k = 0; k < 3; ++k)
-                r.free(r.alloc(128 << 10, {}, Pool::Temporary));
-            saved.push_back(r.alloc(2 << 20, {}, Pool::Activation));
-        }
-        for (int l = kLayers - 1; l >= 0; --l) {
-            const uint64_t gradIn = r.alloc(256 << 10, {}, Pool::Temporary);
-            r.free(saved[size_t(l)]);
-            if (size_t(l) < kParams.size()) {
-                const int64_t s = kParams[size_t(l)];
-                if (cloned) {
-                    const uint64_t product = r.alloc(s, {}, Pool::Temporary);
-                    if (!kept[size_t(l)])
-                        kept[size_t(l)] = r.alloc(s, {}, Pool::Gradient); // the clone, kept
-                    r.free(product);
-                } else {
-                    const uint64_t grad = r.alloc(s, {}, Pool::Gradient);
-                    if (!kept[size_t(l)]) {
-                        kept[size_t(l)] = r.alloc(s, {}, Pool::OptimizerState);
-                        r.alloc(s, {}, Pool::OptimizerState);
-                    }
-                    r.free(r.alloc(s, {}, Pool::Temporary)); // the update's temporary
-                    r.free(grad);                            // zero_grad in the hook
-                }
+        const std::vector<uint64_t> saved = forwardSaving(r);
+        backwardWalk(r, saved, [&](size_t w) {
+            const int64_t s = kParams[w];
+            if (cloned) {
+                const uint64_t product = r.alloc(s, {}, Pool::Temporary);
+                if (!kept[w])
+                    kept[w] = r.alloc(s, {}, Pool::Gradient); // the clone, kept
+                r.free(product);
+                return;
             }
-            r.free(gradIn);
-        }
+            const uint64_t grad = r.alloc(s, {}, Pool::Gradient);
+            if (!kept[w]) {
+                kept[w] = r.alloc(s, {}, Pool::OptimizerState);
+                r.alloc(s, {}, Pool::OptimizerState);
+            }
+            r.free(r.alloc(s, {}, Pool::Temporary)); // the update's temporary
+            r.free(grad);                            // zero_grad in the hook
+        });
         r.free(batch);
     }
     return r.finish();
