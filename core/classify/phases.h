@@ -38,12 +38,12 @@ struct PhaseTimeline {
     std::vector<FrameId> decisiveFrame; // per StackId: the frame that named the stack's phase
     bool anyFrameEvidence = false;
 
-    // The run an allocation was born in; 0 for one that predates recording (no birth event) or
-    // where the timeline has no runs.
     // Whether events a and b lie in one phase run, counting a backward resumed after nested
     // optimizer steps as the same run.
     bool sameRun(EventIndex a, EventIndex b) const { return runs[run[size_t(a)]].continues == runs[run[size_t(b)]].continues; }
 
+    // The run an allocation was born in; 0 for one that predates recording (no birth event) or
+    // where the timeline has no runs.
     uint32_t runOf(const Allocation& al) const
     {
         return !al.preexisting() && al.allocEvent >= 0 && size_t(al.allocEvent) < run.size() ? run[size_t(al.allocEvent)] : 0u;

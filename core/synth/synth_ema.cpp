@@ -31,21 +31,13 @@
 namespace poolscope::synth_detail {
 namespace {
 
-// nn.Module._apply moving one parameter, called from line `caller` of the training script.
-Frames moveFrom(int caller)
-{
-    return Frames{{kTorch + "nn/modules/module.py", "convert", 1357},
-                  {kTorch + "nn/modules/module.py", "_apply", kApplyParam},
-                  {kTorch + "nn/modules/module.py", "_apply", 930},
-                  {kTorch + "nn/modules/module.py", "to", 1371},
-                  {kUser + "run.py", "main", caller},
-                  {kUser + "run.py", "<module>", 77}};
-}
-
 Frames atLine(int line)
 {
     return Frames{{kUser + "run.py", "main", line}, {kUser + "run.py", "<module>", 77}};
 }
+
+// nn.Module._apply moving one parameter, called from line `caller` of the training script.
+Frames moveFrom(int caller) { return moveFrames(kApplyParam, atLine(caller)); }
 
 // copy.deepcopy of a module already on the device (timm's ModelEmaV3, ultralytics' ModelEMA,
 // fast-DiT): each parameter cloned by Parameter.__deepcopy__ under the standard library's recursion

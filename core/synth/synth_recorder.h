@@ -231,13 +231,13 @@ inline const Frames kMain = {{kUser + "run.py", "main", 40}, {kUser + "run.py", 
 
 // nn.Module._apply as torch 2.5 runs it for model.to(device): the parameter at one line, its .grad
 // (when it holds one) at another, buffers at a third, recursing into children at a fourth.
-inline Frames moveFrames(int line)
+inline Frames moveFrames(int line, const Frames& caller = kMain)
 {
     return Frames{{kTorch + "nn/modules/module.py", "convert", 1357},
                   {kTorch + "nn/modules/module.py", "_apply", line},
                   {kTorch + "nn/modules/module.py", "_apply", 930},
                   {kTorch + "nn/modules/module.py", "to", 1371}} +
-           kMain;
+           caller;
 }
 inline constexpr int kApplyParam = 957, kApplyGrad = 998;
 
