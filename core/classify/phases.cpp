@@ -52,11 +52,14 @@ std::vector<Segment> windowSegments(const std::vector<PhaseWindow>& windows)
     return segs;
 }
 
-Phase windowPhaseAt(const std::vector<Segment>& segs, int64_t t)
+// The phase of the windows open at t, and since when they have named it (`since`).
+Phase windowPhaseAt(const std::vector<Segment>& segs, int64_t t, int64_t* since = nullptr)
 {
     auto it = std::upper_bound(segs.begin(), segs.end(), t, [](int64_t v, const Segment& s) { return v < s.startUs; });
     if (it == segs.begin())
         return Phase::Unknown;
+    if (since)
+        *since = std::prev(it)->startUs;
     return std::prev(it)->phase;
 }
 
@@ -147,6 +150,13 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     // again, not the step's.
     Phase beforeStep = Phase::Unknown;
     bool stepInBackward = false;
+    // The last event whose frames named a forward or a backward, and when. Inside a window, frames
+    // that named another pass show that pass nested in it (Lightning and LBFGS run forward and
+    // backward inside Optimizer.step's range, through the closure): the innermost decides, so the
+    // events after them that name nothing (the engine's, where only Python frames were recorded)
+    // are that pass's, not the window's.
+    Phase passFramed = Phase::Unknown;
+    int64_t passFramedAt = std::numeric_limits<int64_t>::min();
     EventIndex firstKnown = kNoEvent;
     for (size_t i = 0; i < n; ++i) {
         Phase ph = Phase::Unknown;
@@ -167,9 +177,15 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
             if (!step)
                 beforeStep = ph;
             stepInBackward = step && beforeStep == Phase::Backward && pythonWithoutEntry(trace.frames, ev.stack[i]);
-        } else if (!segs.empty() && ev.timeUs[i] != kNoTime && (ph = windowPhaseAt(segs, ev.timeUs[i])) != Phase::Unknown) {
+            if (ph == Phase::Forward || ph == Phase::Backward || step) {
+                passFramed = ph;
+                passFramedAt = ev.timeUs[i];
+            }
+        } else if (int64_t since = 0; !segs.empty() && ev.timeUs[i] != kNoTime && (ph = windowPhaseAt(segs, ev.timeUs[i], &since)) != Phase::Unknown &&
+                                      !(passFramed != Phase::Unknown && passFramed != ph && passFramedAt != kNoTime && passFramedAt >= since &&
+                                        previousSource != PhaseSource::Annotation && previous == passFramed)) {
             src = PhaseSource::Annotation;
-        } else if (afterOom) {
+        } else if (ph = Phase::Unknown; afterOom) {
             // An OOM ended the step: until frames name a phase again, what follows is the exception
             // unwinding and the program's recovery, not the pass that failed.
             ph = Phase::Teardown;

@@ -16,6 +16,9 @@ inline EventIndex freeEventOf(const Allocation& a)
     return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
 }
 
+// Block sizes as the allocator rounds them (512 B): a size law's twins round alike.
+inline int64_t sizeKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
+
 // The allocation event e made, or nullptr (a free, a segment event, a block from before recording).
 inline const Allocation* bornAt(const DeviceTrace& dev, EventIndex e)
 {

@@ -1,5 +1,7 @@
 #include "core/classify/structural_engine_walks.h"
 
+#include "core/classify/structural_common.h"
+
 #include <algorithm>
 #include <map>
 #include <unordered_set>
@@ -7,12 +9,8 @@
 namespace poolscope {
 namespace {
 
-EventIndex releaseOf(const Allocation& a)
-{
-    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
-}
-
-int64_t sizeKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
+using classify_detail::sizeKey;
+constexpr auto releaseOf = classify_detail::freeEventOf;
 
 // A block held "a while": made more than a few events before its release. One operator's scratch
 // (made and let go of inside the operator) is not what a graph saved.

@@ -1,6 +1,7 @@
 #include "core/classify/structural_phases.h"
 
 #include "core/classify/classifier.h"
+#include "core/classify/structural_closure.h"
 #include "core/classify/structural_common.h"
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structural_graph_release.h"
@@ -9,16 +10,26 @@
 
 #include <algorithm>
 #include <unordered_set>
+#include <vector>
 
 namespace poolscope {
 namespace {
 
-EventIndex releaseOf(const Allocation& a)
-{
-    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
-}
+using classify_detail::sizeKey;
+constexpr auto releaseOf = classify_detail::freeEventOf;
 
-int64_t sizeKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
+// Sizes of the blocks alive where the first forward starts (from before recording, or made before
+// it and kept): the run's state.
+std::unordered_set<int64_t> stateSizesAt(const DeviceTrace& dev, EventIndex firstForward)
+{
+    std::unordered_set<int64_t> sizes;
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = releaseOf(a);
+        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
+            sizes.insert(sizeKey(a.size));
+    }
+    return sizes;
+}
 
 // A rise of the bytes alive and the fall after it, as the zig-zag over the curve found them:
 // the rise starts after `trough` (the last event at the low before it), peaks at `peak`, and falls
@@ -110,12 +121,7 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
             firstForward = e;
     if (firstForward == kNoEvent)
         return 0;
-    std::unordered_set<int64_t> stateSizes;
-    for (const Allocation& a : dev.allocations) {
-        const EventIndex r = releaseOf(a);
-        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
-            stateSizes.insert(sizeKey(a.size));
-    }
+    const std::unordered_set<int64_t> stateSizes = stateSizesAt(dev, firstForward);
     size_t placed = 0;
     // Gradients kept from one backward to the next (accumulated in place, zero_grad without
     // set_to_none) are made once: the sizes of every backward so far count.
@@ -325,9 +331,6 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
     std::vector<EventIndex> forwardStart(sw.size(), kNoEvent);
     for (size_t k = 0; k < sw.size(); ++k)
         forwardStart[k] = passStart(sw[k]);
-    // The run's state: sizes of the blocks alive where the first forward starts (from before
-    // recording, or made before it and kept). A gradient has the size of one of them.
-    std::unordered_set<int64_t> stateSizes;
     EventIndex firstForward = kNoEvent;
     for (EventIndex f : forwardStart)
         if (f != kNoEvent) {
@@ -336,11 +339,9 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
         }
     if (firstForward == kNoEvent)
         return placeRepeatedForwards(calls, tl); // rises of kept blocks only: weights built or loaded, no pass's shape
-    for (const Allocation& a : dev.allocations) {
-        const EventIndex r = releaseOf(a);
-        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
-            stateSizes.insert(sizeKey(a.size));
-    }
+    // The run's state: sizes of the blocks alive where the first forward starts (from before
+    // recording, or made before it and kept). A gradient has the size of one of them.
+    const std::unordered_set<int64_t> stateSizes = stateSizesAt(dev, firstForward);
 
     if (sw.back().open && forwardStart.back() != kNoEvent) {
         int64_t kept = 0, stateSized = 0;
@@ -551,9 +552,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
     return placed;
 }
 
-} // namespace
-
-size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
+size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl)
 {
     const std::vector<Phase> phaseBefore = tl.phase;
     const std::vector<PhaseSource> sourceBefore = tl.source;
@@ -562,6 +561,14 @@ size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
     // Where the autograd engine's walks show backwards the swings did not find (several graphs
     // alive at once, several backwards per step): the walks decide (structural_engine_walks.h).
     return phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed);
+}
+
+} // namespace
+
+size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    // Optimizer.step's record_function range can hold the whole pass (structural_closure.h).
+    return readThroughClosureWindows(dev, tl, [&](PhaseTimeline& t) { return inferFromStream(dev, t); });
 }
 
 bool phasesFromStructure(const PhaseTimeline& tl, const Allocation& a)

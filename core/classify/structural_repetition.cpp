@@ -1,17 +1,15 @@
 #include "core/classify/structural_repetition.h"
 
+#include "core/classify/structural_common.h"
+
 #include <algorithm>
 #include <unordered_map>
 
 namespace poolscope {
 namespace {
 
-int64_t sizeKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
-
-EventIndex releaseOf(const Allocation& a)
-{
-    return a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
-}
+using classify_detail::sizeKey;
+constexpr auto releaseOf = classify_detail::freeEventOf;
 
 struct Birth {
     EventIndex event;

@@ -309,5 +309,7 @@ SynthResult diffusersEmaTraining(int scale);
 SynthResult deepcopyEmaTraining(int scale);
 // synth_optim_in_backward.cpp: torchtune's optimizer_in_bwd (AdamW stepped per parameter in the backward).
 SynthResult optimizerInBackward(int scale);
+// synth_lightning.cpp: Lightning's automatic optimization (forward and backward in AdamW.step's closure).
+SynthResult lightningClosure(int scale);
 
 } // namespace poolscope::synth_detail

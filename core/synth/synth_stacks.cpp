@@ -261,7 +261,8 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::PipelineOneFOneB, StackScenario::DpoReference, StackScenario::Gan,
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
                             StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
-                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy, StackScenario::OptimizerInBackward})
+                            StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy, StackScenario::OptimizerInBackward,
+                            StackScenario::LightningClosure})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -301,6 +302,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::DiffusersEma: return "diffusers-ema";
     case StackScenario::EmaDeepcopy: return "ema-deepcopy";
     case StackScenario::OptimizerInBackward: return "torchtune-optimizer-in-backward";
+    case StackScenario::LightningClosure: return "lightning-closure";
     }
     return "";
 }
@@ -341,6 +343,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::DiffusersEma: return diffusersEmaTraining(scale);
     case StackScenario::EmaDeepcopy: return deepcopyEmaTraining(scale);
     case StackScenario::OptimizerInBackward: return optimizerInBackward(scale);
+    case StackScenario::LightningClosure: return lightningClosure(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

@@ -109,6 +109,10 @@ namespace poolscope {
 //   OptimizerInBackward: torchtune's optimizer_in_bwd: one AdamW per parameter stepped by its
 //                   post-accumulate-grad hook, the gradient let go of at once, the state made in
 //                   the first backward; three steps.
+// A loop that runs the forward and backward inside optimizer.step (synth_lightning.cpp):
+//   LightningClosure: PyTorch Lightning's automatic optimization: AdamW.step(closure) runs
+//                   training_step, zero_grad and loss.backward() under Optimizer.step's frames and
+//                   record_function range, then updates; three steps.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -141,10 +145,11 @@ enum class StackScenario : uint8_t {
     DitEma,
     DiffusersEma,
     EmaDeepcopy,
-    OptimizerInBackward
+    OptimizerInBackward,
+    LightningClosure
 };
 // The last scenario: tests that run every scenario loop up to it.
-inline constexpr StackScenario kLastStackScenario = StackScenario::OptimizerInBackward;
+inline constexpr StackScenario kLastStackScenario = StackScenario::LightningClosure;
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
                                                     StackScenario::WorkspacePython, StackScenario::JvpForward,
@@ -169,6 +174,8 @@ inline constexpr StackScenario kEvaluationScenarios[] = {StackScenario::EvalAccu
 
 // The scenarios whose optimizer steps inside the backward.
 inline constexpr StackScenario kInBackwardScenarios[] = {StackScenario::OptimizerInBackward};
+// The loop inside optimizer.step's closure.
+inline constexpr StackScenario kClosureScenarios[] = {StackScenario::LightningClosure};
 
 // The scenarios that keep a model's weights twice.
 inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy};

@@ -34,9 +34,13 @@ constexpr int kLayers = 12;
 // `prelude`: before the model, zero.Init's pattern (each weight made whole, its quarter kept, the
 // whole let go of; then the quarters let go of in a burst and one buffer of their bytes made), or
 // (false) a forward with grad whose graph the program drops (its outputs let go of in a burst).
+// `closure`: each step under Optimizer.step's record_function range around a closure that runs the
+// forward and the backward (Lightning's automatic optimization: AdamW.step(closure)), gradients
+// clipped after the backward (a norm's scratch let go of at once), and Adam's moments made lazily at
+// the first step, after the clipping.
 enum class Prelude { None, ZeroInit, DroppedForward };
 Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer = false, int64_t savedBytes = 1 << 20,
-                          Prelude prelude = Prelude::None)
+                          Prelude prelude = Prelude::None, bool closure = false)
 {
     FixtureRecorder r;
     std::vector<uint64_t> grads;
@@ -64,11 +68,17 @@ Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer =
         if (initScratch)
             r.free(r.alloc(s / 2, {}, Pool::Temporary));
     }
-    for (int64_t s : kParams) {
-        r.alloc(s, {}, Pool::OptimizerState);
-        r.alloc(s, {}, Pool::OptimizerState);
-    }
+    auto makeState = [&] {
+        for (int64_t s : kParams) {
+            r.alloc(s, {}, Pool::OptimizerState);
+            r.alloc(s, {}, Pool::OptimizerState);
+        }
+    };
+    if (!closure)
+        makeState();
     for (int step = 0; step < steps; ++step) {
+        if (closure)
+            r.annotate("Optimizer.step#AdamW.step", true);
         std::vector<uint64_t> saved;
         for (int l = 0; l < kLayers; ++l) {
             for (int k = 0; k < 3; ++k) { // a layer's operators: scratch made and freed
@@ -90,10 +100,17 @@ Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer =
                 grads.push_back(r.alloc(kParams[size_t(l)], {}, Pool::Gradient));
             r.free(gradIn);
         }
+        if (closure) {
+            r.free(r.alloc(2048, {}, Pool::Temporary)); // clip_grad_norm_'s norms
+            if (step == 0)
+                makeState();
+        }
         for (int64_t s : kParams) {
             const uint64_t update = r.alloc(s, {}, Pool::Temporary);
             r.free(update);
         }
+        if (closure)
+            r.annotate("Optimizer.step#AdamW.step", false);
         if (step + 1 < steps) {
             for (uint64_t g : grads)
                 r.free(g); // optimizer.zero_grad() (set_to_none) after the step
@@ -244,6 +261,26 @@ private slots:
         }
         QVERIFY(structural > dev.events.count() / 2);
         checkPools(f, c);
+    }
+
+    // Each step under Optimizer.step's range around a closure that runs the forward and the backward
+    // (Lightning): the window holds the engine's walk, so the stream places the passes inside it, and
+    // the window names only the step's own work after the walk. A window around the update alone
+    // still decides its events.
+    void closureInsideTheStepWindow()
+    {
+        const Fixture f = framelessTraining(3, false, false, 1 << 20, Prelude::None, true);
+        const DeviceTrace& dev = f.trace->devices[0];
+        const Classification c = classified(f);
+        QCOMPARE(c.facts.forwardPasses, size_t(3));
+        QCOMPARE(c.facts.backwardPasses, size_t(3));
+        size_t windowed = 0;
+        for (size_t e = 0; e < dev.events.count(); ++e)
+            windowed += c.phases.source[e] == PhaseSource::Annotation;
+        QVERIFY2(windowed > 0 && windowed < dev.events.count() / 4, qPrintable(QString("%1 of %2 events named by the window").arg(windowed).arg(dev.events.count())));
+        // The step's own temporaries (the clipping's, the update's) are named by the window, at its
+        // confidence: the pools of the rest are checked.
+        checkPools(f, c, Pool::Temporary);
     }
 
     // Set-up on the device with temporaries before the first forward, in the same rise of the bytes:

@@ -1,0 +1,75 @@
+#include "core/classify/structural_closure.h"
+
+#include "core/classify/structural_common.h"
+
+#include <utility>
+
+namespace poolscope {
+namespace {
+
+// Events an optimizer step's annotation window placed (Optimizer.step's record_function range).
+bool stepWindowed(const PhaseTimeline& tl, size_t e)
+{
+    return tl.source[e] == PhaseSource::Annotation && tl.phase[e] == Phase::OptimizerStep;
+}
+
+} // namespace
+
+size_t readThroughClosureWindows(const DeviceTrace& dev, PhaseTimeline& tl, const std::function<size_t(PhaseTimeline&)>& readStream)
+{
+    size_t windowed = 0;
+    for (size_t e = 0; e < tl.phase.size(); ++e)
+        windowed += stepWindowed(tl, e);
+    if (windowed == 0)
+        return readStream(tl);
+    PhaseTimeline bare = tl;
+    for (size_t e = 0; e < bare.phase.size(); ++e)
+        if (stepWindowed(tl, e)) {
+            bare.phase[e] = Phase::Unknown;
+            bare.source[e] = PhaseSource::None;
+        }
+    const size_t placedBare = readStream(bare);
+    // The walk inside a window: releases, read as a backward, of blocks made in the same window by
+    // what reads as a forward. A stream's backward that merely runs on into the step (its last
+    // gradients, an update's temporaries) releases nothing the window made.
+    size_t walkedInWindow = 0;
+    for (size_t from = 0; from < tl.phase.size();) {
+        if (!stepWindowed(tl, from)) {
+            ++from;
+            continue;
+        }
+        size_t to = from;
+        for (; to < tl.phase.size() && stepWindowed(tl, to); ++to)
+            if (bare.phase[to] == Phase::Backward)
+                if (const Allocation* r = classify_detail::releasedAt(dev, EventIndex(to)); r && !r->preexisting() &&
+                    size_t(r->allocEvent) >= from && bare.phase[size_t(r->allocEvent)] == Phase::Forward)
+                    ++walkedInWindow;
+        from = to;
+    }
+    // Several, layer after layer (one block let go of is no walk).
+    if (walkedInWindow < 8)
+        return readStream(tl);
+    // Per window: after the walk, what the stream left unplaced is the step's own work; before it,
+    // the closure's (the forward's first operators, zero_grad), as the stream reads it.
+    for (size_t from = 0; from < tl.phase.size();) {
+        if (!stepWindowed(tl, from)) {
+            ++from;
+            continue;
+        }
+        size_t to = from, restoreFrom = from;
+        for (; to < tl.phase.size() && stepWindowed(tl, to); ++to)
+            if (bare.phase[to] == Phase::Backward)
+                restoreFrom = to + 1;
+        for (size_t e = restoreFrom; e < to; ++e)
+            if (bare.phase[e] == Phase::Unknown) {
+                bare.phase[e] = tl.phase[e];
+                bare.source[e] = tl.source[e];
+            }
+        from = to;
+    }
+    tl.phase = std::move(bare.phase);
+    tl.source = std::move(bare.source);
+    return placedBare;
+}
+
+} // namespace poolscope
