@@ -1,6 +1,7 @@
 #include "core/classify/structural_phases.h"
 
 #include "core/classify/classifier.h"
+#include "core/classify/structural_backward_tail.h"
 #include "core/classify/structural_closure.h"
 #include "core/classify/structural_common.h"
 #include "core/classify/structural_engine_walks.h"
@@ -17,19 +18,6 @@ namespace {
 
 using classify_detail::sizeKey;
 constexpr auto releaseOf = classify_detail::freeEventOf;
-
-// Sizes of the blocks alive where the first forward starts (from before recording, or made before
-// it and kept): the run's state.
-std::unordered_set<int64_t> stateSizesAt(const DeviceTrace& dev, EventIndex firstForward)
-{
-    std::unordered_set<int64_t> sizes;
-    for (const Allocation& a : dev.allocations) {
-        const EventIndex r = releaseOf(a);
-        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
-            sizes.insert(sizeKey(a.size));
-    }
-    return sizes;
-}
 
 // A rise of the bytes alive and the fall after it, as the zig-zag over the curve found them:
 // the rise starts after `trough` (the last event at the low before it), peaks at `peak`, and falls
@@ -121,7 +109,7 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
             firstForward = e;
     if (firstForward == kNoEvent)
         return 0;
-    const std::unordered_set<int64_t> stateSizes = stateSizesAt(dev, firstForward);
+    const std::unordered_set<int64_t> stateSizes = runStateAt(dev, firstForward).sizes;
     size_t placed = 0;
     // Gradients kept from one backward to the next (accumulated in place, zero_grad without
     // set_to_none) are made once: the sizes of every backward so far count.
@@ -341,7 +329,9 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
         return placeRepeatedForwards(calls, tl); // rises of kept blocks only: weights built or loaded, no pass's shape
     // The run's state: sizes of the blocks alive where the first forward starts (from before
     // recording, or made before it and kept). A gradient has the size of one of them.
-    const std::unordered_set<int64_t> stateSizes = stateSizesAt(dev, firstForward);
+    const RunState runState = runStateAt(dev, firstForward);
+    const std::unordered_set<int64_t>& stateSizes = runState.sizes;
+    const std::vector<EngineWalk> walks = engineWalks(dev);
 
     if (sw.back().open && forwardStart.back() != kNoEvent) {
         int64_t kept = 0, stateSized = 0;
@@ -425,6 +415,14 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
                 break;
             releaseEnd = frees[j];
         }
+        // The engine's walk that begins with that release ends with the last saved tensor it lets
+        // go of: releases after it of blocks made before the walk (the last layers' gradients, made
+        // before their node let go of its inputs) are zero_grad's, after an update that made nothing.
+        for (const EngineWalk& w : walks)
+            if (w.first == frees.front() && w.releases >= 8 && w.last < releaseEnd) {
+                releaseEnd = w.last;
+                break;
+            }
         EventIndex releaseStart = frees.front();
         // The operator whose output comes before its inputs are freed belongs to the release.
         // (Events that neither make nor let go of a block, a free's completion or a segment's
@@ -434,24 +432,9 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
             --releaseStart;
         if (heldToItsEnd)
             releaseStart = forwardEnd + 1; // the backward made (and let go of) all that came between
-        // After the last release of what the forward saved come the backward's last products (the
-        // first layers' gradients, kept) and the release of its own scratch made before (the first
-        // layer's input gradient); a block made there and let go of at once is the next stretch's.
-        const EventIndex lastSaved = releaseEnd;
-        while (releaseEnd + 1 < nextStart) {
-            const EventIndex e = releaseEnd + 1;
-            if (const Allocation* b = bornAt(size_t(e))) {
-                const EventIndex r = releaseOf(*b);
-                if (r != kNoEvent && r - e <= 16)
-                    break;
-            } else if (const Allocation* r = releasedAt(size_t(e))) {
-                // Its own scratch.
-                const bool own = !r->preexisting() && r->allocEvent >= releaseStart && r->allocEvent <= lastSaved;
-                if (!own)
-                    break;
-            }
-            ++releaseEnd;
-        }
+        // After the last release of what the forward saved come the backward's last products
+        // (structural_backward_tail.h).
+        releaseEnd = backwardTailEnd(dev, runState, releaseStart, releaseEnd, nextStart);
         // After the set-up its rise may start with (structural_setup.h): what that keeps is the run's state.
         const EventIndex forwardFrom = forwardAfterSetUp(dev, fStart, s.peak, releaseStart, releaseEnd);
         if (forwardFrom != fStart) {

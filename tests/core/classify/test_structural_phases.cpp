@@ -34,13 +34,14 @@ constexpr int kLayers = 12;
 // `prelude`: before the model, zero.Init's pattern (each weight made whole, its quarter kept, the
 // whole let go of; then the quarters let go of in a burst and one buffer of their bytes made), or
 // (false) a forward with grad whose graph the program drops (its outputs let go of in a burst).
-// `closure`: each step under Optimizer.step's record_function range around a closure that runs the
-// forward and the backward (Lightning's automatic optimization: AdamW.step(closure)), gradients
-// clipped after the backward (a norm's scratch let go of at once), and Adam's moments made lazily at
-// the first step, after the clipping.
+// `state`: where Adam's moments are made: in its constructor (before the first forward), or lazily
+// at the first step straight after the backward (nothing clipped between), or so with each step under
+// Optimizer.step's record_function range around a closure that runs the forward and the backward
+// (Lightning's automatic optimization: AdamW.step(closure)).
 enum class Prelude { None, ZeroInit, DroppedForward };
+enum class State { Constructor, FirstStep, ClosureWindow };
 Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer = false, int64_t savedBytes = 1 << 20,
-                          Prelude prelude = Prelude::None, bool closure = false)
+                          Prelude prelude = Prelude::None, State state = State::Constructor)
 {
     FixtureRecorder r;
     std::vector<uint64_t> grads;
@@ -74,10 +75,10 @@ Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer =
             r.alloc(s, {}, Pool::OptimizerState);
         }
     };
-    if (!closure)
+    if (state == State::Constructor)
         makeState();
     for (int step = 0; step < steps; ++step) {
-        if (closure)
+        if (state == State::ClosureWindow)
             r.annotate("Optimizer.step#AdamW.step", true);
         std::vector<uint64_t> saved;
         for (int l = 0; l < kLayers; ++l) {
@@ -100,16 +101,13 @@ Fixture framelessTraining(int steps, bool initScratch = false, bool lazyBuffer =
                 grads.push_back(r.alloc(kParams[size_t(l)], {}, Pool::Gradient));
             r.free(gradIn);
         }
-        if (closure) {
-            r.free(r.alloc(2048, {}, Pool::Temporary)); // clip_grad_norm_'s norms
-            if (step == 0)
-                makeState();
-        }
+        if (step == 0 && state != State::Constructor)
+            makeState();
         for (int64_t s : kParams) {
             const uint64_t update = r.alloc(s, {}, Pool::Temporary);
             r.free(update);
         }
-        if (closure)
+        if (state == State::ClosureWindow)
             r.annotate("Optimizer.step#AdamW.step", false);
         if (step + 1 < steps) {
             for (uint64_t g : grads)
@@ -263,13 +261,26 @@ private slots:
         checkPools(f, c);
     }
 
+    // Adam's moments made at the first step, straight after the backward: kept blocks of the
+    // gradients' sizes, like the first layers' gradients the backward makes after its last release.
+    // A backward makes each weight's gradient once, so what its last stretch keeps of a weight's size
+    // fits in the run's state less the gradients its walk made; the moments do not
+    // (structural_backward_tail.h).
+    void stateMadeRightAfterTheBackward()
+    {
+        const Fixture f = framelessTraining(3, false, false, 1 << 20, Prelude::None, State::FirstStep);
+        const Classification c = classified(f);
+        QCOMPARE(c.facts.backwardPasses, size_t(3));
+        checkPools(f, c);
+    }
+
     // Each step under Optimizer.step's range around a closure that runs the forward and the backward
     // (Lightning): the window holds the engine's walk, so the stream places the passes inside it, and
     // the window names only the step's own work after the walk. A window around the update alone
     // still decides its events.
     void closureInsideTheStepWindow()
     {
-        const Fixture f = framelessTraining(3, false, false, 1 << 20, Prelude::None, true);
+        const Fixture f = framelessTraining(3, false, false, 1 << 20, Prelude::None, State::ClosureWindow);
         const DeviceTrace& dev = f.trace->devices[0];
         const Classification c = classified(f);
         QCOMPARE(c.facts.forwardPasses, size_t(3));
@@ -278,7 +289,7 @@ private slots:
         for (size_t e = 0; e < dev.events.count(); ++e)
             windowed += c.phases.source[e] == PhaseSource::Annotation;
         QVERIFY2(windowed > 0 && windowed < dev.events.count() / 4, qPrintable(QString("%1 of %2 events named by the window").arg(windowed).arg(dev.events.count())));
-        // The step's own temporaries (the clipping's, the update's) are named by the window, at its
+        // The step's own temporaries (the update's) are named by the window, at its
         // confidence: the pools of the rest are checked.
         checkPools(f, c, Pool::Temporary);
     }

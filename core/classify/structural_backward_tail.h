@@ -1,0 +1,40 @@
+#pragma once
+// Private to core/classify: where a backward the swings found ends (structural_phases.cpp). After
+// the last release of what the forward saved come the backward's last products (the first layers'
+// gradients, an embedding's made last) and the release of its own scratch (the first layer's input
+// gradient); the step after it makes and keeps blocks of the same sizes. Nothing here reads a name.
+#include "core/model/trace.h"
+
+#include <cstdint>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace poolscope {
+
+// The run's state where the first forward starts (`firstForward`): the blocks alive there, from
+// before recording or made before it and kept. A gradient has the size of one of them; and the
+// state outlives every backward, which what the first forward made before its first scratch does
+// not.
+struct RunState {
+    std::unordered_set<int64_t> sizes;                    // as classify_detail::sizeKey rounds them
+    std::vector<std::pair<EventIndex, int64_t>> releases; // (release, or the end; bytes), sorted
+    std::vector<int64_t> after;                           // suffix sums of `releases`' bytes
+    // The bytes of the state still alive after event e.
+    int64_t aliveAfter(EventIndex e) const;
+};
+RunState runStateAt(const DeviceTrace& dev, EventIndex firstForward);
+
+// The backward's last event, from `lastSaved` (its last release of what the forward saved; the
+// release began at `releaseStart`) and before `nextStart` (the next forward). It goes on over:
+// - blocks made and kept (the first layers' gradients), but not a block made and let go of at once
+//   (the next stretch's), nor, of a weight's size, more than the run's state less the gradients the
+//   walk made: a backward makes each weight's gradient once, so an embedding's gradient fits and an
+//   optimizer's state made at its first step (Adam's two moments per weight, straight after the
+//   backward where nothing is clipped) does not;
+// - releases of its own scratch, but not a run of releases of gradients with nothing made between
+//   (zero_grad after an update that made nothing: bitsandbytes' 8-bit step works in place).
+EventIndex backwardTailEnd(const DeviceTrace& dev, const RunState& state, EventIndex releaseStart, EventIndex lastSaved,
+                           EventIndex nextStart);
+
+} // namespace poolscope
