@@ -49,6 +49,38 @@ class TestSynthQuantized : public QObject {
 private slots:
     void poolsMatchTruth_data() { addTruthRows(kQuantizedScenarios); }
     void poolsMatchTruth() { checkPoolsAgainstTruth(knownMisses()); }
+
+    // The 8-bit step works in place and zero_grad follows at once, letting go of the gradients in a
+    // run, the backward's last product (made as the walk ends) first. Frameless, every gradient is
+    // still a gradient at the default moment: the backward ends where its walk and zero_grad's run
+    // show (structural_backward_tail.h), and none of them reads as its scratch.
+    void everyGradientFrameless_data()
+    {
+        QTest::addColumn<int>("scenario");
+        QTest::addColumn<int>("scale");
+        // At x3 the gradients outweigh the activations and the peak falls in the backward, with the
+        // gradients alive (at x1 it falls in a forward, after zero_grad let go of them).
+        for (StackScenario s : {StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit})
+            QTest::newRow((std::string(stackScenarioName(s)) + " x3").c_str()) << int(s) << 3;
+    }
+    void everyGradientFrameless()
+    {
+        QFETCH(int, scenario);
+        QFETCH(int, scale);
+        const ScenarioFixture f = makeScenario(StackScenario(scenario), scale);
+        const auto trace = ablatedCopy(f, "none");
+        const DeviceTrace& dev = trace->devices.at(0);
+        const Classification c = classify(*trace, dev, *scenarioRules());
+        const EventIndex at = dev.ooms.empty() ? dev.peakIndex : dev.ooms.back().index;
+        int64_t gradients = 0, asGradient = 0;
+        for (size_t i = 0; i < c.size(); ++i)
+            if (dev.allocations[i].aliveAfter(at) && f.truth[i] == Pool::Gradient) {
+                gradients += dev.allocations[i].size;
+                asGradient += c.pool[i] == Pool::Gradient ? dev.allocations[i].size : 0;
+            }
+        QVERIFY(gradients > 0);
+        QCOMPARE(asGradient, gradients);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSynthQuantized)
