@@ -150,13 +150,17 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     // again, not the step's.
     Phase beforeStep = Phase::Unknown;
     bool stepInBackward = false;
-    // The last event whose frames named a forward or a backward, and when. Inside a window, frames
-    // that named another pass show that pass nested in it (Lightning and LBFGS run forward and
-    // backward inside Optimizer.step's range, through the closure): the innermost decides, so the
-    // events after them that name nothing (the engine's, where only Python frames were recorded)
-    // are that pass's, not the window's.
+    // The phase the frames named last (a forward, a backward, the step's own), and when. Inside a
+    // window, frames that named another phase show a pass nested in it (Lightning and LBFGS run the
+    // forward and the backward inside Optimizer.step's range, through the closure): the innermost
+    // decides, so the events after them that name nothing (the engine's, where only Python frames
+    // were recorded) go on with that pass, not with the window's phase.
     Phase passFramed = Phase::Unknown;
-    int64_t passFramedAt = std::numeric_limits<int64_t>::min();
+    int64_t passFramedAt = kNoTime;
+    auto nestedPassGoesOn = [&](Phase window, int64_t windowSince) {
+        return passFramed != Phase::Unknown && passFramed != window && passFramedAt != kNoTime && passFramedAt >= windowSince &&
+               previousSource != PhaseSource::Annotation && previous == passFramed;
+    };
     EventIndex firstKnown = kNoEvent;
     for (size_t i = 0; i < n; ++i) {
         Phase ph = Phase::Unknown;
@@ -181,11 +185,10 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
                 passFramed = ph;
                 passFramedAt = ev.timeUs[i];
             }
-        } else if (int64_t since = 0; !segs.empty() && ev.timeUs[i] != kNoTime && (ph = windowPhaseAt(segs, ev.timeUs[i], &since)) != Phase::Unknown &&
-                                      !(passFramed != Phase::Unknown && passFramed != ph && passFramedAt != kNoTime && passFramedAt >= since &&
-                                        previousSource != PhaseSource::Annotation && previous == passFramed)) {
+        } else if (int64_t since = 0; !segs.empty() && ev.timeUs[i] != kNoTime &&
+                   (ph = windowPhaseAt(segs, ev.timeUs[i], &since)) != Phase::Unknown && !nestedPassGoesOn(ph, since)) {
             src = PhaseSource::Annotation;
-        } else if (ph = Phase::Unknown; afterOom) {
+        } else if (ph = Phase::Unknown; afterOom) { // (a window the nested pass overrides names nothing)
             // An OOM ended the step: until frames name a phase again, what follows is the exception
             // unwinding and the program's recovery, not the pass that failed.
             ph = Phase::Teardown;
