@@ -249,7 +249,7 @@ EventIndex lossBackwardSeed(const DeviceTrace& dev, EventIndex from, EventIndex 
 }
 
 size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
-                             const std::vector<PhaseSource>& sourceBefore, size_t placedBySwings)
+                             const std::vector<PhaseSource>& sourceBefore, size_t placedBySwings, EngineWalksOnce& walksOnce)
 {
     const EventIndex n = EventIndex(dev.events.count());
     if (n < 2 || tl.phase.size() != size_t(n))
@@ -259,7 +259,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
         if (named && (phaseBefore[e] == Phase::Forward || phaseBefore[e] == Phase::Backward))
             return placedBySwings; // frames or annotations show the passes
     }
-    const std::vector<EngineWalk> walks = engineWalks(dev);
+    const std::vector<EngineWalk>& walks = walksOnce.get();
     // The swings' reading stands where each walk lies mostly inside a backward it placed (one forward
     // then one backward per step: the swings place the boundaries better, see structural_phases.cpp).
     bool missed = false;

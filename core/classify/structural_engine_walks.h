@@ -31,6 +31,26 @@ struct EngineWalk {
 // The walks that read as a backward, in the order they ran. See the definition for the tests.
 std::vector<EngineWalk> engineWalks(const DeviceTrace& dev);
 
+// A device's walks, found on first use and kept: the swings' reading and the walks' reading each
+// need them, and a frameless dump with step windows is read twice (structural_closure.h).
+class EngineWalksOnce {
+public:
+    explicit EngineWalksOnce(const DeviceTrace& dev) : m_dev(dev) {}
+    const std::vector<EngineWalk>& get()
+    {
+        if (!m_found) {
+            m_walks = engineWalks(m_dev);
+            m_found = true;
+        }
+        return m_walks;
+    }
+
+private:
+    const DeviceTrace& m_dev;
+    std::vector<EngineWalk> m_walks;
+    bool m_found = false;
+};
+
 // Where loss.backward() began: the last event after `from` and before `before` where the autograd
 // engine seeds its walk with the loss's gradient, ones_like(loss), a scalar of the loss's own size
 // made while the loss (made by the forward 16 events before at most) is alive, and where within 32
@@ -49,6 +69,6 @@ EventIndex lossBackwardSeed(const DeviceTrace& dev, EventIndex from, EventIndex 
 // where blocks of a gradient's size are made) and the swings' reading is kept only after the last
 // walk (a forward the dump ends inside). Returns the number of events placed by structure.
 size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
-                             const std::vector<PhaseSource>& sourceBefore, size_t placedBySwings);
+                             const std::vector<PhaseSource>& sourceBefore, size_t placedBySwings, EngineWalksOnce& walks);
 
 } // namespace poolscope

@@ -206,7 +206,7 @@ EventIndex engineStartBeforePeak(EventIndex fStart, EventIndex peak, EventIndex 
 }
 
 // The swings' reading (see the header): one forward then one backward per step.
-size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
+size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walksOnce)
 {
     const auto& ev = dev.events;
     const size_t n = ev.count();
@@ -331,7 +331,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
     // recording, or made before it and kept). A gradient has the size of one of them.
     const RunState runState = runStateAt(dev, firstForward);
     const std::unordered_set<int64_t>& stateSizes = runState.sizes;
-    const std::vector<EngineWalk> walks = engineWalks(dev);
+    const std::vector<EngineWalk>& walks = walksOnce.get();
 
     if (sw.back().open && forwardStart.back() != kNoEvent) {
         int64_t kept = 0, stateSized = 0;
@@ -535,23 +535,25 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl)
     return placed;
 }
 
-size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl)
+size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walks)
 {
     const std::vector<Phase> phaseBefore = tl.phase;
     const std::vector<PhaseSource> sourceBefore = tl.source;
-    const size_t swung = phasesFromSwings(dev, tl), given = setUpReadAsForwards(dev, tl, phaseBefore, sourceBefore);
+    const size_t swung = phasesFromSwings(dev, tl, walks), given = setUpReadAsForwards(dev, tl, phaseBefore, sourceBefore);
     const size_t placed = swung > given ? swung - given : 0;
     // Where the autograd engine's walks show backwards the swings did not find (several graphs
     // alive at once, several backwards per step): the walks decide (structural_engine_walks.h).
-    return phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed);
+    return phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed, walks);
 }
 
 } // namespace
 
 size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
 {
-    // Optimizer.step's record_function range can hold the whole pass (structural_closure.h).
-    return readThroughClosureWindows(dev, tl, [&](PhaseTimeline& t) { return inferFromStream(dev, t); });
+    // Optimizer.step's record_function range can hold the whole pass (structural_closure.h): the
+    // stream may be read twice, its walks found once.
+    EngineWalksOnce walks(dev);
+    return readThroughClosureWindows(dev, tl, [&](PhaseTimeline& t) { return inferFromStream(dev, t, walks); });
 }
 
 bool phasesFromStructure(const PhaseTimeline& tl, const Allocation& a)
