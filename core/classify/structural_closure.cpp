@@ -13,14 +13,31 @@ bool stepWindowed(const PhaseTimeline& tl, size_t e)
     return tl.source[e] == PhaseSource::Annotation && tl.phase[e] == Phase::OptimizerStep;
 }
 
+// Calls f(from, to) for each stretch [from, to) of events a step's window placed.
+template <typename F>
+void forEachWindow(const PhaseTimeline& tl, F f)
+{
+    for (size_t from = 0; from < tl.phase.size();) {
+        if (!stepWindowed(tl, from)) {
+            ++from;
+            continue;
+        }
+        size_t to = from;
+        while (to < tl.phase.size() && stepWindowed(tl, to))
+            ++to;
+        f(from, to);
+        from = to;
+    }
+}
+
 } // namespace
 
 size_t readThroughClosureWindows(const DeviceTrace& dev, PhaseTimeline& tl, const std::function<size_t(PhaseTimeline&)>& readStream)
 {
-    size_t windowed = 0;
-    for (size_t e = 0; e < tl.phase.size(); ++e)
-        windowed += stepWindowed(tl, e);
-    if (windowed == 0)
+    bool windowed = false;
+    for (size_t e = 0; e < tl.phase.size() && !windowed; ++e)
+        windowed = stepWindowed(tl, e);
+    if (!windowed)
         return readStream(tl);
     PhaseTimeline bare = tl;
     for (size_t e = 0; e < bare.phase.size(); ++e)
@@ -33,40 +50,29 @@ size_t readThroughClosureWindows(const DeviceTrace& dev, PhaseTimeline& tl, cons
     // what reads as a forward. A stream's backward that merely runs on into the step (its last
     // gradients, an update's temporaries) releases nothing the window made.
     size_t walkedInWindow = 0;
-    for (size_t from = 0; from < tl.phase.size();) {
-        if (!stepWindowed(tl, from)) {
-            ++from;
-            continue;
-        }
-        size_t to = from;
-        for (; to < tl.phase.size() && stepWindowed(tl, to); ++to)
-            if (bare.phase[to] == Phase::Backward)
-                if (const Allocation* r = classify_detail::releasedAt(dev, EventIndex(to)); r && !r->preexisting() &&
+    forEachWindow(tl, [&](size_t from, size_t to) {
+        for (size_t e = from; e < to; ++e)
+            if (bare.phase[e] == Phase::Backward)
+                if (const Allocation* r = classify_detail::releasedAt(dev, EventIndex(e)); r && !r->preexisting() &&
                     size_t(r->allocEvent) >= from && bare.phase[size_t(r->allocEvent)] == Phase::Forward)
                     ++walkedInWindow;
-        from = to;
-    }
+    });
     // Several, layer after layer (one block let go of is no walk).
     if (walkedInWindow < 8)
         return readStream(tl);
     // Per window: after the walk, what the stream left unplaced is the step's own work; before it,
     // the closure's (the forward's first operators, zero_grad), as the stream reads it.
-    for (size_t from = 0; from < tl.phase.size();) {
-        if (!stepWindowed(tl, from)) {
-            ++from;
-            continue;
-        }
-        size_t to = from, restoreFrom = from;
-        for (; to < tl.phase.size() && stepWindowed(tl, to); ++to)
-            if (bare.phase[to] == Phase::Backward)
-                restoreFrom = to + 1;
+    forEachWindow(tl, [&](size_t from, size_t to) {
+        size_t restoreFrom = from;
+        for (size_t e = from; e < to; ++e)
+            if (bare.phase[e] == Phase::Backward)
+                restoreFrom = e + 1;
         for (size_t e = restoreFrom; e < to; ++e)
             if (bare.phase[e] == Phase::Unknown) {
                 bare.phase[e] = tl.phase[e];
                 bare.source[e] = tl.source[e];
             }
-        from = to;
-    }
+    });
     tl.phase = std::move(bare.phase);
     tl.source = std::move(bare.source);
     return placedBare;
