@@ -1,19 +1,127 @@
 #include "core/classify/structural_cache.h"
 
 #include "core/classify/structural_common.h"
+#include "core/classify/structural_graph_burst.h"
 #include "core/classify/structural_repetition.h"
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <unordered_map>
 #include <vector>
 
 namespace poolscope::classify_detail {
+namespace {
+
+// Backward and optimizer-step passes begun before each event: two events with the same count have
+// neither between them (one stretch of a training run).
+struct TrainingPassesBefore {
+    std::vector<EventIndex> starts; // first events of backward and optimizer-step passes, in order
+    explicit TrainingPassesBefore(const RunFacts& f)
+    {
+        for (const Pass& p : f.passes)
+            if (p.phase == Phase::Backward || p.phase == Phase::OptimizerStep)
+                starts.push_back(p.first);
+    }
+    size_t at(EventIndex e) const { return size_t(std::lower_bound(starts.begin(), starts.end(), e) - starts.begin()); }
+};
+
+} // namespace
+
+void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.forwardPasses < 2 || f.backward == Known::Unknown)
+        return;
+    const bool training = f.backward == Known::Yes;
+    if (!training && f.gradMode == Known::Yes)
+        return; // forwards whose graphs were torn down: what a later one lets go of may be a graph
+    if (graphReleasedAfterLaterForward(dev, c))
+        return; // grad mode on: what a later forward lets go of is the earlier graph, not a cache
+    const TrainingPassesBefore stretch(f);
+    // Blocks a forward made that a later forward of the same stretch let go of, by (made in, let go of in).
+    std::map<std::pair<int, int>, std::vector<uint32_t>> crossing;
+    std::vector<uint32_t> held;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting())
+            continue;
+        // A cache the frames already named still links the calls (the chain below); only the open
+        // pools are decided.
+        const Pool p = c.pool[i];
+        if (p != Pool::Activation && p != Pool::Unknown && p != Pool::Temporary && p != Pool::KvCache)
+            continue;
+        const int born = f.passAt(a.allocEvent);
+        if (born < 0 || f.passes[size_t(born)].phase != Phase::Forward)
+            continue;
+        const EventIndex freeEv = freeEventOf(a);
+        const size_t bornStretch = stretch.at(a.allocEvent);
+        if (freeEv == kNoEvent) {
+            if (p == Pool::KvCache)
+                continue;
+            // Held to the end: outputs the caller kept look the same, so only a block made where a
+            // cache was seen replaced per token (its site) is the cache's newest part.
+            held.push_back(uint32_t(i));
+            continue;
+        }
+        if (stretch.at(freeEv) != bornStretch)
+            continue; // a backward or a step ran between: a training forward's products
+        const int freed = f.passAt(freeEv);
+        if (freed < 0 && training && p != Pool::KvCache)
+            held.push_back(uint32_t(i)); // let go of after the stretch's last forward (generate() returning)
+        if (freed <= born || f.passes[size_t(freed)].phase != Phase::Forward)
+            continue;
+        crossing[{born, freed}].push_back(uint32_t(i));
+    }
+    // In a training run the calls must chain: a forward that let go of an earlier one's blocks has
+    // its own let go of by a later one (a decode loop), or was itself let go of into a later one.
+    std::set<int> madeFor, letGoIn;
+    for (const auto& [key, ids] : crossing) {
+        madeFor.insert(key.first);
+        letGoIn.insert(key.second);
+    }
+    uint16_t keptRule = 0, siteRule = 0;
+    std::unordered_map<uint32_t, int> cacheSites; // allocation stacks of blocks a later forward let go of
+    for (const auto& [key, ids] : crossing) {
+        if (training && !madeFor.count(key.second) && !letGoIn.count(key.first))
+            continue;
+        for (uint32_t i : ids) {
+            if (c.pool[i] == Pool::KvCache)
+                continue;
+            if (!keptRule)
+                keptRule = addRule(c, "forward-cache-kept-to-next-forward",
+                                   "made by one forward and let go of by a later forward, with no backward and no optimizer step "
+                                   "between (a run that never runs backward, or generate() inside a training step): state a "
+                                   "forward keeps for the next (a KV cache grown or replaced per token), whatever the code is called",
+                                   Pool::KvCache, kEvidenceLifetime);
+            decide(c, i, Pool::KvCache, keptRule, 75);
+            const StackId st = dev.allocations[i].stack;
+            if (st.valid() && !trace.frames.stack(st).empty()) // a stack without frames is no site
+                ++cacheSites[st.value];
+        }
+    }
+    for (uint32_t i : held) {
+        const StackId st = dev.allocations[i].stack;
+        if (!st.valid() || !cacheSites.count(st.value))
+            continue;
+        if (!siteRule)
+            siteRule = addRule(c, "forward-cache-newest",
+                               "made by a forward at the site where earlier forwards made blocks that a later forward let go "
+                               "of (a cache grown or replaced per token), and held past the last forward: the cache's newest blocks",
+                               Pool::KvCache, kEvidenceLifetime | kEvidenceFrames);
+        decide(c, i, Pool::KvCache, siteRule, 70);
+    }
+}
 
 void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
-    if (!c.history || f.backward == Known::Yes || f.gradMode == Known::Yes)
+    if (!c.history)
         return;
+    const bool training = f.backward == Known::Yes;
+    if (!training && f.gradMode == Known::Yes)
+        return;
+    const TrainingPassesBefore stretch(f);
     const RepeatedForwards rep = forwardsByRepetition(dev);
     const auto& runs = rep.layerRuns;
     if (runs.size() < 2)
@@ -29,37 +137,52 @@ void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c)
         const Pool p = c.pool[i];
         return p == Pool::Unknown || p == Pool::Activation || p == Pool::Temporary || p == Pool::Other;
     };
-    // (run made in, run let go of in) -> blocks.
+    // (run made in, run let go of in) -> blocks. A cache the passes already showed (forwardCache)
+    // counts too, and its blocks' replacements are found below.
     std::map<std::pair<int, int>, std::vector<uint32_t>> crossing;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || !open(i))
+        if (a.preexisting() || !(open(i) || c.pool[i] == Pool::KvCache))
             continue;
         const EventIndex fe = freeEventOf(a);
         if (fe == kNoEvent)
             continue;
         const int born = runOf(a.allocEvent), freed = runOf(fe);
-        if (born < 0 || freed <= born)
+        if (born < 0 || freed <= born || stretch.at(a.allocEvent) != stretch.at(fe))
             continue;
         crossing[{born, freed}].push_back(uint32_t(i));
     }
+    // In a training run the calls must chain, as in forwardCache.
+    std::set<int> madeFor, letGoIn;
+    for (const auto& [key, ids] : crossing)
+        if (ids.size() >= 3) {
+            madeFor.insert(key.first);
+            letGoIn.insert(key.second);
+        }
     uint16_t keptRule = 0, newestRule = 0;
     std::vector<uint8_t> cache(c.size(), 0);
+    bool anyCache = false;
     for (const auto& [key, ids] : crossing) {
-        if (ids.size() < 3)
+        if (ids.size() < 3 || (training && !madeFor.count(key.second) && !letGoIn.count(key.first)))
             continue;
-        if (!keptRule)
-            keptRule = addRule(c, "cache-across-layer-runs",
-                               "made inside one stretch of the model's repeating layers and let go of inside a later one, with "
-                               "others made and let go of alike, in a run without backward: kept from one call of the layers into "
-                               "the next (a KV cache grown or replaced per token), whatever the code is called",
-                               Pool::KvCache, kEvidenceLifetime);
+        anyCache = true;
+        // Three open blocks at least decide on their own; the cache the passes showed only links.
+        const auto open3 = std::count_if(ids.begin(), ids.end(), [&](uint32_t i) { return c.pool[i] != Pool::KvCache; }) >= 3;
         for (uint32_t i : ids) {
-            decide(c, i, Pool::KvCache, keptRule, 60);
             cache[i] = 1;
+            if (c.pool[i] == Pool::KvCache || !open3)
+                continue;
+            if (!keptRule)
+                keptRule = addRule(c, "cache-across-layer-runs",
+                                   "made inside one stretch of the model's repeating layers and let go of inside a later one, with "
+                                   "others made and let go of alike, with no backward between (a run without backward, or "
+                                   "generate() inside a training step): kept from one call of the layers into the next (a KV cache "
+                                   "grown or replaced per token), whatever the code is called",
+                                   Pool::KvCache, kEvidenceLifetime);
+            decide(c, i, Pool::KvCache, keptRule, 60);
         }
     }
-    if (!keptRule)
+    if (!anyCache)
         return;
     // The newest part: made in a stretch and followed, within one cache update's events, by the
     // release of a cache block no larger than it (the cat's output replacing what the cache held).

@@ -1,13 +1,24 @@
 #pragma once
-// Private to core/classify: a cache kept from one call of a model to the next, found from the
-// repetition of the model's layers where neither frames nor the passes tell the calls apart (a
-// generate loop whose prefill and decode steps differ in shape, read as one long pass).
+// Private to core/classify: a cache kept from one call of a model to the next (a KV cache grown or
+// replaced per token), from the passes where they tell the calls apart, else from the repetition of
+// the model's layers (a generate loop whose prefill and decode steps differ in shape, read as one
+// long pass). Either in a run without backward, or, in a training run, within a stretch of forwards
+// with no backward and no optimizer step between them (generate() inside a training step: TRL's
+// GRPO and PPO rollouts, a sample logged mid-training), where at least three calls chain: the call
+// that lets go of one call's blocks has its own let go of by the next.
 #include "core/classify/classifier.h"
 
 namespace poolscope::classify_detail {
 
+// A block a forward pass made that a later forward let go of, with no backward or optimizer step
+// between, is a cache kept from one forward to the next, whatever the code is called; a block still
+// held at the end is the cache's newest part only where it was made at such a block's site (outputs
+// the caller kept look the same otherwise). Not where a later forward let go of an earlier graph
+// (grad mode on without backward).
+void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
 // In a run without backward (history, no backward pass, the forwards' products never released by
-// the autograd engine), blocks made inside one stretch of repeating layers and let go of inside a
+// the autograd engine), or in a training run between two of its backwards (as above), blocks made inside one stretch of repeating layers and let go of inside a
 // later stretch are kept from one call of the model's layers into the next: a cache (a KV cache
 // grown or replaced per token), at 60 %. At least three such blocks must cross between the two
 // stretches (a cache keeps one or two per layer, and layers repeat three times or more to be seen);

@@ -2,7 +2,6 @@
 
 #include "core/classify/structural_across.h"
 #include "core/classify/structural_common.h"
-#include "core/classify/structural_graph_burst.h"
 
 #include <algorithm>
 #include <limits>
@@ -371,59 +370,6 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
                            Pool::Workspace, kEvidenceLifetime | kEvidenceSize, kRoleLibraryWorkspace);
         for (uint32_t i : ids)
             decide(c, i, Pool::Workspace, rule, c.history ? 75 : 55);
-    }
-}
-
-void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
-{
-    const RunFacts& f = c.facts;
-    if (!c.history || f.backward != Known::No || f.gradMode == Known::Yes || f.forwardPasses < 2)
-        return;
-    if (graphReleasedAfterLaterForward(dev, c))
-        return; // grad mode on: what a later forward lets go of is the earlier graph, not a cache
-    uint16_t keptRule = 0, siteRule = 0;
-    std::unordered_map<uint32_t, int> cacheSites; // allocation stacks of blocks a later forward let go of
-    std::vector<uint32_t> held;
-    for (size_t i = 0; i < c.size(); ++i) {
-        const Allocation& a = dev.allocations[i];
-        if (a.preexisting())
-            continue;
-        const Pool p = c.pool[i];
-        if (p != Pool::Activation && p != Pool::Unknown && p != Pool::Temporary)
-            continue;
-        const int born = f.passAt(a.allocEvent);
-        if (born < 0 || f.passes[size_t(born)].phase != Phase::Forward)
-            continue;
-        const EventIndex freeEv = freeEventOf(a);
-        if (freeEv != kNoEvent) {
-            const int freed = f.passAt(freeEv);
-            if (freed <= born || f.passes[size_t(freed)].phase != Phase::Forward)
-                continue;
-            if (!keptRule)
-                keptRule = addRule(c, "forward-cache-kept-to-next-forward",
-                                   "made by one forward and let go of by a later forward, in a run that never runs backward: "
-                                   "state a forward keeps for the next (a KV cache grown or replaced per token), whatever the "
-                                   "code is called",
-                                   Pool::KvCache, kEvidenceLifetime);
-            decide(c, i, Pool::KvCache, keptRule, 75);
-            if (a.stack.valid() && !trace.frames.stack(a.stack).empty()) // a stack without frames is no site
-                ++cacheSites[a.stack.value];
-        } else {
-            // Held to the end: outputs the caller kept look the same, so only a block made where a
-            // cache was seen replaced per token (its site) is the cache's newest part.
-            held.push_back(uint32_t(i));
-        }
-    }
-    for (uint32_t i : held) {
-        const StackId st = dev.allocations[i].stack;
-        if (!st.valid() || !cacheSites.count(st.value))
-            continue;
-        if (!siteRule)
-            siteRule = addRule(c, "forward-cache-newest",
-                               "made by a forward at the site where earlier forwards made blocks that a later forward let go "
-                               "of (a cache grown or replaced per token), and still held: the cache's newest blocks",
-                               Pool::KvCache, kEvidenceLifetime | kEvidenceFrames);
-        decide(c, i, Pool::KvCache, siteRule, 70);
     }
 }
 

@@ -44,13 +44,6 @@ void stepReplacements(const DeviceTrace& dev, Classification& c);
 // outside passes; an activation kept to the end is rarely alone at that size.
 void workspaceBySize(const DeviceTrace& dev, Classification& c);
 
-// In a run without backward (with history, no backward pass, forwards not releasing their graphs),
-// a block a forward made that a later forward let go of is a cache kept from one forward to the next
-// (a KV cache grown or replaced per token), whatever the code is called; a block still held at the
-// end is the cache's newest part only where it was made at such a block's site (outputs the caller
-// kept look the same otherwise).
-void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c);
-
 // Autocast's weight casts where the frames that show them (at::autocast::cached_cast, a C++ frame)
 // were not recorded (no C++ frame anywhere in the dump: stacks='python', Windows): in a forward pass,
 // blocks made and kept past the pass whose size is half a parameter's, at most one per weight of

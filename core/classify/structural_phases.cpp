@@ -535,6 +535,32 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     return placed;
 }
 
+// In a training run, the calls of the model where the stream's reading placed nothing at all
+// (between a step's backward and the next forward): forwards that neither rise nor fall as a training
+// pass does, a generate loop inside a training step (TRL's rollouts) or an evaluation under no_grad.
+// Where a call is not told from the next (a prefill whose shapes the decode steps do not repeat), the
+// runs of its layers.
+size_t forwardsBetweenTrainingPasses(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    if (std::find(tl.phase.begin(), tl.phase.end(), Phase::Backward) == tl.phase.end())
+        return 0;
+    const RepeatedForwards calls = forwardsByRepetition(dev);
+    auto untouched = [&](const EventSpan& f) {
+        for (EventIndex e = f.first; e <= f.last; ++e)
+            if (tl.phase[size_t(e)] != Phase::Unknown)
+                return false;
+        return true;
+    };
+    size_t placed = 0;
+    for (const EventSpan& f : calls.calls)
+        if (untouched(f))
+            place(tl, f.first, f.last, Phase::Forward, placed);
+    for (const EventSpan& run : calls.layerRuns)
+        if (untouched(run))
+            place(tl, run.first, run.last, Phase::Forward, placed);
+    return placed;
+}
+
 size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walks)
 {
     const std::vector<Phase> phaseBefore = tl.phase;
@@ -543,7 +569,8 @@ size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnc
     const size_t placed = swung > given ? swung - given : 0;
     // Where the autograd engine's walks show backwards the swings did not find (several graphs
     // alive at once, several backwards per step): the walks decide (structural_engine_walks.h).
-    return phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed, walks);
+    const size_t walked = phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed, walks);
+    return walked + forwardsBetweenTrainingPasses(dev, tl);
 }
 
 } // namespace

@@ -124,6 +124,20 @@ RepeatedForwards forwardsByRepetition(const DeviceTrace& dev)
         if (c * 5 >= best * 4 && (period == 0 || p < period))
             period = p;
     std::vector<Stretch> layers = repeats(births, period);
+    // The same layers with an operator more or fewer each repeat with a period a little off the
+    // layer's: a cache's first call stores the keys and values it is given, later calls concatenate
+    // (a generate loop's prefill against its decode steps). Their stretches, where the layer's
+    // period found none, are calls of the same model.
+    for (const auto& [p, c] : scored) {
+        if (p == period || p + p / 8 < period || period + period / 8 < p)
+            continue;
+        for (const Stretch& x : repeats(births, p)) {
+            const bool overlaps = std::any_of(layers.begin(), layers.end(), [&](const Stretch& l) { return x.a <= l.b && l.a <= x.b; });
+            if (!overlaps)
+                layers.push_back(x);
+        }
+    }
+    std::sort(layers.begin(), layers.end(), [](const Stretch& x, const Stretch& y) { return x.a < y.a; });
     // Layers of a forward let go of their scratch; a model loaded layer by layer keeps what it makes.
     // A forward whose graph a backward walks keeps what it saved past its layers and has it let go
     // of last made first: those layers are no call without backward (the swings of the bytes alive

@@ -11,7 +11,6 @@
 #include <vector>
 
 namespace poolscope::synth_detail {
-namespace {
 
 // --- a home-made KV cache grown per token in generate() ------------------------------------------
 
@@ -21,9 +20,6 @@ namespace {
 // o_proj, the residual, the gated MLP): each output is made before its inputs are let go of. A real
 // layer makes a few dozen blocks of which only the cache's two are kept; a layer of five blocks
 // with two kept (this scenario's first form) resembles no model and hid the calls' structure.
-struct DecoderSizes {
-    int64_t n, total, h, heads, ffn;
-};
 
 // Returns the residual stream's new block; `residual` is let go of once the layer no longer needs it.
 uint64_t decoderLayer(Recorder& r, const DecoderSizes& d, uint64_t residual, uint64_t& key, uint64_t& value, const Frames& forward,
@@ -124,6 +120,8 @@ uint64_t decoderLayer(Recorder& r, const DecoderSizes& d, uint64_t residual, uin
     r.free(mid, at(242));
     return out;
 }
+
+namespace {
 
 SynthResult kvGenerate(int scale)
 {

@@ -282,6 +282,14 @@ inline Frames optimFrames(const std::string& file, const std::string& fn, int li
     return Frames{{file, fn, line}, {file, "step", stepLine}, {kTorch + "optim/optimizer.py", "wrapper", 484}} + loop;
 }
 
+// synth_classes.cpp: one Llama-style decoder layer under no_grad, operator by operator (n new
+// positions attending to `total`; `key`/`value` the layer's cache, grown by torch.cat at
+// `cacheUpdate`). Returns the residual stream's new block.
+struct DecoderSizes {
+    int64_t n, total, h, heads, ffn;
+};
+uint64_t decoderLayer(Recorder& r, const DecoderSizes& d, uint64_t residual, uint64_t& key, uint64_t& value, const Frames& forward,
+                      const Frames& cacheUpdate);
 // synth_classes.cpp: the issue-22 class scenarios.
 SynthResult synthesizeClassScenario(StackScenario scenario, int scale);
 // synth_distributed.cpp: data-parallel training stacks (DeepSpeed ZeRO, FSDP, DDP buckets).
@@ -311,5 +319,7 @@ SynthResult deepcopyEmaTraining(int scale);
 SynthResult optimizerInBackward(int scale);
 // synth_lightning.cpp: Lightning's automatic optimization (forward and backward in AdamW.step's closure).
 SynthResult lightningClosure(int scale);
+// synth_rollout.cpp: TRL's GRPOTrainer (generate() with a KV cache, then the policy's training step).
+SynthResult grpoRollout(int scale);
 
 } // namespace poolscope::synth_detail

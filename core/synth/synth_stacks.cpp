@@ -262,7 +262,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
                             StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
                             StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy, StackScenario::OptimizerInBackward,
-                            StackScenario::LightningClosure})
+                            StackScenario::LightningClosure, StackScenario::GrpoRollout})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -303,6 +303,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::EmaDeepcopy: return "ema-deepcopy";
     case StackScenario::OptimizerInBackward: return "torchtune-optimizer-in-backward";
     case StackScenario::LightningClosure: return "lightning-closure";
+    case StackScenario::GrpoRollout: return "grpo-rollout";
     }
     return "";
 }
@@ -344,6 +345,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::EmaDeepcopy: return deepcopyEmaTraining(scale);
     case StackScenario::OptimizerInBackward: return optimizerInBackward(scale);
     case StackScenario::LightningClosure: return lightningClosure(scale);
+    case StackScenario::GrpoRollout: return grpoRollout(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

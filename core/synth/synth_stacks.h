@@ -113,6 +113,10 @@ namespace poolscope {
 //   LightningClosure: PyTorch Lightning's automatic optimization: AdamW.step(closure) runs
 //                   training_step, zero_grad and loss.backward() under Optimizer.step's frames and
 //                   record_function range, then updates; three steps.
+// Reinforcement learning from the model's own samples (synth_rollout.cpp):
+//   GrpoRollout:    TRL's GRPOTrainer generating with transformers' generate() (a DynamicCache grown
+//                   per token under no_grad, let go of when generate() returns), then the policy's
+//                   forward with grad on the completions, backward, AdamW; bf16, three steps.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -146,10 +150,11 @@ enum class StackScenario : uint8_t {
     DiffusersEma,
     EmaDeepcopy,
     OptimizerInBackward,
-    LightningClosure
+    LightningClosure,
+    GrpoRollout
 };
 // The last scenario: tests that run every scenario loop up to it.
-inline constexpr StackScenario kLastStackScenario = StackScenario::LightningClosure;
+inline constexpr StackScenario kLastStackScenario = StackScenario::GrpoRollout;
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
                                                     StackScenario::WorkspacePython, StackScenario::JvpForward,
@@ -176,6 +181,8 @@ inline constexpr StackScenario kEvaluationScenarios[] = {StackScenario::EvalAccu
 inline constexpr StackScenario kInBackwardScenarios[] = {StackScenario::OptimizerInBackward};
 // The loop inside optimizer.step's closure.
 inline constexpr StackScenario kClosureScenarios[] = {StackScenario::LightningClosure};
+// Generation inside a training step.
+inline constexpr StackScenario kRolloutScenarios[] = {StackScenario::GrpoRollout};
 
 // The scenarios that keep a model's weights twice.
 inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy};
