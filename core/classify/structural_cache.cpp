@@ -67,7 +67,7 @@ void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
         if (stretch.at(freeEv) != bornStretch)
             continue; // a backward or a step ran between: a training forward's products
         const int freed = f.passAt(freeEv);
-        if (freed < 0 && training && p != Pool::KvCache)
+        if (freed < 0 && p != Pool::KvCache)
             held.push_back(uint32_t(i)); // let go of after the stretch's last forward (generate() returning)
         if (freed <= born || f.passes[size_t(freed)].phase != Phase::Forward)
             continue;
