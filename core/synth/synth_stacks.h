@@ -25,7 +25,8 @@ namespace poolscope {
 //   NoHistoryBare:  the same blocks with no stack at all (segments only).
 // The classes of issue 22 (synth_classes.cpp), each a pool the frames do not name:
 //   KvGenerate:     generate() under no_grad with the user's own KV cache class, torch.cat-ing
-//                   each layer's keys and values per token (the old ones freed in the next forward);
+//                   each layer's keys and values per token (the old ones freed in the next forward),
+//                   for two batches (the first's cache let go of when generate() returns);
 //   GradsMoved:     a model moved with .to() while its parameters held .grad, then an evaluation
 //                   forward and an OOM (nn.Module._apply moves each gradient from a line of its own);
 //   WorkspacePython: a Windows capture (Python frames only) of a sampling loop whose first matmul
