@@ -3,6 +3,7 @@
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 namespace poolscope {
@@ -173,23 +174,33 @@ RepeatedForwards forwardsByRepetition(const DeviceTrace& dev)
     // A loop over the parameters (a zeroth-order optimizer's perturbation drawing one random tensor
     // per parameter, an update, a gradient clip) repeats with the model's layers too, but what it
     // makes pairs one to one with the blocks alive where the first stretch begins (made before it
-    // and kept across it: the parameters), once each per pass over them. A forward's layers make activations of the
-    // batch's shape, many of one size, against at most a few such blocks.
+    // and kept across it: the parameters), once each per pass over them, and in their order: one to
+    // three blocks of a parameter's size per parameter, parameter after parameter (with scratch of
+    // other sizes between). A forward's layers make activations of the batch's shape, many of one
+    // size, against at most a few such blocks; where the batch's tokens equal the hidden size (4,096
+    // tokens through a 4,096-wide model) an activation has a square weight's size, but the layer's
+    // sizes do not follow the weights' order.
     {
         const EventIndex at = births[layers.front().a].event;
         std::unordered_map<int64_t, size_t> state;
-        size_t stateBlocks = 0;
+        std::vector<std::tuple<EventIndex, uint64_t, int64_t>> byBirth;
         for (const Allocation& a : dev.allocations) {
             const EventIndex r = releaseOf(a);
             if ((a.preexisting() || a.allocEvent < at) && (r == kNoEvent || r > at)) {
                 ++state[sizeKey(a.size)];
-                ++stateBlocks;
+                byBirth.emplace_back(a.preexisting() ? kNoEvent : a.allocEvent, a.address, sizeKey(a.size));
             }
         }
+        std::sort(byBirth.begin(), byBirth.end());
+        std::vector<int64_t> stateSizes;
+        for (const auto& t : byBirth)
+            stateSizes.push_back(std::get<2>(t));
+        const size_t stateBlocks = stateSizes.size();
         layers.erase(std::remove_if(layers.begin(), layers.end(),
                                     [&](const Stretch& s) {
                                         std::unordered_map<int64_t, size_t> left = state;
                                         int64_t all = 0, paired = 0;
+                                        std::vector<int64_t> stateSized; // the pass's births of a state size, in order
                                         // One pass over the parameters (a loop may run several).
                                         for (size_t i = s.a; i <= s.b && i < s.a + stateBlocks; ++i) {
                                             all += births[i].size;
@@ -197,9 +208,28 @@ RepeatedForwards forwardsByRepetition(const DeviceTrace& dev)
                                             if (it != left.end() && it->second > 0) {
                                                 --it->second;
                                                 paired += births[i].size;
+                                                stateSized.push_back(births[i].size);
                                             }
                                         }
-                                        return paired * 2 >= all;
+                                        if (paired * 2 < all)
+                                            return false;
+                                        if (stateSized.empty())
+                                            return true; // nothing before it: no forward's input either
+                                        // Bytes of those births that follow the state's sizes in order from state
+                                        // block j0, `per` births per block, up to the first that does not.
+                                        int64_t ordered = 0;
+                                        for (size_t j0 = 0, tried = 0; j0 < stateBlocks && tried < 64 && ordered * 2 < paired; ++j0) {
+                                            if (stateSizes[j0] != stateSized.front())
+                                                continue;
+                                            ++tried;
+                                            for (size_t per = 1; per <= 3; ++per) {
+                                                int64_t bytes = 0;
+                                                for (size_t k = 0; k < stateSized.size() && j0 + k / per < stateBlocks && stateSized[k] == stateSizes[j0 + k / per]; ++k)
+                                                    bytes += stateSized[k];
+                                                ordered = std::max(ordered, bytes);
+                                            }
+                                        }
+                                        return ordered * 2 >= paired;
                                     }),
                      layers.end());
     }

@@ -119,6 +119,44 @@ Fixture framelessPerturbationLoop()
     return r.finish();
 }
 
+// A no-grad model called three times (read as one call: nothing between the calls tells them
+// apart) whose batch has as many tokens as the model is wide (4,096
+// tokens through a 4,096-wide model): every activation a layer makes has a weight's size (h x h or
+// h x 4h), but the layer makes them in its operators' order, not in the weights'.
+Fixture framelessSquareActivations()
+{
+    FixtureRecorder r;
+    const int64_t square = 1 << 20, wide = 4 << 20;
+    for (int l = 0; l < kLayers; ++l)
+        for (int64_t s : {square, wide, wide})
+            r.alloc(s, {}, Pool::Parameter);
+    // Buffers registered beside the weights (rotary tables, position ids): sizes of their own.
+    for (int64_t s : {int64_t(12 << 10), int64_t(20 << 10), int64_t(36 << 10), int64_t(52 << 10)})
+        r.alloc(s, {}, Pool::Parameter);
+    for (int call = 0; call < 3; ++call) {
+        const uint64_t ids = r.alloc(8 << 10, {}, Pool::Input);
+        uint64_t hidden = r.alloc(square, {}, Pool::Temporary); // the embedding
+        for (int l = 0; l < kLayers; ++l) {
+            const uint64_t norm = r.alloc(square, {}, Pool::Temporary);
+            const uint64_t up = r.alloc(wide, {}, Pool::Temporary);
+            r.free(norm);
+            const uint64_t act = r.alloc(wide, {}, Pool::Temporary);
+            r.free(up);
+            const uint64_t down = r.alloc(square, {}, Pool::Temporary);
+            r.free(act);
+            const uint64_t out = r.alloc(square, {}, Pool::Temporary); // the residual
+            r.free(down);
+            r.free(hidden);
+            hidden = out;
+        }
+        const uint64_t logits = r.alloc(5 << 20, {}, Pool::Activation);
+        r.free(hidden);
+        r.free(logits);
+        r.free(ids);
+    }
+    return r.finish();
+}
+
 int64_t bytesIn(const Fixture& f, const Classification& c, bool right)
 {
     int64_t n = 0;
@@ -191,6 +229,16 @@ private slots:
         QVERIFY(forwardsByRepetition(f.trace->devices[0]).calls.empty());
         const Classification c = classified(f);
         QCOMPARE(c.facts.forwardPasses, size_t(0));
+    }
+
+    void activationsOfAWeightsSizeAreAForward()
+    {
+        // The per-parameter-loop test pairs births with the weights by size; a forward whose
+        // activations have the weights' sizes stays a forward because their order is not the weights'.
+        const Fixture f = framelessSquareActivations();
+        const RepeatedForwards rep = forwardsByRepetition(f.trace->devices[0]);
+        QVERIFY(!rep.calls.empty());
+        QVERIFY(classified(f).facts.forwardPasses >= 1);
     }
 
     void tooShortToRepeat()
