@@ -67,8 +67,6 @@ void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
         if (stretch.at(freeEv) != bornStretch)
             continue; // a backward or a step ran between: a training forward's products
         const int freed = f.passAt(freeEv);
-        if (freed < 0 && p != Pool::KvCache)
-            held.push_back(uint32_t(i)); // let go of after the stretch's last forward (generate() returning)
         if (freed <= born || f.passes[size_t(freed)].phase != Phase::Forward)
             continue;
         crossing[{born, freed}].push_back(uint32_t(i));
@@ -107,7 +105,7 @@ void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
         if (!siteRule)
             siteRule = addRule(c, "forward-cache-newest",
                                "made by a forward at the site where earlier forwards made blocks that a later forward let go "
-                               "of (a cache grown or replaced per token), and held past the last forward: the cache's newest blocks",
+                               "of (a cache grown or replaced per token), and still held: the cache's newest blocks",
                                Pool::KvCache, kEvidenceLifetime | kEvidenceFrames);
         decide(c, i, Pool::KvCache, siteRule, 70);
     }
