@@ -120,6 +120,17 @@ void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c)
     if (!training && f.gradMode == Known::Yes)
         return;
     const TrainingPassesBefore stretch(f);
+    if (training) {
+        // Three calls chain at least: a stretch without three forwards holds no cache (and the
+        // repetition need not be looked for in every training run).
+        std::map<size_t, size_t> forwardsIn;
+        size_t most = 0;
+        for (const Pass& p : f.passes)
+            if (p.phase == Phase::Forward)
+                most = std::max(most, ++forwardsIn[stretch.at(p.first)]);
+        if (most < 3)
+            return;
+    }
     const RepeatedForwards rep = forwardsByRepetition(dev);
     const auto& runs = rep.layerRuns;
     if (runs.size() < 2)

@@ -206,7 +206,7 @@ EventIndex engineStartBeforePeak(EventIndex fStart, EventIndex peak, EventIndex 
 }
 
 // The swings' reading (see the header): one forward then one backward per step.
-size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walksOnce)
+size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walksOnce, RepeatedForwardsOnce& repetition)
 {
     const auto& ev = dev.events;
     const size_t n = ev.count();
@@ -312,7 +312,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         if (highAt > lowAt && rise >= threshold && (all[n - 1] - all[size_t(lowAt)]) * 4 >= rise * 3 && passStart(open) != kNoEvent)
             sw.push_back(open);
     }
-    const RepeatedForwards calls = forwardsByRepetition(dev);
+    const RepeatedForwards& calls = repetition.get();
     if (sw.empty())
         return placeRepeatedForwards(calls, tl);
 
@@ -540,11 +540,11 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
 // pass does, a generate loop inside a training step (TRL's rollouts) or an evaluation under no_grad.
 // Where a call is not told from the next (a prefill whose shapes the decode steps do not repeat), the
 // runs of its layers.
-size_t forwardsBetweenTrainingPasses(const DeviceTrace& dev, PhaseTimeline& tl)
+size_t forwardsBetweenTrainingPasses(PhaseTimeline& tl, RepeatedForwardsOnce& repetition)
 {
     if (std::find(tl.phase.begin(), tl.phase.end(), Phase::Backward) == tl.phase.end())
         return 0;
-    const RepeatedForwards calls = forwardsByRepetition(dev);
+    const RepeatedForwards& calls = repetition.get();
     auto untouched = [&](const EventSpan& f) {
         for (EventIndex e = f.first; e <= f.last; ++e)
             if (tl.phase[size_t(e)] != Phase::Unknown)
@@ -561,16 +561,16 @@ size_t forwardsBetweenTrainingPasses(const DeviceTrace& dev, PhaseTimeline& tl)
     return placed;
 }
 
-size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walks)
+size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walks, RepeatedForwardsOnce& repetition)
 {
     const std::vector<Phase> phaseBefore = tl.phase;
     const std::vector<PhaseSource> sourceBefore = tl.source;
-    const size_t swung = phasesFromSwings(dev, tl, walks), given = setUpReadAsForwards(dev, tl, phaseBefore, sourceBefore);
+    const size_t swung = phasesFromSwings(dev, tl, walks, repetition), given = setUpReadAsForwards(dev, tl, phaseBefore, sourceBefore);
     const size_t placed = swung > given ? swung - given : 0;
     // Where the autograd engine's walks show backwards the swings did not find (several graphs
     // alive at once, several backwards per step): the walks decide (structural_engine_walks.h).
     const size_t walked = phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed, walks);
-    return walked + forwardsBetweenTrainingPasses(dev, tl);
+    return walked + forwardsBetweenTrainingPasses(tl, repetition);
 }
 
 } // namespace
@@ -578,9 +578,10 @@ size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnc
 size_t inferStructuralPhases(const DeviceTrace& dev, PhaseTimeline& tl)
 {
     // Optimizer.step's record_function range can hold the whole pass (structural_closure.h): the
-    // stream may be read twice, its walks found once.
+    // stream may be read twice, its walks and its repeated layers found once.
     EngineWalksOnce walks(dev);
-    return readThroughClosureWindows(dev, tl, [&](PhaseTimeline& t) { return inferFromStream(dev, t, walks); });
+    RepeatedForwardsOnce repetition(dev);
+    return readThroughClosureWindows(dev, tl, [&](PhaseTimeline& t) { return inferFromStream(dev, t, walks, repetition); });
 }
 
 bool phasesFromStructure(const PhaseTimeline& tl, const Allocation& a)

@@ -34,4 +34,24 @@ struct RepeatedForwards {
 // The calls found this way; empty where no stretch repeats.
 RepeatedForwards forwardsByRepetition(const DeviceTrace& dev);
 
+// forwardsByRepetition, found on first use and kept: a frameless reading asks more than once (the
+// swings, then the calls left unplaced), and may read the stream twice (structural_closure.h).
+class RepeatedForwardsOnce {
+public:
+    explicit RepeatedForwardsOnce(const DeviceTrace& dev) : m_dev(dev) {}
+    const RepeatedForwards& get()
+    {
+        if (!m_found) {
+            m_value = forwardsByRepetition(m_dev);
+            m_found = true;
+        }
+        return m_value;
+    }
+
+private:
+    const DeviceTrace& m_dev;
+    RepeatedForwards m_value;
+    bool m_found = false;
+};
+
 } // namespace poolscope
