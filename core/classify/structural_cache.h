@@ -19,8 +19,9 @@ void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
 
 // In a run without backward (history, no backward pass, the forwards' products never released by
 // the autograd engine), or in a training run between two of its backwards (as above), blocks made
-// inside one stretch of repeating layers and let go of inside a later stretch are kept from one call of the model's layers into the next: a cache (a KV cache
-// grown or replaced per token), at 60 %. At least three such blocks must cross between the two
+// inside one stretch of repeating layers and let go of inside a later stretch are kept from one
+// call of the model's layers into the next: a cache (a KV cache grown or replaced per token), at
+// 60 %. At least three such blocks must cross between the two
 // stretches (a cache keeps one or two per layer, and layers repeat three times or more to be seen);
 // the residual stream crossing between two kinds of layers of one call is one block. The last
 // stretch's own cache (held to the end, or let go of after it) is what replaced a cache block: made
