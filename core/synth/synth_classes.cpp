@@ -143,35 +143,35 @@ SynthResult kvGenerate(int scale)
     // Two batches of prompts. The first batch's cache goes when generate() returns; the second's is
     // still held by the output when the dump is taken (return_dict_in_generate keeps past_key_values).
     for (int batch = 0; batch < 2; ++batch) {
-    std::vector<uint64_t> keys(layers, 0), values(layers, 0);
-    for (int t = 0; t < 8; ++t) {
-        const int64_t n = t == 0 ? prompt : 1, total = prompt + t;
-        // The embedding lookup, the rotary table for these positions, the causal mask.
-        uint64_t hidden = r.alloc(n * h * bf, inModel(60, forward), Pool::Temporary);
-        const uint64_t cos = r.alloc(n * (h / heads) * bf, inModel(62, forward), Pool::Temporary);
-        const uint64_t sin = r.alloc(n * (h / heads) * bf, inModel(62, forward), Pool::Temporary);
-        const uint64_t mask = r.alloc(n * total * bf, inModel(64, forward), Pool::Temporary);
-        for (int l = 0; l < layers; ++l)
-            hidden = decoderLayer(r, DecoderSizes{n, total, h, heads, ffn}, hidden, keys[size_t(l)], values[size_t(l)], forward, cacheUpdate);
-        r.free(mask, inModel(66, forward));
-        r.free(cos, inModel(66, forward));
-        r.free(sin, inModel(66, forward));
-        // The final norm and the head on the last position only; the logits go back to generate(),
-        // which samples from them (in fp32) and lets them go.
-        const uint64_t normed = r.alloc(h * bf, inModel(90, forward), Pool::Temporary);
-        r.free(hidden, inModel(90, forward));
-        const uint64_t logits = r.alloc(vocab * bf, inModel(92, generate), Pool::Activation);
-        r.free(normed, inModel(92, forward));
-        const Frames sample = Frames{{kUser + "lib.py", "generate", 215}} + kMain;
-        const uint64_t probs = r.alloc(vocab * 4, sample, Pool::Temporary);
-        r.free(logits, sample);
-        const uint64_t next = r.alloc(8, sample, Pool::Temporary);
-        r.free(probs, sample);
-        r.free(next, sample);
-    }
-    if (batch == 0)
-        for (int l = 0; l < layers; ++l)
-            r.free(keys[size_t(l)], generate), r.free(values[size_t(l)], generate);
+        std::vector<uint64_t> keys(layers, 0), values(layers, 0);
+        for (int t = 0; t < 8; ++t) {
+            const int64_t n = t == 0 ? prompt : 1, total = prompt + t;
+            // The embedding lookup, the rotary table for these positions, the causal mask.
+            uint64_t hidden = r.alloc(n * h * bf, inModel(60, forward), Pool::Temporary);
+            const uint64_t cos = r.alloc(n * (h / heads) * bf, inModel(62, forward), Pool::Temporary);
+            const uint64_t sin = r.alloc(n * (h / heads) * bf, inModel(62, forward), Pool::Temporary);
+            const uint64_t mask = r.alloc(n * total * bf, inModel(64, forward), Pool::Temporary);
+            for (int l = 0; l < layers; ++l)
+                hidden = decoderLayer(r, DecoderSizes{n, total, h, heads, ffn}, hidden, keys[size_t(l)], values[size_t(l)], forward, cacheUpdate);
+            r.free(mask, inModel(66, forward));
+            r.free(cos, inModel(66, forward));
+            r.free(sin, inModel(66, forward));
+            // The final norm and the head on the last position only; the logits go back to generate(),
+            // which samples from them (in fp32) and lets them go.
+            const uint64_t normed = r.alloc(h * bf, inModel(90, forward), Pool::Temporary);
+            r.free(hidden, inModel(90, forward));
+            const uint64_t logits = r.alloc(vocab * bf, inModel(92, generate), Pool::Activation);
+            r.free(normed, inModel(92, forward));
+            const Frames sample = Frames{{kUser + "lib.py", "generate", 215}} + kMain;
+            const uint64_t probs = r.alloc(vocab * 4, sample, Pool::Temporary);
+            r.free(logits, sample);
+            const uint64_t next = r.alloc(8, sample, Pool::Temporary);
+            r.free(probs, sample);
+            r.free(next, sample);
+        }
+        if (batch == 0)
+            for (int l = 0; l < layers; ++l)
+                r.free(keys[size_t(l)], generate), r.free(values[size_t(l)], generate);
     }
     return r.finish();
 }
