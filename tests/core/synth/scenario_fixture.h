@@ -123,6 +123,27 @@ void addTruthRows(const StackScenario (&scenarios)[N])
                     << int(s) << scale << QString(v);
 }
 
+// The row of addTruthRows (QFETCH'd in the running test function): its scenario made, the copy the
+// row names, and that copy classified.
+struct ClassifiedRow {
+    ScenarioFixture f;
+    QString variant;
+    std::shared_ptr<const Trace> trace;
+    Classification c;
+    const DeviceTrace& dev() const { return trace->devices.at(0); }
+};
+
+inline ClassifiedRow classifiedRow()
+{
+    QFETCH(int, scenario);
+    QFETCH(int, scale);
+    QFETCH(QString, variant);
+    ClassifiedRow r{makeScenario(StackScenario(scenario), scale), variant, nullptr, {}};
+    r.trace = ablatedCopy(r.f, variant);
+    r.c = classify(*r.trace, r.dev(), *scenarioRules());
+    return r;
+}
+
 // The row's copy classified against the generator's truth at the default moment and at the peak:
 // within 2 % of the bytes alive (15 % frameless), and frameless no decision at >= 70 % that rested on
 // the frames that are gone. A known miss ("scenario[ xN] variant" -> figure) must show its documented
@@ -131,11 +152,11 @@ inline void checkPoolsAgainstTruth(const std::map<std::string, std::string>& kno
 {
     QFETCH(int, scenario);
     QFETCH(int, scale);
-    QFETCH(QString, variant);
-    const ScenarioFixture f = makeScenario(StackScenario(scenario), scale);
-    const std::shared_ptr<const Trace> trace = ablatedCopy(f, variant);
-    const DeviceTrace& dev = trace->devices.at(0);
-    const Classification c = classify(*trace, dev, *scenarioRules());
+    const ClassifiedRow row = classifiedRow();
+    const ScenarioFixture& f = row.f;
+    const QString& variant = row.variant;
+    const DeviceTrace& dev = row.dev();
+    const Classification& c = row.c;
     QCOMPARE(c.size(), f.truth.size());
     const Classification original = classify(*f.trace, f.dev(), *scenarioRules());
     const double target = variant == "none" ? 0.15 : 0.02;

@@ -61,17 +61,15 @@ private slots:
 
     // The cache of a generate() inside a training step is a cache, not activations held for a
     // backward, in every copy: the blocks each decode step lets go of, the prefill's keys and values
-    // and the newest blocks held past the last forward.
+    // and the newest blocks, let go of when generate() returns.
     void cacheAtItsLargest_data() { addTruthRows(kRolloutScenarios); }
     void cacheAtItsLargest()
     {
-        QFETCH(int, scenario);
-        QFETCH(int, scale);
-        QFETCH(QString, variant);
-        const ScenarioFixture f = makeScenario(StackScenario(scenario), scale);
-        const std::shared_ptr<const Trace> trace = ablatedCopy(f, variant);
-        const DeviceTrace& dev = trace->devices.at(0);
-        const Classification c = classify(*trace, dev, *scenarioRules());
+        const ClassifiedRow row = classifiedRow();
+        const ScenarioFixture& f = row.f;
+        const DeviceTrace& dev = row.dev();
+        const Classification& c = row.c;
+        const QString& variant = row.variant;
         const EventIndex largest = truthPeak(dev, f.truth, Pool::KvCache);
         QVERIFY(largest != kNoEvent && largest < dev.peakIndex); // the first generate() comes before the training's peak
         for (EventIndex at : {beforeFirstRelease(dev, f.truth, Pool::KvCache), largest}) {
