@@ -26,6 +26,17 @@ struct TrainingPassesBefore {
     size_t at(EventIndex e) const { return size_t(std::lower_bound(starts.begin(), starts.end(), e) - starts.begin()); }
 };
 
+// Whether one stretch holds three forward passes: in a training run three calls must chain, so a
+// run without such a stretch holds no cache (and its blocks need not be looked at).
+bool threeForwardsInAStretch(const RunFacts& f, const TrainingPassesBefore& stretch)
+{
+    std::map<size_t, size_t> forwardsIn;
+    for (const Pass& p : f.passes)
+        if (p.phase == Phase::Forward && ++forwardsIn[stretch.at(p.first)] >= 3)
+            return true;
+    return false;
+}
+
 } // namespace
 
 void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
@@ -39,6 +50,8 @@ void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
     if (graphReleasedAfterLaterForward(dev, c))
         return; // grad mode on: what a later forward lets go of is the earlier graph, not a cache
     const TrainingPassesBefore stretch(f);
+    if (training && !threeForwardsInAStretch(f, stretch))
+        return;
     // Blocks a forward made that a later forward of the same stretch let go of, by (made in, let go of in).
     std::map<std::pair<int, int>, std::vector<uint32_t>> crossing;
     std::vector<uint32_t> held;
@@ -120,17 +133,8 @@ void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c)
     if (!training && f.gradMode == Known::Yes)
         return;
     const TrainingPassesBefore stretch(f);
-    if (training) {
-        // Three calls chain at least: a stretch without three forwards holds no cache (and the
-        // repetition need not be looked for in every training run).
-        std::map<size_t, size_t> forwardsIn;
-        size_t most = 0;
-        for (const Pass& p : f.passes)
-            if (p.phase == Phase::Forward)
-                most = std::max(most, ++forwardsIn[stretch.at(p.first)]);
-        if (most < 3)
-            return;
-    }
+    if (training && !threeForwardsInAStretch(f, stretch))
+        return; // and the repetition need not be looked for in every training run
     const RepeatedForwards rep = forwardsByRepetition(dev);
     const auto& runs = rep.layerRuns;
     if (runs.size() < 2)
