@@ -19,6 +19,19 @@ inline EventIndex freeEventOf(const Allocation& a)
 // Block sizes as the allocator rounds them (512 B): a size law's twins round alike.
 inline int64_t sizeKey(int64_t bytes) { return (bytes + 511) / 512 * 512; }
 
+// Gives `phase` to the events in [from, to] that nothing placed yet (a frame, an annotation, or an
+// earlier structural reading decides), counting them in `placed`.
+inline void placeStructural(PhaseTimeline& tl, EventIndex from, EventIndex to, Phase phase, size_t& placed)
+{
+    for (EventIndex e = std::max<EventIndex>(from, 0); e <= to && size_t(e) < tl.phase.size(); ++e) {
+        if (tl.phase[size_t(e)] != Phase::Unknown)
+            continue;
+        tl.phase[size_t(e)] = phase;
+        tl.source[size_t(e)] = PhaseSource::Structure;
+        ++placed;
+    }
+}
+
 // The allocation event e made, or nullptr (a free, a segment event, a block from before recording).
 inline const Allocation* bornAt(const DeviceTrace& dev, EventIndex e)
 {

@@ -98,16 +98,7 @@ bool readsAsBackward(const Stream& s, const Candidate& c)
     return false;
 }
 
-void place(PhaseTimeline& tl, EventIndex from, EventIndex to, Phase phase, size_t& placed)
-{
-    for (EventIndex e = std::max<EventIndex>(from, 0); e <= to && size_t(e) < tl.phase.size(); ++e) {
-        if (tl.phase[size_t(e)] != Phase::Unknown)
-            continue; // placed already: a frame, an annotation, or a walk's backward
-        tl.phase[size_t(e)] = phase;
-        tl.source[size_t(e)] = PhaseSource::Structure;
-        ++placed;
-    }
-}
+constexpr auto place = classify_detail::placeStructural; // a walk's backward placed first stays
 
 } // namespace
 

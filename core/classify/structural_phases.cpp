@@ -6,6 +6,7 @@
 #include "core/classify/structural_common.h"
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structural_graph_release.h"
+#include "core/classify/structural_named_optimizer.h"
 #include "core/classify/structural_repetition.h"
 #include "core/classify/structural_setup.h"
 
@@ -78,88 +79,7 @@ std::vector<Swing> swings(const std::vector<int64_t>& live, int64_t threshold)
     return out;
 }
 
-void place(PhaseTimeline& tl, EventIndex from, EventIndex to, Phase phase, size_t& placed)
-{
-    for (EventIndex e = std::max<EventIndex>(from, 0); e <= to && size_t(e) < tl.phase.size(); ++e) {
-        if (tl.phase[size_t(e)] != Phase::Unknown)
-            continue; // a frame or an annotation placed it: that decides
-        tl.phase[size_t(e)] = phase;
-        tl.source[size_t(e)] = PhaseSource::Structure;
-        ++placed;
-    }
-}
-
-// Where frames name the passes but nothing names an optimizer step (a hand-written optimizer whose
-// files and functions are the user's own, no Optimizer.step annotation), its events inherit the
-// backward's phase. After each named backward, up to the next named forward, the stretch that makes
-// blocks of a gradient's size (a block the backward made and kept, of a size alive before the first
-// forward), keeping some or making about one per gradient, is the optimizer step; only events no
-// frame or annotation named are placed.
-size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
-{
-    const auto& ev = dev.events;
-    const EventIndex n = EventIndex(ev.count());
-    auto named = [&](EventIndex e) {
-        return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
-    };
-    auto bornAt = [&](EventIndex e) { return classify_detail::bornAt(dev, e); };
-    EventIndex firstForward = kNoEvent;
-    for (EventIndex e = 0; e < n && firstForward == kNoEvent; ++e)
-        if (named(e) && tl.phase[size_t(e)] == Phase::Forward)
-            firstForward = e;
-    if (firstForward == kNoEvent)
-        return 0;
-    const std::unordered_set<int64_t> stateSizes = runStateAt(dev, firstForward).sizes;
-    size_t placed = 0;
-    // Gradients kept from one backward to the next (accumulated in place, zero_grad without
-    // set_to_none) are made once: the sizes of every backward so far count.
-    std::unordered_set<int64_t> gradientSizes;
-    for (EventIndex e = 0; e < n;) {
-        if (!(named(e) && tl.phase[size_t(e)] == Phase::Backward)) {
-            ++e;
-            continue;
-        }
-        // A named backward: to its last named event before the next named forward.
-        const EventIndex start = e;
-        EventIndex last = e, next = n;
-        for (EventIndex k = e + 1; k < n; ++k) {
-            if (named(k) && tl.phase[size_t(k)] == Phase::Forward) {
-                next = k;
-                break;
-            }
-            if (named(k) && tl.phase[size_t(k)] == Phase::Backward)
-                last = k;
-        }
-        for (EventIndex k = start; k <= last; ++k)
-            if (const Allocation* a = bornAt(k)) {
-                const EventIndex r = releaseOf(*a);
-                if ((r == kNoEvent || r > last) && stateSizes.count(sizeKey(a->size)))
-                    gradientSizes.insert(sizeKey(a->size));
-            }
-        EventIndex first = kNoEvent, end = kNoEvent;
-        size_t made = 0, kept = 0;
-        for (EventIndex k = last + 1; k < next; ++k) {
-            const Allocation* a = bornAt(k);
-            if (!a || named(k) || !gradientSizes.count(sizeKey(a->size)))
-                continue;
-            ++made;
-            const EventIndex r = releaseOf(*a);
-            kept += r == kNoEvent || r >= next;
-            if (first == kNoEvent)
-                first = k;
-            end = std::max(k, r == kNoEvent || r >= next ? k : r);
-        }
-        if (first != kNoEvent && (kept > 0 || made * 2 >= gradientSizes.size()))
-            for (EventIndex k = first; k <= end; ++k)
-                if (!named(k)) {
-                    tl.phase[size_t(k)] = Phase::OptimizerStep;
-                    tl.source[size_t(k)] = PhaseSource::Structure;
-                    ++placed;
-                }
-        e = next;
-    }
-    return placed;
-}
+constexpr auto place = classify_detail::placeStructural; // a frame or an annotation decides
 
 // A run whose bytes show no pass's rise and fall (forwards under no_grad let go of each layer's
 // scratch as they go): its forwards where its layers' sizes repeat (structural_repetition.h).
