@@ -5,6 +5,7 @@
 #include "core/classify/structural_closure.h"
 #include "core/classify/structural_common.h"
 #include "core/classify/structural_engine_walks.h"
+#include "core/classify/structural_forward_again.h"
 #include "core/classify/structural_graph_release.h"
 #include "core/classify/structural_named_optimizer.h"
 #include "core/classify/structural_repetition.h"
@@ -490,7 +491,8 @@ size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnc
     // Where the autograd engine's walks show backwards the swings did not find (several graphs
     // alive at once, several backwards per step): the walks decide (structural_engine_walks.h).
     const size_t walked = phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed, walks);
-    return walked + forwardsBetweenTrainingPasses(tl, repetition);
+    const size_t between = forwardsBetweenTrainingPasses(tl, repetition);
+    return walked + between + classify_detail::forwardsRepeatingAForward(dev, tl);
 }
 
 } // namespace

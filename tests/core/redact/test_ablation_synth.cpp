@@ -149,9 +149,9 @@ const std::map<std::string, std::string>& knownMisses()
         {"model leaks python default", "3.6 %"},
         {"model leaks python peak", "3.6 %"},
         {"model leaks python run", "4.9 %"},
-        {"model leaks none default", "57.7 %"},
-        {"model leaks none peak", "57.7 %"},
-        {"model leaks none run", "89.7 %"},
+        // The leaks model frameless met the target at stop 40 (57.7 / 57.7 / 89.7 % before): its
+        // unannotated evaluation forward, whose graph is kept, is told by making the training forward's
+        // blocks in order (structural_forward_again.h).
         // c22's torch.compile scenarios: renamed and Python-only meet the targets; frameless the training
         // one too since the loss's seed starts the backward (the logits let go of a few events after they
         // were made are the backward's). CUDA graphs frameless: the static KV cache is made before the

@@ -1,0 +1,24 @@
+#pragma once
+// Private to core/classify: a forward that frames, annotations and the stream's swings left
+// unplaced, told by what it makes. A model called again on a batch of the same shape makes the same
+// blocks in the same order, whatever the program keeps of them: an evaluation forward with grad on
+// whose loss is added to a running total (its graph kept, so it neither rises and falls like a
+// training pass nor frees what it made), a reference model's call inside a step, a forward
+// annotated nowhere between two annotated ones.
+#include "core/classify/phases.h"
+#include "core/model/trace.h"
+
+#include <cstddef>
+
+namespace poolscope::classify_detail {
+
+// A stretch of events no reading placed whose births follow, size after size and in order, the
+// births of a forward already placed on this device (at least kMinRepeatedBirths of them, and most
+// of what the stretch makes between its first and last such birth) is that model called again: its
+// events from the first to the last such birth are a forward. Returns the number of events placed.
+size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl);
+
+// Fewer births than a few layers' operators match by chance (a norm, a projection, a residual).
+constexpr size_t kMinRepeatedBirths = 32;
+
+} // namespace poolscope::classify_detail
