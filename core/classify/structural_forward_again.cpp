@@ -3,6 +3,8 @@
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
+#include <utility>
+#include <unordered_map>
 #include <vector>
 
 namespace poolscope::classify_detail {
@@ -13,13 +15,15 @@ struct Birth {
     int64_t size;
 };
 
-// The births of each maximal stretch of events in `phase` from event `from` on, in order.
-std::vector<std::vector<Birth>> birthsByStretch(const DeviceTrace& dev, const PhaseTimeline& tl, Phase phase, size_t from = 0)
+// The births of each maximal stretch of events nothing placed from event `from` on, in order; or
+// with `forward`, of each stretch of forward events.
+std::vector<std::vector<Birth>> birthsByStretch(const DeviceTrace& dev, const PhaseTimeline& tl, bool forward, size_t from = 0)
 {
     std::vector<std::vector<Birth>> out;
     bool inside = false;
     for (size_t e = from; e < tl.phase.size(); ++e) {
-        if (tl.phase[e] != phase) {
+        const bool in = forward ? tl.phase[e] == Phase::Forward : tl.phase[e] == Phase::Unknown;
+        if (!in) {
             inside = false;
             continue;
         }
@@ -32,6 +36,17 @@ std::vector<std::vector<Birth>> birthsByStretch(const DeviceTrace& dev, const Ph
     return out;
 }
 
+// Four births in a row: where a stretch is lost against the model (the caller's blocks before the
+// call, a skip too long), the next four that the model makes in a row say where it is again.
+constexpr size_t kSeed = 4;
+uint64_t seedAt(const std::vector<Birth>& v, size_t i)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t k = 0; k < kSeed; ++k)
+        h = (h ^ uint64_t(v[i + k].size)) * 1099511628211ull;
+    return h;
+}
+
 } // namespace
 
 size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
@@ -41,11 +56,25 @@ size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
     // The template: the placed forward that makes the most blocks (the whole model; a forward split by
     // the caller's code between its calls is read per piece).
     std::vector<Birth> model;
-    for (auto& f : birthsByStretch(dev, tl, Phase::Forward))
+    for (auto& f : birthsByStretch(dev, tl, true))
         if (f.size() > model.size())
             model = std::move(f);
     if (model.size() < kMinRepeatedBirths)
         return 0;
+    std::unordered_map<uint64_t, size_t> seeds; // the first place the model makes each four in a row
+    for (size_t t = 0; t + kSeed <= model.size(); ++t)
+        seeds.try_emplace(seedAt(model, t), t);
+    auto seededAt = [&](const std::vector<Birth>& stretch, size_t i) -> size_t {
+        if (i + kSeed > stretch.size())
+            return model.size();
+        const auto it = seeds.find(seedAt(stretch, i));
+        if (it == seeds.end())
+            return model.size();
+        for (size_t k = 0; k < kSeed; ++k)
+            if (model[it->second + k].size != stretch[i + k].size)
+                return model.size();
+        return it->second;
+    };
     // What comes before the first forward is the model being built or loaded: a model is called
     // after it exists (where the batch's tokens equal the width, its weights have activations' sizes).
     const size_t firstForward = size_t(std::find(tl.phase.begin(), tl.phase.end(), Phase::Forward) - tl.phase.begin());
@@ -53,24 +82,32 @@ size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
     // few of the model's births; a block of a size the model never makes is the caller's, skipped.
     constexpr size_t kLookahead = 8;
     size_t placed = 0;
-    for (const std::vector<Birth>& stretch : birthsByStretch(dev, tl, Phase::Unknown, firstForward)) {
+    for (const std::vector<Birth>& stretch : birthsByStretch(dev, tl, false, firstForward)) {
         if (stretch.size() < kMinRepeatedBirths)
             continue;
-        // Greedily in order, restarting where the model's births run out (a loop of calls). `walked`
-        // counts the model's births passed over: a backward's scratch, the layers' sizes in reverse,
-        // matches a short repeating layer now and then by skipping ahead, a call of the model in step.
-        size_t j = 0, matched = 0, walked = 0, first = stretch.size(), last = 0;
+        // In order: each birth within a few of the model's next, else where four in a row say (a
+        // call's start, or back in step after the caller's blocks). `walked` counts the model's births
+        // passed over: a backward's scratch, the layers' sizes in reverse, matches a short repeating
+        // layer now and then by skipping ahead, never four in a row; a call of the model is in step.
+        // A match behind the last one begins a piece: the next call (the caller's code between two
+        // calls is its own, not the model's), or the model found again after a lost stretch.
+        size_t j = model.size(), matched = 0, walked = 0, first = stretch.size(), last = 0;
+        std::vector<std::pair<size_t, size_t>> pieces;
         for (size_t i = 0; i < stretch.size(); ++i) {
             size_t k = j;
             while (k < model.size() && k < j + kLookahead && model[k].size != stretch[i].size)
                 ++k;
-            if (k >= model.size() || k >= j + kLookahead || model[k].size != stretch[i].size) {
-                if (j >= model.size() && model[0].size == stretch[i].size)
-                    k = 0; // the next call begins
-                else
+            if (k >= model.size() || k >= j + kLookahead) {
+                k = seededAt(stretch, i);
+                if (k >= model.size())
                     continue;
+                walked += 1;
+            } else {
+                walked += k + 1 - j;
             }
-            walked += k >= j ? k + 1 - j : 1;
+            if (pieces.empty() || k < j)
+                pieces.emplace_back(i, i);
+            pieces.back().second = i;
             j = k + 1;
             ++matched;
             first = std::min(first, i);
@@ -78,7 +115,8 @@ size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
         }
         if (matched < kMinRepeatedBirths || matched * 5 < (last + 1 - first) * 4 || matched * 4 < walked * 3)
             continue;
-        placeStructural(tl, stretch[first].event, stretch[last].event, Phase::Forward, placed);
+        for (const auto& [from, to] : pieces)
+            placeStructural(tl, stretch[from].event, stretch[to].event, Phase::Forward, placed);
     }
     return placed;
 }
