@@ -15,14 +15,23 @@ struct Birth {
     int64_t size;
 };
 
-// The births of each maximal stretch of events nothing placed from event `from` on, in order; or
-// with `forward`, of each stretch of forward events.
+// Where the stream's shape alone read an optimizer step: the blocks of a gradient's size made after
+// a backward, from the first to the last. An evaluation forward between the backward and the step
+// makes such blocks too (its logits, a projection's output), and that reading takes it whole.
+bool stepReadFromShape(const PhaseTimeline& tl, size_t e)
+{
+    return tl.phase[e] == Phase::OptimizerStep && tl.source[e] == PhaseSource::Structure;
+}
+
+// The births of each maximal stretch of events nothing placed, or that only the stream's shape read
+// as an optimizer step, from event `from` on, in order; or with `forward`, of each stretch of
+// forward events.
 std::vector<std::vector<Birth>> birthsByStretch(const DeviceTrace& dev, const PhaseTimeline& tl, bool forward, size_t from = 0)
 {
     std::vector<std::vector<Birth>> out;
     bool inside = false;
     for (size_t e = from; e < tl.phase.size(); ++e) {
-        const bool in = forward ? tl.phase[e] == Phase::Forward : tl.phase[e] == Phase::Unknown;
+        const bool in = forward ? tl.phase[e] == Phase::Forward : tl.phase[e] == Phase::Unknown || stepReadFromShape(tl, e);
         if (!in) {
             inside = false;
             continue;
@@ -53,14 +62,15 @@ size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
 {
     if (tl.phase.size() != dev.events.count())
         return 0;
-    // The template: the placed forward that makes the most blocks (the whole model; a forward split by
-    // the caller's code between its calls is read per piece).
-    std::vector<Birth> model;
-    for (auto& f : birthsByStretch(dev, tl, true))
-        if (f.size() > model.size())
-            model = std::move(f);
-    if (model.size() < kMinRepeatedBirths)
+    // The template: a placed forward of the usual length (the median of those long enough). The
+    // longest may hold more than the model's call: where the stream's shape alone placed the
+    // passes, a rise that never falls is a forward to the end of the dump, optimizer step included.
+    std::vector<std::vector<Birth>> forwards = birthsByStretch(dev, tl, true);
+    std::erase_if(forwards, [](const std::vector<Birth>& f) { return f.size() < kMinRepeatedBirths; });
+    if (forwards.empty())
         return 0;
+    std::sort(forwards.begin(), forwards.end(), [](const auto& x, const auto& y) { return x.size() < y.size(); });
+    const std::vector<Birth> model = std::move(forwards[(forwards.size() - 1) / 2]);
     std::unordered_map<uint64_t, size_t> seeds; // the first place the model makes each four in a row
     for (size_t t = 0; t + kSeed <= model.size(); ++t)
         seeds.try_emplace(seedAt(model, t), t);
@@ -115,8 +125,14 @@ size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
         }
         if (matched < kMinRepeatedBirths || matched * 5 < (last + 1 - first) * 4 || matched * 4 < walked * 3)
             continue;
-        for (const auto& [from, to] : pieces)
+        for (const auto& [from, to] : pieces) {
+            for (EventIndex e = stretch[from].event; e <= stretch[to].event; ++e)
+                if (stepReadFromShape(tl, size_t(e))) {
+                    tl.phase[size_t(e)] = Phase::Unknown;
+                    tl.source[size_t(e)] = PhaseSource::None;
+                }
             placeStructural(tl, stretch[from].event, stretch[to].event, Phase::Forward, placed);
+        }
     }
     return placed;
 }
