@@ -3,8 +3,8 @@
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace poolscope::classify_detail {

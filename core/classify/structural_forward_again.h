@@ -12,10 +12,13 @@
 
 namespace poolscope::classify_detail {
 
-// A stretch of events no reading placed whose births follow, size after size and in order, the
-// births of a forward already placed on this device (at least kMinRepeatedBirths of them, and most
-// of what the stretch makes between its first and last such birth) is that model called again: its
-// events from the first to the last such birth are a forward. Returns the number of events placed.
+// A stretch of events after the first forward that no reading placed (or that only the stream's
+// shape read as an optimizer step: blocks of a gradient's size after a backward) whose births follow,
+// size after size and in order, the births of a forward of the usual length already placed on this
+// device (at least kMinRepeatedBirths of them, and most of what the stretch makes between its first
+// and last such birth) is that model called again: each call's events, from its first to its last
+// such birth, are a forward; the caller's code between two calls keeps its phase. Returns the number
+// of events placed.
 size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl);
 
 // Fewer births than a few layers' operators match by chance (a norm, a projection, a residual).
