@@ -8,6 +8,8 @@
 #include <iterator>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 
 namespace poolscope::classify_detail {
 
@@ -50,6 +52,33 @@ inline const Allocation* releasedAt(const DeviceTrace& dev, EventIndex e)
         return nullptr;
     const Allocation& a = dev.allocations[id.value];
     return freeEventOf(a) == e ? &a : nullptr;
+}
+
+// The optimizer step after a backward, in [from, to): the stretch that makes blocks of a gradient's
+// size (state at the first step, out-of-place updates, the update's temporaries) or lets go of them,
+// from the first such birth to the last birth or release; found where one of them outlives the
+// stretch or they are made for about every gradient size. Births at events `skip` says are skipped
+// (a frame or an annotation named them). Returns {kNoEvent, kNoEvent} where there is none.
+template <typename Skip>
+std::pair<EventIndex, EventIndex> gradientSizedStep(const DeviceTrace& dev, EventIndex from, EventIndex to,
+                                                    const std::unordered_set<int64_t>& gradientSizes, Skip skip)
+{
+    EventIndex first = kNoEvent, last = kNoEvent;
+    size_t made = 0, kept = 0;
+    for (EventIndex e = from; e < to; ++e) {
+        const Allocation* a = bornAt(dev, e);
+        if (!a || skip(e) || !gradientSizes.count(sizeKey(a->size)))
+            continue;
+        ++made;
+        const EventIndex r = freeEventOf(*a);
+        kept += r == kNoEvent || r >= to;
+        if (first == kNoEvent)
+            first = e;
+        last = std::max(e, r == kNoEvent || r >= to ? e : r);
+    }
+    if (first == kNoEvent || (kept == 0 && made * 2 < gradientSizes.size()))
+        return {kNoEvent, kNoEvent};
+    return {first, last};
 }
 
 inline uint16_t addRule(Classification& c, std::string name, std::string reason, Pool pool, uint8_t evidence, uint16_t roles = 0)

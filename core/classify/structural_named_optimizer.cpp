@@ -55,20 +55,8 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
                 if ((r == kNoEvent || r > last) && stateSizes.count(sizeKey(a->size)))
                     gradientSizes.insert(sizeKey(a->size));
             }
-        EventIndex first = kNoEvent, end = kNoEvent;
-        size_t made = 0, kept = 0;
-        for (EventIndex k = last + 1; k < next; ++k) {
-            const Allocation* a = bornAt(k);
-            if (!a || named(k) || !gradientSizes.count(sizeKey(a->size)))
-                continue;
-            ++made;
-            const EventIndex r = releaseOf(*a);
-            kept += r == kNoEvent || r >= next;
-            if (first == kNoEvent)
-                first = k;
-            end = std::max(k, r == kNoEvent || r >= next ? k : r);
-        }
-        if (first != kNoEvent && (kept > 0 || made * 2 >= gradientSizes.size()))
+        const auto [first, end] = classify_detail::gradientSizedStep(dev, last + 1, next, gradientSizes, named);
+        if (first != kNoEvent)
             for (EventIndex k = first; k <= end; ++k)
                 if (!named(k)) {
                     tl.phase[size_t(k)] = Phase::OptimizerStep;

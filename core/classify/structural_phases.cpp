@@ -416,21 +416,8 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         // The optimizer step: after the backward and before the next forward, the stretch that
         // makes blocks of a gradient's size (state at the first step, out-of-place updates, the
         // update's temporaries) or lets go of them.
-        const EventIndex gapEnd = nextStart;
-        EventIndex first = kNoEvent, last = kNoEvent;
-        size_t made = 0, kept = 0;
-        for (EventIndex e = releaseEnd + 1; e < gapEnd; ++e) {
-            const Allocation* a = bornAt(size_t(e));
-            if (!a || !keptGradientSizes.count(sizeKey(a->size)))
-                continue;
-            ++made;
-            const EventIndex r = releaseOf(*a);
-            kept += r == kNoEvent || r >= gapEnd;
-            if (first == kNoEvent)
-                first = e;
-            last = std::max(e, r == kNoEvent || r >= gapEnd ? e : r);
-        }
-        if (first != kNoEvent && (kept > 0 || made * 2 >= keptGradientSizes.size()))
+        const auto [first, last] = classify_detail::gradientSizedStep(dev, releaseEnd + 1, nextStart, keptGradientSizes, [](EventIndex) { return false; });
+        if (first != kNoEvent)
             place(tl, first, last, Phase::OptimizerStep, placed);
     }
     // A no-grad forward whose layers each rise and fall (weights brought in per layer, a large
