@@ -320,7 +320,17 @@ std::vector<SynthStacks::Spec> SynthStacks::python(SynthOp op, SynthSite site) c
 {
     std::vector<Spec> v = python(site);
     const bool library = !v.empty() && v.front().file.starts_with(kTorch);
-    if (op == SynthOp::Bmm && site == SynthSite::Attention && library) {
+    if (op == SynthOp::ToDevice && library &&
+        (site == SynthSite::AttentionQkv || site == SynthSite::AttentionProj || site == SynthSite::MlpFc)) {
+        // An explicit weight cast (`w = self.c_attn.weight.to(torch.bfloat16)`) is Tensor.to, a C method,
+        // on a line of the user's own before the layer's call: nn.Linear.forward never calls .to(). Under
+        // linear.py only autocast casts (at::autocast::cached_cast), and a Python-only capture of this
+        // model must not look like one.
+        while (!v.empty() && (v.front().file.starts_with(kTorch) || v.front().file == "??"))
+            v.erase(v.begin());
+        if (!v.empty())
+            --v.front().line;
+    } else if (op == SynthOp::Bmm && site == SynthSite::Attention && library) {
         // q @ k.T and attn @ v are Tensor.__matmul__, a C method: the user's line is their innermost
         // Python frame, not F.softmax's, whose call on the same line is another call.
         v.erase(v.begin());
