@@ -150,10 +150,25 @@ ShardedLayout parametersGatheredPerLayer(const DeviceTrace& dev, Classification&
         else
             wholeBytes += a.size;
     }
-    if (keptBytes == 0 || wholeBytes * 4 > keptBytes) // the weights are kept whole: a plain run
+    // Sizes whose forward blocks a library's frames named gathered parameters (all-gather-parameters
+    // on c10d's or DeepSpeed's frames): the run is sharded whatever is kept between uses, and the
+    // backward's blocks of that size, on the engine's thread or a hook's where no frame may name
+    // them, are the same gathers again.
+    std::unordered_set<int64_t> named;
+    for (const auto& [key, list] : forwardBy) {
+        if (!inBackward.count(key.second))
+            continue;
+        bool all = true;
+        for (const Candidate& x : list)
+            all = all && byFrames(c, x.index) && c.pool[x.index] == Pool::Parameter;
+        if (all)
+            named.insert(key.second);
+    }
+    const bool plainShape = keptBytes == 0 || wholeBytes * 4 > keptBytes; // the weights are kept whole
+    if (plainShape && named.empty())
         return out;
     std::map<int64_t, std::pair<std::vector<uint32_t>, int64_t>> byFactor; // factor * 16 -> blocks, bytes
-    for (uint32_t i : kept) {
+    for (uint32_t i : plainShape ? std::vector<uint32_t>{} : kept) {
         const int64_t size = dev.allocations[i].size;
         for (int64_t r16 = 24; r16 <= 16 * 1024; r16 += 8) // factors 1.5 .. 1024 in halves
             if ((size * r16) % 16 == 0 && inBackward.count(mirrorKey(size * r16 / 16))) {
@@ -166,7 +181,7 @@ ShardedLayout parametersGatheredPerLayer(const DeviceTrace& dev, Classification&
         if (entry.first.size() >= 2 && entry.second * 4 >= keptBytes * 3)
             out.shards.insert(entry.first.begin(), entry.first.end());
     bool flat = false;
-    if (out.shards.empty()) {
+    if (out.shards.empty() && !plainShape) {
         std::map<int, int64_t> perPass;
         for (const auto& [key, list] : forwardBy)
             if (inBackward.count(key.second))
@@ -182,8 +197,10 @@ ShardedLayout parametersGatheredPerLayer(const DeviceTrace& dev, Classification&
                     flat = true;
             }
     }
-    if (out.shards.empty() && !flat)
+    const bool shardsSeen = !out.shards.empty() || flat;
+    if (!shardsSeen && named.empty())
         return out;
+    auto gatheredSize = [&](int64_t key) { return inBackward.count(key) && (shardsSeen || named.count(key)); };
     uint16_t rule = 0;
     auto take = [&](uint32_t i) {
         out.gathered.insert(mirrorKey(dev.allocations[i].size));
@@ -199,11 +216,11 @@ ShardedLayout parametersGatheredPerLayer(const DeviceTrace& dev, Classification&
         decide(c, i, Pool::Parameter, rule, 55);
     };
     for (const auto& [key, list] : forwardBy)
-        if (inBackward.count(key.second))
+        if (gatheredSize(key.second))
             for (const Candidate& x : list)
                 take(x.index);
     for (auto& [key, list] : backwardBy) {
-        if (!inBackward.count(key.second))
+        if (!gatheredSize(key.second))
             continue;
         std::stable_sort(list.begin(), list.end(), [](const Candidate& a, const Candidate& b) { return a.span > b.span; });
         const size_t most = perForward[key.second];

@@ -3,6 +3,7 @@
 // allocation carrying the pool the generator meant. >= 98% of live bytes right at every moment.
 #include "core/classify/shipped_rules.h"
 #include "accuracy.h"
+#include "frame_ablation.h"
 
 #include "core/classify/classifier.h"
 #include "core/classify/pool_series.h"
@@ -154,6 +155,33 @@ private slots:
             qInfo("micro-batch %lld: %lld casts flagged", qint64(b), qint64(flagged));
             QCOMPARE(flagged > 0, b == 8);
         }
+    }
+
+    // ZeRO-3 gathers each layer's weights again for its backward, on the autograd engine's thread,
+    // where a Python-only capture records no frame. The forward's gathers are named by a library's
+    // frames (torch.distributed's all_gather_into_tensor); the weights are kept as shards that each
+    // get a gradient shard of their own size, so nothing says "shard" from the sizes kept. The
+    // backward's blocks of a named gather's size, alive across a layer's releases, are the same
+    // gathers: parameters, not gradients handed on (5.9 % of the bytes at the run's worst moment).
+    void backwardGathersFollowNamedForwardGathers()
+    {
+        SynthModel m = small();
+        m.dataParallel = 2;
+        m.zeroStage = 3;
+        const SynthResult r = synthesize(m);
+        const auto python = ablateFrames(r.trace, KeepFrames::Python);
+        const DeviceTrace& dev = python->devices[0];
+        const Classification c = classify(*python, dev, defaultRules());
+        int backwardGathers = 0;
+        for (size_t i = 0; i < c.size(); ++i) {
+            const Allocation& a = dev.allocations[i];
+            if (r.truth[i] != Pool::Parameter || a.preexisting() || i >= c.birthPhase.size() || c.birthPhase[i] != Phase::Backward)
+                continue;
+            ++backwardGathers;
+            QVERIFY2(!a.stack.valid() || python->frames.stack(a.stack).empty(), "the backward's gathers have no frame here");
+            QCOMPARE(int(c.pool[i]), int(Pool::Parameter));
+        }
+        QCOMPARE(backwardGathers, m.layers * m.steps); // one flat block per layer and step
     }
 };
 
