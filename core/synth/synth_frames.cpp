@@ -135,6 +135,15 @@ std::vector<SynthStacks::Spec> SynthStacks::opFrames(SynthOp op) const
     case SynthOp::ReduceScatter:
         return {{"??", "c10d::ProcessGroupNCCL::_reduce_scatter_base(at::Tensor&, at::Tensor&, c10d::ReduceScatterOptions const&)", 0},
                 {"init.cpp", "c10d::(anonymous namespace)::_reduce_scatter_base_(...)", 0}};
+    case SynthOp::AutocastCast:
+        // As synth_variants.cpp's casts: the cast autocast makes, and caches, for the matmul it wraps.
+        return {{"??", "at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>, ...)", 0},
+                {"??", "at::_ops::_to_copy::call(at::Tensor const&, std::optional<c10::ScalarType>, ...)", 0},
+                {"??", "at::autocast::cached_cast(c10::ScalarType, at::Tensor const&, c10::DeviceType)", 0},
+                {"??", "at::autocast::WrapFunction_<(at::autocast::CastPolicy)0, (c10::DeviceType)1, at::Tensor (at::Tensor const&, "
+                       "at::Tensor const&)>::call(...)", 0},
+                {"??", "at::_ops::linear::call(...)", 0},
+                {"python_nn_functions.cpp", "torch::autograd::THPVariable_linear(_object*, _object*, _object*)", 0}};
     case SynthOp::Count:
         break;
     }
@@ -321,7 +330,8 @@ std::vector<SynthStacks::Spec> SynthStacks::python(SynthOp op, SynthSite site) c
     std::vector<Spec> v = python(site);
     const bool library = !v.empty() && v.front().file.starts_with(kTorch);
     if (op == SynthOp::ToDevice && library &&
-        (site == SynthSite::AttentionQkv || site == SynthSite::AttentionProj || site == SynthSite::MlpFc)) {
+        (site == SynthSite::AttentionQkv || site == SynthSite::AttentionProj || site == SynthSite::MlpFc ||
+         site == SynthSite::GptHead)) {
         // An explicit weight cast (`w = self.c_attn.weight.to(torch.bfloat16)`) is Tensor.to, a C method,
         // on a line of the user's own before the layer's call: nn.Linear.forward never calls .to(). Under
         // linear.py only autocast casts (at::autocast::cached_cast), and a Python-only capture of this

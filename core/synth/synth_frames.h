@@ -29,6 +29,7 @@ enum class SynthOp : uint8_t {
     ForeachMul,
     AllGather,
     ReduceScatter,
+    AutocastCast, // a weight cast by at::autocast::cached_cast inside the matmul's own call
     Count
 };
 

@@ -45,10 +45,12 @@ void Generator::forward()
 
     m_head.lnf = alloc(sbh * m_ea, st(SynthOp::LayerNorm, SynthSite::GptHead), Pool::Activation);
     const bool autocast = m_model.dtype == SynthDtype::Autocast;
-    if (m_model.dtype == SynthDtype::Mixed || autocast)
+    if (variantLayers() && (m_model.dtype == SynthDtype::Mixed || autocast)) // the layers' weights are autocast's casts: so is lm_head's
+        m_head.castHead = alloc(v * h * 2, st(SynthOp::AutocastCast, SynthSite::GptHead), Pool::CastCache);
+    else if (m_model.dtype == SynthDtype::Mixed) // the model's own `.to(torch.bfloat16)`, kept for the backward
         m_head.castHead = alloc(v * h * 2, st(SynthOp::ToDevice, SynthSite::GptHead), Pool::Activation);
-    if (autocast) // lm_head's fp32 input, cast for the matmul (and kept for its backward)
-        m_head.castIn = alloc(sbh * 2, st(SynthOp::ToDevice, SynthSite::GptHead), Pool::Activation);
+    if (autocast) // lm_head's fp32 input, cast by autocast for the matmul (not cached: kept for its backward)
+        m_head.castIn = alloc(sbh * 2, st(SynthOp::AutocastCast, SynthSite::GptHead), Pool::Activation);
     temp(kCublasLtWorkspace, SynthOp::CublasWorkspace, SynthSite::GptHead);
     const int64_t eLogits = autocast ? 2 : m_ea;
     m_head.logits = alloc(b * s * v * eLogits, st(SynthOp::Linear, SynthSite::GptHead), Pool::Activation);

@@ -76,6 +76,10 @@ private slots:
         QTest::newRow("k_ctx128_forward_mixed") << "k_ctx128_forward_mixed.pickle";
         QTest::newRow("nh_forward_mixed") << "nh_forward_mixed.pickle";
         QTest::newRow("niu_fwd_200_bf16") << "niu_fwd_200_bf16.pickle";
+        // A forward benchmark: the output layer's cast (48.8 MiB) is made at the forward's end and let
+        // go of with the graph four events later. With every frame it was an activation (the cast
+        // rule wanted a cast that lives long); the Python-only copy counted it a cast by count.
+        QTest::newRow("bol_fwd_cl512_bf16") << "bol_fwd_cl512_bf16.pickle";
     }
     void autocastRunsKeepTheirCasts()
     {
@@ -87,6 +91,41 @@ private slots:
         const int64_t original = castCacheBytes(*load(path.toStdString()));
         QVERIFY(original > 0);
         QCOMPARE(castCacheBytes(*t), original);
+    }
+
+    // The cast cached_cast makes of the output layer's weight is made at the forward's end and let go
+    // of by the backward's first steps, a few events later: quick, but let go of in a later pass than
+    // its own, held by the backward like every other weight cast (autocast-weight-cast-held-by-
+    // backward). With every frame, each cast of the generator's autocast model is cast cache.
+    void aQuickCastHeldByTheBackwardIsACast()
+    {
+        // The layers' weights cast by autocast (the variant layers' mixed precision), and few events
+        // between lm_head's cast and its backward: 32, the quick limit.
+        SynthModel m;
+        m.layers = 2;
+        m.hidden = 128;
+        m.heads = 4;
+        m.seq = 64;
+        m.microBatch = 2;
+        m.vocab = 1000;
+        m.ffn = 128;
+        m.dtype = SynthDtype::Mixed;
+        const SynthResult r = synthesize(m);
+        const DeviceTrace& dev = r.trace.devices.at(0);
+        const Classification c = classify(r.trace, dev, testing::shippedRules());
+        int casts = 0, quick = 0;
+        for (size_t i = 0; i < c.size(); ++i) {
+            if (r.truth[i] != Pool::CastCache)
+                continue;
+            ++casts;
+            const Allocation& a = dev.allocations[i];
+            const EventIndex freed = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+            if (!a.preexisting() && freed != kNoEvent && freed - a.allocEvent <= kQuickEvents)
+                ++quick;
+            QCOMPARE(int(c.pool[i]), int(Pool::CastCache));
+        }
+        QVERIFY(casts > 0);
+        QVERIFY(quick > 0); // the output layer's, once per step
     }
 
     // Sizes a pass keeps more than twice as often as there are weights to cast are no evidence of
