@@ -4,6 +4,8 @@
 #include "core/classify/structural_repetition.h"
 
 #include <algorithm>
+#include <limits>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -87,9 +89,10 @@ void stateKeptAcrossCalls(const DeviceTrace& dev, Classification& c)
 void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
-    if (!c.history || f.forwardPasses < 3)
+    if (!c.history)
         return;
     constexpr EventIndex kNear = 8; // a torch.cat's output, then the frees of its inputs
+    constexpr size_t kUnplaced = std::numeric_limits<size_t>::max();
     const auto& ev = dev.events;
     const EventIndex events = EventIndex(ev.count());
     auto open = [&](size_t i) {
@@ -98,21 +101,24 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
     };
     struct Link {
         uint32_t result, collection;
-        size_t call; // the pass it follows
+        size_t call; // the pass it follows, or kUnplaced: the piece was made where no pass was read
+        uint32_t piece = 0;
     };
     std::vector<Link> links;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& x = dev.allocations[i];
-        if (x.preexisting() || f.passAt(x.allocEvent) >= 0)
+        if (x.preexisting())
             continue;
-        // The pass just before: a forward, and no other pass between it and this birth.
+        // Made inside a pass: only a forward read from structure may have taken the caller's code
+        // after a call in; such a link must show the spacing below.
+        const int xIn = f.passAt(x.allocEvent);
+        if (xIn >= 0 && f.passes[size_t(xIn)].phase != Phase::Forward)
+            continue;
+        // The pass just before, if any, and whether it is a forward (no other pass between it and this birth).
         auto after = std::upper_bound(f.passes.begin(), f.passes.end(), x.allocEvent, [](EventIndex v, const Pass& p) { return v < p.first; });
-        if (after == f.passes.begin())
-            continue;
-        const Pass& call = *(after - 1);
-        if (call.phase != Phase::Forward)
-            continue;
-        // What is let go of right after the birth: the call's output and the collection so far.
+        const Pass* call = after == f.passes.begin() ? nullptr : &*(after - 1);
+        const bool afterForward = xIn < 0 && call && call->phase == Phase::Forward && f.forwardPasses >= 3;
+        // What is let go of right after the birth: the piece just made and the collection so far.
         std::vector<uint32_t> freed;
         for (EventIndex e = x.allocEvent + 1; e < events && e <= x.allocEvent + kNear; ++e) {
             const AllocId id = dev.eventAlloc[size_t(e)];
@@ -122,13 +128,21 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
         bool found = false;
         for (uint32_t out : freed) {
             const Allocation& o = dev.allocations[out];
-            if (o.preexisting() || o.allocEvent < call.first || o.allocEvent > call.last)
+            if (o.preexisting())
+                continue;
+            // The call's output, or a piece made outside every pass or in a forward where fewer than
+            // three forwards were read (a frameless evaluation's calls, read as none or only some); the
+            // latter are told apart from a model's own concatenations below.
+            const bool fromCall = afterForward && o.allocEvent >= call->first && o.allocEvent <= call->last;
+            const int pieceIn = f.passAt(o.allocEvent);
+            const bool unplaced = !fromCall && (pieceIn < 0 || f.passes[size_t(pieceIn)].phase == Phase::Forward);
+            if (!fromCall && !unplaced)
                 continue;
             for (uint32_t before : freed) {
                 const Allocation& b = dev.allocations[before];
                 if (before == out || b.size + o.size != x.size || (!b.preexisting() && b.allocEvent >= o.allocEvent))
                     continue;
-                links.push_back(Link{uint32_t(i), before, size_t(after - 1 - f.passes.begin())});
+                links.push_back(Link{uint32_t(i), before, fromCall ? size_t(after - 1 - f.passes.begin()) : kUnplaced, out});
                 found = true;
                 break;
             }
@@ -141,18 +155,99 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
     // labels). More than two after one call are left to the cache's readings.
     std::vector<uint32_t> perCall(f.passes.size(), 0);
     for (const Link& l : links)
-        ++perCall[l.call];
-    links.erase(std::remove_if(links.begin(), links.end(), [&](const Link& l) { return perCall[l.call] > 2; }), links.end());
+        if (l.call != kUnplaced)
+            ++perCall[l.call];
+    links.erase(std::remove_if(links.begin(), links.end(), [&](const Link& l) { return l.call != kUnplaced && perCall[l.call] > 2; }),
+                links.end());
+    // Where no pass was read around them, a piece is taken as a call's output only when the chain's
+    // links are spaced by the same work: the births between the collection's and the result's (the
+    // chains' own blocks left out) repeat, size for size, from one link to the next, a call made
+    // again on a batch of the same shape. A model's own concatenations (a dense block's growing
+    // feature map) and a cache grown per token are spaced by work whose sizes grow with them.
+    {
+        std::vector<uint32_t> byBirth;
+        for (size_t i = 0; i < c.size(); ++i)
+            if (!dev.allocations[i].preexisting())
+                byBirth.push_back(uint32_t(i));
+        std::stable_sort(byBirth.begin(), byBirth.end(),
+                         [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+        std::vector<uint32_t> pos(c.size(), 0);
+        for (size_t k = 0; k < byBirth.size(); ++k)
+            pos[byBirth[k]] = uint32_t(k);
+        std::vector<uint8_t> inChain(c.size(), 0);
+        for (const Link& l : links)
+            inChain[l.result] = inChain[l.collection] = 1;
+        constexpr size_t kCallBirths = 4; // a call's work, not one operator's
+        std::vector<std::vector<int64_t>> work(links.size());
+        std::unordered_map<uint32_t, size_t> byResult;
+        for (size_t k = 0; k < links.size(); ++k) {
+            const Link& l = links[k];
+            if (l.call != kUnplaced)
+                continue;
+            byResult[l.result] = k;
+            const Allocation& b = dev.allocations[l.collection];
+            const size_t from = b.preexisting() ? 0 : size_t(pos[l.collection]) + 1;
+            for (size_t q = from; q < pos[l.result]; ++q)
+                if (!inChain[byBirth[q]])
+                    work[k].push_back(dev.allocations[byBirth[q]].size);
+        }
+        // Results of the links, in birth order: how many other links fall between two of one chain.
+        std::vector<uint32_t> resultsAt;
+        for (const Link& l : links)
+            if (l.call == kUnplaced)
+                resultsAt.push_back(pos[l.result]);
+        std::sort(resultsAt.begin(), resultsAt.end());
+        auto linksBetween = [&](uint32_t a, uint32_t b) {
+            return std::lower_bound(resultsAt.begin(), resultsAt.end(), b) - std::upper_bound(resultsAt.begin(), resultsAt.end(), a);
+        };
+        std::vector<uint8_t> spaced(links.size(), 0);
+        for (size_t k = 0; k < links.size(); ++k) {
+            if (links[k].call != kUnplaced || work[k].size() < kCallBirths)
+                continue;
+            // The link before it in the chain (its collection is that link's result), after the same
+            // work, and at most one other chain grown between them (outputs and labels): a cache
+            // grows a chain per layer in the same stretch.
+            // The piece is one of the call's larger blocks (its output), not a token the caller made
+            // after it (a decode loop's ids grow by what the caller picked from the logits).
+            std::vector<int64_t> sorted = work[k];
+            std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+            if (dev.allocations[links[k].piece].size < sorted[sorted.size() / 2])
+                continue;
+            const auto prev = byResult.find(links[k].collection);
+            if (prev != byResult.end() && work[prev->second] == work[k] && linksBetween(pos[links[prev->second].result], pos[links[k].result]) <= 1)
+                spaced[k] = spaced[prev->second] = 1;
+        }
+        std::vector<Link> kept;
+        for (size_t k = 0; k < links.size(); ++k)
+            if (links[k].call != kUnplaced || spaced[k])
+                kept.push_back(links[k]);
+        links.swap(kept);
+    }
     std::vector<uint8_t> result(c.size(), 0), collection(c.size(), 0);
     for (const Link& l : links) {
         result[l.result] = 1;
         collection[l.collection] = 1;
     }
-    uint16_t rule = 0;
+    uint16_t rule = 0, unplacedRule = 0;
     for (const Link& l : links) {
         // In a chain: its collection was a link's result, or its result is a later link's collection.
         if (!result[l.collection] && !collection[l.result])
             continue;
+        if (l.call == kUnplaced) {
+            if (!unplacedRule)
+                unplacedRule = addRule(c, "outputs-collected-by-concatenation",
+                                       "made from two blocks let go of at once, the collection so far and a new piece (its size is "
+                                       "theirs summed), and itself collected on in the same way, each link after the same work, size "
+                                       "for size (a model called again on a batch of the same shape, though no pass was read there): "
+                                       "outputs gathered on the device across calls (an evaluation loop's logits concatenated per "
+                                       "batch), growing with every batch; moving them to the host each batch (eval_accumulation_steps "
+                                       "in Hugging Face Trainer) frees them",
+                                       Pool::Other, kEvidenceLifetime | kEvidenceSize, kRoleCollectedOutputs);
+            for (uint32_t i : {l.result, l.collection})
+                if (open(i))
+                    decide(c, i, Pool::Other, unplacedRule, 55);
+            continue;
+        }
         if (!rule)
             rule = addRule(c, "outputs-collected-across-calls",
                            "made by the caller's code right after a call of the model from two blocks let go of at once, the "

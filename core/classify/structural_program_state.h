@@ -28,6 +28,14 @@ void stateKeptAcrossCalls(const DeviceTrace& dev, Classification& c);
 // two links after one call are a cache grown per layer by the caller (keys and values concatenated
 // outside the model), not a collection; nor is a generate loop's growing input_ids (the token it
 // appends was made by the caller, not by the call).
+// Where no forward pass was read around the calls (frameless, the no-grad calls show no rise and
+// fall), or fewer than three, a chain is still a collection ("outputs-collected-by-concatenation",
+// other at 55 %) when its links are spaced by the same work: the births between a link's collection
+// and its result, the chains' own blocks left out, at least four, repeat size for size from one link
+// to the next (a model called again on a batch of the same shape); at most one other chain grows
+// between two links of one (outputs and labels; a cache grows a chain per layer); and the piece is
+// not smaller than the work's median block (a call's output, not the token a decode loop appends).
+// A dense block's concatenations are spaced by work that grows with the map, and are left.
 void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail

@@ -6,6 +6,7 @@
 // in a wrong pool with every frame kept.
 #include "core/classify/classifier.h"
 #include "core/classify/shipped_rules.h"
+#include "tests/core/classify/frame_ablation.h"
 #include "tests/core/classify/structure_fixtures.h"
 
 #include <QtTest>
@@ -76,8 +77,9 @@ struct Collected {
 };
 
 // `chains` outputs per call, each collected in its own chain (more than two: a cache per layer
-// grown by the caller, keys and values concatenated outside the model).
-Collected evalLoop(bool generate, int chains = 1)
+// grown by the caller, keys and values concatenated outside the model); `layers`: the call's work
+// beyond its first scratch block (two blocks made and let go of per layer).
+Collected evalLoop(bool generate, int chains = 1, int layers = 0)
 {
     Collected out;
     FixtureRecorder r;
@@ -95,6 +97,12 @@ Collected evalLoop(bool generate, int chains = 1)
             r.free(batch, atCaller);
         batch = r.alloc(64 << 10, atCaller, Pool::Input);
         const uint64_t scratch = r.alloc(2 << 20, inCall, Pool::Temporary);
+        for (int l = 0; l < layers; ++l) {
+            const uint64_t up = r.alloc(2 << 20, inCall, Pool::Temporary);
+            const uint64_t down = r.alloc(1 << 20, inCall, Pool::Temporary);
+            r.free(up, inCall);
+            r.free(down, inCall);
+        }
         const bool first = k == 0 && !generate;
         std::vector<uint64_t> o;
         for (int ch = 0; ch < chains; ++ch)
@@ -134,6 +142,46 @@ Collected evalLoop(bool generate, int chains = 1)
     }
     out.f = r.finish();
     return out;
+}
+
+// A dense block in a no-grad forward (DenseNet): each layer's features, computed from the map so
+// far, concatenated to it, and the old map let go of. Its links are spaced by work that grows with
+// the map, not by a call made again.
+Collected denseBlock()
+{
+    Collected out;
+    FixtureRecorder r;
+    buildModel(r, {4 << 20, 4 << 20, 16 << 20});
+    const StackId at = r.stack({{"/home/u/qzx/dense.py", "forward", 30}});
+    int64_t mapBytes = 1 << 20;
+    uint64_t map = r.alloc(mapBytes, at, Pool::Temporary);
+    const int64_t growth = 1 << 20; // the features each layer adds
+    for (int k = 0; k < 6; ++k) {
+        const uint64_t norm = r.alloc(mapBytes, at, Pool::Temporary);
+        const uint64_t act = r.alloc(mapBytes, at, Pool::Temporary);
+        r.free(norm, at);
+        // The convolutions' scratch, of fixed sizes: what makes the work differ is the map.
+        for (int q = 0; q < 3; ++q)
+            r.free(r.alloc(256 << 10, at, Pool::Temporary), at);
+        r.free(act, at);
+        const uint64_t features = r.alloc(growth, at, Pool::Temporary);
+        const uint64_t joined = r.alloc(mapBytes + growth, at, Pool::Temporary);
+        r.free(map, at);
+        r.free(features, at);
+        out.collection.push_back(joined);
+        map = joined;
+        mapBytes += growth;
+    }
+    r.free(map, at);
+    out.f = r.finish();
+    return out;
+}
+
+Fixture frameless(const Fixture& f)
+{
+    Fixture g = f;
+    g.trace = ablateFrames(*f.trace, KeepFrames::None);
+    return g;
 }
 
 size_t indexOf(const Fixture& f, uint64_t address)
@@ -219,6 +267,44 @@ private slots:
         const Classification c = classify(*run.f.trace, run.f.trace->devices[0], shippedRules());
         for (uint64_t a : run.collection)
             QVERIFY(ruleOf(c, indexOf(run.f, a)) != "outputs-collected-across-calls");
+    }
+
+    // Without frames no pass is read around the calls; the same work, size for size, before each
+    // link says a call was made again, and the collection is other all the same.
+    void framelessCollectionIsToldByItsSpacing()
+    {
+        const Collected run = evalLoop(false, 1, 3);
+        const Fixture f = frameless(run.f);
+        const Classification c = classify(*f.trace, f.trace->devices[0], shippedRules());
+        for (uint64_t a : run.collection) {
+            const size_t i = indexOf(f, a);
+            QCOMPARE(poolName(c.pool[i]), poolName(Pool::Other));
+            QCOMPARE(ruleOf(c, i), std::string("outputs-collected-by-concatenation"));
+        }
+        for (uint64_t a : run.outputs)
+            QVERIFY(c.pool[indexOf(f, a)] != Pool::Other);
+    }
+
+    // Frameless, what must not read as a collection: four chains grown together (a cache per
+    // layer), a decode loop's ids, a dense block's growing feature map.
+    void framelessLookalikesAreNotCollections_data()
+    {
+        QTest::addColumn<int>("kind");
+        QTest::newRow("cache per layer") << 0;
+        QTest::newRow("generated ids") << 1;
+        QTest::newRow("dense block") << 2;
+    }
+    void framelessLookalikesAreNotCollections()
+    {
+        QFETCH(int, kind);
+        const Collected run = kind == 0 ? evalLoop(false, 4, 3) : kind == 1 ? evalLoop(true, 1, 3) : denseBlock();
+        QVERIFY(run.collection.size() >= 4);
+        const Fixture f = frameless(run.f);
+        const Classification c = classify(*f.trace, f.trace->devices[0], shippedRules());
+        for (uint64_t a : run.collection) {
+            const std::string rule = ruleOf(c, indexOf(f, a));
+            QVERIFY2(rule != "outputs-collected-by-concatenation" && rule != "outputs-collected-across-calls", rule.c_str());
+        }
     }
 };
 

@@ -158,11 +158,11 @@ const std::map<std::string, std::string>& knownMisses()
         {"scenario gptq-calibration none default", "64.2 %"},
         {"scenario gptq-calibration none peak", "64.2 %"},
         {"scenario gptq-calibration none run", "100.0 %"},
-        // Trainer.predict collecting logits on the device: frameless, the no-grad evaluation calls
-        // are no passes, so nothing is collected from them and the collection is unknown.
-        {"scenario trainer-eval-accumulation none default", "68.7 %"},
-        {"scenario trainer-eval-accumulation none peak", "78.6 %"},
-        {"scenario trainer-eval-accumulation none run", "78.6 %"},
+        // Trainer.predict collecting logits on the device, frameless: the collection was unknown until
+        // stop 41 (68.7 % default, 78.6 % peak and run), the no-grad evaluation calls being no passes;
+        // it is now told by its links' spacing (outputs-collected-by-concatenation). Left at the run's
+        // worst moment: the first training step's backward, whose saved tensors read as scratch.
+        {"scenario trainer-eval-accumulation none run", "33.4 %"},
     };
     return misses;
 }
