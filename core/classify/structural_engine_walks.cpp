@@ -89,12 +89,23 @@ bool readsAsBackward(const Stream& s, const Candidate& c)
             releasedSizes.insert(sizeKey(r->size));
     for (const Allocation& a : s.dev.allocations) {
         const EventIndex r = releaseOf(a);
-        if ((a.preexisting() || a.allocEvent < w.bornFirst) && (r == kNoEvent || r > w.last) && !releasedSizes.count(sizeKey(a.size)))
+        if ((a.preexisting() || a.allocEvent < w.bornFirst) && (r == kNoEvent || r > w.last))
             stateSizes.insert(sizeKey(a.size));
     }
-    for (EventIndex e = w.first; e <= w.last; ++e)
-        if (const Allocation* a = s.bornAt(e); a && a->size >= 4096 && stateSizes.count(sizeKey(a->size)))
-            return true; // (a few bytes' blocks, a scalar or a norm's statistics, match any small buffer)
+    // Where every weight's size is also an activation's (a batch of as many tokens as the model is
+    // wide), a gradient is still told by its lifetime: made in the walk and kept past it, where the
+    // nodes' outputs flow on and are let go of inside it. Two of them at least.
+    int keptPast = 0;
+    for (EventIndex e = w.first; e <= w.last; ++e) {
+        const Allocation* a = s.bornAt(e);
+        if (!a || a->size < 4096 || !stateSizes.count(sizeKey(a->size)))
+            continue; // (a few bytes' blocks, a scalar or a norm's statistics, match any small buffer)
+        if (!releasedSizes.count(sizeKey(a->size)))
+            return true;
+        const EventIndex r = releaseOf(*a);
+        if ((r == kNoEvent || r > w.last) && ++keptPast >= 2)
+            return true;
+    }
     return false;
 }
 

@@ -411,6 +411,24 @@ private slots:
         }
     }
 
+    // Where every weight has an activation's size (a batch of as many tokens as the model is wide:
+    // the Trainer scenario's 512 x 512), a gradient is still told by its lifetime, made in the walk
+    // and kept past it; before, sizes alone were asked, and no step's backward was read.
+    void weightsOfAnActivationsSizeStillWalk()
+    {
+        FixtureRecorder r;
+        const int64_t bytes = 1 << 20;
+        Model m = build(r, {bytes, bytes, bytes, bytes});
+        for (int s = 0; s < 3; ++s) {
+            std::vector<uint64_t> saved = forward(r, bytes);
+            backward(r, saved, m, bytes);
+            step(r, m, s == 0);
+            zeroGrad(r, m);
+        }
+        const Fixture f = r.finish();
+        QCOMPARE(engineWalks(f.trace->devices[0]).size(), size_t(3));
+    }
+
     void noGradDecoderIsNoBackward()
     {
         const Fixture f = noGradUNet();
