@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 namespace poolscope::classify_detail {
 
@@ -32,6 +33,17 @@ inline void placeStructural(PhaseTimeline& tl, EventIndex from, EventIndex to, P
         tl.source[size_t(e)] = PhaseSource::Structure;
         ++placed;
     }
+}
+
+// The allocations recording saw made (not those from before it), in the order they were made.
+inline std::vector<uint32_t> recordedByBirth(const DeviceTrace& dev)
+{
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < dev.allocations.size(); ++i)
+        if (!dev.allocations[i].preexisting())
+            out.push_back(uint32_t(i));
+    std::stable_sort(out.begin(), out.end(), [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+    return out;
 }
 
 // The allocation event e made, or nullptr (a free, a segment event, a block from before recording).

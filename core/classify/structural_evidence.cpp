@@ -422,12 +422,7 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     // input width x 2 B (T = in / 2: wed_training_128's T = 512 beside h = 1024), and it is its
     // call's only allocation. Where the stacks hold no frame, nothing tells a call apart; the count
     // alone decides, as before.
-    std::vector<uint32_t> byBirth;
-    for (size_t i = 0; i < c.size(); ++i)
-        if (!dev.allocations[i].preexisting())
-            byBirth.push_back(uint32_t(i));
-    std::stable_sort(byBirth.begin(), byBirth.end(),
-                     [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+    const std::vector<uint32_t> byBirth = recordedByBirth(dev);
     constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
     std::vector<uint32_t> nextBorn(c.size(), kNone);
     for (size_t k = 0; k + 1 < byBirth.size(); ++k)

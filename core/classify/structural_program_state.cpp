@@ -165,12 +165,7 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
     // again on a batch of the same shape. A model's own concatenations (a dense block's growing
     // feature map) and a cache grown per token are spaced by work whose sizes grow with them.
     {
-        std::vector<uint32_t> byBirth;
-        for (size_t i = 0; i < c.size(); ++i)
-            if (!dev.allocations[i].preexisting())
-                byBirth.push_back(uint32_t(i));
-        std::stable_sort(byBirth.begin(), byBirth.end(),
-                         [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+        const std::vector<uint32_t> byBirth = recordedByBirth(dev);
         std::vector<uint32_t> pos(c.size(), 0);
         for (size_t k = 0; k < byBirth.size(); ++k)
             pos[byBirth[k]] = uint32_t(k);
@@ -233,32 +228,27 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
         // In a chain: its collection was a link's result, or its result is a later link's collection.
         if (!result[l.collection] && !collection[l.result])
             continue;
-        if (l.call == kUnplaced) {
-            if (!unplacedRule)
-                unplacedRule = addRule(c, "outputs-collected-by-concatenation",
-                                       "made from two blocks let go of at once, the collection so far and a new piece (its size is "
-                                       "theirs summed), and itself collected on in the same way, each link after the same work, size "
-                                       "for size (a model called again on a batch of the same shape, though no pass was read there): "
-                                       "outputs gathered on the device across calls (an evaluation loop's logits concatenated per "
-                                       "batch), growing with every batch; moving them to the host each batch (eval_accumulation_steps "
-                                       "in Hugging Face Trainer) frees them",
-                                       Pool::Other, kEvidenceLifetime | kEvidenceSize, kRoleCollectedOutputs);
-            for (uint32_t i : {l.result, l.collection})
-                if (open(i))
-                    decide(c, i, Pool::Other, unplacedRule, 55);
-            continue;
-        }
-        if (!rule)
-            rule = addRule(c, "outputs-collected-across-calls",
-                           "made by the caller's code right after a call of the model from two blocks let go of at once, the "
-                           "call's output and the collection before it (its size is theirs summed), and itself collected on in "
-                           "the same way: outputs gathered on the device across calls (an evaluation loop's logits concatenated per "
-                           "batch), growing with every batch; moving them to the host each batch (eval_accumulation_steps in "
-                           "Hugging Face Trainer) frees them",
-                           Pool::Other, kEvidenceLifetime | kEvidenceSize, kRoleCollectedOutputs);
+        const bool unplaced = l.call == kUnplaced;
+        uint16_t& r = unplaced ? unplacedRule : rule;
+        if (!r)
+            r = unplaced ? addRule(c, "outputs-collected-by-concatenation",
+                                   "made from two blocks let go of at once, the collection so far and a new piece (its size is "
+                                   "theirs summed), and itself collected on in the same way, each link after the same work, size "
+                                   "for size (a model called again on a batch of the same shape, though no pass was read there): "
+                                   "outputs gathered on the device across calls (an evaluation loop's logits concatenated per "
+                                   "batch), growing with every batch; moving them to the host each batch (eval_accumulation_steps "
+                                   "in Hugging Face Trainer) frees them",
+                                   Pool::Other, kEvidenceLifetime | kEvidenceSize, kRoleCollectedOutputs)
+                         : addRule(c, "outputs-collected-across-calls",
+                                   "made by the caller's code right after a call of the model from two blocks let go of at once, the "
+                                   "call's output and the collection before it (its size is theirs summed), and itself collected on in "
+                                   "the same way: outputs gathered on the device across calls (an evaluation loop's logits concatenated "
+                                   "per batch), growing with every batch; moving them to the host each batch (eval_accumulation_steps "
+                                   "in Hugging Face Trainer) frees them",
+                                   Pool::Other, kEvidenceLifetime | kEvidenceSize, kRoleCollectedOutputs);
         for (uint32_t i : {l.result, l.collection})
             if (open(i))
-                decide(c, i, Pool::Other, rule, 60);
+                decide(c, i, Pool::Other, r, unplaced ? 55 : 60);
     }
 }
 
