@@ -173,19 +173,50 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
         for (const Link& l : links)
             inChain[l.result] = inChain[l.collection] = 1;
         constexpr size_t kCallBirths = 4; // a call's work, not one operator's
-        std::vector<std::vector<int64_t>> work(links.size());
+        // Each link's work is kept as a hash of its sizes, its length and its median block, and read
+        // only for links in a chain; births read in all are bounded by a few times the history's, so
+        // a dump of many unrelated concatenations costs no more than a pass over it.
+        struct Work {
+            uint64_t hash = 1469598103934665603ull; // FNV-1a over the sizes
+            size_t length = 0;
+            int64_t median = 0;
+            bool read = false;
+        };
+        std::vector<Work> work(links.size());
         std::unordered_map<uint32_t, size_t> byResult;
+        std::unordered_set<uint32_t> collections;
+        for (size_t k = 0; k < links.size(); ++k)
+            if (links[k].call == kUnplaced) {
+                byResult[links[k].result] = k;
+                collections.insert(links[k].collection);
+            }
+        size_t budget = 8 * byBirth.size() + 1024;
+        std::vector<int64_t> sizes;
         for (size_t k = 0; k < links.size(); ++k) {
             const Link& l = links[k];
-            if (l.call != kUnplaced)
+            if (l.call != kUnplaced || (!byResult.count(l.collection) && !collections.count(l.result)))
                 continue;
-            byResult[l.result] = k;
-            const Allocation& b = dev.allocations[l.collection];
-            const size_t from = b.preexisting() ? 0 : size_t(pos[l.collection]) + 1;
-            for (size_t q = from; q < pos[l.result]; ++q)
+            const size_t from = dev.allocations[l.collection].preexisting() ? 0 : size_t(pos[l.collection]) + 1;
+            const size_t to = pos[l.result];
+            if (to < from || to - from > budget)
+                continue;
+            budget -= to - from;
+            sizes.clear();
+            for (size_t q = from; q < to; ++q)
                 if (!inChain[byBirth[q]])
-                    work[k].push_back(dev.allocations[byBirth[q]].size);
+                    sizes.push_back(dev.allocations[byBirth[q]].size);
+            Work& w = work[k];
+            for (int64_t v : sizes)
+                for (int b = 0; b < 8; ++b)
+                    w.hash = (w.hash ^ uint64_t((v >> (8 * b)) & 0xff)) * 1099511628211ull;
+            w.length = sizes.size();
+            if (!sizes.empty()) {
+                std::nth_element(sizes.begin(), sizes.begin() + ptrdiff_t(sizes.size() / 2), sizes.end());
+                w.median = sizes[sizes.size() / 2];
+            }
+            w.read = true;
         }
+        auto same = [&](const Work& a, const Work& b) { return a.read && b.read && a.length == b.length && a.hash == b.hash; };
         // Results of the links, in birth order: how many other links fall between two of one chain.
         std::vector<uint32_t> resultsAt;
         for (const Link& l : links)
@@ -197,19 +228,18 @@ void outputsCollectedAcrossCalls(const DeviceTrace& dev, Classification& c)
         };
         std::vector<uint8_t> spaced(links.size(), 0);
         for (size_t k = 0; k < links.size(); ++k) {
-            if (links[k].call != kUnplaced || work[k].size() < kCallBirths)
+            if (links[k].call != kUnplaced || !work[k].read || work[k].length < kCallBirths)
+                continue;
+            // The piece is one of the call's larger blocks (its output), not a token the caller made
+            // after it (a decode loop's ids grow by what the caller picked from the logits).
+            if (dev.allocations[links[k].piece].size < work[k].median)
                 continue;
             // The link before it in the chain (its collection is that link's result), after the same
             // work, and at most one other chain grown between them (outputs and labels): a cache
             // grows a chain per layer in the same stretch.
-            // The piece is one of the call's larger blocks (its output), not a token the caller made
-            // after it (a decode loop's ids grow by what the caller picked from the logits).
-            std::vector<int64_t> sorted = work[k];
-            std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-            if (dev.allocations[links[k].piece].size < sorted[sorted.size() / 2])
-                continue;
             const auto prev = byResult.find(links[k].collection);
-            if (prev != byResult.end() && work[prev->second] == work[k] && linksBetween(pos[links[prev->second].result], pos[links[k].result]) <= 1)
+            if (prev != byResult.end() && same(work[prev->second], work[k]) &&
+                linksBetween(pos[links[prev->second].result], pos[links[k].result]) <= 1)
                 spaced[k] = spaced[prev->second] = 1;
         }
         std::vector<Link> kept;
