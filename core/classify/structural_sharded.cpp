@@ -167,8 +167,10 @@ ShardedLayout parametersGatheredPerLayer(const DeviceTrace& dev, Classification&
     const bool plainShape = keptBytes == 0 || wholeBytes * 4 > keptBytes; // the weights are kept whole
     if (plainShape && named.empty())
         return out;
+    if (plainShape)
+        kept.clear(); // only the named gathers below: no shards to look for
     std::map<int64_t, std::pair<std::vector<uint32_t>, int64_t>> byFactor; // factor * 16 -> blocks, bytes
-    for (uint32_t i : plainShape ? std::vector<uint32_t>{} : kept) {
+    for (uint32_t i : kept) {
         const int64_t size = dev.allocations[i].size;
         for (int64_t r16 = 24; r16 <= 16 * 1024; r16 += 8) // factors 1.5 .. 1024 in halves
             if ((size * r16) % 16 == 0 && inBackward.count(mirrorKey(size * r16 / 16))) {
@@ -181,7 +183,7 @@ ShardedLayout parametersGatheredPerLayer(const DeviceTrace& dev, Classification&
         if (entry.first.size() >= 2 && entry.second * 4 >= keptBytes * 3)
             out.shards.insert(entry.first.begin(), entry.first.end());
     bool flat = false;
-    if (out.shards.empty() && !plainShape) {
+    if (out.shards.empty()) {
         std::map<int, int64_t> perPass;
         for (const auto& [key, list] : forwardBy)
             if (inBackward.count(key.second))

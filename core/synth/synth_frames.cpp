@@ -135,15 +135,15 @@ std::vector<SynthStacks::Spec> SynthStacks::opFrames(SynthOp op) const
     case SynthOp::ReduceScatter:
         return {{"??", "c10d::ProcessGroupNCCL::_reduce_scatter_base(at::Tensor&, at::Tensor&, c10d::ReduceScatterOptions const&)", 0},
                 {"init.cpp", "c10d::(anonymous namespace)::_reduce_scatter_base_(...)", 0}};
-    case SynthOp::AutocastCast:
-        // As synth_variants.cpp's casts: the cast autocast makes, and caches, for the matmul it wraps.
-        return {{"??", "at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>, ...)", 0},
-                {"??", "at::_ops::_to_copy::call(at::Tensor const&, std::optional<c10::ScalarType>, ...)", 0},
-                {"??", "at::autocast::cached_cast(c10::ScalarType, at::Tensor const&, c10::DeviceType)", 0},
-                {"??", "at::autocast::WrapFunction_<(at::autocast::CastPolicy)0, (c10::DeviceType)1, at::Tensor (at::Tensor const&, "
-                       "at::Tensor const&)>::call(...)", 0},
-                {"??", "at::_ops::linear::call(...)", 0},
-                {"python_nn_functions.cpp", "torch::autograd::THPVariable_linear(_object*, _object*, _object*)", 0}};
+    case SynthOp::AutocastCast: {
+        // The cast autocast makes, and caches, for the matmul it wraps (as the variant layers' casts).
+        std::vector<Spec> v;
+        for (const char* f : kAutocastCastFrames)
+            v.push_back({"??", f, 0});
+        v.push_back({"??", "at::_ops::linear::call(...)", 0});
+        v.push_back({"python_nn_functions.cpp", "torch::autograd::THPVariable_linear(_object*, _object*, _object*)", 0});
+        return v;
+    }
     case SynthOp::Count:
         break;
     }
@@ -329,6 +329,11 @@ std::vector<SynthStacks::Spec> SynthStacks::python(SynthOp op, SynthSite site) c
 {
     std::vector<Spec> v = python(site);
     const bool library = !v.empty() && v.front().file.starts_with(kTorch);
+    // The library's frames innermost (and the interpreter's between them), down to the user's line.
+    auto dropLibraryFrames = [](std::vector<Spec>& frames) {
+        while (!frames.empty() && (frames.front().file.starts_with(kTorch) || frames.front().file == "??"))
+            frames.erase(frames.begin());
+    };
     if (op == SynthOp::ToDevice && library &&
         (site == SynthSite::AttentionQkv || site == SynthSite::AttentionProj || site == SynthSite::MlpFc ||
          site == SynthSite::GptHead)) {
@@ -336,8 +341,7 @@ std::vector<SynthStacks::Spec> SynthStacks::python(SynthOp op, SynthSite site) c
         // on a line of the user's own before the layer's call: nn.Linear.forward never calls .to(). Under
         // linear.py only autocast casts (at::autocast::cached_cast), and a Python-only capture of this
         // model must not look like one.
-        while (!v.empty() && (v.front().file.starts_with(kTorch) || v.front().file == "??"))
-            v.erase(v.begin());
+        dropLibraryFrames(v);
         if (!v.empty())
             --v.front().line;
     } else if (op == SynthOp::Bmm && site == SynthSite::Attention && library) {
@@ -348,8 +352,7 @@ std::vector<SynthStacks::Spec> SynthStacks::python(SynthOp op, SynthSite site) c
         // self.attn_dropout(att) / self.resid_dropout(...): nn.Dropout.forward calls F.dropout, which
         // calls _VF.dropout (torch/nn/modules/dropout.py:70 -> torch/nn/functional.py:1425, as a real
         // traceback shows them), on the user's line: never inside F.softmax, nn.Linear or F.gelu.
-        while (!v.empty() && (v.front().file.starts_with(kTorch) || v.front().file == "??"))
-            v.erase(v.begin());
+        dropLibraryFrames(v);
         const std::vector<Spec> dropout = {{kTorch + "nn/functional.py", "dropout", 1425},
                                            {kTorch + "nn/modules/dropout.py", "forward", 70},
                                            {"??", "_PyEval_EvalFrameDefault", 0},

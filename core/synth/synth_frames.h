@@ -33,6 +33,15 @@ enum class SynthOp : uint8_t {
     Count
 };
 
+// The frames of a cast autocast makes inside the operator it wraps (at::autocast::cached_cast),
+// innermost first, down to the wrapper.
+inline const char* const kAutocastCastFrames[] = {
+    "at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>, ...)",
+    "at::_ops::_to_copy::call(at::Tensor const&, std::optional<c10::ScalarType>, ...)",
+    "at::autocast::cached_cast(c10::ScalarType, at::Tensor const&, c10::DeviceType)",
+    "at::autocast::WrapFunction_<(at::autocast::CastPolicy)0, (c10::DeviceType)1, at::Tensor (at::Tensor const&, "
+    "at::Tensor const&)>::call(...)"};
+
 // Where in the program an allocation or free happens: the Python frames around the operator.
 enum class SynthSite : uint8_t {
     Batch,          // train.py: batch.to(device)

@@ -135,11 +135,8 @@ StackId Generator::variantStack(const std::string& op, int site, int policy, boo
         return m_variantStacks[key] = frames.internStack(ids);
     }
     if (op == "_to_copy") {
-        cpp("at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>, ...)");
-        cpp("at::_ops::_to_copy::call(at::Tensor const&, std::optional<c10::ScalarType>, ...)");
-        cpp("at::autocast::cached_cast(c10::ScalarType, at::Tensor const&, c10::DeviceType)");
-        cpp("at::autocast::WrapFunction_<(at::autocast::CastPolicy)0, (c10::DeviceType)1, at::Tensor (at::Tensor const&, "
-            "at::Tensor const&)>::call(...)");
+        for (const char* f : kAutocastCastFrames)
+            cpp(f);
     } else {
         cpp("at::(anonymous namespace)::wrapper_CUDA_" + op + "(...)");
         cpp("at::_ops::" + op + "::call(...)");
