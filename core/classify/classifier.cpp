@@ -149,6 +149,20 @@ public:
     }
 
 private:
+    // Still alive, made in the backward an OOM then stopped: whether it would have outlived that
+    // backward (a gradient) or been let go of by a later node (the backward's scratch: the logits'
+    // gradient has the output layer's weight size where batch x sequence equals the width) the dump
+    // cannot say. Kept alive by the OOM is not kept after the backward.
+    bool cutByOom(const Allocation& a, const PhaseTimeline& tl) const
+    {
+        if (a.preexisting() || a.freeRequestedEvent != kNoEvent || a.freeCompletedEvent != kNoEvent)
+            return false;
+        for (const OomEvent& o : m_dev.ooms)
+            if (o.index != kNoEvent && o.index > a.allocEvent && size_t(o.index) < tl.run.size() && tl.sameRun(o.index, a.allocEvent))
+                return true;
+        return false;
+    }
+
     void computeFeatures(Classification& c)
     {
         const auto& allocs = m_dev.allocations;
@@ -214,7 +228,7 @@ private:
             if (!(lt & bit(Lifetime::SamePhase))) {
                 if (f.birth == Phase::OptimizerStep)
                     lt |= bit(Lifetime::SurvivesStep);
-                if (f.birth == Phase::Backward)
+                if (f.birth == Phase::Backward && !cutByOom(a, tl))
                     lt |= bit(Lifetime::SurvivesBackward);
             }
             int64_t size = a.size;

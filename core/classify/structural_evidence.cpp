@@ -516,6 +516,41 @@ void unwoundAtOom(const DeviceTrace& dev, Classification& c)
     }
 }
 
+void heldAtOomInBackward(const DeviceTrace& dev, Classification& c)
+{
+    if (dev.ooms.empty() || !c.history)
+        return;
+    const auto& tl = c.phases;
+    uint16_t gradientRule = 0, scratchRule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Unknown || a.preexisting() || freeEventOf(a) != kNoEvent || tl.phase[size_t(a.allocEvent)] != Phase::Backward)
+            continue;
+        bool cut = false;
+        for (const OomEvent& o : dev.ooms)
+            cut = cut || (o.index > a.allocEvent && size_t(o.index) < tl.run.size() && tl.sameRun(o.index, a.allocEvent));
+        if (!cut)
+            continue;
+        if (c.parameterSizes.count(mirrorKey(a.size))) {
+            if (!gradientRule)
+                gradientRule = addRule(c, "held-at-oom-in-backward-parameter-size",
+                                       "made in the backward that ran out of memory, still held at the OOM, with a parameter's "
+                                       "bytes: a weight's gradient most likely, though an activation's gradient of the same bytes, "
+                                       "which the next node would have let go of, reads the same",
+                                       Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+            decide(c, i, Pool::Gradient, gradientRule, 55);
+        } else {
+            if (!scratchRule)
+                scratchRule = addRule(c, "held-at-oom-in-backward",
+                                      "made in the backward that ran out of memory, still held at the OOM, with no parameter's "
+                                      "bytes: not a weight's gradient but one flowing between the backward's nodes (an "
+                                      "activation's), which the next node would have let go of",
+                                      Pool::Temporary, kEvidenceLifetime | kEvidenceSize);
+            decide(c, i, Pool::Temporary, scratchRule, 60);
+        }
+    }
+}
+
 void gradientsNeedParameterSize(const DeviceTrace& dev, Classification& c)
 {
     if (c.parameterSizes.empty())

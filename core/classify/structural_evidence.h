@@ -81,6 +81,13 @@ void gradientsBeforeRecording(const Trace& trace, const DeviceTrace& dev, Classi
 // activation at 60 % (saved tensor or local, the dump without C++ frames cannot say).
 void unwoundAtOom(const DeviceTrace& dev, Classification& c);
 
+// Made in the backward that ran out of memory and still held at the OOM: whether the backward would
+// have kept it (a weight's gradient) or let go of it at its next node (an activation's gradient in
+// flight) the dump cannot say (the classifier does not call it kept past its backward). With a
+// parameter's bytes it is read as a gradient, else as the backward's scratch, both below what the
+// verdict calls sure.
+void heldAtOomInBackward(const DeviceTrace& dev, Classification& c);
+
 // A gradient has a parameter's size. Where the run knows its parameters and a block that only its
 // lifetime calls a gradient (made in backward and kept) has no parameter's size, it is something
 // else made there (an input's gradient, a nested autograd call's output): its confidence drops below

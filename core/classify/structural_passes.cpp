@@ -53,6 +53,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     autocastCastsByCount(trace, dev, c);
     programNamesWithoutHistory(trace, dev, c);
     weightFamilyWithoutHistory(dev, c);
+    heldAtOomInBackward(dev, c);
     gradientsNeedParameterSize(dev, c);
     nestedAutogradOutputs(dev, c);
     flagAutocastSurplus(dev, c);

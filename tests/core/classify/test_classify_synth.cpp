@@ -183,6 +183,67 @@ private slots:
         }
         QCOMPARE(backwardGathers, m.layers * m.steps); // one flat block per layer and step
     }
+
+    // An OOM in the backward stops it: what that backward made and still holds is held by the OOM,
+    // not kept past the backward. The logits' gradient (batch x sequence x vocabulary) is made first
+    // and let go of by the output layer's backward; a lifetime rule called it a gradient at 85 %
+    // (at 45 % where no parameter has its bytes). Held at an OOM in the backward with no parameter's
+    // bytes it is the backward's scratch; with a parameter's bytes (batch x sequence = width, so the
+    // logits' gradient has the output layer's weight size) the dump cannot say, and no copy is sure.
+    void heldAtAnOomInBackwardIsNotKeptByIt_data()
+    {
+        QTest::addColumn<int>("hidden");
+        QTest::addColumn<int>("seq");
+        QTest::addColumn<int>("batch");
+        QTest::addColumn<int>("vocab");
+        QTest::addColumn<qint64>("capacity");
+        QTest::addColumn<bool>("coincides"); // batch x seq == hidden
+        QTest::newRow("logits' gradient of its own size") << 256 << 256 << 4 << 8000 << qint64(250000000) << false;
+        QTest::newRow("logits' gradient of the head's size") << 128 << 64 << 2 << 1000 << qint64(6395904) << true;
+    }
+
+    void heldAtAnOomInBackwardIsNotKeptByIt()
+    {
+        QFETCH(int, hidden);
+        QFETCH(int, seq);
+        QFETCH(int, batch);
+        QFETCH(int, vocab);
+        QFETCH(qint64, capacity);
+        QFETCH(bool, coincides);
+        SynthModel m = small();
+        m.hidden = hidden;
+        m.heads = 4;
+        m.seq = seq;
+        m.microBatch = batch;
+        m.vocab = vocab;
+        m.dtype = coincides ? SynthDtype::Mixed : SynthDtype::Fp32;
+        m.layers = coincides ? 2 : 4;
+        m.capacity = capacity;
+        const SynthResult r = synthesize(m);
+        const int64_t logitsGradient = int64_t(batch) * seq * vocab * 4;
+        const auto python = ablateFrames(r.trace, KeepFrames::Python);
+        for (const Trace* trace : {static_cast<const Trace*>(&r.trace), static_cast<const Trace*>(python.get())}) {
+            const DeviceTrace& dev = trace->devices[0];
+            QCOMPARE(dev.ooms.size(), size_t(1));
+            const Classification c = classify(*trace, dev, defaultRules());
+            QCOMPARE(int(c.phases.phase[size_t(dev.ooms[0].index)]), int(Phase::Backward));
+            int held = 0;
+            for (size_t i = 0; i < c.size(); ++i) {
+                const Allocation& a = dev.allocations[i];
+                if (a.preexisting() || a.size != logitsGradient || c.birthPhase[i] != Phase::Backward ||
+                    a.freeRequestedEvent != kNoEvent || a.freeCompletedEvent != kNoEvent)
+                    continue;
+                ++held;
+                QCOMPARE(int(r.truth[i]), int(Pool::Temporary));
+                QVERIFY(!(c.lifetime[i] & bit(Lifetime::SurvivesBackward)));
+                if (coincides)
+                    QVERIFY2(c.confidence[i] < 70, "a parameter's bytes: the dump cannot say gradient or scratch");
+                else
+                    QCOMPARE(int(c.pool[i]), int(Pool::Temporary));
+            }
+            QCOMPARE(held, 1);
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestClassifySynth)
