@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace poolscope::classify_detail {
 namespace {
@@ -373,6 +374,55 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
     }
 }
 
+namespace {
+
+// Whether the backward shows autocast, where its weights' gradients can: a weight autocast cast to 16
+// bits for its matmul gets its gradient in 16 bits first (the matmul's backward) and copied to fp32 on
+// its way into .grad (ToCopyBackward0; AccumulateGrad may copy that again), so the first block let go
+// of after the fp32 copy is made, before anything else is made, is that 16-bit gradient of half its
+// bytes (niu_fb_200_bf16: 87 of 90 gradients). In an fp32 run the matmul's backward makes the gradient
+// itself. Only the gradients of the weights the candidates would be casts of (`castWeights`) count: a
+// frozen matmul's cast has no gradient, a norm's weight is not cast. False where the backward made four
+// such gradients or more and not one shows the copy; true otherwise. One is enough: an fp32 backward
+// shows it by chance where the gradient a matmul was handed (let go of after it) has half its weight's
+// bytes (tokens = half the weight's input width), so the guard only ever rules autocast out.
+bool castGradientsInBackward(const DeviceTrace& dev, const Classification& c, const std::unordered_set<int64_t>& castWeights)
+{
+    constexpr size_t kNone = std::numeric_limits<size_t>::max();
+    // The first block let go of after allocation i is made, before the next birth, where it was made
+    // before i with num/den of its bytes (half: the 16-bit source; the same: an fp32 copy of one).
+    auto copiedFrom = [&](size_t i, int64_t num, int64_t den) -> size_t {
+        const Allocation& a = dev.allocations[i];
+        for (EventIndex e = a.allocEvent + 1; size_t(e) < dev.events.action.size(); ++e) {
+            const Action act = dev.events.action[size_t(e)];
+            if (act == Action::Alloc)
+                return kNone;
+            if (act != Action::FreeRequested && act != Action::FreeCompleted)
+                continue;
+            const Allocation* h = releasedAt(dev, e);
+            if (!h || h->preexisting() || h->allocEvent >= a.allocEvent || h->size * den != a.size * num)
+                return kNone;
+            return size_t(h - dev.allocations.data());
+        }
+        return kNone;
+    };
+    int gradients = 0, cast = 0;
+    for (size_t g = 0; g < c.size(); ++g) {
+        const Allocation& a = dev.allocations[g];
+        if (a.preexisting() || c.pool[g] != Pool::Gradient || c.birthPhase[g] != Phase::Backward || !castWeights.count(mirrorKey(a.size)))
+            continue;
+        ++gradients;
+        size_t from = copiedFrom(g, 1, 2);
+        if (from == kNone)
+            if (const size_t copy = copiedFrom(g, 1, 1); copy != kNone)
+                from = copiedFrom(copy, 1, 2);
+        cast += from != kNone;
+    }
+    return gradients < 4 || cast > 0;
+}
+
+} // namespace
+
 void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
     for (size_t i = 0; i < c.size(); ++i)
@@ -450,6 +500,12 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
             continue; // let go of within its pass: not a cast kept for the weights' next use
         byPass[pass][a.size].push_back(uint32_t(i));
     }
+    std::unordered_set<int64_t> castWeights; // the weights' sizes the candidates would be casts of
+    for (const auto& [pass, sizes] : byPass)
+        for (const auto& [size, ids] : sizes)
+            castWeights.insert(mirrorKey(2 * size));
+    if (!castGradientsInBackward(dev, c, castWeights))
+        return;
     uint16_t rule = 0;
     for (auto& [pass, sizes] : byPass) {
         int64_t covered = 0;
@@ -521,34 +577,59 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c)
     if (dev.ooms.empty() || !c.history)
         return;
     const auto& tl = c.phases;
-    uint16_t gradientRule = 0, scratchRule = 0;
+    auto cut = [&](const Allocation& a) {
+        if (a.preexisting() || freeEventOf(a) != kNoEvent || tl.phase[size_t(a.allocEvent)] != Phase::Backward)
+            return false;
+        for (const OomEvent& o : dev.ooms)
+            if (o.index > a.allocEvent && size_t(o.index) < tl.run.size() && tl.sameRun(o.index, a.allocEvent))
+                return true;
+        return false;
+    };
+    std::vector<uint32_t> unknown, byLifetime;
+    std::unordered_set<int64_t> classes;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (c.pool[i] != Pool::Unknown || a.preexisting() || freeEventOf(a) != kNoEvent || tl.phase[size_t(a.allocEvent)] != Phase::Backward)
+        const bool undecided = c.pool[i] == Pool::Unknown;
+        const bool lifetimeGradient = c.pool[i] == Pool::Gradient && !(c.rules[c.rule[i]].evidence & kEvidenceFrames) &&
+                                      (c.lifetime[i] & bit(Lifetime::SurvivesBackward));
+        if ((!undecided && !lifetimeGradient) || !cut(a))
             continue;
-        bool cut = false;
-        for (const OomEvent& o : dev.ooms)
-            cut = cut || (o.index > a.allocEvent && size_t(o.index) < tl.run.size() && tl.sameRun(o.index, a.allocEvent));
-        if (!cut)
-            continue;
-        if (c.parameterSizes.count(mirrorKey(a.size))) {
-            if (!gradientRule)
-                gradientRule = addRule(c, "held-at-oom-in-backward-parameter-size",
-                                       "made in the backward that ran out of memory, still held at the OOM, with a parameter's "
-                                       "bytes: a weight's gradient most likely, though an activation's gradient of the same bytes, "
-                                       "which the next node would have let go of, reads the same",
-                                       Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
-            decide(c, i, Pool::Gradient, gradientRule, 55);
-        } else {
-            if (!scratchRule)
-                scratchRule = addRule(c, "held-at-oom-in-backward",
-                                      "made in the backward that ran out of memory, still held at the OOM, with no parameter's "
-                                      "bytes: not a weight's gradient but one flowing between the backward's nodes (an "
-                                      "activation's), which the next node would have let go of",
-                                      Pool::Temporary, kEvidenceLifetime | kEvidenceSize);
-            decide(c, i, Pool::Temporary, scratchRule, 60);
+        if (undecided)
+            unknown.push_back(uint32_t(i));
+        if (lifetimeGradient && c.parameterSizes.count(mirrorKey(a.size))) {
+            byLifetime.push_back(uint32_t(i));
+            classes.insert(mirrorKey(a.size));
         }
     }
+    uint16_t gradientRule = 0, scratchRule = 0;
+    auto gradient = [&](uint32_t i) {
+        if (!gradientRule)
+            gradientRule = addRule(c, "held-at-oom-in-backward-parameter-size",
+                                   "made in the backward that ran out of memory, still held at the OOM, with a parameter's bytes, "
+                                   "and the only one or two such blocks: a weight's gradient, or an activation's gradient of the "
+                                   "same bytes (the logits' gradient has the output layer's weight size where batch x sequence "
+                                   "equals the width) that the next node would have let go of; the dump cannot say which",
+                                   Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+        decide(c, i, Pool::Gradient, gradientRule, 55);
+    };
+    for (uint32_t i : unknown) {
+        if (c.parameterSizes.count(mirrorKey(dev.allocations[i].size))) {
+            gradient(i);
+            continue;
+        }
+        if (!scratchRule)
+            scratchRule = addRule(c, "held-at-oom-in-backward",
+                                  "made in the backward that ran out of memory, still held at the OOM, with no parameter's bytes: "
+                                  "not a weight's gradient but one flowing between the backward's nodes (an activation's), "
+                                  "which the next node would have let go of",
+                                  Pool::Temporary, kEvidenceLifetime | kEvidenceSize);
+        decide(c, i, Pool::Temporary, scratchRule, 60);
+    }
+    // Gradients of several weight shapes, or several of one, are the backward's so far; one or two
+    // blocks of one shape are what an OOM early in the backward holds either way.
+    if (classes.size() < 2 && byLifetime.size() < 3)
+        for (uint32_t i : byLifetime)
+            gradient(i);
 }
 
 void gradientsNeedParameterSize(const DeviceTrace& dev, Classification& c)

@@ -83,9 +83,11 @@ void unwoundAtOom(const DeviceTrace& dev, Classification& c);
 
 // Made in the backward that ran out of memory and still held at the OOM: whether the backward would
 // have kept it (a weight's gradient) or let go of it at its next node (an activation's gradient in
-// flight) the dump cannot say (the classifier does not call it kept past its backward). With a
-// parameter's bytes it is read as a gradient, else as the backward's scratch, both below what the
-// verdict calls sure.
+// flight) the dump cannot say. With no parameter's bytes it is not a gradient (the classifier does
+// not call it kept past its backward): the backward's scratch, 60 %. With a parameter's bytes, where
+// the backward holds gradients of two weight shapes or three blocks, they are its gradients so far
+// (as the lifetime rule said); one or two blocks of one shape (an OOM early in the backward, the
+// logits' gradient of the output layer's weight size) are a gradient at 55 %, below sure.
 void heldAtOomInBackward(const DeviceTrace& dev, Classification& c);
 
 // A gradient has a parameter's size. Where the run knows its parameters and a block that only its

@@ -235,13 +235,42 @@ private slots:
                     continue;
                 ++held;
                 QCOMPARE(int(r.truth[i]), int(Pool::Temporary));
-                QVERIFY(!(c.lifetime[i] & bit(Lifetime::SurvivesBackward)));
-                if (coincides)
+                if (coincides) {
                     QVERIFY2(c.confidence[i] < 70, "a parameter's bytes: the dump cannot say gradient or scratch");
-                else
+                } else {
+                    QVERIFY(!(c.lifetime[i] & bit(Lifetime::SurvivesBackward)));
                     QCOMPARE(int(c.pool[i]), int(Pool::Temporary));
+                }
             }
             QCOMPARE(held, 1);
+        }
+    }
+
+    // Late in the backward the OOM holds the gradients made so far, of every weight shape: they stay
+    // gradients, sure, and the parameters keep the evidence of gradients of their sizes.
+    void gradientsHeldAtALateOomStaySure()
+    {
+        SynthModel m = small();
+        m.seq = 64;
+        m.vocab = 8000;
+        m.dtype = SynthDtype::Fp32;
+        m.capacity = 70000000;
+        const SynthResult r = synthesize(m);
+        const auto python = ablateFrames(r.trace, KeepFrames::Python);
+        for (const Trace* trace : {static_cast<const Trace*>(&r.trace), static_cast<const Trace*>(python.get())}) {
+            const DeviceTrace& dev = trace->devices[0];
+            QCOMPARE(dev.ooms.size(), size_t(1));
+            const Classification c = classify(*trace, dev, defaultRules());
+            QCOMPARE(int(c.phases.phase[size_t(dev.ooms[0].index)]), int(Phase::Backward));
+            int gradients = 0;
+            for (size_t i = 0; i < c.size(); ++i) {
+                if (r.truth[i] != Pool::Gradient || dev.allocations[i].freeRequestedEvent != kNoEvent)
+                    continue;
+                ++gradients;
+                QCOMPARE(int(c.pool[i]), int(Pool::Gradient));
+                QVERIFY(c.confidence[i] >= 70);
+            }
+            QVERIFY(gradients >= 3);
         }
     }
 };
