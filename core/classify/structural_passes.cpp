@@ -13,6 +13,7 @@
 #include "core/classify/structural_recompute.h"
 #include "core/classify/structural_state.h"
 #include "core/classify/structural_step_state.h"
+#include "core/classify/structural_workspace_calls.h"
 #include "core/classify/structural_workspace_release.h"
 
 namespace poolscope::classify_detail {
@@ -30,6 +31,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     stepReplacements(dev, c);
     workspaceBySize(dev, c);
     workspaceReleasedAtEnd(dev, c);
+    perCallMatmulWorkspace(dev, c);
     forwardCache(trace, dev, c);
     cacheAcrossLayerRuns(dev, c);
     unwoundAtOom(dev, c);

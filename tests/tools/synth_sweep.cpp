@@ -151,12 +151,16 @@ std::vector<Config> collisions()
     add("one step", [](SynthModel& m) { m.steps = 1; });
     add("oom in the first step", [](SynthModel& m) { m.capacity = synthSizes(m).parameterBytes * 3; });
     // An OOM in the backward: at its start the logits' gradient is held (made there, not a weight's
-    // gradient); late in it, the weights' gradients made so far.
+    // gradient); late in it, the weights' gradients made so far. Then one in the first step, where
+    // the optimizer's state is made.
     add("oom at the backward's start", [](SynthModel& m) {
         m.layers = 4; m.hidden = 256; m.heads = 4; m.seq = 256; m.microBatch = 4; m.vocab = 8000; m.dtype = SynthDtype::Fp32; m.capacity = 250000000;
     });
     add("oom late in the backward", [](SynthModel& m) {
         m.layers = 4; m.hidden = 256; m.heads = 4; m.seq = 64; m.microBatch = 2; m.vocab = 8000; m.dtype = SynthDtype::Fp32; m.capacity = 70000000;
+    });
+    add("oom in the first optimizer step", [](SynthModel& m) {
+        m.layers = 4; m.hidden = 256; m.heads = 4; m.seq = 64; m.microBatch = 2; m.vocab = 8000; m.dtype = SynthDtype::Fp32; m.capacity = 80000000;
     });
     add("oom later (6x parameters)", [](SynthModel& m) { m.layers = 4; m.capacity = synthSizes(m).parameterBytes * 6; m.steps = 4; });
     add("gpt2-small 6 layers seq 512", [](SynthModel& m) { m.layers = 6; m.hidden = 768; m.heads = 12; m.seq = 512; m.microBatch = 2; m.vocab = 50304; });
