@@ -3,6 +3,7 @@
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/frame_matcher.h"
 #include "core/classify/structural_evidence.h"
+#include "core/classify/structural_oom.h"
 #include "core/classify/structural_phases.h"
 #include "core/classify/structural_passes.h"
 
@@ -150,22 +151,6 @@ public:
     }
 
 private:
-    // Still alive, made in the backward an OOM then stopped, with the bytes of nothing the model held
-    // before its first forward (a gradient has a parameter's size): only the OOM kept it, not the
-    // backward (the logits' gradient, which the output layer's backward would have let go of). With
-    // such bytes it may be a weight's gradient, and the rules read it so (held_at_oom_in_backward
-    // weighs them after).
-    bool heldOnlyByTheOom(const Allocation& a, const PhaseTimeline& tl, const std::unordered_set<int64_t>& stateSizes) const
-    {
-        if (a.preexisting() || a.freeRequestedEvent != kNoEvent || a.freeCompletedEvent != kNoEvent || stateSizes.empty() ||
-            stateSizes.count(mirrorKey(a.size)))
-            return false;
-        for (const OomEvent& o : m_dev.ooms)
-            if (o.index != kNoEvent && o.index > a.allocEvent && size_t(o.index) < tl.run.size() && tl.sameRun(o.index, a.allocEvent))
-                return true;
-        return false;
-    }
-
     void computeFeatures(Classification& c)
     {
         const auto& allocs = m_dev.allocations;
@@ -181,18 +166,7 @@ private:
             for (const auto& b : seg.blocks)
                 if (b.state != BlockState::Inactive && b.requestedSize > 0)
                     requested.emplace(b.address, b.requestedSize);
-        // Sizes of what the model held before its first forward (from before recording, or made then
-        // and kept): a weight's gradient has one of them. Only where the run's first forward is known.
-        std::unordered_set<int64_t> stateSizes;
-        if (!m_dev.ooms.empty() && c.facts.firstForward != kNoEvent)
-            for (const Allocation& a : allocs) {
-                if (a.preexisting()) {
-                    auto it = requested.find(a.address);
-                    stateSizes.insert(mirrorKey(it != requested.end() ? it->second : a.size));
-                } else if (a.allocEvent < c.facts.firstForward && a.freeRequestedEvent == kNoEvent && a.freeCompletedEvent == kNoEvent) {
-                    stateSizes.insert(mirrorKey(a.size));
-                }
-            }
+        const std::unordered_set<int64_t> stateSizes = classify_detail::sizesHeldBeforeFirstForward(m_dev, c.facts.firstForward);
         // Whether the dump recorded anyone's birth: history, or a stack on some block. Only then does
         // a block with neither predate recording (Lifetime::Unrecorded).
         bool recordedAny = c.history;
@@ -243,7 +217,7 @@ private:
             if (!(lt & bit(Lifetime::SamePhase))) {
                 if (f.birth == Phase::OptimizerStep)
                     lt |= bit(Lifetime::SurvivesStep);
-                if (f.birth == Phase::Backward && !heldOnlyByTheOom(a, tl, stateSizes))
+                if (f.birth == Phase::Backward && !classify_detail::heldOnlyByTheOom(m_dev, a, tl, stateSizes))
                     lt |= bit(Lifetime::SurvivesBackward);
             }
             int64_t size = a.size;

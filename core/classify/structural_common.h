@@ -93,6 +93,29 @@ std::pair<EventIndex, EventIndex> gradientSizedStep(const DeviceTrace& dev, Even
     return {first, last};
 }
 
+// Whether this device's history recorded any C++ frame (a dump's frame table may hold others): then
+// what a C++ frame would name (autocast's cast, cuBLASLt's workspace) and no frame names is not that.
+inline bool recordedCppFrames(const Trace& trace, const DeviceTrace& dev)
+{
+    std::vector<uint8_t> seen(trace.frames.stackCount(), 0);
+    auto cppIn = [&](StackId st) {
+        if (!st.valid() || st.value >= seen.size() || seen[st.value])
+            return false;
+        seen[st.value] = 1;
+        for (FrameId f : trace.frames.stack(st))
+            if (!trace.frames.frame(f).isPython())
+                return true;
+        return false;
+    };
+    for (StackId st : dev.events.stack)
+        if (cppIn(st))
+            return true;
+    for (const Allocation& a : dev.allocations)
+        if (cppIn(a.stack))
+            return true;
+    return false;
+}
+
 inline uint16_t addRule(Classification& c, std::string name, std::string reason, Pool pool, uint8_t evidence, uint16_t roles = 0)
 {
     c.rules.push_back(RuleInfo{std::move(name), std::move(reason), "built-in", pool, evidence, roles});

@@ -44,14 +44,6 @@ void stepReplacements(const DeviceTrace& dev, Classification& c);
 // outside passes; an activation kept to the end is rarely alone at that size.
 void workspaceBySize(const DeviceTrace& dev, Classification& c);
 
-// Autocast's weight casts where the frames that show them (at::autocast::cached_cast, a C++ frame)
-// were not recorded (no C++ frame anywhere in the dump: stacks='python', Windows): in a forward pass,
-// blocks made and kept past the pass whose size is half a parameter's, at most one per weight of
-// twice the size, when they cover at least two size classes of weights and 40 % of the parameters'
-// bytes (a forward casts every weight its matmuls use; an activation that happens to have half a
-// weight's size does not come once per weight of every shape). Cast cache at 55 %.
-void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c);
-
 // A dump without history whose blocks' stacks hold only the program's own code (no frame of PyTorch
 // or an installed package): a rule that matched a name there (a function called init_weight_list)
 // decided from a name the user chose. Without history nothing in the run can confirm it, so the
@@ -73,22 +65,6 @@ void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c);
 // that size per line of its step, half of them are gradients (55 %): those in segments that also hold
 // what the recording saw (parameters are made first, in segments of their own), then by address.
 void gradientsBeforeRecording(const Trace& trace, const DeviceTrace& dev, Classification& c);
-
-// A scratch block of the forward that ran out of memory, alive at the OOM and freed in the same pass
-// after it: the frees of the exception's unwinding, which carry the failing forward's own Python
-// frames. With C++ frames the release shows (release_variables, tb_dealloc: a teardown); without
-// them the pass seems to go on. Such a block was part of the forward's working set at the OOM:
-// activation at 60 % (saved tensor or local, the dump without C++ frames cannot say).
-void unwoundAtOom(const DeviceTrace& dev, Classification& c);
-
-// Made in the backward that ran out of memory and still held at the OOM: whether the backward would
-// have kept it (a weight's gradient) or let go of it at its next node (an activation's gradient in
-// flight) the dump cannot say. With no parameter's bytes it is not a gradient (the classifier does
-// not call it kept past its backward): the backward's scratch, 60 %. With a parameter's bytes, where
-// the backward holds gradients of two weight shapes or three blocks, they are its gradients so far
-// (as the lifetime rule said); one or two blocks of one shape (an OOM early in the backward, the
-// logits' gradient of the output layer's weight size) are a gradient at 55 %, below sure.
-void heldAtOomInBackward(const DeviceTrace& dev, Classification& c);
 
 // A gradient has a parameter's size. Where the run knows its parameters and a block that only its
 // lifetime calls a gradient (made in backward and kept) has no parameter's size, it is something

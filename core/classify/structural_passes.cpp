@@ -3,11 +3,13 @@
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/structural_across.h"
 #include "core/classify/structural_cache.h"
+#include "core/classify/structural_casts_by_count.h"
 #include "core/classify/structural_data_parallel.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_gradient_buffer.h"
 #include "core/classify/structural_master_copies.h"
 #include "core/classify/structural_nested_autograd.h"
+#include "core/classify/structural_oom.h"
 #include "core/classify/structural_program_state.h"
 #include "core/classify/structural_quick_copies.h"
 #include "core/classify/structural_recompute.h"
@@ -31,7 +33,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     stepReplacements(dev, c);
     workspaceBySize(dev, c);
     workspaceReleasedAtEnd(dev, c);
-    perCallMatmulWorkspace(dev, c);
+    perCallMatmulWorkspace(trace, dev, c);
     forwardCache(trace, dev, c);
     cacheAcrossLayerRuns(dev, c);
     unwoundAtOom(dev, c);
