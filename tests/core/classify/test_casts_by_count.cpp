@@ -56,6 +56,21 @@ SynthModel tokensTwiceTheWidth(SynthDtype dtype)
     return m;
 }
 
+// Two layers of width 128, 64 tokens of batch 2: T = h, so every h x h weight's cast has an
+// activation's size.
+SynthModel small(SynthDtype dtype)
+{
+    SynthModel m;
+    m.layers = 2;
+    m.hidden = 128;
+    m.heads = 4;
+    m.seq = 64;
+    m.microBatch = 2;
+    m.vocab = 1000;
+    m.dtype = dtype;
+    return m;
+}
+
 } // namespace
 
 class TestCastsByCount : public QObject {
@@ -101,15 +116,8 @@ private slots:
     {
         // The layers' weights cast by autocast (the variant layers' mixed precision), and few events
         // between lm_head's cast and its backward: 32, the quick limit.
-        SynthModel m;
-        m.layers = 2;
-        m.hidden = 128;
-        m.heads = 4;
-        m.seq = 64;
-        m.microBatch = 2;
-        m.vocab = 1000;
+        SynthModel m = small(SynthDtype::Mixed);
         m.ffn = 128;
-        m.dtype = SynthDtype::Mixed;
         const SynthResult r = synthesize(m);
         const DeviceTrace& dev = r.trace.devices.at(0);
         const Classification c = classify(r.trace, dev, testing::shippedRules());
@@ -179,15 +187,8 @@ private slots:
         QFETCH(bool, autocast);
         std::shared_ptr<const Trace> original;
         if (file.isEmpty()) {
-            SynthModel m; // T = h: every h x h weight's cast has an activation's size
-            m.layers = 2;
-            m.hidden = 128;
-            m.heads = 4;
-            m.seq = 64;
-            m.microBatch = 2;
-            m.vocab = 1000;
+            SynthModel m = small(autocast ? SynthDtype::Autocast : SynthDtype::Fp32);
             m.steps = 4;
-            m.dtype = autocast ? SynthDtype::Autocast : SynthDtype::Fp32;
             original = std::make_shared<const Trace>(synthesize(m).trace);
         } else {
             const QString path = testing::corpusPath(file.toUtf8().constData());

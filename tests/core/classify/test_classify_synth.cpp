@@ -30,6 +30,21 @@ SynthModel small()
     return m;
 }
 
+// The generated run and its Python-only copy, each classified, after checking that the run ran out
+// of memory once, inside its backward.
+template <typename Check>
+void atABackwardOomInBothCopies(const SynthResult& r, Check check)
+{
+    const auto python = ablateFrames(r.trace, KeepFrames::Python);
+    for (const Trace* trace : {static_cast<const Trace*>(&r.trace), static_cast<const Trace*>(python.get())}) {
+        const DeviceTrace& dev = trace->devices[0];
+        QCOMPARE(dev.ooms.size(), size_t(1));
+        const Classification c = classify(*trace, dev, defaultRules());
+        QCOMPARE(int(c.phases.phase[size_t(dev.ooms[0].index)]), int(Phase::Backward));
+        check(dev, c);
+    }
+}
+
 } // namespace
 
 class TestClassifySynth : public QObject {
@@ -221,12 +236,7 @@ private slots:
         m.capacity = capacity;
         const SynthResult r = synthesize(m);
         const int64_t logitsGradient = int64_t(batch) * seq * vocab * 4;
-        const auto python = ablateFrames(r.trace, KeepFrames::Python);
-        for (const Trace* trace : {static_cast<const Trace*>(&r.trace), static_cast<const Trace*>(python.get())}) {
-            const DeviceTrace& dev = trace->devices[0];
-            QCOMPARE(dev.ooms.size(), size_t(1));
-            const Classification c = classify(*trace, dev, defaultRules());
-            QCOMPARE(int(c.phases.phase[size_t(dev.ooms[0].index)]), int(Phase::Backward));
+        atABackwardOomInBothCopies(r, [&](const DeviceTrace& dev, const Classification& c) {
             int held = 0;
             for (size_t i = 0; i < c.size(); ++i) {
                 const Allocation& a = dev.allocations[i];
@@ -243,7 +253,7 @@ private slots:
                 }
             }
             QCOMPARE(held, 1);
-        }
+        });
     }
 
     // Late in the backward the OOM holds the gradients made so far, of every weight shape: they stay
@@ -256,12 +266,7 @@ private slots:
         m.dtype = SynthDtype::Fp32;
         m.capacity = 70000000;
         const SynthResult r = synthesize(m);
-        const auto python = ablateFrames(r.trace, KeepFrames::Python);
-        for (const Trace* trace : {static_cast<const Trace*>(&r.trace), static_cast<const Trace*>(python.get())}) {
-            const DeviceTrace& dev = trace->devices[0];
-            QCOMPARE(dev.ooms.size(), size_t(1));
-            const Classification c = classify(*trace, dev, defaultRules());
-            QCOMPARE(int(c.phases.phase[size_t(dev.ooms[0].index)]), int(Phase::Backward));
+        atABackwardOomInBothCopies(r, [&](const DeviceTrace& dev, const Classification& c) {
             int gradients = 0;
             for (size_t i = 0; i < c.size(); ++i) {
                 if (r.truth[i] != Pool::Gradient || dev.allocations[i].freeRequestedEvent != kNoEvent)
@@ -271,7 +276,7 @@ private slots:
                 QVERIFY(c.confidence[i] >= 70);
             }
             QVERIFY(gradients >= 3);
-        }
+        });
     }
 };
 
