@@ -166,7 +166,7 @@ private:
             for (const auto& b : seg.blocks)
                 if (b.state != BlockState::Inactive && b.requestedSize > 0)
                     requested.emplace(b.address, b.requestedSize);
-        const std::unordered_set<int64_t> stateSizes = classify_detail::sizesHeldBeforeFirstForward(m_dev, c.facts.firstForward);
+        const std::unordered_set<int64_t> stateSizes = classify_detail::sizesHeldBeforeFirstForward(m_dev, c.facts.firstForward, requested);
         // Whether the dump recorded anyone's birth: history, or a stack on some block. Only then does
         // a block with neither predate recording (Lifetime::Unrecorded).
         bool recordedAny = c.history;

@@ -8,16 +8,12 @@
 
 namespace poolscope::classify_detail {
 
-std::unordered_set<int64_t> sizesHeldBeforeFirstForward(const DeviceTrace& dev, EventIndex firstForward)
+std::unordered_set<int64_t> sizesHeldBeforeFirstForward(const DeviceTrace& dev, EventIndex firstForward,
+                                                        const std::unordered_map<uint64_t, int64_t>& requested)
 {
     std::unordered_set<int64_t> sizes;
     if (dev.ooms.empty() || firstForward == kNoEvent)
         return sizes;
-    std::unordered_map<uint64_t, int64_t> requested; // a pre-existing block's requested size
-    for (const auto& seg : dev.segments)
-        for (const auto& b : seg.blocks)
-            if (b.state != BlockState::Inactive && b.requestedSize > 0)
-                requested.emplace(b.address, b.requestedSize);
     for (const Allocation& a : dev.allocations) {
         if (a.preexisting()) {
             const auto it = requested.find(a.address);
@@ -29,14 +25,19 @@ std::unordered_set<int64_t> sizesHeldBeforeFirstForward(const DeviceTrace& dev, 
     return sizes;
 }
 
-bool heldOnlyByTheOom(const DeviceTrace& dev, const Allocation& a, const PhaseTimeline& tl, const std::unordered_set<int64_t>& stateSizes)
+bool aliveAtAnOomInItsPass(const DeviceTrace& dev, const Allocation& a, const PhaseTimeline& tl)
 {
-    if (a.preexisting() || freeEventOf(a) != kNoEvent || stateSizes.empty() || stateSizes.count(mirrorKey(a.size)))
+    if (a.preexisting() || freeEventOf(a) != kNoEvent)
         return false;
     for (const OomEvent& o : dev.ooms)
         if (o.index != kNoEvent && o.index > a.allocEvent && size_t(o.index) < tl.run.size() && tl.sameRun(o.index, a.allocEvent))
             return true;
     return false;
+}
+
+bool heldOnlyByTheOom(const DeviceTrace& dev, const Allocation& a, const PhaseTimeline& tl, const std::unordered_set<int64_t>& stateSizes)
+{
+    return !stateSizes.empty() && !stateSizes.count(mirrorKey(a.size)) && aliveAtAnOomInItsPass(dev, a, tl);
 }
 
 void unwoundAtOom(const DeviceTrace& dev, Classification& c)
@@ -73,14 +74,7 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c)
     if (dev.ooms.empty() || !c.history)
         return;
     const auto& tl = c.phases;
-    auto cut = [&](const Allocation& a) {
-        if (a.preexisting() || freeEventOf(a) != kNoEvent || tl.phase[size_t(a.allocEvent)] != Phase::Backward)
-            return false;
-        for (const OomEvent& o : dev.ooms)
-            if (o.index > a.allocEvent && size_t(o.index) < tl.run.size() && tl.sameRun(o.index, a.allocEvent))
-                return true;
-        return false;
-    };
+    auto cut = [&](const Allocation& a) { return tl.phase[size_t(a.allocEvent)] == Phase::Backward && aliveAtAnOomInItsPass(dev, a, tl); };
     std::vector<uint32_t> unknown, byLifetime;
     std::unordered_set<int64_t> classes;
     for (size_t i = 0; i < c.size(); ++i) {
@@ -101,10 +95,10 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c)
     auto gradient = [&](uint32_t i) {
         if (!gradientRule)
             gradientRule = addRule(c, "held-at-oom-in-backward-parameter-size",
-                                   "made in the backward that ran out of memory, still held at the OOM, with a parameter's bytes, "
-                                   "and the only one or two such blocks: a weight's gradient, or an activation's gradient of the "
-                                   "same bytes (the logits' gradient has the output layer's weight size where batch x sequence "
-                                   "equals the width) that the next node would have let go of; the dump cannot say which",
+                                   "made in the backward that ran out of memory, still held at the OOM, with a parameter's bytes: "
+                                   "a weight's gradient, or an activation's gradient of the same bytes (the logits' gradient has "
+                                   "the output layer's weight size where batch x sequence equals the width) that the next node "
+                                   "would have let go of; with one or two such blocks held the dump cannot say which",
                                    Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
         decide(c, i, Pool::Gradient, gradientRule, 55);
     };

@@ -3,19 +3,25 @@
 // nothing of what the pass that made it would have done.
 #include "core/classify/classifier.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace poolscope::classify_detail {
 
 // Sizes (mirror keys) of what the model held before its first forward: blocks from before recording
-// (by their requested size) and blocks made before `firstForward` and kept. A weight's gradient has
-// one of them. Empty where the dump has no OOM or no known first forward (nothing to weigh).
-std::unordered_set<int64_t> sizesHeldBeforeFirstForward(const DeviceTrace& dev, EventIndex firstForward);
+// (by their requested size, `requested` by address) and blocks made before `firstForward` and kept.
+// A weight's gradient has one of them. Empty where the dump has no OOM or no known first forward.
+std::unordered_set<int64_t> sizesHeldBeforeFirstForward(const DeviceTrace& dev, EventIndex firstForward,
+                                                        const std::unordered_map<uint64_t, int64_t>& requested);
 
-// Still alive, made in the backward an OOM then stopped, with none of `stateSizes`: only the OOM kept
-// it, not the backward (the logits' gradient, which the output layer's backward would have let go
-// of), so the classifier does not call it kept past its backward. With such bytes it may be a
-// weight's gradient, and the rules read it so (heldAtOomInBackward weighs them after).
+// Made in the trace, never let go of, and in the same phase run as a later OOM: the pass that made it
+// was stopped by the OOM before it could let go of it or not.
+bool aliveAtAnOomInItsPass(const DeviceTrace& dev, const Allocation& a, const PhaseTimeline& tl);
+
+// Made in the backward an OOM stopped (as above) with none of `stateSizes`: only the OOM kept it, not
+// the backward (the logits' gradient, which the output layer's backward would have let go of), so
+// the classifier does not call it kept past its backward. With such bytes it may be a weight's
+// gradient, and the rules read it so (heldAtOomInBackward weighs them after).
 bool heldOnlyByTheOom(const DeviceTrace& dev, const Allocation& a, const PhaseTimeline& tl, const std::unordered_set<int64_t>& stateSizes);
 
 // A scratch block of the forward that ran out of memory, alive at the OOM and freed in the same pass
