@@ -2,6 +2,8 @@
 
 #include "core/classify/structural_common.h"
 
+#include <map>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -29,9 +31,21 @@ bool aliveAtAnOomInItsPass(const DeviceTrace& dev, const Allocation& a, const Ph
 {
     if (a.preexisting() || freeEventOf(a) != kNoEvent)
         return false;
-    for (const OomEvent& o : dev.ooms)
-        if (o.index != kNoEvent && o.index > a.allocEvent && size_t(o.index) < tl.run.size() && tl.sameRun(o.index, a.allocEvent))
+    for (const OomEvent& o : dev.ooms) {
+        if (o.index == kNoEvent || o.index <= a.allocEvent || size_t(o.index) >= tl.run.size())
+            continue;
+        if (tl.sameRun(o.index, a.allocEvent))
             return true;
+        // Without frames the OOM entry itself carries no phase; it ends the block's pass where no
+        // event between them lies in another phase.
+        if (tl.phase[size_t(o.index)] != Phase::Unknown)
+            continue;
+        bool within = true;
+        for (EventIndex e = a.allocEvent + 1; e < o.index && within; ++e)
+            within = tl.phase[size_t(e)] == Phase::Unknown || tl.sameRun(e, a.allocEvent);
+        if (within)
+            return true;
+    }
     return false;
 }
 
@@ -120,6 +134,123 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c)
     if (classes.size() < 2 && byLifetime.size() < 3)
         for (uint32_t i : byLifetime)
             gradient(i);
+}
+
+size_t updateAfterStateSweep(const std::vector<int64_t>& sizes)
+{
+    size_t found = std::string::npos;
+    int splits = 0;
+    for (size_t k = 2; k <= 4; ++k) {
+        for (size_t j = 2 * k; j < sizes.size(); j += k) {
+            bool grouped = true;
+            for (size_t g = 0; g < j && grouped; g += k)
+                for (size_t m = 1; m < k && grouped; ++m)
+                    grouped = sizes[g + m] == sizes[g];
+            if (!grouped)
+                break; // a longer state sweep is not grouped either
+            const size_t params = j / k, update = sizes.size() - j;
+            bool repeats = update >= 2 && update <= params;
+            std::unordered_set<int64_t> distinct;
+            for (size_t u = 0; u < update && repeats; ++u) {
+                repeats = sizes[j + u] == sizes[u * k];
+                distinct.insert(sizes[j + u]);
+            }
+            if (repeats && distinct.size() >= 2) {
+                found = j;
+                ++splits;
+            }
+        }
+    }
+    return splits == 1 ? found : std::string::npos;
+}
+
+
+void heldAtOomInStep(const DeviceTrace& dev, Classification& c)
+{
+    if (dev.ooms.empty() || !c.history)
+        return;
+    const auto& tl = c.phases;
+    // The held blocks, by the step pass they were made in.
+    std::map<int, std::vector<uint32_t>> held;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::OptimizerState || (c.rules[c.rule[i]].evidence & kEvidenceFrames) || a.preexisting() ||
+            tl.phase[size_t(a.allocEvent)] != Phase::OptimizerStep || !aliveAtAnOomInItsPass(dev, a, tl))
+            continue;
+        if (const int pass = c.facts.passAt(a.allocEvent); pass >= 0)
+            held[pass].push_back(uint32_t(i));
+    }
+    uint16_t namedRule = 0, laterRule = 0, sweepRule = 0, unsureRule = 0;
+    for (const auto& [pass, blocks] : held) {
+        const EventIndex start = c.facts.passes[size_t(pass)].first;
+        // The state the step's own initialiser made (a frame named it), and the state the run held
+        // when the step began, by size.
+        EventIndex lastNamedState = kNoEvent;
+        std::unordered_map<int64_t, int> before, made;
+        for (size_t i = 0; i < c.size(); ++i) {
+            const Allocation& a = dev.allocations[i];
+            if (c.pool[i] != Pool::OptimizerState)
+                continue;
+            const EventIndex fe = freeEventOf(a);
+            if (!a.preexisting() && a.allocEvent >= start && c.facts.passAt(a.allocEvent) == pass &&
+                (c.rules[c.rule[i]].evidence & kEvidenceFrames))
+                lastNamedState = std::max(lastNamedState, a.allocEvent);
+            else if ((a.preexisting() || a.allocEvent < start) && (fe == kNoEvent || fe > start))
+                ++before[mirrorKey(a.size)];
+        }
+        std::vector<int64_t> sizes;
+        bool stateBefore = false;
+        for (uint32_t i : blocks) {
+            const int64_t key = mirrorKey(dev.allocations[i].size);
+            ++made[key];
+            sizes.push_back(key);
+            stateBefore = stateBefore || before.count(key);
+        }
+        // A first step, no frame naming its state: where the update began, by the order of the sizes.
+        const size_t update = lastNamedState == kNoEvent && !stateBefore ? updateAfterStateSweep(sizes) : std::string::npos;
+        for (size_t p = 0; p < blocks.size(); ++p) {
+            const uint32_t i = blocks[p];
+            const Allocation& a = dev.allocations[i];
+            const int64_t key = mirrorKey(a.size);
+            if (update != std::string::npos) {
+                if (p < update)
+                    continue; // the state sweep: state, as its lifetime said
+                if (!sweepRule)
+                    sweepRule = addRule(c, "held-at-oom-in-step-second-sweep",
+                                        "made in the first optimizer step that ran out of memory and held at the OOM, after the step "
+                                        "had made the same number of blocks of each parameter's bytes in one sweep, and visiting the "
+                                        "same sizes in the same order again, one block each: the update's list of outputs (a foreach "
+                                        "op's), not state, which the initialiser had already made",
+                                        Pool::Temporary, kEvidenceLifetime | kEvidenceSize);
+                decide(c, i, Pool::Temporary, sweepRule, 60);
+            } else if (lastNamedState != kNoEvent && a.allocEvent > lastNamedState) {
+                if (!namedRule)
+                    namedRule = addRule(c, "held-at-oom-in-step-after-its-state",
+                                        "made in the optimizer step that ran out of memory, after the step's state initialiser had made "
+                                        "its state, and held at the OOM: the update's scratch (a foreach op's list of outputs, "
+                                        "a fused path's temporaries), which the step would have let go of",
+                                        Pool::Temporary, kEvidenceLifetime | kEvidenceFrames);
+                decide(c, i, Pool::Temporary, namedRule, 70);
+            } else if (before[key] >= made[key]) {
+                if (!laterRule)
+                    laterRule = addRule(c, "held-at-oom-in-later-step",
+                                        "made in an optimizer step that ran out of memory and held at the OOM, where the run already "
+                                        "held at least as many blocks of the optimizer's state of its bytes when the step began: an "
+                                        "optimizer makes its state once, so this is the update's scratch, which the step would have "
+                                        "let go of",
+                                        Pool::Temporary, kEvidenceLifetime | kEvidenceSize);
+                decide(c, i, Pool::Temporary, laterRule, 65);
+            } else {
+                if (!unsureRule)
+                    unsureRule = addRule(c, "held-at-oom-in-first-step",
+                                         "made in the optimizer step that ran out of memory and held at the OOM, before any state of "
+                                         "its bytes existed: the optimizer's state, made lazily at its first step, or its update's "
+                                         "scratch; without the optimizer's frames the dump cannot say which",
+                                         Pool::OptimizerState, kEvidenceLifetime);
+                decide(c, i, Pool::OptimizerState, unsureRule, 55);
+            }
+        }
+    }
 }
 
 } // namespace poolscope::classify_detail

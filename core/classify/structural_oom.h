@@ -5,6 +5,7 @@
 
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace poolscope::classify_detail {
 
@@ -39,5 +40,26 @@ void unwoundAtOom(const DeviceTrace& dev, Classification& c);
 // (as the lifetime rule said); one or two blocks of one shape (an OOM early in the backward, the
 // logits' gradient of the output layer's weight size) are a gradient at 55 %, below sure.
 void heldAtOomInBackward(const DeviceTrace& dev, Classification& c);
+
+// Where a first step's update began, from the sizes of the blocks it held in the order it made them:
+// the state initialiser visits the parameters in order and makes k blocks of each one's bytes
+// (torch.optim's _init_group: exp_avg and exp_avg_sq, k = 2), then the update visits them in the same
+// order, one block each (torch._foreach_sqrt's list). So the held sizes read x1 x1 x2 x2 ... xn xn
+// then x1 x2 ...: the index of the second sweep's first block, where exactly one k in 2..4 and one
+// split read so (where one size repeats throughout, any split would; that says nothing), or npos.
+// An optimizer with one state block per parameter (k = 1) makes both sweeps alike: npos.
+size_t updateAfterStateSweep(const std::vector<int64_t>& sizes);
+
+// Made in the optimizer step an OOM stopped and still held at it, read as the optimizer's state by
+// its lifetime alone (kept past the step: only because the dump ends there). An optimizer makes its
+// state once, lazily, before its first update reads it (torch.optim's _init_group for every
+// parameter, then the update); what a step makes and lets go of within it is the update's scratch
+// (torch._foreach_sqrt's list, the fused paths' temporaries). So a held block is the update's
+// scratch (temporary) where the step had already made its state, named by the optimizer's state
+// initialiser, before the block was made (70 %), or where the run held, when the step began, at
+// least as many state blocks of its bytes as the step made (a later step: 65 %), or where the sizes
+// show a second sweep over the parameters after the state's (a first step: updateAfterStateSweep,
+// 60 %). Otherwise it may be either: optimizer state at 55 %, below sure.
+void heldAtOomInStep(const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail

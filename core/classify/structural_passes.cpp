@@ -58,6 +58,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     programNamesWithoutHistory(trace, dev, c);
     weightFamilyWithoutHistory(dev, c);
     heldAtOomInBackward(dev, c);
+    heldAtOomInStep(dev, c);
     gradientsNeedParameterSize(dev, c);
     nestedAutogradOutputs(dev, c);
     flagAutocastSurplus(dev, c);

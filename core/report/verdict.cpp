@@ -237,6 +237,8 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
             temporary += b;
             if (birth != Phase::OptimizerStep && birth != Phase::ZeroGrad)
                 temporaryScaled += b;
+            else if (birth == Phase::OptimizerStep)
+                m.stepScratchBytes += b;
         }
     }
     if (temporary > 0)
@@ -389,6 +391,10 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
     // memory they leave behind is: they grow with every batch, and so does the cache they fragment.
     if (ev && v.dominant != Pool::Other && ev->collectedBytes >= kListedMinimum && ev->collectedBytes * 10 >= allocated)
         v.advice += " " + collectedOutputsAdvice(ev->collectedBytes) + ".";
+    if (ev && ev->atOom && v.dominant != Pool::Other && ev->stepScratchBytes >= kListedMinimum && ev->stepScratchBytes * 10 >= allocated)
+        v.advice += " " + gib(ev->stepScratchBytes) +
+                    " are the optimizer step's scratch, held when it ran out of memory (a foreach update makes one block per "
+                    "parameter at once): fused=True (torch.optim Adam, AdamW, SGD) or foreach=False updates without that list.";
     return finish();
 }
 

@@ -76,6 +76,10 @@ struct MomentEvidence {
     // kRoleCollectedOutputs): each concatenation copies them all again and leaves the older copy to
     // the cache, so they grow per batch and fragment; moving them to the host as they come is the knob.
     int64_t collectedBytes = 0;
+    // Temporaries the optimizer's step made and still holds (at an OOM inside the step: the update's
+    // list of outputs, torch._foreach_sqrt's one block per parameter). The fused and the per-tensor
+    // paths do without that list: the knob where it is a tenth of the memory at an OOM.
+    int64_t stepScratchBytes = 0;
     bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
 
     MomentEvidence() { confidence.fill(-1); }
