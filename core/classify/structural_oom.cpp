@@ -2,6 +2,7 @@
 
 #include "core/classify/structural_common.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -138,32 +139,45 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c)
 
 size_t updateAfterStateSweep(const std::vector<int64_t>& sizes)
 {
+    const size_t n = sizes.size();
     size_t found = std::string::npos;
     int splits = 0;
+    // Comparisons left: a step of hundreds of thousands of parameters with one size throughout would
+    // otherwise compare without end; out of budget, the sizes say nothing.
+    int64_t budget = 20'000'000;
     for (size_t k = 2; k <= 4; ++k) {
-        for (size_t j = 2 * k; j < sizes.size(); j += k) {
-            bool grouped = true;
-            for (size_t g = 0; g < j && grouped; g += k)
-                for (size_t m = 1; m < k && grouped; ++m)
-                    grouped = sizes[g + m] == sizes[g];
-            if (!grouped)
-                break; // a longer state sweep is not grouped either
-            const size_t params = j / k, update = sizes.size() - j;
-            bool repeats = update >= 2 && update <= params;
-            std::unordered_set<int64_t> distinct;
-            for (size_t u = 0; u < update && repeats; ++u) {
-                repeats = sizes[j + u] == sizes[u * k];
-                distinct.insert(sizes[j + u]);
+        // The longest prefix made of runs of k equal sizes: a state sweep is no longer than that.
+        size_t grouped = 0;
+        while (grouped + k <= n && std::all_of(sizes.begin() + grouped + 1, sizes.begin() + grouped + k,
+                                               [&](int64_t s) { return s == sizes[grouped]; }))
+            grouped += k;
+        for (size_t j = 2 * k; j <= grouped && j < n; j += k) {
+            const size_t update = n - j;
+            if (update < 2 || update * k > j || std::all_of(sizes.begin() + j + 1, sizes.end(), [&](int64_t s) { return s == sizes[j]; }))
+                continue;
+            // The parameters the update visits again: those of the whole state sweep or of its last
+            // parameter group's (an optimizer steps its groups one after another, state then update).
+            bool repeats = false;
+            for (size_t g = 0; g + update * k <= j && !repeats; g += k) {
+                if (sizes[g] != sizes[j])
+                    continue;
+                size_t u = 1;
+                while (u < update && sizes[j + u] == sizes[g + u * k])
+                    ++u;
+                budget -= int64_t(u);
+                repeats = u == update;
+                if (budget < 0)
+                    return std::string::npos;
             }
-            if (repeats && distinct.size() >= 2) {
+            if (repeats) {
                 found = j;
-                ++splits;
+                if (++splits > 1)
+                    return std::string::npos;
             }
         }
     }
-    return splits == 1 ? found : std::string::npos;
+    return found;
 }
-
 
 void heldAtOomInStep(const DeviceTrace& dev, Classification& c)
 {

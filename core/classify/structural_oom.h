@@ -45,8 +45,10 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c);
 // the state initialiser visits the parameters in order and makes k blocks of each one's bytes
 // (torch.optim's _init_group: exp_avg and exp_avg_sq, k = 2), then the update visits them in the same
 // order, one block each (torch._foreach_sqrt's list). So the held sizes read x1 x1 x2 x2 ... xn xn
-// then x1 x2 ...: the index of the second sweep's first block, where exactly one k in 2..4 and one
-// split read so (where one size repeats throughout, any split would; that says nothing), or npos.
+// then x1 x2 ...; with parameter groups (a decayed and an undecayed one), the second group's state
+// sweep follows the first group's, and its update repeats only its own part. The index of the
+// second sweep's first block, where exactly one k in 2..4 and one split read so (where one size
+// repeats throughout, any split would; that says nothing), or npos.
 // An optimizer with one state block per parameter (k = 1) makes both sweeps alike: npos.
 size_t updateAfterStateSweep(const std::vector<int64_t>& sizes);
 

@@ -162,7 +162,9 @@ std::vector<Config> collisions()
     add("oom in the first optimizer step", [](SynthModel& m) {
         m.layers = 4; m.hidden = 256; m.heads = 4; m.seq = 64; m.microBatch = 2; m.vocab = 8000; m.dtype = SynthDtype::Fp32; m.capacity = 80000000;
     });
+    // An OOM in the first step's update (torch._foreach_sqrt's list after _init_group's moments).
     add("oom in the update's temporaries (mixed, foreach AdamW)", [](SynthModel& m) { m.capacity = 11000000; });
+    add("oom in the update's temporaries (mixed, foreach Adam)", [](SynthModel& m) { m.optimizer = SynthOptimizer::Adam; m.capacity = 10500000; });
     add("oom later (6x parameters)", [](SynthModel& m) { m.layers = 4; m.capacity = synthSizes(m).parameterBytes * 6; m.steps = 4; });
     add("gpt2-small 6 layers seq 512", [](SynthModel& m) { m.layers = 6; m.hidden = 768; m.heads = 12; m.seq = 512; m.microBatch = 2; m.vocab = 50304; });
     add("larger bf16 h 1024 T = 4h", [](SynthModel& m) { m.layers = 4; m.hidden = 1024; m.heads = 16; m.seq = 1024; m.microBatch = 4; m.vocab = 32000; m.dtype = SynthDtype::Bf16; });

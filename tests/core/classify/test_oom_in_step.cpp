@@ -195,6 +195,8 @@ private slots:
         QTest::newRow("one block of the list: too little to say") << std::vector<int64_t>{8, 8, 3, 3, 8} << -1;
         QTest::newRow("one size throughout") << std::vector<int64_t>{4, 4, 4, 4, 4, 4, 4, 4} << -1;
         QTest::newRow("one block per parameter (SGD's momentum)") << std::vector<int64_t>{8, 3, 1, 8, 3, 1} << -1;
+        QTest::newRow("the second parameter group's update") << std::vector<int64_t>{8, 8, 3, 3, 8, 8, 5, 5, 1, 1, 5, 1} << 10;
+        QTest::newRow("one group's moments after another's") << std::vector<int64_t>{8, 8, 3, 3, 5, 5, 1, 1} << -1;
         QTest::newRow("the list in another order") << std::vector<int64_t>{8, 8, 3, 3, 1, 1, 3, 8} << -1;
         QTest::newRow("a single-tensor update's scratch") << std::vector<int64_t>{8, 8, 3, 3, 1, 1, 3, 3} << -1;
     }
