@@ -26,6 +26,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     keptFromBeforeFirstForward(dev, c);
     gradientsMovedInPairs(dev, c);
     keptBeforeAnyRelease(dev, c);
+    builtLayerByLayerWithoutRelease(dev, c);
     savedForBackward(dev, c);
     gradientsBeforeRecording(trace, dev, c);
     perParameterBuffers(trace, dev, c);

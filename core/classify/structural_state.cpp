@@ -301,4 +301,71 @@ void keptBeforeAnyRelease(const DeviceTrace& dev, Classification& c)
     }
 }
 
+namespace {
+
+// The stretch of `sizes` that repeats with the shortest period of two sizes or more, at least three
+// times over: {first, past-the-end}, or {0, 0}.
+std::pair<size_t, size_t> layerStretch(const std::vector<int64_t>& sizes)
+{
+    const size_t n = sizes.size();
+    for (size_t p = 2; p <= std::min<size_t>(512, n / 3); ++p) {
+        size_t run = 0, best = 0, bestEnd = 0;
+        for (size_t i = 0; i + p < n; ++i) {
+            run = sizes[i] == sizes[i + p] ? run + 1 : 0;
+            if (run > best) {
+                best = run;
+                bestEnd = i;
+            }
+        }
+        if (best < 2 * p)
+            continue;
+        const size_t first = bestEnd + 1 - best;
+        if (std::any_of(sizes.begin() + first + 1, sizes.begin() + first + p, [&](int64_t s) { return s != sizes[first]; }))
+            return {first, bestEnd + 1 + p};
+    }
+    return {0, 0};
+}
+
+} // namespace
+
+void builtLayerByLayerWithoutRelease(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.firstForward != kNoEvent || f.firstBackward != kNoEvent || firstRelease(dev) != kNoEvent)
+        return;
+    std::vector<uint32_t> built;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (!dev.allocations[i].preexisting() && c.pool[i] == Pool::Unknown)
+            built.push_back(uint32_t(i));
+    if (built.size() < 8 || built.size() > 200000)
+        return;
+    std::sort(built.begin(), built.end(), [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+    std::vector<int64_t> sizes;
+    int64_t total = 0;
+    for (uint32_t i : built) {
+        sizes.push_back(mirrorKey(dev.allocations[i].size));
+        total += dev.allocations[i].size;
+    }
+    const auto [first, last] = layerStretch(sizes);
+    int64_t layered = 0;
+    for (size_t k = first; k < last; ++k)
+        layered += dev.allocations[built[k]].size;
+    if (last == 0 || layered * 2 < total)
+        return;
+    const uint16_t layers = addRule(c, "built-layer-by-layer-without-release",
+                                    "made and kept in a recording that never let go of anything (no computation ran), in a stretch "
+                                    "whose sizes repeat with one period of several sizes, three times or more: a model's layers "
+                                    "loaded one after another, its weights",
+                                    Pool::Parameter, kEvidenceLifetime | kEvidenceSize);
+    const uint16_t rest = addRule(c, "built-with-the-layers-without-release",
+                                  "made and kept, before or after the stretch of repeating layers, in a recording that never let go "
+                                  "of anything: the model's other weights and buffers (embeddings, the output layer, norms), loaded "
+                                  "with its layers; a cache or data moved in the same way would look alike",
+                                  Pool::Parameter, kEvidenceLifetime);
+    for (size_t k = 0; k < built.size(); ++k) {
+        const bool inLayers = k >= first && k < last;
+        decide(c, built[k], Pool::Parameter, inLayers ? layers : rest, inLayers ? 55 : 50);
+    }
+}
+
 } // namespace poolscope::classify_detail

@@ -46,4 +46,13 @@ void gradientsMovedInPairs(const DeviceTrace& dev, Classification& c);
 // computation ran (eight blocks let go of or more) and the state is two blocks or more.
 void keptBeforeAnyRelease(const DeviceTrace& dev, Classification& c);
 
+// A recording that never let go of anything and shows no pass: no computation ran, every block was
+// made and kept (a model being loaded, the usual OOM before any step). A computation lets go of its
+// scratch; a load keeps what it makes. Where the births' sizes repeat with one period of two sizes
+// or more, at least three times over, and that stretch holds half the bytes or more, it is the
+// model's layers loaded one after another: parameters at 55 %; the blocks before and after it (the
+// embeddings, the output layer) at 50 %. Without that repetition they stay unclassified: a cache, a
+// dataset or a preallocated pool is built the same way.
+void builtLayerByLayerWithoutRelease(const DeviceTrace& dev, Classification& c);
+
 } // namespace poolscope::classify_detail
