@@ -126,6 +126,7 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
         m.pools = doc.poolsAt(at);
         m.evidence = momentEvidence(*c, dev.allocations, alive);
         m.evidence.atOom = m.oom.has_value();
+        addStateSinceFirstStep(m.evidence, *c, dev, alive, at);
         // A wall is named at an OOM or near the device's memory: the user's total when given, else what
         // the OOM showed PyTorch could use.
         m.evidence.capacity = deviceTotal && deviceTotal->bytes > 0 ? deviceTotal->bytes : doc.oomCapacity();

@@ -202,6 +202,42 @@ uint8_t MomentEvidence::mainEvidence(Pool p) const
     return uint8_t(best);
 }
 
+void addStateSinceFirstStep(MomentEvidence& ev, const Classification& c, const DeviceTrace& dev, std::span<const AllocId> alive,
+                            EventIndex at)
+{
+    const RunFacts& f = c.facts;
+    if (!ev.atOom || at < 0 || size_t(at) >= c.phases.phase.size() || f.firstOptimizerStep == kNoEvent || f.firstOptimizerStep >= at)
+        return;
+    // The OOM's own entry may carry no phase (no frames): the last event that has one says where it was.
+    Phase phase = Phase::Unknown;
+    for (EventIndex e = at; e >= 0 && phase == Phase::Unknown; --e)
+        phase = c.phases.phase[size_t(e)];
+    if (phase != Phase::Forward && phase != Phase::Backward)
+        return;
+    int64_t state = 0;
+    for (AllocId id : alive) {
+        if (!id.valid() || id.value >= c.size())
+            continue;
+        const Allocation& a = dev.allocations[id.value];
+        if (c.pool[id.value] == Pool::OptimizerState && !a.preexisting() && a.allocEvent >= f.firstOptimizerStep &&
+            c.phases.phase[size_t(a.allocEvent)] == Phase::OptimizerStep)
+            state += a.size;
+    }
+    int64_t peak = dev.initialAllocated;
+    for (EventIndex e = 0; e < f.firstOptimizerStep; ++e)
+        peak = std::max(peak, dev.allocatedAt(e));
+    // Only where the run before the state fit what this moment needed: otherwise the state is not what
+    // changed.
+    int64_t request = 0;
+    for (const OomEvent& o : dev.ooms)
+        if (o.index == at)
+            request = o.requestedBytes;
+    if (peak >= dev.allocatedAt(at) + request)
+        return;
+    ev.stateMadeByFirstStep = state;
+    ev.peakBeforeState = peak;
+}
+
 MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocation>& allocations, std::span<const AllocId> alive)
 {
     MomentEvidence m;
@@ -391,6 +427,12 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
     // memory they leave behind is: they grow with every batch, and so does the cache they fragment.
     if (ev && v.dominant != Pool::Other && ev->collectedBytes >= kListedMinimum && ev->collectedBytes * 10 >= allocated)
         v.advice += " " + collectedOutputsAdvice(ev->collectedBytes) + ".";
+    if (ev && ev->atOom && v.dominant != Pool::OptimizerState && ev->peakBeforeState >= 0 && ev->stateMadeByFirstStep >= kListedMinimum &&
+        ev->stateMadeByFirstStep * 10 >= allocated)
+        v.advice += " Before the first optimizer step made the optimizer's state the run peaked at " + gib(ev->peakBeforeState) +
+                    "; " + gib(ev->stateMadeByFirstStep) +
+                    " of that state is alive here, which the first forward and backward did not hold: shrinking it (8-bit "
+                    "or sharded optimizer state, offloading it) makes room without touching the batch.";
     if (ev && ev->atOom && v.dominant != Pool::Other && ev->stepScratchBytes >= kListedMinimum && ev->stepScratchBytes * 10 >= allocated)
         v.advice += " " + gib(ev->stepScratchBytes) +
                     " are the optimizer step's scratch, held when it ran out of memory (a foreach update makes one block per "

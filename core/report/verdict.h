@@ -80,6 +80,12 @@ struct MomentEvidence {
     // list of outputs, torch._foreach_sqrt's one block per parameter). The fused and the per-tensor
     // paths do without that list: the knob where it is a tenth of the memory at an OOM.
     int64_t stepScratchBytes = 0;
+    // At an OOM in a forward or backward after the run's first optimizer step: the optimizer state
+    // alive that the recording saw made (lazily, by that step), and the run's peak before the step
+    // began (-1: not such a moment). Where the run peaked below what the OOM needed before the state
+    // existed, the state is what changed: the verdict says so, so that the batch is not the only knob.
+    int64_t stateMadeByFirstStep = 0;
+    int64_t peakBeforeState = -1;
     bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
 
     MomentEvidence() { confidence.fill(-1); }
@@ -88,6 +94,9 @@ struct MomentEvidence {
     int64_t bytesWith(Pool p, uint8_t evidence) const { return bytesByEvidence[size_t(p)][evidence]; }
 };
 MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocation>& allocations, std::span<const AllocId> alive);
+// Fills stateMadeByFirstStep and peakBeforeState for an OOM at event `at` (a no-op elsewhere).
+void addStateSinceFirstStep(MomentEvidence& ev, const Classification& c, const DeviceTrace& dev, std::span<const AllocId> alive,
+                            EventIndex at);
 
 // What a dump without allocation history says first.
 constexpr std::string_view kNoHistoryCaveat = "No allocation history: pools are inferred from sizes and frames only.";

@@ -3,7 +3,7 @@
 // redaction, against the generator's own truth (issue 22: rules that hold by a coincidence of sizes
 // or shapes show as a configuration whose pools go wrong).
 //
-//   poolscope_synth_sweep [--only SUBSTRING] [--rules FILE] [--top N] [--worst N] [--list]
+//   poolscope_synth_sweep [--only SUBSTRING] [--rules FILE] [--top N] [--worst N] [--random N] [--list]
 //
 // The set: hand-built configurations whose sizes collide (hidden = seq, a weight's bytes equal to an
 // activation's, batch 1, T = 4h, T = 3h, T = 2h, tiny and larger models) and pseudo-random ones from
@@ -274,6 +274,7 @@ int main(int argc, char** argv)
     std::string only;
     size_t top = 3, worstRows = 25;
     bool list = false;
+    int randoms = 50;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--rules" && i + 1 < argc)
@@ -284,16 +285,18 @@ int main(int argc, char** argv)
             top = size_t(std::stoul(argv[++i]));
         else if (a == "--worst" && i + 1 < argc)
             worstRows = size_t(std::stoul(argv[++i]));
+        else if (a == "--random" && i + 1 < argc)
+            randoms = std::stoi(argv[++i]);
         else if (a == "--list")
             list = true;
         else {
-            std::cout << "usage: poolscope_synth_sweep [--only SUBSTRING] [--rules FILE] [--top N] [--worst N] [--list]\n";
+            std::cout << "usage: poolscope_synth_sweep [--only SUBSTRING] [--rules FILE] [--top N] [--worst N] [--random N] [--list]\n";
             return a == "--help" || a == "-h" ? 0 : 2;
         }
     }
     const auto rules = std::make_shared<const RuleSet>(RuleSet::fromFile(rulesFile));
     std::vector<Config> configs = collisions();
-    for (Config& c : randomConfigs(50))
+    for (Config& c : randomConfigs(randoms))
         configs.push_back(std::move(c));
     if (list) {
         for (const Config& c : configs)

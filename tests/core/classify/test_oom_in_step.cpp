@@ -10,10 +10,7 @@
 
 #include "core/classify/classifier.h"
 #include "core/classify/structural_oom.h"
-#include "core/classify/rules.h"
-#include "core/engine/document.h"
 #include "core/model/trace_builder.h"
-#include "core/report/report.h"
 #include "core/synth/synth.h"
 
 #include <QtTest>
@@ -112,23 +109,6 @@ Held heldAtTheOom(const Trace& named, const Trace& copy)
     return h;
 }
 
-// The verdict at the run's OOM (or its peak, where it has none), for every copy of the frames.
-std::vector<std::string> verdicts(const SynthResult& r)
-{
-    std::vector<std::string> out;
-    for (int keep : {-1, int(KeepFrames::Python), int(KeepFrames::None)}) {
-        const std::shared_ptr<const Trace> copy = keep < 0 ? std::make_shared<Trace>(r.trace) : ablateFrames(r.trace, KeepFrames(keep));
-        DocumentOptions options;
-        options.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
-        options.eagerTimelines = false;
-        const auto doc = Document::fromTrace(copy, options);
-        const DeviceTrace& dev = copy->devices.at(0);
-        const EventIndex at = dev.ooms.empty() ? dev.peakIndex : dev.ooms.front().index;
-        out.push_back(momentReport(doc->device(0), at, "oom", 0, std::nullopt, false).verdict.sentence);
-    }
-    return out;
-}
-
 } // namespace
 
 class TestOomInStep : public QObject {
@@ -206,31 +186,6 @@ private slots:
         QFETCH(int, update);
         const size_t got = classify_detail::updateAfterStateSweep(sizes);
         QCOMPARE(got == std::string::npos ? -1 : int(got), update);
-    }
-
-    // The knob for the update's list: where it is a tenth of the memory at the OOM, the verdict names
-    // the paths that do without it, in every copy; at an OOM making the state, or at a peak, it does not.
-    void theVerdictNamesTheUpdatesList()
-    {
-        SynthModel m = tinyMixed();
-        m.layers = 4;
-        m.hidden = 1024;
-        m.heads = 16;
-        m.seq = 256;
-        m.vocab = 32000;
-        const std::string knob = "fused=True (torch.optim Adam, AdamW, SGD) or foreach=False";
-        m.capacity = int64_t(1600) << 20; // in the first step's torch._foreach_sqrt
-        for (const std::string& v : verdicts(synthesize(m))) {
-            QVERIFY2(v.find("The wall is optimizer state") != std::string::npos, v.c_str());
-            QVERIFY2(v.find("GiB are the optimizer step's scratch, held when it ran out of memory") != std::string::npos, v.c_str());
-            QVERIFY2(v.find(knob) != std::string::npos, v.c_str());
-        }
-        m.capacity = int64_t(1400) << 20; // in _init_group
-        for (const std::string& v : verdicts(synthesize(m)))
-            QVERIFY2(v.find(knob) == std::string::npos, v.c_str());
-        m.capacity.reset();
-        for (const std::string& v : verdicts(synthesize(m)))
-            QVERIFY2(v.find(knob) == std::string::npos, v.c_str());
     }
 
     // An OOM inside _init_group: everything the step held is state, in every copy.
