@@ -179,6 +179,69 @@ size_t updateAfterStateSweep(const std::vector<int64_t>& sizes)
     return found;
 }
 
+void heldAtOomInForward(const DeviceTrace& dev, Classification& c)
+{
+    if (dev.ooms.empty() || !c.history)
+        return;
+    const auto& tl = c.phases;
+    uint16_t rule = 0;
+    for (const OomEvent& o : dev.ooms) {
+        if (o.index == kNoEvent || o.index <= 0 || size_t(o.index) > tl.phase.size())
+            continue;
+        // The pass the OOM stopped: that of the last event before it.
+        const int pass = c.facts.passAt(o.index - 1);
+        if (pass < 0 || c.facts.passes[size_t(pass)].phase != Phase::Forward)
+            continue;
+        const EventIndex start = c.facts.passes[size_t(pass)].first;
+        std::vector<uint32_t> births;
+        for (size_t i = 0; i < c.size(); ++i) {
+            const Allocation& a = dev.allocations[i];
+            if (!a.preexisting() && a.allocEvent >= start && a.allocEvent < o.index)
+                births.push_back(uint32_t(i));
+        }
+        std::sort(births.begin(), births.end(), [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+        const size_t n = births.size();
+        auto same = [&](size_t x, size_t y) {
+            const Allocation &a = dev.allocations[births[x]], &b = dev.allocations[births[y]];
+            return a.size == b.size && a.stack == b.stack;
+        };
+        // The shortest period of several kinds of block over the last two periods and the one before.
+        size_t period = 0;
+        for (size_t p = 2; p <= std::min<size_t>(4096, n / 3) && !period; ++p) {
+            bool repeats = true;
+            for (size_t k = n - 2 * p; k < n && repeats; ++k)
+                repeats = same(k, k - p);
+            bool kinds = false;
+            for (size_t k = n - p + 1; k < n && repeats && !kinds; ++k)
+                kinds = !same(k, n - p);
+            if (repeats && kinds)
+                period = p;
+        }
+        if (!period)
+            continue;
+        // The point the OOM hit, one period back: the first birth of the last period.
+        const EventIndex before = dev.allocations[births[n - period]].allocEvent;
+        for (size_t k = n - period; k < n; ++k) {
+            const uint32_t i = births[k];
+            const Allocation& a = dev.allocations[i];
+            const EventIndex af = freeEventOf(a);
+            if (c.pool[i] != Pool::Activation || (c.rules[c.rule[i]].evidence & kEvidenceFrames) || (af != kNoEvent && af < o.index))
+                continue; // let go of before the OOM, or decided by its frames
+            const Allocation& r = dev.allocations[births[k - period]];
+            const EventIndex rf = freeEventOf(r);
+            if (rf == kNoEvent || rf < before || rf >= o.index)
+                continue; // kept by the layer before, or let go of before the point the OOM hit
+            if (!rule)
+                rule = addRule(c, "held-at-oom-in-forward-like-the-layer-before",
+                               "made in the forward that ran out of memory and held at the OOM, where the layer before made the "
+                               "same block at the same point and let go of it later in that forward: the layer's scratch, which "
+                               "the OOM kept, not a tensor saved for backward",
+                               Pool::Temporary, kEvidenceLifetime);
+            decide(c, i, Pool::Temporary, rule, 65);
+        }
+    }
+}
+
 void heldAtOomInStep(const DeviceTrace& dev, Classification& c)
 {
     if (dev.ooms.empty() || !c.history)

@@ -41,6 +41,18 @@ void unwoundAtOom(const DeviceTrace& dev, Classification& c);
 // logits' gradient of the output layer's weight size) are a gradient at 55 %, below sure.
 void heldAtOomInBackward(const DeviceTrace& dev, Classification& c);
 
+// Made in the forward an OOM stopped and still held at it, read as activations by their lifetime
+// (kept past the forward only because the dump ends there, or let go of by the exception's
+// unwinding after it). A model's layers are alike: the layer
+// before made the same blocks in the same order (the same stacks and sizes, or the same sizes where
+// no frame was recorded), so where the births before the OOM repeat with one period over the last
+// two layers at least, the block one period back was, at the point the OOM hit, in the state the
+// held block is in. Where that block was let go of later in the same forward, the held one is the
+// layer's scratch the OOM kept (a linear layer's output before it is split, attention scores
+// before the softmax): temporary at 65 %. Where the layer before kept it, it stays an activation.
+// Without such a period (the first layer, the loss) the dump cannot say, and nothing changes.
+void heldAtOomInForward(const DeviceTrace& dev, Classification& c);
+
 // Where a first step's update began, from the sizes of the blocks it held in the order it made them:
 // the state initialiser visits the parameters in order and makes k blocks of each one's bytes
 // (torch.optim's _init_group: exp_avg and exp_avg_sq, k = 2), then the update visits them in the same

@@ -60,6 +60,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     weightFamilyWithoutHistory(dev, c);
     heldAtOomInBackward(dev, c);
     heldAtOomInStep(dev, c);
+    heldAtOomInForward(dev, c);
     gradientsNeedParameterSize(dev, c);
     nestedAutogradOutputs(dev, c);
     flagAutocastSurplus(dev, c);

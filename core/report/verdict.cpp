@@ -427,7 +427,10 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
     // memory they leave behind is: they grow with every batch, and so does the cache they fragment.
     if (ev && v.dominant != Pool::Other && ev->collectedBytes >= kListedMinimum && ev->collectedBytes * 10 >= allocated)
         v.advice += " " + collectedOutputsAdvice(ev->collectedBytes) + ".";
-    if (ev && ev->atOom && v.dominant != Pool::OptimizerState && ev->peakBeforeState >= 0 && ev->stateMadeByFirstStep >= kListedMinimum &&
+    // Said where the advice above is the batch's (the pools that grow with it are the wall): there the
+    // state is the knob the user would otherwise miss.
+    const bool batchWall = v.dominant == Pool::Activation || v.dominant == Pool::Input || v.dominant == Pool::Temporary;
+    if (ev && ev->atOom && batchWall && ev->peakBeforeState >= 0 && ev->stateMadeByFirstStep >= kListedMinimum &&
         ev->stateMadeByFirstStep * 10 >= allocated)
         v.advice += " Before the first optimizer step made the optimizer's state the run peaked at " + gib(ev->peakBeforeState) +
                     "; " + gib(ev->stateMadeByFirstStep) +

@@ -1,0 +1,130 @@
+// An OOM inside a forward (structural_oom.cpp heldAtOomInForward). What the forward made and still
+// held at the OOM was "kept past the forward" only because the dump ends there: forward-kept called
+// the layer's in-flight scratch (a linear layer's output before it is split, the attention scores
+// before the softmax that ran out) a saved activation at 75 %. The layer before made the same blocks
+// in the same order; the ones it let go of later in its forward are the scratch. Every copy of the
+// frames reads it alike (the period is found on stacks, or on sizes where there are none).
+#include "core/classify/classifier.h"
+#include "core/classify/shipped_rules.h"
+#include "core/load.h"
+#include "core/redact/redact.h"
+#include "core/synth/synth.h"
+#include "support/corpus.h"
+#include "frame_ablation.h"
+
+#include <QFileInfo>
+#include <QtTest>
+
+using namespace poolscope;
+
+namespace {
+
+// Pool of the allocation made at event `birth`, or Unknown where none was.
+Pool poolBornAt(const Trace& t, const Classification& c, EventIndex birth)
+{
+    const DeviceTrace& dev = t.devices.at(0);
+    for (size_t i = 0; i < c.size(); ++i)
+        if (!dev.allocations[i].preexisting() && dev.allocations[i].allocEvent == birth)
+            return c.pool[i];
+    return Pool::Unknown;
+}
+
+std::vector<std::shared_ptr<const Trace>> everyCopy(const std::shared_ptr<const Trace>& original)
+{
+    std::vector<std::shared_ptr<const Trace>> out{original};
+    for (const FrameKeep keep : {FrameKeep::Python, FrameKeep::None}) {
+        RedactOptions o;
+        o.frames = keep;
+        out.push_back(redact(*original, o));
+    }
+    out.push_back(testing::ablateFrames(*original, testing::KeepFrames::Renamed));
+    return out;
+}
+
+} // namespace
+
+class TestOomInForward : public QObject {
+    Q_OBJECT
+private slots:
+    // dd_ditext8_oom: a ViT-style DiT runs out of memory allocating a layer's softmax output (384 MiB).
+    // Held then: that layer's qkv output (288 MiB, event 1101), a 96 MiB block (1105) and the scores
+    // q @ k^T (384 MiB, 1113), each of which the layer before let go of later in its forward; and the
+    // layer before's softmax output (1041), which it kept for backward.
+    void theLayerInFlightAtARealOom()
+    {
+        const QString path = testing::corpusPath("dd_ditext8_oom.pickle.json");
+        if (!QFileInfo::exists(path))
+            QSKIP("no corpus at " POOLSCOPE_CORPUS_DIR);
+        for (const auto& t : everyCopy(load(path.toStdString()))) {
+            const DeviceTrace& dev = t->devices.at(0);
+            QCOMPARE(dev.ooms.size(), size_t(1));
+            const Classification c = classify(*t, dev, testing::shippedRules());
+            for (EventIndex e : {1101, 1105, 1113})
+                QCOMPARE(poolName(poolBornAt(*t, c, e)), poolName(Pool::Temporary));
+            QCOMPARE(poolName(poolBornAt(*t, c, 1041)), poolName(Pool::Activation));
+        }
+    }
+
+    // A generated fp32 run that runs out of memory in a later layer's forward (the second micro-batch
+    // of an accumulated step): the blocks it held are in their true pools in every copy. Before, a
+    // 4 MiB scratch block read as an activation.
+    void aGeneratedLaterLayer()
+    {
+        SynthModel m;
+        m.layers = 4;
+        m.hidden = 256;
+        m.heads = 4;
+        m.seq = 512;
+        m.microBatch = 1;
+        m.vocab = 256;
+        m.dtype = SynthDtype::Fp32;
+        m.optimizer = SynthOptimizer::Adam;
+        m.steps = 2;
+        m.trainable = 0.75;
+        m.accumulate = 2;
+        m.mlp = SynthMlp::SwiGlu;
+        m.capacity = 140820480;
+        const SynthResult r = synthesize(m);
+        QCOMPARE(r.trace.devices.at(0).ooms.size(), size_t(1));
+        for (const auto& t : everyCopy(std::make_shared<Trace>(r.trace))) {
+            const DeviceTrace& dev = t->devices.at(0);
+            const Classification c = classify(*t, dev, testing::shippedRules());
+            int64_t held = 0, wrong = 0;
+            for (size_t i = 0; i < c.size(); ++i) {
+                const Allocation& a = dev.allocations[i];
+                if (a.preexisting() || a.freeCompletedEvent != kNoEvent || c.birthPhase[i] != Phase::Forward)
+                    continue;
+                held += a.size;
+                if (c.pool[i] != r.truth[i])
+                    wrong += a.size;
+            }
+            QVERIFY(held > 0);
+            QCOMPARE(wrong, int64_t(0));
+        }
+    }
+
+    // Without a layer before (an OOM in the first layer's attention), nothing says what the scores
+    // would have been: the reading leaves them as they were.
+    void theFirstLayerHasNoneBefore()
+    {
+        SynthModel m;
+        m.layers = 4;
+        m.hidden = 384;
+        m.heads = 6;
+        m.seq = 512;
+        m.microBatch = 8;
+        m.vocab = 256;
+        m.dtype = SynthDtype::Fp32;
+        m.steps = 3;
+        m.accumulate = 3;
+        m.capacity = 118296576;
+        const SynthResult r = synthesize(m);
+        const DeviceTrace& dev = r.trace.devices.at(0);
+        const Classification c = classify(r.trace, dev, testing::shippedRules());
+        for (size_t i = 0; i < c.size(); ++i)
+            QVERIFY(c.rules[c.rule[i]].name != "held-at-oom-in-forward-like-the-layer-before");
+    }
+};
+
+QTEST_GUILESS_MAIN(TestOomInForward)
+#include "test_oom_in_forward.moc"
