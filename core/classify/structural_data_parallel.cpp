@@ -10,6 +10,7 @@
 #include "core/classify/structural_sharded.h"
 
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -309,6 +310,60 @@ void gradientBucketsTilingParameters(const DeviceTrace& dev, Classification& c)
     }
 }
 
+// A weight's gradient reduce-scattered into its shard: a block made inside one backward with a
+// weight's bytes (or k times a kept parameter shard's), followed at once (nothing let go of between)
+// by a block of 1/k of its bytes (k >= 2 ranks; the shards are padded to equal length, a few bytes
+// per rank) that outlives the backward, and let go of right after, before anything else is made.
+// ZeRO-2/3 and FSDP reduce-scatter each unsharded gradient into this rank's shard and free the
+// unsharded one. The ranks are the same for every weight: only where blocks of two sizes or more
+// show one k (a norm's backward makes its input's gradient, T x h, then its weight's, h: one size,
+// k = T tokens, and lets go of the first later). That tells the gradient where a tied weight's
+// second contribution, or an activation's gradient, has the same bytes (gradient-or-scratch-in-
+// backward), and where the parameters are kept only as shards, so no parameter has the unsharded
+// bytes.
+void gradientsReduceScatteredToShards(const DeviceTrace& dev, Classification& c)
+{
+    std::map<int64_t, std::vector<uint32_t>> byRanks;   // k -> the unsharded gradients
+    std::map<int64_t, std::set<int64_t>> sizesByRanks;  // k -> their sizes
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& b = dev.allocations[i];
+        if (b.preexisting() || b.size < (int64_t(64) << 10) || (c.pool[i] != Pool::Temporary && c.pool[i] != Pool::Unknown) ||
+            (c.rules[c.rule[i]].evidence & kEvidenceFrames))
+            continue;
+        const int pass = c.facts.passAt(b.allocEvent);
+        const EventIndex bf = freeEventOf(b);
+        if (pass < 0 || c.facts.passes[size_t(pass)].phase != Phase::Backward || bf == kNoEvent || c.facts.passAt(bf) != pass)
+            continue;
+        // The next event makes the shard; the one after lets go of this block.
+        const Allocation* sh = b.allocEvent + 2 < EventIndex(dev.events.action.size()) ? bornAt(dev, b.allocEvent + 1) : nullptr;
+        if (!sh || sh->size <= 0 || bf != b.allocEvent + 2)
+            continue;
+        const int64_t k = (b.size + sh->size - 1) / sh->size;
+        const EventIndex sf = freeEventOf(*sh);
+        const size_t si = size_t(sh - dev.allocations.data());
+        const bool weightSized = c.parameterSizes.count(mirrorKey(b.size)) || c.parameterSizes.count(mirrorKey(sh->size));
+        if (k < 2 || k > 4096 || k * sh->size - b.size > 16 * k || !weightSized || (sf != kNoEvent && sf <= c.facts.passes[size_t(pass)].last) ||
+            (c.pool[si] != Pool::Gradient && c.pool[si] != Pool::Temporary && c.pool[si] != Pool::Unknown))
+            continue;
+        byRanks[k].push_back(uint32_t(i));
+        sizesByRanks[k].insert(b.size);
+    }
+    uint16_t rule = 0;
+    for (const auto& [k, blocks] : byRanks) {
+        if (sizesByRanks[k].size() < 2)
+            continue;
+        if (!rule)
+            rule = addRule(c, "gradient-reduce-scattered-to-its-shard",
+                           "made inside a backward with a weight's bytes (or k times a kept parameter shard's), followed at once "
+                           "by a block of 1/k of them that outlives the backward and let go of right after, as blocks of other "
+                           "sizes are with the same k (the ranks): a weight's unsharded gradient, reduce-scattered into this "
+                           "rank's shard (ZeRO-2/3, FSDP)",
+                           Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+        for (uint32_t i : blocks)
+            decide(c, i, Pool::Gradient, rule, 60);
+    }
+}
+
 } // namespace
 
 void dataParallelState(const DeviceTrace& dev, Classification& c)
@@ -321,6 +376,7 @@ void dataParallelState(const DeviceTrace& dev, Classification& c)
     const ShardedLayout sharded = parametersGatheredPerLayer(dev, c);
     c.facts.parametersGathered = !sharded.gathered.empty();
     masterWeightsWithoutGradients(dev, c, sharded.shards);
+    gradientsReduceScatteredToShards(dev, c);
     gradientsHandedOnInBackward(dev, c);
     gradientsCopiedIntoOneBuffer(dev, c);
     gradientBucketsTilingParameters(dev, c);
