@@ -311,9 +311,10 @@ void gradientBucketsTilingParameters(const DeviceTrace& dev, Classification& c)
 }
 
 // A weight's gradient reduce-scattered into its shard: a block made inside one backward with a
-// weight's bytes (or k times a kept parameter shard's), followed at once (nothing let go of between)
+// weight's bytes (or k times a kept parameter shard's), followed at once (nothing else made between)
 // by a block of 1/k of its bytes (k >= 2 ranks; the shards are padded to equal length, a few bytes
-// per rank) that outlives the backward, and let go of right after, before anything else is made.
+// per rank) that outlives the backward, and let go of right after, before anything else is made or
+// let go of.
 // ZeRO-2/3 and FSDP reduce-scatter each unsharded gradient into this rank's shard and free the
 // unsharded one. The ranks are the same for every weight: only where blocks of two sizes or more
 // show one k (a norm's backward makes its input's gradient, T x h, then its weight's, h: one size,
@@ -334,9 +335,19 @@ void gradientsReduceScatteredToShards(const DeviceTrace& dev, Classification& c)
         const EventIndex bf = freeEventOf(b);
         if (pass < 0 || c.facts.passes[size_t(pass)].phase != Phase::Backward || bf == kNoEvent || c.facts.passAt(bf) != pass)
             continue;
-        // The next event makes the shard; the one after lets go of this block.
-        const Allocation* sh = b.allocEvent + 2 < EventIndex(dev.events.action.size()) ? bornAt(dev, b.allocEvent + 1) : nullptr;
-        if (!sh || sh->size <= 0 || bf != b.allocEvent + 2)
+        // The next block made is the shard (blocks let go of before it, such as the 16-bit gradient an
+        // fp32 one was copied from, aside); nothing is made after it, and the first block let go of
+        // is this one.
+        const Allocation* sh = nullptr;
+        EventIndex e = b.allocEvent + 1;
+        for (; e < bf && !sh; ++e)
+            if (dev.events.action[size_t(e)] == Action::Alloc)
+                sh = bornAt(dev, e);
+        if (!sh || sh->size <= 0)
+            continue;
+        while (e < bf && dev.events.action[size_t(e)] != Action::Alloc && !releasedAt(dev, e))
+            ++e;
+        if (e != bf)
             continue;
         const int64_t k = (b.size + sh->size - 1) / sh->size;
         const EventIndex sf = freeEventOf(*sh);

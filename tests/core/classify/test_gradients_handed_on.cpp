@@ -93,7 +93,7 @@ private slots:
     // Generated runs, in every copy: the gradients the backward made and still holds at the peak are
     // gradients, and the reading names nothing a gradient that is not one. ZeRO-3 keeps only
     // parameter shards (no parameter has the unsharded gradient's bytes); ZeRO-2 with a
-    // vocabulary-sized embedding; and where nothing is sharded the logits' gradient is followed by a
+    // vocabulary-sized embedding, in fp32 and under autocast; and where nothing is sharded the logits' gradient is followed by a
     // weight's gradient of 1/k of its bytes by chance: not a shard (it is not let go of at once).
     void generatedRuns_data()
     {
@@ -107,6 +107,12 @@ private slots:
         z2.dtype = SynthDtype::Fp32, z2.optimizer = SynthOptimizer::Sgd, z2.steps = 3, z2.zeroStage = 2, z2.dataParallel = 8;
         z2.mlp = SynthMlp::SwiGlu;
         QTest::newRow("zero 2, 8 ranks") << z2;
+        // Under autocast the fp32 gradient is copied from a 16-bit one, let go of before the shard is made.
+        SynthModel amp;
+        amp.layers = 3, amp.hidden = 384, amp.heads = 12, amp.seq = 128, amp.microBatch = 1, amp.vocab = 32000;
+        amp.dtype = SynthDtype::Autocast, amp.optimizer = SynthOptimizer::Adam, amp.steps = 1, amp.trainable = 0.75;
+        amp.zeroStage = 2, amp.dataParallel = 8;
+        QTest::newRow("zero 2 under autocast") << amp;
         SynthModel plain;
         plain.layers = 3, plain.hidden = 64, plain.heads = 1, plain.seq = 512, plain.microBatch = 4, plain.vocab = 32000;
         plain.dtype = SynthDtype::Fp32, plain.optimizer = SynthOptimizer::Sgd, plain.steps = 2, plain.attention = SynthAttention::Recompute;
