@@ -115,12 +115,9 @@ const std::map<std::string, std::string>& knownMisses()
         // (real reentrant checkpointing runs the same function again), so structural_recompute.h's
         // reading does not find it; the model's --checkpointing does (41.9 -> 0.3 % at stop 36).
         {"scenario peft-lora none run", "26.1 %"},
-        // Python-only at the run's worst moment, ZeRO-2 and ZeRO-3: the tied embedding's gradient, handed on in the backward beside its
-        // second contribution of the same size, stays scratch (gradient-or-scratch-in-backward: the
-        // dump cannot say which is which). ZeRO-3's weights gathered again for the backward, with
-        // no frame on the engine's thread, read as gradients handed on until stop 41 (5.9 %).
-        {"model zero 2 python run", "2.6 %"},
-        {"model zero 3 python run", "2.7 %"},
+        // Python-only ZeRO-2 and ZeRO-3 met the target at stop 43 (2.6 / 2.7 % at the run's worst moment
+        // before): the tied embedding's gradient, beside its second contribution of the same size, is
+        // told by its reduce-scatter shard made at once (gradient-reduce-scattered-to-its-shard).
         // The leaks model frameless met the target at stop 40 (57.7 / 57.7 / 89.7 % before): its
         // unannotated evaluation forward, whose graph is kept, is told by making the training forward's
         // blocks in order (structural_forward_again.h).
