@@ -37,14 +37,18 @@ bool aliveAtAnOomInItsPass(const DeviceTrace& dev, const Allocation& a, const Ph
             continue;
         if (tl.sameRun(o.index, a.allocEvent))
             return true;
-        // Without frames the OOM entry itself carries no phase; it ends the block's pass where no
-        // event between them lies in another phase.
+        // Without frames the OOM entry itself carries no phase; it ends the block's pass where the
+        // last event before it that has one lies in that pass, or none between them has one. The
+        // look-back is bounded: this runs for every block never let go of, and a stream nothing
+        // placed would otherwise be walked once per block.
         if (tl.phase[size_t(o.index)] != Phase::Unknown)
             continue;
-        bool within = true;
-        for (EventIndex e = a.allocEvent + 1; e < o.index && within; ++e)
-            within = tl.phase[size_t(e)] == Phase::Unknown || tl.sameRun(e, a.allocEvent);
-        if (within)
+        constexpr EventIndex kLookBack = 4096;
+        EventIndex placed = kNoEvent, e = o.index - 1;
+        for (; e > a.allocEvent && e >= o.index - kLookBack && placed == kNoEvent; --e)
+            if (tl.phase[size_t(e)] != Phase::Unknown)
+                placed = e;
+        if (placed != kNoEvent ? tl.sameRun(placed, a.allocEvent) : e == a.allocEvent)
             return true;
     }
     return false;
