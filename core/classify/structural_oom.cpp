@@ -149,6 +149,11 @@ size_t updateAfterStateSweep(const std::vector<int64_t>& sizes)
     // Comparisons left: a step of hundreds of thousands of parameters with one size throughout would
     // otherwise compare without end; out of budget, the sizes say nothing.
     int64_t budget = 20'000'000;
+    // The tail from j holds one size throughout iff j is at or past the last change of size.
+    size_t lastChange = 0;
+    for (size_t i = 1; i < n; ++i)
+        if (sizes[i] != sizes[i - 1])
+            lastChange = i;
     for (size_t k = 2; k <= 4; ++k) {
         // The longest prefix made of runs of k equal sizes: a state sweep is no longer than that.
         size_t grouped = 0;
@@ -157,7 +162,7 @@ size_t updateAfterStateSweep(const std::vector<int64_t>& sizes)
             grouped += k;
         for (size_t j = 2 * k; j <= grouped && j < n; j += k) {
             const size_t update = n - j;
-            if (update < 2 || update * k > j || std::all_of(sizes.begin() + j + 1, sizes.end(), [&](int64_t s) { return s == sizes[j]; }))
+            if (update < 2 || update * k > j || j >= lastChange)
                 continue;
             // The parameters the update visits again: those of the whole state sweep or of its last
             // parameter group's (an optimizer steps its groups one after another, state then update).

@@ -223,6 +223,8 @@ void addStateSinceFirstStep(MomentEvidence& ev, const Classification& c, const D
             c.phases.phase[size_t(a.allocEvent)] == Phase::OptimizerStep)
             state += a.size;
     }
+    if (state == 0)
+        return; // nothing to say: skip the walk for the peak
     int64_t peak = dev.initialAllocated;
     for (EventIndex e = 0; e < f.firstOptimizerStep; ++e)
         peak = std::max(peak, dev.allocatedAt(e));
