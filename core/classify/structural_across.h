@@ -17,6 +17,14 @@ namespace poolscope::classify_detail {
 // Python-only dump records).
 void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& c);
 
+// In a training run: a block made in a forward, decided activation from its lifetime alone, and still
+// held when the next step's forward began although its own step's backward ran, is no activation the
+// graph saved (the engine lets go of those by the end of the backward): a kept output (a leak) or
+// state made at a forward's start (DDP's rebuilt buckets). It keeps its pool at 45 %: the dump cannot
+// say which. (A pipeline schedule's forward can be released by a later step's backward: only the
+// confidence moves.)
+void heldPastTheirStep(const DeviceTrace& dev, Classification& c);
+
 // On the host of a profiler trace that also records a GPU device: a host block whose exact bytes a
 // GPU device allocates after it was made and before the host makes the next of that size (the
 // .to()/.cuda() copy of what the host built), sooner than the device made one before it (a copy

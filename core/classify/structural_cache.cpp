@@ -233,4 +233,65 @@ void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c)
     }
 }
 
+void preallocatedCache(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.backward != Known::No || f.forwardPasses < 2 || f.firstForward == kNoEvent)
+        return;
+    // The calls' last forward: a cache is kept until then at least.
+    EventIndex lastForward = f.firstForward;
+    for (const Pass& p : f.passes)
+        if (p.phase == Phase::Forward)
+            lastForward = std::max(lastForward, p.first);
+    // Sizes held by the run's other state (weights from before recording, blocks made before the
+    // first forward and kept): a cache's buffer has none of them. The weights must exist before it.
+    std::unordered_map<int64_t, int> kept;
+    bool stateBefore = false;
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = freeEventOf(a);
+        if (a.preexisting() || (a.allocEvent < f.firstForward && (r == kNoEvent || r > lastForward))) {
+            ++kept[a.size];
+            stateBefore = stateBefore || a.preexisting();
+        }
+    }
+    // Runs of blocks made one after the other before the first forward (no other block made
+    // between them), all of one size and held past the last call's start.
+    std::vector<uint32_t> group;
+    int64_t heldBefore = 0; // bytes made before the group and held: weights built in the recording
+    uint16_t rule = 0;
+    auto close = [&] {
+        const size_t n = group.size();
+        const int64_t size = n ? dev.allocations[group[0]].size : 0;
+        const bool claim = n >= 4 && kept[size] == int(n) && (stateBefore || heldBefore > 0);
+        heldBefore += size * int64_t(n);
+        for (uint32_t i : group) {
+            const Pool p = c.pool[i];
+            if (!claim || (p != Pool::Parameter && p != Pool::Unknown && p != Pool::Other) || c.confidence[i] > 65)
+                continue;
+            if (!rule)
+                rule = addRule(c, "cache-preallocated-before-calls",
+                               "one of four or more blocks of one size made one after the other, after the model's weights "
+                               "existed and before the first of several calls of a model that never runs backward, and held "
+                               "across the calls; no weight has their size: buffers preallocated for the calls (a static KV "
+                               "cache: a key and a value buffer per layer), whatever the code is called",
+                               Pool::KvCache, kEvidenceLifetime | kEvidenceSize);
+            decide(c, i, Pool::KvCache, rule, 60);
+        }
+        group.clear();
+    };
+    for (EventIndex e = 0; e < f.firstForward && size_t(e) < dev.eventAlloc.size(); ++e) {
+        const Allocation* a = bornAt(dev, e);
+        if (!a)
+            continue;
+        const EventIndex r = freeEventOf(*a);
+        const bool held = r == kNoEvent || r > lastForward;
+        const uint32_t i = uint32_t(a - dev.allocations.data());
+        if (!group.empty() && (!held || a->size != dev.allocations[group[0]].size))
+            close();
+        if (held)
+            group.push_back(i);
+    }
+    close();
+}
+
 } // namespace poolscope::classify_detail

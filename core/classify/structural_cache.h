@@ -29,4 +29,14 @@ void forwardCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
 // let go of), followed by the release of a cache block no larger than it.
 void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c);
 
+// In a run that never runs backward and calls its model several times: four or more blocks of one
+// size made one after the other before the first call, after the weights existed (from before
+// recording, or made and held before them), held across the calls, with no weight of their size (no
+// other block made before the first call and kept, none from before recording, has it), are a cache
+// preallocated for the calls (a static KV cache: a key and a value buffer per layer), at 60 %. A weak
+// guess from a constructor's frame (a parameter at 65 % or less) gives way. A layer's four h x h
+// projections are four blocks of one size made one after the other too, but every other layer has
+// them as well.
+void preallocatedCache(const DeviceTrace& dev, Classification& c);
+
 } // namespace poolscope::classify_detail

@@ -338,6 +338,34 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
     }
 }
 
+namespace {
+
+// cuBLAS makes a handle's workspace at the handle's first matmul on a stream: in the run's first
+// forward for the main thread, in its first backward for the autograd engine's. A block born in a
+// pass of the same phase on the same stream as an earlier step's (a handle already equipped) is
+// not that workspace, whatever its size: an activation the dump was cut before freeing.
+bool handleUsedInAnEarlierStep(const DeviceTrace& dev, const Classification& c, const Allocation& a, Phase birth)
+{
+    const auto& steps = c.facts.steps;
+    for (size_t s = 0; s < steps.size(); ++s) {
+        const StepFacts& st = steps[s];
+        if (st.first == kNoEvent || st.last == kNoEvent || st.last >= a.allocEvent)
+            continue;
+        const EventIndex from = birth == Phase::Forward ? st.firstForward : st.firstBackward;
+        if (from == kNoEvent)
+            continue;
+        for (EventIndex e = from; e <= st.last; ++e) {
+            const AllocId id = dev.eventAlloc[size_t(e)];
+            if (id.valid() && dev.allocations[id.value].allocEvent == e && dev.allocations[id.value].stream == a.stream &&
+                id.value < c.birthPhase.size() && c.birthPhase[id.value] == birth)
+                return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
 void workspaceBySize(const DeviceTrace& dev, Classification& c)
 {
     std::map<std::pair<int, int64_t>, std::vector<uint32_t>> byStream;
@@ -356,6 +384,8 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
         const bool lifetimeGradient = p == Pool::Gradient && !(c.rules[c.rule[i]].evidence & kEvidenceFrames) &&
                                       !c.parameterSizes.count(mirrorKey(a.size));
         if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Unknown && p != Pool::Other && !lifetimeGradient)
+            continue;
+        if (handleUsedInAnEarlierStep(dev, c, a, birth))
             continue;
         byStream[{int(a.stream), a.size}].push_back(uint32_t(i));
     }

@@ -37,8 +37,10 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     perCallMatmulWorkspace(trace, dev, c);
     forwardCache(trace, dev, c);
     cacheAcrossLayerRuns(dev, c);
+    preallocatedCache(dev, c);
     unwoundAtOom(dev, c);
     forwardProductsFromBeforeRecording(dev, c);
+    heldPastTheirStep(dev, c);
     hostBatchesCopiedToDevice(trace, dev, c);
     quickCopiesAreScratch(dev, c);
     parametersMovedBack(dev, c);

@@ -7,6 +7,7 @@
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structural_forward_again.h"
 #include "core/classify/structural_graph_release.h"
+#include "core/classify/structural_named_backward.h"
 #include "core/classify/structural_named_optimizer.h"
 #include "core/classify/structural_repetition.h"
 #include "core/classify/structural_setup.h"
@@ -141,8 +142,14 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         stepNamed = stepNamed || (named && tl.phase[e] == Phase::OptimizerStep);
         anyAlloc = anyAlloc || ev.action[e] == Action::Alloc;
     }
-    if (passesNamed)
-        return stepNamed ? 0 : optimizerAfterNamedBackward(dev, tl); // the frames or annotations show the passes
+    if (passesNamed) {
+        // The frames or annotations show the passes; a backward they leave out shows in the stream.
+        bool backwardNamed = false;
+        for (size_t e = 0; e < n && !backwardNamed; ++e)
+            backwardNamed = tl.phase[e] == Phase::Backward && (tl.source[e] == PhaseSource::Frames || tl.source[e] == PhaseSource::Annotation);
+        const size_t placed = backwardNamed ? 0 : backwardAfterNamedForward(dev, tl);
+        return placed + (stepNamed ? 0 : optimizerAfterNamedBackward(dev, tl));
+    }
     if (!anyAlloc)
         return 0; // no history: no stream to read
 
@@ -357,7 +364,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         // (structural_backward_tail.h).
         releaseEnd = backwardTailEnd(dev, runState, releaseStart, releaseEnd, nextStart);
         // After the set-up its rise may start with (structural_setup.h): what that keeps is the run's state.
-        const EventIndex forwardFrom = forwardAfterSetUp(dev, fStart, s.peak, releaseStart, releaseEnd);
+        const EventIndex forwardFrom = forwardAfterSetUp(dev, fStart, s.peak, releaseStart, releaseEnd, fStart == firstForward);
         if (forwardFrom != fStart) {
             aliveAtPeak = 0;
             for (EventIndex e = forwardFrom; e <= forwardEnd; ++e)

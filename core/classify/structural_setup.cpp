@@ -3,6 +3,7 @@
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace poolscope {
 namespace {
@@ -15,7 +16,8 @@ constexpr EventIndex kSaved = 16;
 
 } // namespace
 
-EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventIndex peak, EventIndex releaseStart, EventIndex releaseEnd)
+EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventIndex peak, EventIndex releaseStart, EventIndex releaseEnd,
+                             bool firstPass)
 {
     if (start == kNoEvent || peak <= start || releaseEnd < releaseStart || size_t(peak) >= dev.eventAlloc.size())
         return start;
@@ -33,17 +35,31 @@ EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventInde
         }
     if (firstSaved == kNoEvent)
         return start;
+    // Sizes of the blocks the backward made and kept past its end: its gradients. A kept block of
+    // one of them is a parameter's size, however small beside what the forward saved. Only before
+    // the run's first pass (later ones follow no set-up), and only where the backward ended before
+    // the dump did (a backward cut short still holds the gradients of its activations).
+    std::unordered_set<int64_t> gradientSizes;
+    const bool releaseEnded = size_t(releaseEnd) + size_t(kSaved) < dev.eventAlloc.size();
+    for (EventIndex e = releaseStart; firstPass && releaseEnded && e <= releaseEnd; ++e)
+        if (const Allocation* a = bornAt(dev, e)) {
+            const EventIndex r = freeEventOf(*a);
+            if (r == kNoEvent || r > releaseEnd)
+                gradientSizes.insert(a->size);
+        }
     EventIndex lastKept = kNoEvent;
     int64_t keptBytes = 0;
+    bool parameterSized = false;
     for (EventIndex e = start; e < firstSaved; ++e)
         if (const Allocation* a = bornAt(dev, e)) {
             const EventIndex r = freeEventOf(*a);
             if (r == kNoEvent || r > releaseEnd) {
                 lastKept = e;
                 keptBytes += a->size;
+                parameterSized = parameterSized || (gradientSizes.count(a->size) && !classify_detail::isCublasWorkspaceSize(a->size));
             }
         }
-    if (lastKept == kNoEvent || keptBytes * 4 < savedBytes)
+    if (lastKept == kNoEvent || (keptBytes * 4 < savedBytes && !parameterSized))
         return start;
     for (EventIndex e = lastKept + 1; e <= firstSaved; ++e)
         if (bornAt(dev, e))

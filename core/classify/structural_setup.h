@@ -16,9 +16,13 @@ namespace poolscope {
 // saved between `releaseStart` and `releaseEnd`. A forward's own blocks are let go of by the end of
 // that backward (saved tensors, scratch) but for a few (a cuBLAS workspace, a lazily made buffer);
 // set-up keeps what it makes. Where, before the first block the backward releases, blocks kept past
-// it weigh at least a quarter of what the backward releases of the forward's, the forward begins with
-// the first block made after the last of them. Returns `start` otherwise.
-EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventIndex peak, EventIndex releaseStart, EventIndex releaseEnd);
+// it weigh at least a quarter of what the backward releases of the forward's, or one of them has the
+// size of a block the backward made and kept (a gradient: that block is a weight, made last in the
+// set-up, such as an output head built after the rotary tables' scratch; `firstPass` only, and only
+// where the backward ended before the dump), the forward begins with the first block made after the
+// last of them. Returns `start` otherwise.
+EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventIndex peak, EventIndex releaseStart, EventIndex releaseEnd,
+                             bool firstPass);
 
 // Set-up that rises and falls on its own before training: zero.Init makes each weight whole, keeps
 // its partition and lets go of the whole, then defragment lets go of the partitions in a burst and

@@ -1,0 +1,201 @@
+// Real runs on an H200 (tests/data/gpu_runs, written by tests/capture/truth_runs.py with the capture
+// helper: transformers Llama and GPT-2, peft LoRA, timm ViT, torchvision ResNet, torch_geometric,
+// DDP, torch.compile, a hand-written decoder with its own cache, OOMs in the forward and in Adam's
+// step), each dump beside the truth its own run recorded: which live tensors were parameters,
+// gradients, optimizer state, inputs, a KV cache, weight casts or saved for backward. Classified as
+// written and after each redaction (user code renamed, Python frames only, no frames), the bytes the
+// run named must land in its pool: within issue 22's targets (2 %, frameless 15 %) but for the
+// known misses below, which may not get worse. Three structures the runs showed get rows of their
+// own (each failed before its fix).
+#include "core/classify/gpu_truth.h"
+#include "core/classify/shipped_rules.h"
+
+#include <QtTest>
+
+#include <filesystem>
+
+using namespace poolscope;
+using namespace poolscope::gpu_truth;
+using poolscope::testing::shippedRules;
+
+namespace {
+
+const std::string kDir = POOLSCOPE_TEST_DATA "/gpu_runs/";
+
+// What the dump cannot tell, or a structure not read yet: "dump copy" -> the most its wrong share
+// may be (the figure when it was written down, rounded up).
+const std::map<std::string, double> kKnownMisses = {
+    // Inputs made before recording look like weights from before recording: no frame, no gradient.
+    {"gcn_adam_cpp all", 0.193},
+    {"gcn_adam_cpp renamed", 0.193},
+    {"gcn_adam_cpp python", 0.193},
+    {"gcn_adam_cpp none", 0.238},
+    // An evaluation with grad mode on: Hugging Face's cache frames name keys and values the
+    // dropped cache no longer holds; only the graph does.
+    {"eval_with_grad all", 0.080},
+    {"eval_with_grad renamed", 0.080},
+    {"eval_with_grad python", 0.080},
+    // The last step's output still holds its cache object (o.past_key_values); the run named it
+    // saved for backward.
+    {"graph_leak all", 0.023},
+    {"graph_leak renamed", 0.023},
+    {"graph_leak python", 0.023},
+    // Inputs from before recording (as above), and a saved activation with a weight cast's count.
+    {"vit_fp16_scaler_sgd all", 0.025},
+    {"vit_fp16_scaler_sgd renamed", 0.025},
+    {"vit_fp16_scaler_sgd python", 0.025},
+    // DDP's rebuilt buckets without frames: made at a forward's start, held across steps (45 %).
+    {"ddp_fused_adamw none", 0.168},
+};
+
+struct Loaded {
+    std::shared_ptr<const Trace> trace;
+    std::vector<Named> truth;
+};
+
+Loaded loadRun(const std::string& name)
+{
+    Loaded l;
+    l.trace = load(kDir + name + ".pickle.gz");
+    l.truth = readTruth(kDir + name + ".truth.json.gz");
+    return l;
+}
+
+struct Classified {
+    std::shared_ptr<const Trace> trace;
+    Classification c;
+    const DeviceTrace& dev() const { return trace->devices.at(0); }
+};
+
+Classified classifyCopy(const Loaded& l, std::string_view copy)
+{
+    Classified r;
+    r.trace = copyOf(l.trace, copy, shippedRules());
+    r.c = classify(*r.trace, r.dev(), shippedRules());
+    return r;
+}
+
+// The allocation alive at the end whose address is `addr`.
+int aliveAt(const DeviceTrace& dev, uint64_t addr)
+{
+    for (size_t i = 0; i < dev.allocations.size(); ++i)
+        if (dev.allocations[i].address == addr && dev.allocations[i].aliveAtEnd())
+            return int(i);
+    return -1;
+}
+
+} // namespace
+
+class TestGpuRuns : public QObject {
+    Q_OBJECT
+private slots:
+    void poolsAgainstTheRunsTruth_data()
+    {
+        QTest::addColumn<QString>("run");
+        QTest::addColumn<QString>("copy");
+        std::vector<std::string> runs;
+        for (const auto& e : std::filesystem::directory_iterator(kDir)) {
+            const std::string f = e.path().filename().string();
+            if (f.ends_with(".pickle.gz"))
+                runs.push_back(f.substr(0, f.size() - std::string(".pickle.gz").size()));
+        }
+        std::sort(runs.begin(), runs.end());
+        QVERIFY2(runs.size() >= 17, "tests/data/gpu_runs holds the runs");
+        for (const std::string& r : runs)
+            for (std::string_view copy : kCopies)
+                QTest::newRow((r + " " + std::string(copy)).c_str()) << QString::fromStdString(r) << QString::fromUtf8(copy.data(), qsizetype(copy.size()));
+    }
+    void poolsAgainstTheRunsTruth()
+    {
+        QFETCH(QString, run);
+        QFETCH(QString, copy);
+        const Loaded l = loadRun(run.toStdString());
+        QVERIFY(!l.truth.empty());
+        const Classified k = classifyCopy(l, copy.toStdString());
+        const Score s = score(k.dev(), k.c, l.truth);
+        QVERIFY2(s.named > (int64_t(1) << 20), "the run named what is alive at its moment");
+        const std::string key = run.toStdString() + " " + copy.toStdString();
+        const auto known = kKnownMisses.find(key);
+        const double ceiling = known != kKnownMisses.end() ? known->second : copy == "none" ? 0.15 : 0.02;
+        std::string worst;
+        for (const auto& [what, bytes] : s.by)
+            worst += what + " " + std::to_string(bytes) + " B; ";
+        QVERIFY2(s.wrongShare() <= ceiling,
+                 qPrintable(QString("%1: %2 % of the named bytes in a wrong pool (at most %3 %): %4")
+                                .arg(QString::fromStdString(key))
+                                .arg(100.0 * s.wrongShare(), 0, 'f', 1)
+                                .arg(100.0 * ceiling, 0, 'f', 1)
+                                .arg(QString::fromStdString(worst))));
+    }
+
+    // peft LoRA, gradient checkpointing: the third step's RMSNorm output (fp32, 32 MiB, the size of
+    // Hopper's default cuBLAS workspace) held because the dump was taken after that forward. The
+    // main thread's handle had its workspace since the first step's forward, so this block is no
+    // workspace: an activation in every copy (library-workspace-by-size took it, 75 %, before).
+    void aWorkspaceSizeBornInALaterStepIsNoWorkspace()
+    {
+        const Loaded l = loadRun("lora_llama_bf16_ckpt");
+        for (std::string_view copy : kCopies) {
+            const Classified k = classifyCopy(l, copy);
+            const int i = aliveAt(k.dev(), 0x7f2fc2000000ull);
+            QVERIFY(i >= 0);
+            QCOMPARE(k.dev().allocations[size_t(i)].size, int64_t(32) << 20);
+            QCOMPARE(poolName(k.c.pool[size_t(i)]), std::string_view("activation"));
+        }
+    }
+
+    // A hand-written decoder's own cache class: sixteen 7 MiB buffers (a key and a value per layer)
+    // made one after the other before the first of many no-grad calls, held across them. They were
+    // parameters ("module-constructor", the buffers' __init__; frameless: made before the first
+    // forward), 30 % of the named bytes in every copy.
+    void aPreallocatedCacheIsTheCache()
+    {
+        const Loaded l = loadRun("hand_decoder_static");
+        for (std::string_view copy : kCopies) {
+            const Classified k = classifyCopy(l, copy);
+            int64_t cache = 0, asCache = 0;
+            for (size_t i = 0; i < k.c.size(); ++i) {
+                const Allocation& a = k.dev().allocations[i];
+                const Named* n = a.aliveAtEnd() ? nameOf(l.truth, a) : nullptr;
+                if (n && n->pool == Pool::KvCache) {
+                    cache += a.size;
+                    asCache += k.c.pool[i] == Pool::KvCache ? a.size : 0;
+                }
+            }
+            QCOMPARE(cache, int64_t(16) * 7340032);
+            QCOMPARE(asCache, cache);
+        }
+    }
+
+    // A Llama built inside the recording: its output head (125 MiB) is made after the rotary
+    // tables' scratch, which a frameless reading took for the forward's start. The head has a
+    // gradient's size (the backward makes one and keeps it), so the forward starts after it: a
+    // parameter, not an activation, without frames.
+    void aWeightMadeAfterSetUpScratchIsAWeight()
+    {
+        const Loaded l = loadRun("llama_autocast_adamw_afterforward");
+        const Classified k = classifyCopy(l, "none");
+        const int i = aliveAt(k.dev(), 0x7f3092000000ull);
+        QVERIFY(i >= 0);
+        QCOMPARE(k.dev().allocations[size_t(i)].allocEvent, EventIndex(116));
+        QCOMPARE(poolName(k.c.pool[size_t(i)]), std::string_view("parameter"));
+    }
+
+    // DistributedDataParallel without frames: its record_function names each forward, nothing names
+    // the backward, so the backward is read from the stream (the engine letting go of what the
+    // forward made). Then the buckets DDP rebuilds at the second forward's start (446 MiB, held
+    // across steps) are no sure activation: they were forward-kept at 75 %, 16.7 % of the named
+    // bytes wrong and sure. The pool stays a guess below 50 %: the dump cannot say more.
+    void frameslessDdpReadsItsBackwardAndIsNotSureOfItsBuckets()
+    {
+        const Loaded l = loadRun("ddp_fused_adamw");
+        const Classified k = classifyCopy(l, "none");
+        QVERIFY(k.c.facts.backwardPasses >= 2);
+        const Score s = score(k.dev(), k.c, l.truth);
+        QVERIFY(s.wrong > (int64_t(400) << 20));
+        QCOMPARE(s.sure, int64_t(0));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestGpuRuns)
+#include "test_gpu_runs.moc"
