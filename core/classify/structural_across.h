@@ -25,6 +25,12 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
 // confidence moves.)
 void heldPastTheirStep(const DeviceTrace& dev, Classification& c);
 
+// In a training run with an optimizer step: a block no rule decided, made after the last step and
+// held where the dump ends (inside the next step), is what that step made so far, mostly its
+// forward's products: activation at 50 %, a guess (a reentrant-checkpointed or FSDP forward keeps no
+// rise the stream reading takes for a pass).
+void madeInTheStepInFlight(const DeviceTrace& dev, Classification& c);
+
 // On the host of a profiler trace that also records a GPU device: a host block whose exact bytes a
 // GPU device allocates after it was made and before the host makes the next of that size (the
 // .to()/.cuda() copy of what the host built), sooner than the device made one before it (a copy

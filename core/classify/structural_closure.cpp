@@ -2,6 +2,8 @@
 
 #include "core/classify/structural_common.h"
 
+#include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 namespace poolscope {
@@ -64,9 +66,42 @@ size_t readThroughClosureWindows(const DeviceTrace& dev, PhaseTimeline& tl, cons
     // the closure's (the forward's first operators, zero_grad), as the stream reads it.
     forEachWindow(tl, [&](size_t from, size_t to) {
         size_t restoreFrom = from;
+        EventIndex walkEnd = kNoEvent; // the engine's last release of what the window's forward made
         for (size_t e = from; e < to; ++e)
-            if (bare.phase[e] == Phase::Backward)
+            if (bare.phase[e] == Phase::Backward) {
                 restoreFrom = e + 1;
+                if (const Allocation* r = classify_detail::releasedAt(dev, EventIndex(e)); r && !r->preexisting() &&
+                    size_t(r->allocEvent) >= from && bare.phase[size_t(r->allocEvent)] == Phase::Forward)
+                    walkEnd = EventIndex(e);
+            }
+        // The stream's backward can run on through the update (its tail takes blocks of a gradient's
+        // size): after the walk, the stretch that makes blocks of a size the backward made and kept,
+        // two at once for a size or more (Adam's moments), is the step's update.
+        if (walkEnd != kNoEvent) {
+            std::unordered_map<int64_t, int> keptBySize;
+            for (EventIndex e = EventIndex(from); e <= walkEnd; ++e)
+                if (const Allocation* a = classify_detail::bornAt(dev, e); a && bare.phase[size_t(e)] == Phase::Backward) {
+                    const EventIndex r = classify_detail::freeEventOf(*a);
+                    if (r == kNoEvent || r >= EventIndex(to))
+                        ++keptBySize[classify_detail::sizeKey(a->size)];
+                }
+            // The first pair of blocks of one such size made one after the other and both kept.
+            const Allocation* prev = nullptr;
+            for (EventIndex e = walkEnd + 1; e < EventIndex(to); ++e) {
+                const Allocation* a = classify_detail::bornAt(dev, e);
+                if (!a)
+                    continue;
+                const EventIndex r = classify_detail::freeEventOf(*a);
+                const bool kept = r == kNoEvent || r >= EventIndex(to);
+                if (kept && prev && prev->size == a->size && keptBySize.count(classify_detail::sizeKey(a->size))) {
+                    restoreFrom = std::min(restoreFrom, size_t(prev->allocEvent));
+                    for (size_t k = restoreFrom; k < to; ++k)
+                        bare.phase[k] = Phase::Unknown;
+                    break;
+                }
+                prev = kept ? a : nullptr;
+            }
+        }
         for (size_t e = restoreFrom; e < to; ++e)
             if (bare.phase[e] == Phase::Unknown) {
                 bare.phase[e] = tl.phase[e];

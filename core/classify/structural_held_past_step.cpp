@@ -37,4 +37,30 @@ void heldPastTheirStep(const DeviceTrace& dev, Classification& c)
     }
 }
 
+void madeInTheStepInFlight(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.backward != Known::Yes || f.optimizerSteps == 0)
+        return;
+    EventIndex lastStep = kNoEvent;
+    for (const Pass& p : f.passes)
+        if (p.phase == Phase::OptimizerStep)
+            lastStep = std::max(lastStep, p.last);
+    if (lastStep == kNoEvent)
+        return;
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || a.allocEvent <= lastStep || !a.aliveAtEnd() || c.pool[i] != Pool::Unknown)
+            continue;
+        if (!rule)
+            rule = addRule(c, "made-in-the-step-in-flight",
+                           "made after the run's last optimizer step and still held where the dump ends, inside the next "
+                           "step, where the stream shows no pass: what that step made so far, mostly its forward's products "
+                           "(a checkpointed or sharded forward keeps no pass's shape); a guess the dump cannot confirm",
+                           Pool::Activation, kEvidenceLifetime);
+        decide(c, i, Pool::Activation, rule, 50);
+    }
+}
+
 } // namespace poolscope::classify_detail

@@ -41,6 +41,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     unwoundAtOom(dev, c);
     forwardProductsFromBeforeRecording(dev, c);
     heldPastTheirStep(dev, c);
+    madeInTheStepInFlight(dev, c);
     hostBatchesCopiedToDevice(trace, dev, c);
     quickCopiesAreScratch(dev, c);
     parametersMovedBack(dev, c);

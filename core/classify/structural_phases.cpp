@@ -225,7 +225,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     // still holds (taken at its end, or at an OOM inside it). Not where what is kept has the sizes
     // of the run's state blocks (an optimizer's first step making its state, weights being loaded).
     {
-        const EventIndex tail = sw.empty() ? 0 : sw.back().fallEnd;
+        const EventIndex tail = sw.empty() ? 0 : sw.back().peak;
         EventIndex lowAt = tail, highAt = tail;
         for (EventIndex e = tail; e < EventIndex(n); ++e)
             if (all[size_t(e)] <= all[size_t(lowAt)])
@@ -269,7 +269,14 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
                 if (stateSizes.count(sizeKey(a->size)))
                     stateSized += a->size;
             }
-        if (stateSized * 2 >= kept)
+        // An optimizer makes its state once, inside a step: after a step that ended before this rise
+        // began, with none named inside it, the rise is no state being made, whatever sizes it keeps
+        // (a mixture of experts' routed activations have an expert weight's bytes).
+        bool stepBefore = false, stepInside = false;
+        for (size_t e = 0; e < n; ++e)
+            if (tl.phase[e] == Phase::OptimizerStep)
+                (EventIndex(e) <= sw.back().trough ? stepBefore : stepInside) = true;
+        if (stateSized * 2 >= kept && !(stepBefore && !stepInside))
             forwardStart.back() = kNoEvent;
     }
 

@@ -91,6 +91,8 @@ class Truth:
         rows = {}
 
         def add(t, label, name):
+            # A DTensor (FSDP2) holds its shard in _local_tensor: that is the allocation.
+            t = getattr(t, "_local_tensor", t)
             if not torch.is_tensor(t) or not t.is_cuda:
                 return
             st = t.untyped_storage()
@@ -122,7 +124,7 @@ class Truth:
         # A saved lower-precision tensor with a parameter's element count and shape (or its
         # transpose) is a candidate weight cast; its values decide later (comparing allocates).
         by_numel = {}
-        for p in params:
+        for p in (getattr(p, "_local_tensor", p) for p in params):
             if p.dtype == torch.float32:
                 by_numel.setdefault(p.numel(), []).append(p)
         alive = [r() for r in self.saved]
@@ -626,6 +628,330 @@ SECOND = {
     "graph_leak": (graph_leak,),
     "compiled_llama": (compiled_llama,),
 }
+
+
+def llama_batch(n=8, seq=512):
+    return torch.randint(0, 32000, (n, seq), device="cuda")
+
+
+def hf_trainer_eval(out, name):
+    """transformers' Trainer, bf16, evaluation every two steps with the logits kept for metrics
+    (eval_accumulation_steps unset: the predictions gather on the GPU); dumped during the second
+    evaluation's third batch, from a callback."""
+    from transformers import LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+    class Data(torch.utils.data.Dataset):
+        def __init__(self, n):
+            self.ids = torch.randint(0, 32000, (n, 256))
+
+        def __len__(self):
+            return len(self.ids)
+
+        def __getitem__(self, i):
+            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+    model = LlamaForCausalLM(llama_config(2))
+    truth = Truth()
+    state = {"rec": None, "evals": 0}  # evals: prediction steps so far (four per evaluation)
+
+    class Dump(TrainerCallback):
+        # During the second evaluation's third batch: the predictions gathered so far are on the GPU.
+        def on_prediction_step(self, args, st, control, **kw):
+            state["evals"] += 1
+            if state["evals"] == 7 and state["rec"] is not None:
+                truth.model, truth.opt = trainer.model, trainer.optimizer
+                manual_dump(state["rec"], out, name, truth)
+
+    args = TrainingArguments(output_dir="/tmp/hf_out", per_device_train_batch_size=4, per_device_eval_batch_size=8,
+                             max_steps=4, eval_strategy="steps", eval_steps=2, bf16=True, report_to=[],
+                             save_strategy="no", logging_strategy="no", dataloader_num_workers=0)
+    trainer = Trainer(model=model, args=args, train_dataset=Data(32), eval_dataset=Data(32),
+                      compute_metrics=lambda p: {"n": float(len(p.predictions))}, callbacks=[Dump()])
+    with pc.record(out, max_entries=60000, stacks="python") as rec:
+        state["rec"] = rec
+        with truth.hooks:
+            trainer.train()
+
+
+def fsdp2_adamw(out, name):
+    """FSDP2 (fully_shard per decoder layer and the root) on one rank, bf16 parameters in compute
+    through MixedPrecisionPolicy, AdamW; dumped after the third forward."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from transformers import LlamaForCausalLM
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29518")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    try:
+        model = LlamaForCausalLM(llama_config(4)).cuda()
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in model.model.layers:
+            fully_shard(layer, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        truth = Truth()
+        truth.model, truth.opt = model, opt
+        ids = llama_batch(4)
+        truth.inputs = [ids]
+        with pc.record(out, max_entries=60000, stacks="python") as rec:
+            for step in range(3):
+                with truth.hooks:
+                    loss = model(input_ids=ids, labels=ids).loss
+                    if step == 2:
+                        manual_dump(rec, out, name, truth)
+                    loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+    finally:
+        dist.destroy_process_group()
+
+
+class Experts(torch.nn.Module):
+    """A top-2 mixture of experts written by hand: tokens gathered per expert by index."""
+
+    def __init__(self, h=1024, n=8, ffn=2048):
+        super().__init__()
+        self.router = torch.nn.Linear(h, n, bias=False)
+        self.up = torch.nn.ModuleList([torch.nn.Linear(h, ffn, bias=False) for _ in range(n)])
+        self.down = torch.nn.ModuleList([torch.nn.Linear(ffn, h, bias=False) for _ in range(n)])
+
+    def forward(self, x):
+        b, t, h = x.shape
+        flat = x.reshape(-1, h)
+        weights, chosen = torch.topk(torch.softmax(self.router(flat), -1), 2, dim=-1)
+        out = torch.zeros_like(flat)
+        for e in range(len(self.up)):
+            rows, slot = torch.where(chosen == e)
+            if rows.numel() == 0:
+                continue
+            y = self.down[e](torch.nn.functional.silu(self.up[e](flat[rows])))
+            out = out.index_add(0, rows, (y * weights[rows, slot, None]).to(out.dtype))
+        return x + out.reshape(b, t, h)
+
+
+class MoeModel(torch.nn.Module):
+    def __init__(self, layers=4, h=1024, vocab=16000):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, h)
+        self.blocks = torch.nn.ModuleList([Experts(h) for _ in range(layers)])
+        self.norm = torch.nn.LayerNorm(h)
+        self.head = torch.nn.Linear(h, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.norm(x))
+
+
+def moe_train(out, name):
+    """The hand-written mixture of experts under bf16 autocast, AdamW; dumped after the third forward."""
+    model = MoeModel().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    truth = Truth()
+    truth.model, truth.opt = model, opt
+    ids = torch.randint(0, 16000, (8, 512), device="cuda")
+    truth.inputs = [ids]
+    with pc.record(out, max_entries=60000, stacks="python") as rec:
+        for step in range(3):
+            with truth.hooks:
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    logits = model(ids)
+                    loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), ids.view(-1))
+                if step == 2:
+                    manual_dump(rec, out, name, truth)
+                loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+
+class TinyUnet(torch.nn.Module):
+    """A diffusion-style UNet: conv blocks with GroupNorm and SiLU, down and up with skips."""
+
+    def __init__(self, c=128):
+        super().__init__()
+
+        def block(i, o):
+            return torch.nn.Sequential(torch.nn.Conv2d(i, o, 3, padding=1), torch.nn.GroupNorm(32, o), torch.nn.SiLU(),
+                                       torch.nn.Conv2d(o, o, 3, padding=1), torch.nn.GroupNorm(32, o), torch.nn.SiLU())
+
+        self.inp = torch.nn.Conv2d(4, c, 3, padding=1)
+        self.d1, self.d2, self.d3 = block(c, c), block(c, 2 * c), block(2 * c, 4 * c)
+        self.mid = block(4 * c, 4 * c)
+        self.u3, self.u2, self.u1 = block(8 * c, 2 * c), block(4 * c, c), block(2 * c, c)
+        self.out = torch.nn.Conv2d(c, 4, 3, padding=1)
+
+    def forward(self, x):
+        x = self.inp(x)
+        s1 = self.d1(x)
+        s2 = self.d2(torch.nn.functional.avg_pool2d(s1, 2))
+        s3 = self.d3(torch.nn.functional.avg_pool2d(s2, 2))
+        m = self.mid(s3)
+        u = self.u3(torch.cat([m, s3], 1))
+        u = self.u2(torch.cat([torch.nn.functional.interpolate(u, scale_factor=2), s2], 1))
+        u = self.u1(torch.cat([torch.nn.functional.interpolate(u, scale_factor=2), s1], 1))
+        return self.out(u)
+
+
+def unet_fp16(out, name):
+    """The UNet predicting noise under fp16 autocast with a GradScaler and AdamW; dumped mid-backward
+    of the third step."""
+    model = TinyUnet().cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    scaler = torch.amp.GradScaler("cuda")
+    truth = Truth()
+    truth.model, truth.opt = model, opt
+    x = torch.randn(16, 4, 64, 64, device="cuda").to(memory_format=torch.channels_last)
+    noise = torch.randn_like(x)
+    truth.inputs = [x, noise]
+    want = [False]
+    with pc.record(out, max_entries=60000, stacks="python") as rec:
+
+        def hook(module, gi, go):
+            if want[0]:
+                want[0] = False
+                manual_dump(rec, out, name, truth)
+
+        h = model.u1.register_full_backward_hook(hook)
+        for step in range(3):
+            with truth.hooks:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = torch.nn.functional.mse_loss(model(x + noise), noise)
+                want[0] = step == 2
+                scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+        h.remove()
+
+
+def vit_inference_oom(out, name):
+    """timm ViT-L/16 under torch.inference_mode, fp32, a batch too large for a cap of 6 GiB: the OOM
+    inside the forward of an inference job."""
+    import timm
+
+    model = timm.create_model("vit_large_patch16_224", pretrained=False).cuda().eval()
+    truth = Truth()
+    truth.model = model
+    CURRENT[0] = truth
+    x = torch.randn(512, 3, 224, 224, device="cuda")
+    truth.inputs = [x]
+    torch.cuda.set_per_process_memory_fraction(6 * 2**30 / torch.cuda.get_device_properties(0).total_memory)
+    with pc.record(out, max_entries=60000, stacks="python", max_oom_dumps=1) as rec:
+        try:
+            with torch.inference_mode():
+                model(x)
+        except torch.OutOfMemoryError:
+            pass
+    CURRENT[0] = None
+    if rec.paths:
+        path = os.path.join(out, name + ".pickle")
+        os.replace(rec.paths[0], path)
+        write_truth(path, name, "oom", truth, truth.pending or {})
+
+
+def bert_embed_service(out, name):
+    """An embedding service: a BERT encoder in fp16 under no_grad, mean-pooled batches moved to the
+    host as they come; dumped during the fifth batch's forward (from a layer's forward hook)."""
+    from transformers import BertConfig, BertModel
+
+    model = BertModel(BertConfig(hidden_size=1024, num_hidden_layers=12, num_attention_heads=16,
+                                 intermediate_size=4096)).cuda().half().eval()
+    truth = Truth()
+    truth.model = model
+    calls = [0]
+    results = []
+    with pc.record(out, max_entries=60000, stacks="python") as rec:
+
+        def hook(module, args, output):
+            calls[0] += 1
+            if calls[0] == 4 * 12 + 6:
+                manual_dump(rec, out, name, truth)
+
+        h = [layer.register_forward_hook(hook) for layer in model.encoder.layer]
+        with torch.no_grad():
+            for _ in range(6):
+                ids = torch.randint(0, 30000, (64, 256), device="cuda")
+                mask = torch.ones_like(ids)
+                truth.inputs = [ids, mask]
+                hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+                results.append(hidden.mean(1).cpu())
+        for x in h:
+            x.remove()
+
+
+def lightning_fit(out, name):
+    """pytorch_lightning's Trainer fitting a LightningModule (a small Llama) in bf16-mixed precision
+    with Adam; dumped from on_train_batch_end after the third batch."""
+    import pytorch_lightning as pl
+    from transformers import LlamaForCausalLM
+
+    truth = Truth()
+    state = {"rec": None}
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = LlamaForCausalLM(llama_config(2))
+
+        def training_step(self, batch, i):
+            return self.net(input_ids=batch[0], labels=batch[0]).loss
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=1e-4)
+
+        def on_train_batch_end(self, outputs, batch, i):
+            if i == 2 and state["rec"] is not None:
+                truth.model, truth.opt = self, self.trainer.optimizers[0]
+                manual_dump(state["rec"], out, name, truth)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randint(0, 32000, (32, 512))), batch_size=4)
+    trainer = pl.Trainer(accelerator="gpu", devices=1, precision="bf16-mixed", max_steps=4, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    module = Module()
+    with pc.record(out, max_entries=60000, stacks="python") as rec:
+        state["rec"] = rec
+        with truth.hooks:
+            trainer.fit(module, data)
+
+
+def adafactor_reentrant(out, name):
+    """torch.optim.Adafactor (factored second moments: a row and a column vector per matrix) on a
+    Llama with reentrant gradient checkpointing; dumped after the third forward."""
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM(llama_config(4)).cuda()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    model.enable_input_require_grads()
+    model.train()
+    opt = torch.optim.Adafactor(model.parameters(), lr=1e-3)
+    truth = Truth()
+    truth.model, truth.opt = model, opt
+    ids = llama_batch(8)
+    truth.inputs = [ids]
+    with pc.record(out, max_entries=60000, stacks="python") as rec:
+        for step in range(3):
+            with truth.hooks:
+                loss = model(input_ids=ids, labels=ids).loss
+                if step == 2:
+                    manual_dump(rec, out, name, truth)
+                loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+
+THIRD = {
+    "hf_trainer_eval": (hf_trainer_eval,),
+    "fsdp2_adamw": (fsdp2_adamw,),
+    "moe_train": (moe_train,),
+    "unet_fp16": (unet_fp16,),
+    "vit_inference_oom": (vit_inference_oom,),
+    "bert_embed_service": (bert_embed_service,),
+    "lightning_fit": (lightning_fit,),
+    "adafactor_reentrant": (adafactor_reentrant,),
+}
+SECOND.update(THIRD)
 
 
 def pack(src, dest, limit=15 * 2**20):

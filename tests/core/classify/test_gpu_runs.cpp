@@ -1,12 +1,14 @@
 // Real runs on an H200 (tests/data/gpu_runs, written by tests/capture/truth_runs.py with the capture
-// helper: transformers Llama and GPT-2, peft LoRA, timm ViT, torchvision ResNet, torch_geometric,
-// DDP, torch.compile, a hand-written decoder with its own cache, OOMs in the forward and in Adam's
-// step), each dump beside the truth its own run recorded: which live tensors were parameters,
+// helper: transformers Llama, GPT-2 and BERT, its Trainer, peft LoRA, timm ViTs, torchvision ResNet,
+// torch_geometric, DDP, FSDP2, Lightning, torch.compile, Adafactor with reentrant checkpointing, a
+// hand-written mixture of experts, UNet and decoder with its own cache, OOMs in the forward and in
+// Adam's step), each dump beside the truth its own run recorded: which live tensors were parameters,
 // gradients, optimizer state, inputs, a KV cache, weight casts or saved for backward. Classified as
 // written and after each redaction (user code renamed, Python frames only, no frames), the bytes the
 // run named must land in its pool: within issue 22's targets (2 %, frameless 15 %) but for the
-// known misses below, which may not get worse. Three structures the runs showed get rows of their
-// own (each failed before its fix).
+// known misses below, which may not get worse (frameless, the mixture of experts, Adafactor, FSDP2
+// and Lightning were 37-51 % wrong before stop 44). Structures the runs showed get rows of their own
+// (each failed before its fix).
 #include "core/classify/gpu_truth.h"
 #include "core/classify/shipped_rules.h"
 
@@ -29,7 +31,12 @@ const std::map<std::string, double> kKnownMisses = {
     {"gcn_adam_cpp all", 0.193},
     {"gcn_adam_cpp renamed", 0.193},
     {"gcn_adam_cpp python", 0.193},
-    {"gcn_adam_cpp none", 0.238},
+    {"gcn_adam_cpp none", 0.193},
+    // The same, for a batch too large for inference (the OOM is in its first forward).
+    {"vit_inference_oom all", 0.203},
+    {"vit_inference_oom renamed", 0.203},
+    {"vit_inference_oom python", 0.203},
+    {"vit_inference_oom none", 0.203},
     // An evaluation with grad mode on: Hugging Face's cache frames name keys and values the
     // dropped cache no longer holds; only the graph does.
     {"eval_with_grad all", 0.080},
@@ -44,6 +51,10 @@ const std::map<std::string, double> kKnownMisses = {
     {"vit_fp16_scaler_sgd all", 0.025},
     {"vit_fp16_scaler_sgd renamed", 0.025},
     {"vit_fp16_scaler_sgd python", 0.025},
+    // fp16 autocast: convolution outputs with a weight cast's count (autocast-casts-by-count, 55 %).
+    {"unet_fp16 all", 0.045},
+    {"unet_fp16 renamed", 0.045},
+    {"unet_fp16 python", 0.045},
     // DDP's rebuilt buckets without frames: made at a forward's start, held across steps (45 %).
     {"ddp_fused_adamw none", 0.168},
 };
@@ -100,7 +111,7 @@ private slots:
                 runs.push_back(f.substr(0, f.size() - std::string(".pickle.gz").size()));
         }
         std::sort(runs.begin(), runs.end());
-        QVERIFY2(runs.size() >= 17, "tests/data/gpu_runs holds the runs");
+        QVERIFY2(runs.size() >= 25, "tests/data/gpu_runs holds the runs");
         for (const std::string& r : runs)
             for (std::string_view copy : kCopies)
                 QTest::newRow((r + " " + std::string(copy)).c_str()) << QString::fromStdString(r) << QString::fromUtf8(copy.data(), qsizetype(copy.size()));
@@ -179,6 +190,21 @@ private slots:
         QVERIFY(i >= 0);
         QCOMPARE(k.dev().allocations[size_t(i)].allocEvent, EventIndex(116));
         QCOMPARE(poolName(k.c.pool[size_t(i)]), std::string_view("parameter"));
+    }
+
+    // A hand-written mixture of experts without frames, dumped after its third forward: that forward's
+    // rise is read as a pass. The reading looked for it only after the last swing's low, which the
+    // scratch-only curve puts at the dump's end; and its routed activations have an expert weight's
+    // bytes, which read as an optimizer making its state, though the steps before had made it.
+    void frameslessForwardHeldAtTheDumpIsAPass()
+    {
+        const Loaded l = loadRun("moe_train");
+        const Classified k = classifyCopy(l, "none");
+        QVERIFY(!k.c.facts.passes.empty());
+        QCOMPARE(k.c.facts.passes.back().phase, Phase::Forward);
+        QCOMPARE(k.c.facts.passes.back().last, EventIndex(k.dev().eventCount()) - 1);
+        const Score s = score(k.dev(), k.c, l.truth);
+        QVERIFY2(s.wrongShare() < 0.01, qPrintable(QString::number(s.wrongShare())));
     }
 
     // DistributedDataParallel without frames: its record_function names each forward, nothing names

@@ -231,7 +231,11 @@ void checkPools(const Fixture& f, const Classification& c, std::optional<Pool> s
             continue;
         if (t == Pool::Parameter || t == Pool::Gradient || t == Pool::OptimizerState)
             QVERIFY2(c.pool[i] == t, qPrintable(what));
-        QVERIFY2(c.confidence[i] < 70, qPrintable(what + QString(" at %1 %").arg(c.confidence[i])));
+        // Where an annotation (Optimizer.step's window) named the birth's phase, more than the
+        // structure spoke.
+        const EventIndex born = dev.allocations[i].allocEvent;
+        const bool annotated = born >= 0 && c.phases.source[size_t(born)] == PhaseSource::Annotation;
+        QVERIFY2(annotated || c.confidence[i] < 70, qPrintable(what + QString(" at %1 %").arg(c.confidence[i])));
         bytes += dev.allocations[i].size;
         right += c.pool[i] == t ? dev.allocations[i].size : 0;
     }
@@ -276,8 +280,9 @@ private slots:
 
     // Each step under Optimizer.step's range around a closure that runs the forward and the backward
     // (Lightning): the window holds the engine's walk, so the stream places the passes inside it, and
-    // the window names only the step's own work after the walk. A window around the update alone
-    // still decides its events.
+    // the window names only the step's own work after the walk, from the first pair of blocks of a
+    // kept gradient's size made one after the other (the moments; the stream's backward tail ran on
+    // through them before stop 44). A window around the update alone still decides its events.
     void closureInsideTheStepWindow()
     {
         const Fixture f = framelessTraining(3, false, false, 1 << 20, Prelude::None, State::ClosureWindow);
