@@ -10,7 +10,7 @@ torch_geometric, which CI does not have. It was written for the GPU machine some
     python3 tests/capture/truth_runs.py OUTDIR [SCENARIO ...]
     python3 tests/capture/truth_runs.py --pack OUTDIR DEST     (gzip the dumps, tar them in 15 MiB parts)
 
-Scenarios of the second set (SECOND) run one per process, so that no run inherits another's memory.
+Scenarios of the second and third sets (SECOND) run one per process, so that no run inherits another's memory.
 
 Each dump OUTDIR/<scenario>.pickle gets OUTDIR/<scenario>.truth.json:
     {"scenario", "moment": "manual"|"oom", "tensors": [{"ptr", "nbytes", "label", "name"}]}
@@ -18,178 +18,19 @@ ptr is the tensor's storage address (an allocation's address in the dump); where
 known under two roles, the first of parameter, gradient, optimizer_state, input, kv_cache,
 cast_cache, activation wins. Tensors the run cannot name (scratch, outputs in flight, the loss)
 are not listed: the checker reports those bytes as unlabelled, apart from the score.
+
+The pieces: truth_record.py (what the run knows, the dumps and their truth), truth_models.py (the
+models written by hand), this file (the runs and the driver).
 """
 
-import gc
-import json
 import os
 import sys
 import time
 import traceback
-import weakref
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..", "resources", "capture")))
-
-import poolscope_capture as pc  # noqa: E402
-import torch  # noqa: E402
-
-PRIORITY = ["parameter", "gradient", "optimizer_state", "input", "kv_cache", "cast_cache", "activation"]
-
-
-def tensors_in(obj, depth=0, seen=None):
-    """Every CUDA tensor reachable from obj through attributes, lists, tuples and dicts (a cache
-    object of any class: the run's own, transformers', a quantised store)."""
-    seen = set() if seen is None else seen
-    if depth > 5 or id(obj) in seen:
-        return []
-    seen.add(id(obj))
-    if torch.is_tensor(obj):
-        return [obj] if obj.is_cuda else []
-    out = []
-    if isinstance(obj, dict):
-        items = list(obj.values())
-    elif isinstance(obj, (list, tuple)):
-        items = list(obj)
-    elif hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type)):
-        items = list(vars(obj).values())
-    else:
-        items = []
-    for x in items:
-        out += tensors_in(x, depth + 1, seen)
-    return out
-
-
-class Truth:
-    """What the run knows about its live tensors; saved-for-backward tensors are followed by weak
-    references taken in a saved_tensors_hooks pack hook (which returns the tensor itself, so the
-    graph keeps exactly what it would have kept)."""
-
-    def __init__(self):
-        self.saved = []
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-        self.model = None
-        self.opt = None
-        self.inputs = []
-        self.cache = None
-        self.pending = None  # rows collected in the OOM observer
-        self.cast_candidates = []
-
-    def _pack(self, t):
-        try:
-            self.saved.append(weakref.ref(t))
-        except TypeError:
-            pass
-        return t
-
-    @staticmethod
-    def _unpack(t):
-        return t
-
-    def collect(self):
-        """Rows by storage address; allocates nothing on the GPU (it runs inside the OOM observer)."""
-        rows = {}
-
-        def add(t, label, name):
-            # A DTensor (FSDP2) holds its shard in _local_tensor: that is the allocation.
-            t = getattr(t, "_local_tensor", t)
-            if not torch.is_tensor(t) or not t.is_cuda:
-                return
-            st = t.untyped_storage()
-            ptr, n = st.data_ptr(), st.nbytes()
-            if n == 0 or ptr == 0:
-                return
-            old = rows.get(ptr)
-            if old is None or PRIORITY.index(label) < PRIORITY.index(old["label"]):
-                rows[ptr] = {"ptr": ptr, "nbytes": n, "label": label, "name": name}
-
-        params = []
-        if self.model is not None:
-            for name, p in self.model.named_parameters():
-                add(p, "parameter", name)
-                params.append(p)
-                if p.grad is not None:
-                    add(p.grad, "gradient", name + ".grad")
-            for name, b in self.model.named_buffers():
-                add(b, "parameter", name)
-        if self.opt is not None:
-            for i, (p, state) in enumerate(self.opt.state.items()):
-                for k, v in state.items():
-                    add(v, "optimizer_state", "state[%d].%s" % (i, k))
-        for i, t in enumerate(self.inputs):
-            add(t, "input", "input[%d]" % i)
-        if self.cache is not None:
-            for i, t in enumerate(tensors_in(self.cache)):
-                add(t, "kv_cache", "cache[%d]" % i)
-        # A saved lower-precision tensor with a parameter's element count and shape (or its
-        # transpose) is a candidate weight cast; its values decide later (comparing allocates).
-        by_numel = {}
-        for p in (getattr(p, "_local_tensor", p) for p in params):
-            if p.dtype == torch.float32:
-                by_numel.setdefault(p.numel(), []).append(p)
-        alive = [r() for r in self.saved]
-        self.saved = [r for r, t in zip(self.saved, alive) if t is not None]
-        cands = []
-        for t in alive:
-            if t is None:
-                continue
-            if t.dtype in (torch.bfloat16, torch.float16) and t.untyped_storage().nbytes() // t.element_size() in by_numel:
-                cands.append(t)
-            add(t, "activation", "saved %s %s" % (tuple(t.shape), str(t.dtype).replace("torch.", "")))
-        self.cast_candidates = [(t, by_numel[t.untyped_storage().nbytes() // t.element_size()]) for t in cands]
-        return rows
-
-    def confirm_casts(self, rows):
-        """After the dump: a candidate whose storage holds a parameter's values cast is a cast."""
-        for t, ps in self.cast_candidates:
-            st = t.untyped_storage()
-            # Compared on the host, so the check adds nothing to the recording that goes on.
-            flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(st).cpu()
-            for p in ps:
-                if torch.equal(flat, p.detach().reshape(-1).cpu().to(t.dtype)):
-                    row = rows.get(st.data_ptr())
-                    if row is not None and row["label"] == "activation":
-                        row["label"] = "cast_cache"
-                        row["name"] = "cast of a parameter"
-                    break
-        self.cast_candidates = []
-
-
-CURRENT = [None]
-
-
-def on_oom(device, alloc, device_alloc, device_free):
-    truth = CURRENT[0]
-    if truth is not None and truth.pending is None:
-        try:
-            truth.pending = truth.collect()
-        except Exception:
-            traceback.print_exc()
-
-
-def write_truth(path, scenario, moment, truth, rows):
-    truth.confirm_casts(rows)
-    with open(path.replace(".pickle", ".truth.json"), "w") as f:
-        json.dump({"scenario": scenario, "moment": moment, "tensors": sorted(rows.values(), key=lambda r: r["ptr"])}, f)
-    counts = {}
-    for r in rows.values():
-        counts[r["label"]] = counts.get(r["label"], 0) + r["nbytes"]
-    print("  truth %s: %s" % (scenario, ", ".join("%s %.1f MiB" % (k, v / 2**20) for k, v in sorted(counts.items()))), flush=True)
-
-
-def manual_dump(rec, out, scenario, truth):
-    path = os.path.join(out, scenario + ".pickle")
-    rec.dump(path=path)
-    rows = truth.collect()
-    write_truth(path, scenario, "manual", truth, rows)
-
-
-def fresh():
-    gc.collect()
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.set_per_process_memory_fraction(1.0)
-    torch.cuda.reset_peak_memory_stats()
+from truth_models import HandDecoder, HandStore, MoeModel, TinyUnet
+from truth_record import (CURRENT, Truth, fresh, keep_oom_dump, manual_dump, on_oom, pack, pc,
+                          scaled_fp16_mid_backward, torch, train_and_dump)
 
 
 def llama_config(layers=6):
@@ -240,13 +81,10 @@ def train_llama(out, name, oom_fraction=None, stacks="python"):
         except torch.OutOfMemoryError:
             pass
         h.remove()
-    if oom_fraction is not None and rec.paths:
-        path = os.path.join(out, name + ".pickle")
-        os.replace(rec.paths[0], path)
-        write_truth(path, name, "oom", truth, truth.pending or {})
-    peak = torch.cuda.max_memory_allocated()
+    if oom_fraction is not None:
+        keep_oom_dump(rec, out, name, truth)
     CURRENT[0] = None
-    return peak
+    return torch.cuda.max_memory_allocated()
 
 
 def gpt2_generate(out, name):
@@ -293,14 +131,7 @@ def lora_llama(out, name):
     truth.inputs = [ids]
     model.train()
     with pc.record(out, max_entries=60000, stacks="python") as rec:
-        for step in range(3):
-            with truth.hooks:
-                loss = model(input_ids=ids, labels=ids).loss
-                if step == 2:
-                    manual_dump(rec, out, name, truth)
-                loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        train_and_dump(rec, out, name, truth, lambda: model(input_ids=ids, labels=ids).loss, opt)
 
 
 def vit_fp16(out, name):
@@ -310,31 +141,12 @@ def vit_fp16(out, name):
 
     model = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=1000).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    scaler = torch.amp.GradScaler("cuda")
     truth = Truth()
     truth.model, truth.opt = model, opt
     x = torch.randn(96, 3, 224, 224, device="cuda")
     y = torch.randint(0, 1000, (96,), device="cuda")
     truth.inputs = [x, y]
-    want = [False]
-    with pc.record(out, max_entries=60000, stacks="python") as rec:
-
-        def hook(module, gi, go):
-            if want[0]:
-                want[0] = False
-                manual_dump(rec, out, name, truth)
-
-        h = model.blocks[5].register_full_backward_hook(hook)
-        for step in range(3):
-            with truth.hooks:
-                with torch.autocast("cuda", dtype=torch.float16):
-                    loss = torch.nn.functional.cross_entropy(model(x), y)
-                want[0] = step == 2
-                scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
-        h.remove()
+    scaled_fp16_mid_backward(out, name, truth, model, model.blocks[5], lambda: torch.nn.functional.cross_entropy(model(x), y), opt)
 
 
 def resnet_oom(out, name, fraction):
@@ -362,10 +174,8 @@ def resnet_oom(out, name, fraction):
                 opt.zero_grad(set_to_none=True)
         except torch.OutOfMemoryError:
             pass
-    if fraction is not None and rec.paths:
-        path = os.path.join(out, name + ".pickle")
-        os.replace(rec.paths[0], path)
-        write_truth(path, name, "oom", truth, truth.pending or {})
+    if fraction is not None:
+        keep_oom_dump(rec, out, name, truth)
     CURRENT[0] = None
     return torch.cuda.max_memory_allocated()
 
@@ -395,14 +205,7 @@ def gcn(out, name):
     y = torch.randint(0, 40, (200000,), device="cuda")
     truth.inputs = [x, edge_index, y]
     with pc.record(out, max_entries=20000, stacks="all") as rec:
-        for step in range(3):
-            with truth.hooks:
-                loss = torch.nn.functional.cross_entropy(model(x, edge_index), y)
-                if step == 2:
-                    manual_dump(rec, out, name, truth)
-                loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        train_and_dump(rec, out, name, truth, lambda: torch.nn.functional.cross_entropy(model(x, edge_index), y), opt)
 
 
 def train_llama_cpp(out, name):
@@ -439,11 +242,7 @@ def adam_step_oom(out, name):
                 opt.zero_grad(set_to_none=True)
         except torch.OutOfMemoryError:
             pass
-    CURRENT[0] = None
-    if rec.paths:
-        path = os.path.join(out, name + ".pickle")
-        os.replace(rec.paths[0], path)
-        write_truth(path, name, "oom", truth, truth.pending or {})
+    keep_oom_dump(rec, out, name, truth)
 
 
 def eval_with_grad(out, name):
@@ -462,57 +261,6 @@ def eval_with_grad(out, name):
             for ids in batches:
                 kept.append(model(input_ids=ids).logits)
         manual_dump(rec, out, name, truth)
-
-
-class HandStore:
-    """A decoder's own KV cache (the user's class, the user's names): one preallocated buffer per
-    layer and tensor, written in place at each position."""
-
-    def __init__(self, layers, batch, heads, length, head_dim, dtype):
-        self.keys = [torch.zeros(batch, heads, length, head_dim, device="cuda", dtype=dtype) for _ in range(layers)]
-        self.vals = [torch.zeros(batch, heads, length, head_dim, device="cuda", dtype=dtype) for _ in range(layers)]
-
-
-class HandBlock(torch.nn.Module):
-    def __init__(self, h, heads):
-        super().__init__()
-        self.heads = heads
-        self.norm1 = torch.nn.LayerNorm(h)
-        self.qkv = torch.nn.Linear(h, 3 * h)
-        self.out = torch.nn.Linear(h, h)
-        self.norm2 = torch.nn.LayerNorm(h)
-        self.up = torch.nn.Linear(h, 4 * h)
-        self.down = torch.nn.Linear(4 * h, h)
-
-    def forward(self, x, store, i, pos, grow):
-        b, t, h = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        if grow:
-            store[0][i] = k if store[0][i] is None else torch.cat([store[0][i], k], dim=2)
-            store[1][i] = v if store[1][i] is None else torch.cat([store[1][i], v], dim=2)
-            ks, vs = store[0][i], store[1][i]
-        else:
-            store.keys[i][:, :, pos:pos + t] = k
-            store.vals[i][:, :, pos:pos + t] = v
-            ks, vs = store.keys[i][:, :, :pos + t], store.vals[i][:, :, :pos + t]
-        a = torch.nn.functional.scaled_dot_product_attention(q, ks, vs, is_causal=t > 1)
-        x = x + self.out(a.transpose(1, 2).reshape(b, t, h))
-        return x + self.down(torch.nn.functional.gelu(self.up(self.norm2(x))))
-
-
-class HandDecoder(torch.nn.Module):
-    def __init__(self, vocab=16000, h=1024, heads=16, layers=8):
-        super().__init__()
-        self.emb = torch.nn.Embedding(vocab, h)
-        self.blocks = torch.nn.ModuleList([HandBlock(h, heads) for _ in range(layers)])
-        self.norm = torch.nn.LayerNorm(h)
-        self.head = torch.nn.Linear(h, vocab, bias=False)
-
-    def forward(self, ids, store, pos, grow):
-        x = self.emb(ids)
-        for i, blk in enumerate(self.blocks):
-            x = blk(x, store, i, pos, grow)
-        return self.head(self.norm(x[:, -1:]))
 
 
 def hand_decoder(out, name, grow):
@@ -557,15 +305,11 @@ def ddp_fused_adamw(out, name):
         ids = torch.randint(0, 32000, (4, 512), device="cuda")
         truth.inputs = [ids]
         with pc.record(out, max_entries=60000, stacks="python") as rec:
-            for step in range(3):
-                with truth.hooks:
-                    with torch.autocast("cuda", dtype=torch.bfloat16):
-                        loss = ddp(input_ids=ids, labels=ids).loss
-                    if step == 2:
-                        manual_dump(rec, out, name, truth)
-                    loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=False)
+            def loss_fn():
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    return ddp(input_ids=ids, labels=ids).loss
+
+            train_and_dump(rec, out, name, truth, loss_fn, opt, set_to_none=False)
     finally:
         dist.destroy_process_group()
 
@@ -608,14 +352,7 @@ def compiled_llama(out, name):
     fwd(input_ids=ids, labels=ids).loss.backward()  # compile outside the recording
     opt.zero_grad(set_to_none=True)
     with pc.record(out, max_entries=60000, stacks="python") as rec:
-        for step in range(3):
-            with truth.hooks:
-                loss = fwd(input_ids=ids, labels=ids).loss
-                if step == 2:
-                    manual_dump(rec, out, name, truth)
-                loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        train_and_dump(rec, out, name, truth, lambda: fwd(input_ids=ids, labels=ids).loss, opt)
 
 
 SECOND = {
@@ -695,54 +432,9 @@ def fsdp2_adamw(out, name):
         ids = llama_batch(4)
         truth.inputs = [ids]
         with pc.record(out, max_entries=60000, stacks="python") as rec:
-            for step in range(3):
-                with truth.hooks:
-                    loss = model(input_ids=ids, labels=ids).loss
-                    if step == 2:
-                        manual_dump(rec, out, name, truth)
-                    loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+            train_and_dump(rec, out, name, truth, lambda: model(input_ids=ids, labels=ids).loss, opt)
     finally:
         dist.destroy_process_group()
-
-
-class Experts(torch.nn.Module):
-    """A top-2 mixture of experts written by hand: tokens gathered per expert by index."""
-
-    def __init__(self, h=1024, n=8, ffn=2048):
-        super().__init__()
-        self.router = torch.nn.Linear(h, n, bias=False)
-        self.up = torch.nn.ModuleList([torch.nn.Linear(h, ffn, bias=False) for _ in range(n)])
-        self.down = torch.nn.ModuleList([torch.nn.Linear(ffn, h, bias=False) for _ in range(n)])
-
-    def forward(self, x):
-        b, t, h = x.shape
-        flat = x.reshape(-1, h)
-        weights, chosen = torch.topk(torch.softmax(self.router(flat), -1), 2, dim=-1)
-        out = torch.zeros_like(flat)
-        for e in range(len(self.up)):
-            rows, slot = torch.where(chosen == e)
-            if rows.numel() == 0:
-                continue
-            y = self.down[e](torch.nn.functional.silu(self.up[e](flat[rows])))
-            out = out.index_add(0, rows, (y * weights[rows, slot, None]).to(out.dtype))
-        return x + out.reshape(b, t, h)
-
-
-class MoeModel(torch.nn.Module):
-    def __init__(self, layers=4, h=1024, vocab=16000):
-        super().__init__()
-        self.emb = torch.nn.Embedding(vocab, h)
-        self.blocks = torch.nn.ModuleList([Experts(h) for _ in range(layers)])
-        self.norm = torch.nn.LayerNorm(h)
-        self.head = torch.nn.Linear(h, vocab, bias=False)
-
-    def forward(self, ids):
-        x = self.emb(ids)
-        for blk in self.blocks:
-            x = blk(x)
-        return self.head(self.norm(x))
 
 
 def moe_train(out, name):
@@ -754,44 +446,12 @@ def moe_train(out, name):
     ids = torch.randint(0, 16000, (8, 512), device="cuda")
     truth.inputs = [ids]
     with pc.record(out, max_entries=60000, stacks="python") as rec:
-        for step in range(3):
-            with truth.hooks:
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    logits = model(ids)
-                    loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), ids.view(-1))
-                if step == 2:
-                    manual_dump(rec, out, name, truth)
-                loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        def loss_fn():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = model(ids)
+                return torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), ids.view(-1))
 
-
-class TinyUnet(torch.nn.Module):
-    """A diffusion-style UNet: conv blocks with GroupNorm and SiLU, down and up with skips."""
-
-    def __init__(self, c=128):
-        super().__init__()
-
-        def block(i, o):
-            return torch.nn.Sequential(torch.nn.Conv2d(i, o, 3, padding=1), torch.nn.GroupNorm(32, o), torch.nn.SiLU(),
-                                       torch.nn.Conv2d(o, o, 3, padding=1), torch.nn.GroupNorm(32, o), torch.nn.SiLU())
-
-        self.inp = torch.nn.Conv2d(4, c, 3, padding=1)
-        self.d1, self.d2, self.d3 = block(c, c), block(c, 2 * c), block(2 * c, 4 * c)
-        self.mid = block(4 * c, 4 * c)
-        self.u3, self.u2, self.u1 = block(8 * c, 2 * c), block(4 * c, c), block(2 * c, c)
-        self.out = torch.nn.Conv2d(c, 4, 3, padding=1)
-
-    def forward(self, x):
-        x = self.inp(x)
-        s1 = self.d1(x)
-        s2 = self.d2(torch.nn.functional.avg_pool2d(s1, 2))
-        s3 = self.d3(torch.nn.functional.avg_pool2d(s2, 2))
-        m = self.mid(s3)
-        u = self.u3(torch.cat([m, s3], 1))
-        u = self.u2(torch.cat([torch.nn.functional.interpolate(u, scale_factor=2), s2], 1))
-        u = self.u1(torch.cat([torch.nn.functional.interpolate(u, scale_factor=2), s1], 1))
-        return self.out(u)
+        train_and_dump(rec, out, name, truth, loss_fn, opt)
 
 
 def unet_fp16(out, name):
@@ -799,31 +459,12 @@ def unet_fp16(out, name):
     of the third step."""
     model = TinyUnet().cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    scaler = torch.amp.GradScaler("cuda")
     truth = Truth()
     truth.model, truth.opt = model, opt
     x = torch.randn(16, 4, 64, 64, device="cuda").to(memory_format=torch.channels_last)
     noise = torch.randn_like(x)
     truth.inputs = [x, noise]
-    want = [False]
-    with pc.record(out, max_entries=60000, stacks="python") as rec:
-
-        def hook(module, gi, go):
-            if want[0]:
-                want[0] = False
-                manual_dump(rec, out, name, truth)
-
-        h = model.u1.register_full_backward_hook(hook)
-        for step in range(3):
-            with truth.hooks:
-                with torch.autocast("cuda", dtype=torch.float16):
-                    loss = torch.nn.functional.mse_loss(model(x + noise), noise)
-                want[0] = step == 2
-                scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
-        h.remove()
+    scaled_fp16_mid_backward(out, name, truth, model, model.u1, lambda: torch.nn.functional.mse_loss(model(x + noise), noise), opt)
 
 
 def vit_inference_oom(out, name):
@@ -844,11 +485,7 @@ def vit_inference_oom(out, name):
                 model(x)
         except torch.OutOfMemoryError:
             pass
-    CURRENT[0] = None
-    if rec.paths:
-        path = os.path.join(out, name + ".pickle")
-        os.replace(rec.paths[0], path)
-        write_truth(path, name, "oom", truth, truth.pending or {})
+    keep_oom_dump(rec, out, name, truth)
 
 
 def bert_embed_service(out, name):
@@ -931,14 +568,7 @@ def adafactor_reentrant(out, name):
     ids = llama_batch(8)
     truth.inputs = [ids]
     with pc.record(out, max_entries=60000, stacks="python") as rec:
-        for step in range(3):
-            with truth.hooks:
-                loss = model(input_ids=ids, labels=ids).loss
-                if step == 2:
-                    manual_dump(rec, out, name, truth)
-                loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        train_and_dump(rec, out, name, truth, lambda: model(input_ids=ids, labels=ids).loss, opt)
 
 
 THIRD = {
@@ -953,44 +583,6 @@ THIRD = {
 }
 SECOND.update(THIRD)
 
-
-def pack(src, dest, limit=15 * 2**20):
-    """Gzip every dump and put dumps and truths into as few tar files of at most `limit` bytes as
-    fit (the device machine hands back 8 files of 16 MiB)."""
-    import gzip
-    import shutil
-    import tarfile
-
-    files = []
-    for f in sorted(os.listdir(src)):
-        p = os.path.join(src, f)
-        if f.endswith(".pickle"):
-            with open(p, "rb") as i, gzip.open(p + ".gz", "wb", 9) as o:
-                shutil.copyfileobj(i, o)
-            p += ".gz"
-        elif not f.endswith(".json"):
-            continue
-        files.append(p)
-    files.sort(key=os.path.getsize, reverse=True)
-    parts = []
-    for p in files:
-        n = os.path.getsize(p)
-        if n > limit:
-            print("too large to bring back: %s (%d bytes)" % (p, n))
-            continue
-        for part in parts:
-            if part[0] + n <= limit:
-                part[0] += n
-                part[1].append(p)
-                break
-        else:
-            parts.append([n, [p]])
-    os.makedirs(dest, exist_ok=True)
-    for k, (_, ps) in enumerate(parts):
-        with tarfile.open(os.path.join(dest, "part%d.tar" % k), "w") as t:
-            for p in ps:
-                t.add(p, arcname=os.path.basename(p))
-        print("part%d.tar: %s" % (k, " ".join(os.path.basename(p) for p in ps)))
 
 
 def main():
@@ -1039,3 +631,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+
