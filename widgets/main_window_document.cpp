@@ -252,7 +252,10 @@ void MainWindow::rebuildCapacityChoices()
     if (const DeviceDocument* dev = m_workspace->deviceDocument()) {
         const int64_t fromOom = dev->oomCapacity();
         if (fromOom >= 0) {
-            m_capacityCombo->addItem(tr("%1 (reserved + free at the OOM)").arg(qs(formatBytes(fromOom))), QStringLiteral("oom"));
+            const bool limit = dev->device().ooms.back().atProcessLimit();
+            m_capacityCombo->addItem(limit ? tr("%1 (a process limit: the device had room)").arg(qs(formatBytes(fromOom)))
+                                           : tr("%1 (reserved + free at the OOM)").arg(qs(formatBytes(fromOom))),
+                                     QStringLiteral("oom"));
             select = 1;
         }
     }
@@ -285,7 +288,10 @@ void MainWindow::chooseCapacity(int index)
         setCapacity(-1, {});
     } else if (key == QLatin1String("oom")) {
         const int64_t c = m_workspace->deviceDocument() ? m_workspace->deviceDocument()->oomCapacity() : -1;
-        setCapacity(c, tr("capacity %1 (reserved + free at the OOM)").arg(qs(formatBytes(c))));
+        const DeviceDocument* dev = m_workspace->deviceDocument();
+        const bool limit = dev && !dev->device().ooms.empty() && dev->device().ooms.back().atProcessLimit();
+        setCapacity(c, limit ? tr("process limit ≤ %1 (the device had room)").arg(qs(formatBytes(c)))
+                             : tr("capacity %1 (reserved + free at the OOM)").arg(qs(formatBytes(c))));
     } else {
         const int64_t c = parseBytes(key.toStdString());
         setCapacity(c, tr("capacity %1 (preset)").arg(key));

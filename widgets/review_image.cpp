@@ -202,9 +202,11 @@ void prepareReviewPlot(TimelinePlot& plot, const DeviceDocument& dev, int64_t ca
     plot.setTimeline(dev.timelinePtr(), phaseBands(dev.timeline(), dev.classification()));
     plot.setAxisMode(indexAxis ? AxisMode::EventIndex : AxisMode::WallTime);
     const QString bytes = QString::fromStdString(formatBytes(capacity));
-    plot.setCapacity(capacity, capacity < 0                 ? QString()
-                               : capacity == dev.oomCapacity() ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(bytes)
-                                                               : QObject::tr("capacity %1").arg(bytes));
+    const bool limit = !dev.device().ooms.empty() && dev.device().ooms.back().atProcessLimit();
+    plot.setCapacity(capacity, capacity < 0                            ? QString()
+                               : capacity == dev.oomCapacity() && limit ? QObject::tr("process limit ≤ %1 (the device had room)").arg(bytes)
+                               : capacity == dev.oomCapacity()          ? QObject::tr("capacity %1 (reserved + free at the OOM)").arg(bytes)
+                                                                        : QObject::tr("capacity %1").arg(bytes));
 }
 
 QStringList reviewImageFormats() { return {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("pdf")}; }

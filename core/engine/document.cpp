@@ -173,7 +173,7 @@ int64_t DeviceDocument::oomCapacity() const
     if (d.ooms.empty() || d.ooms.back().deviceFree < 0)
         return -1;
     const OomEvent& oom = d.ooms.back();
-    return d.reservedAt(oom.index) + oom.deviceFree;
+    return oom.capacity(d.reservedAt(oom.index));
 }
 
 std::shared_ptr<const Document> Document::open(const std::string& path, const DocumentOptions& options, Progress& progress)

@@ -85,6 +85,20 @@ struct OomEvent {
     int64_t requestedBytes = 0;
     int64_t deviceFree = -1; // -1 when unknown
     int64_t timeUs = kNoTime;
+
+    // The device had room for the request (cudaMemGetInfo's free, read after the allocator let go of
+    // its cache, covers it): the allocator refused it without asking the device, at a limit of the
+    // process's own (torch.cuda.set_per_process_memory_fraction, a framework's share of the GPU).
+    bool atProcessLimit() const { return deviceFree >= 0 && deviceFree >= requestedBytes; }
+    // What the run ran into, given the bytes reserved at the OOM: the device's memory (reserved +
+    // free), or at a process limit at most reserved + the request (the limit lies between the two).
+    // -1: unknown.
+    int64_t capacity(int64_t reserved) const
+    {
+        if (deviceFree < 0)
+            return -1;
+        return reserved + (atProcessLimit() ? requestedBytes : deviceFree);
+    }
 };
 
 struct DeviceTrace {

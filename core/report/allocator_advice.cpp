@@ -56,7 +56,10 @@ AllocatorAdvice adviseAllocatorAtOom(const Trace& trace, const DeviceTrace& dev,
         a.why = "the dump holds no allocation history to replay";
         return a;
     }
-    a.capacity = dev.reservedAt(oomIndex) + oom->deviceFree;
+    // At a limit of the process's own the device had room; the limit lies between the bytes
+    // reserved and those plus the request's segment: the replay takes the lower end, so that no
+    // setting is said to fit on room the limit may not have given.
+    a.capacity = oom->atProcessLimit() ? dev.reservedAt(oomIndex) : dev.reservedAt(oomIndex) + oom->deviceFree;
     a.request = oom->requestedBytes;
     const AllocatorConfig run = allocatorConfigFromSettings(trace.allocatorSettings);
     a.baseline = describeAllocConf(run) + (trace.allocatorSettings.empty() ? " (assumed: no allocator_settings in the dump)" : "");
@@ -75,7 +78,9 @@ AllocatorAdvice adviseAllocatorAtOom(const Trace& trace, const DeviceTrace& dev,
     a.judged = true;
     a.aliveRequested = base.oom->requestedLive;
     // What the program holds plus what it asks for: no placement rule can make that smaller.
-    a.nothingHelps = a.aliveRequested + a.request > a.capacity;
+    // (At a process limit the capacity is its lower end; the limit may hold the request beside what
+    // is alive, so that is never concluded there.)
+    a.nothingHelps = a.aliveRequested + a.request > a.capacity && !oom->atProcessLimit();
     if (!a.nothingHelps) {
         for (const std::string& conf : candidates(run)) {
             Scenario s = scenario;
@@ -86,7 +91,8 @@ AllocatorAdvice adviseAllocatorAtOom(const Trace& trace, const DeviceTrace& dev,
     }
     a.costUs = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
 
-    const std::string cap = gib(a.capacity) + " PyTorch could use (reserved + free at the OOM)";
+    const std::string cap = gib(a.capacity) + (oom->atProcessLimit() ? " the process's own limit left PyTorch (at least the bytes reserved at the OOM)"
+                                                                      : " PyTorch could use (reserved + free at the OOM)");
     if (a.nothingHelps) {
         a.sentence = "Allocated alone is over capacity: the " + gib(a.aliveRequested) + " alive plus the " + gib(a.request) +
                      " request exceed the " + cap + ", so no allocator setting helps.";

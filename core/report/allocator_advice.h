@@ -26,7 +26,8 @@ struct AllocatorAdvice {
     bool judged = false;        // false: no OOM with a replayable trace and a known free figure
     std::string why;            // why not judged, or what the baseline replay disagreed on
     EventIndex oomIndex = kNoEvent;
-    int64_t capacity = 0;       // reserved + free at the recorded OOM: what PyTorch could use
+    int64_t capacity = 0;       // reserved + free at the recorded OOM: what PyTorch could use (at a limit
+                                // of the process's own, OomEvent::atProcessLimit, the bytes reserved)
     int64_t aliveRequested = 0; // caller bytes alive at the OOM (the replay's)
     int64_t request = 0;        // the failing request, caller bytes
     bool nothingHelps = false;  // alive + request > capacity: no allocator setting can fit it

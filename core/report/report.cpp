@@ -151,6 +151,10 @@ std::string momentSentence(const MomentReport& m, int64_t capacity)
     if (m.oom) {
         text += " The failed request asked for " + formatBytes(m.oom->requestedBytes);
         text += m.oom->deviceFree >= 0 ? " with " + formatBytes(m.oom->deviceFree) + " free on the device." : std::string(".");
+        if (m.oom->atProcessLimit())
+            text += " The device had room for it: a limit of this process refused it (torch.cuda.set_per_process_memory_fraction, "
+                    "or the share of the GPU a framework keeps for itself), at most " +
+                    formatBytes(m.oom->capacity(m.reserved)) + " (reserved + the request): raise that limit, or fit under it.";
     } else if (capacity >= 0) {
         text += " Headroom to capacity: " + formatBytes(capacity - m.reserved) + ".";
     }

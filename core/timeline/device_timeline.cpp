@@ -74,7 +74,7 @@ int64_t DeviceTimeline::oomCapacity() const
     if (d.ooms.empty() || d.ooms.back().deviceFree < 0)
         return -1;
     const OomEvent& oom = d.ooms.back();
-    return reservedAt(oom.index) + oom.deviceFree;
+    return oom.capacity(reservedAt(oom.index));
 }
 
 Breakdown DeviceTimeline::breakdownAt(EventIndex i, int64_t capacity) const
