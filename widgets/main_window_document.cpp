@@ -339,7 +339,11 @@ void MainWindow::updateOutsideBand(int64_t capacity)
         std::optional<DeviceTotal> given;
         if (capacity > 0 && capacity != dev->oomCapacity())
             given = DeviceTotal{capacity, "the window's capacity", 0};
-        o = outsideAtLastOom(dev->trace(), dev->device(), given);
+        // At a limit of the process's own the device's total is no ceiling of this run: drawing what
+        // lies outside PyTorch under it would stretch the axis far over the run (the report says it).
+        const bool atLimit = !given && !dev->device().ooms.empty() && dev->device().ooms.back().atProcessLimit();
+        if (!atLimit)
+            o = outsideAtLastOom(dev->trace(), dev->device(), given);
     }
     if (o && o->outside > 0)
         m_plot->setOutsidePyTorch(o->total.bytes, o->outside,

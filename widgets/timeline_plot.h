@@ -52,6 +52,7 @@ public:
     // Memory outside PyTorch (issue 25): a hatched band from total - outside up to the device's
     // total; outside <= 0 hides it. Takes effect with the next setCapacity (which rebuilds markers).
     void setOutsidePyTorch(int64_t total, int64_t outside, const QString& label);
+    int64_t outsidePyTorchTotal() const { return m_outsideTotal; } // -1: no band drawn
 
     EventIndex cursorEvent() const { return m_cursor; }
     void setCursorEvent(EventIndex event); // clamps; emits cursorMoved when it changes

@@ -75,6 +75,23 @@ private slots:
         testing::writeSnapshotJson(*synth.trace, m_dump.toStdString());
     }
 
+    // A run capped by torch.cuda.set_per_process_memory_fraction on an H200 (tests/data/gpu_runs):
+    // the device had room, so the capacity offered is the process's limit (at most reserved + the
+    // request, 1.98 GiB), and the memory outside PyTorch is not drawn under the device's 139 GiB,
+    // which stretched the axis over a 1.9 GiB run.
+    void aProcessLimitIsTheCapacityAndNoDeviceBand()
+    {
+        MainWindow w;
+        w.resize(1400, 900);
+        openAndWait(w, QStringLiteral(POOLSCOPE_TEST_DATA "/gpu_runs/adam_step_oom.pickle.gz"));
+        QVERIFY(w.document());
+        const DeviceDocument& dev = w.document()->device(w.document()->defaultDevice());
+        QVERIFY(dev.device().ooms.back().atProcessLimit());
+        QCOMPARE(w.capacity(), dev.oomCapacity());
+        QVERIFY(w.capacity() < int64_t(3) << 30);
+        QCOMPARE(w.plot()->outsidePyTorchTotal(), int64_t(-1));
+    }
+
     void opensAtTheOomAndMatchesTheReport()
     {
         MainWindow w;
