@@ -1,6 +1,7 @@
 #include "core/classify/phases.h"
 
 #include "core/classify/phase_backward_end.h"
+#include "core/classify/phase_call_restart.h"
 #include "core/classify/stack_root.h"
 #include "core/classify/structural_phases.h"
 
@@ -225,6 +226,8 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     // A forward no frame names, after a named backward, would inherit "backward" to the next named
     // event: the engine's releases in the next backward show where it began (phase_backward_end.h).
     endInheritedBackward(dev, python, tl);
+    // Calls of the model with nothing of the caller's between them, told apart by their frames.
+    splitRestartedCalls(trace.frames, dev, tl, boundary);
 
     for (size_t i = 0; i < n; ++i) {
         if (tl.runs.empty() || tl.runs.back().phase != tl.phase[i] || boundary[i])

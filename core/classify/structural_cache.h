@@ -39,4 +39,10 @@ void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c);
 // them as well.
 void preallocatedCache(const DeviceTrace& dev, Classification& c);
 
+// In a run without backward whose forwards keep most of what they made past the next forward
+// (RunFacts::graphsKeptAcrossCalls), blocks the frames called a cache (a library's cache code)
+// that every call makes again, never longer than the first call's, are saved for backward: the
+// graph holds them, not a cache the next call reads (structural_graph_kept_cache.cpp), at 60 %.
+void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c);
+
 } // namespace poolscope::classify_detail

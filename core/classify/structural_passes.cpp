@@ -35,6 +35,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     workspaceBySize(dev, c);
     workspaceReleasedAtEnd(dev, c);
     perCallMatmulWorkspace(trace, dev, c);
+    cacheKeptWithItsGraph(dev, c);
     forwardCache(trace, dev, c);
     cacheAcrossLayerRuns(dev, c);
     preallocatedCache(dev, c);

@@ -1,4 +1,5 @@
 #include "core/compare/run_profile.h"
+#include "core/model/torch_paths.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -65,11 +66,11 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
         h = mix(mix(h, baseName(file)), name);
         // PyTorch's own frames are left out of the user key: wrappers such as torch.utils.checkpoint
         // or torch.compile add them around the same user code.
-        if (!contains(file, "/torch/"))
+        if (!isTorchSource(file))
             user = mix(mix(user, baseName(file)), name);
         if (fallbackName.empty())
             fallbackName = std::string(baseName(file)) + ":" + fr.name;
-        if (f.siteName.empty() && !contains(file, "/torch/"))
+        if (f.siteName.empty() && !isTorchSource(file))
             f.siteName = std::string(baseName(file)) + ":" + fr.name;
     }
     f.site = h;
@@ -85,7 +86,7 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
     bool any = false;
     for (FrameId fid : frames.stack(id)) {
         const Frame& fr = frames.frame(fid);
-        if (!isPythonSource(fr) || contains(fr.filename, "/torch/") || fr.filename == outer)
+        if (!isPythonSource(fr) || isTorchSource(fr.filename) || fr.filename == outer)
             continue;
         inner = mix(mix(inner, baseName(fr.filename)), fr.name);
         any = true;

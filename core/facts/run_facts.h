@@ -64,6 +64,10 @@ struct RunFacts {
     // (in backward or when its graph was torn down); No when the run has history and no forward's
     // product was ever released that way; Unknown without history.
     Known gradMode = Known::Unknown;
+    // In a run without backward: most of what each forward made is still alive when the next forward
+    // ends (the autograd graph kept by outputs the program holds: an evaluation without no_grad that
+    // keeps its logits). Grad mode is then Yes although nothing released a graph.
+    bool graphsKeptAcrossCalls = false;
     // Autocast regions: the forward passes that made autocast casts (allocations decided by a rule
     // with role weight_cast or cast_surplus). Empty when no stack shows one (which, with Python-only
     // frames, does not mean autocast was off: `autocast` then stays Unknown). Filled by addPoolFacts.

@@ -1,4 +1,5 @@
 #include "core/model/frames.h"
+#include "core/model/torch_paths.h"
 
 namespace poolscope {
 namespace {
@@ -28,7 +29,7 @@ bool isCompiledSource(std::string_view filename)
 
 bool isTorchInternal(std::string_view filename)
 {
-    return filename.find("/torch/") != std::string_view::npos || filename.find("site-packages/torch") != std::string_view::npos;
+    return isTorchSource(filename);
 }
 
 // The allocator's own frames, found innermost in every C++ stack (stacks='all'): capturing the

@@ -157,6 +157,15 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
         if (ev.backward != Known::Yes)
             return staleGradientsWhy(ev) + ": they are gradients the parameters still hold (.grad); " + std::string(kDropGradients);
         break;
+    case Pool::Activation:
+        // Only from calls that kept their tensors: a forward's products let go of after an OOM are
+        // the exception unwinding, under inference_mode as much as with grad on.
+        if (ev.graphsKeptAcrossCalls && ev.training != Known::Yes)
+            return "no backward ran, yet each call of the model left its tensors alive past the next call, as an autograd graph "
+                   "does when the program keeps an output of every call (a list of logits or losses): run evaluation and "
+                   "inference under torch.no_grad() or torch.inference_mode(), and keep outputs .detach()ed or .cpu(); only if "
+                   "this run trains: " + std::string(poolAdvice(pool));
+        break;
     case Pool::CachedFree:
         return allocatorAdvice(ev);
     case Pool::Other: {
@@ -246,6 +255,7 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
     m.history = c.history;
     m.indistinctCopies = c.preexistingCopies;
     m.backward = c.facts.backward;
+    m.graphsKeptAcrossCalls = c.facts.backward == Known::No && c.facts.graphsKeptAcrossCalls;
     m.parametersSharded = c.facts.parametersGathered;
     // Gradients alone are no training: a model moved while it held stale .grad has them too.
     if (c.facts.backward == Known::Yes || !c.facts.optimizerState.empty() || c.facts.optimizerSteps > 0)

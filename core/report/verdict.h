@@ -62,6 +62,10 @@ struct MomentEvidence {
     // or cannot say (Unknown: no history). Sharding advice needs Yes.
     Known training = Known::Unknown;
     Known backward = Known::Unknown; // a training backward ran (RunFacts::backward)
+    // No backward ran, yet each call's tensors outlived it (RunFacts::graphsKeptAcrossCalls): the
+    // activations are graphs the program keeps, and no_grad / inference_mode is the knob before
+    // checkpointing.
+    bool graphsKeptAcrossCalls = false;
     // The run already shards its parameters (RunFacts::parametersGathered): no advice to shard.
     bool parametersSharded = false;
     // Gradient bytes alive at the moment: where no backward made them (backward not Yes) they are

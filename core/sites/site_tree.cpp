@@ -1,6 +1,7 @@
 #include "core/sites/site_tree.h"
 
 #include "core/sites/site_key.h"
+#include "core/model/torch_paths.h"
 #include "core/util/units.h"
 
 #include <algorithm>
@@ -22,7 +23,7 @@ bool isPythonSource(const Frame& f)
 bool isLibrary(const Frame& f)
 {
     const std::string& file = f.filename;
-    return !isPythonSource(f) || file.find("/torch/") != std::string::npos || file.find("site-packages/torch") != std::string::npos;
+    return !isPythonSource(f) || isTorchSource(file);
 }
 
 std::string shortFile(const std::string& file)

@@ -1,4 +1,5 @@
 #include "core/whatif/stack_facts.h"
+#include "core/model/torch_paths.h"
 
 #include <algorithm>
 #include <array>
@@ -103,7 +104,7 @@ bool isPythonSource(std::string_view file)
 
 bool isLibraryFile(std::string_view file)
 {
-    return contains(file, "site-packages/") || contains(file, "dist-packages/") || contains(file, "/torch/") ||
+    return contains(file, "site-packages/") || contains(file, "dist-packages/") || isTorchSource(file) ||
            contains(file, "/lib/python3") || file.front() == '<';
 }
 
@@ -175,7 +176,7 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
                 f.flags |= StackOpFacts::Dequantize;
             if (semanticOp.empty()) {
                 // Python-only stacks (stacks='python'): torch's own functions name the operator.
-                if (contains(fr.filename, "/torch/") && (l == "einsum" || l == "linear" || l == "matmul" || l == "softmax" ||
+                if (isTorchSource(fr.filename) && (l == "einsum" || l == "linear" || l == "matmul" || l == "softmax" ||
                                                          l == "log_softmax" || l == "layer_norm" || l == "embedding"))
                     semanticOp = name;
                 // torch.nn.Linear's and the convolutions' forward (F.linear, F.conv2d are C functions:

@@ -37,11 +37,6 @@ const std::map<std::string, double> kKnownMisses = {
     {"vit_inference_oom renamed", 0.203},
     {"vit_inference_oom python", 0.203},
     {"vit_inference_oom none", 0.203},
-    // An evaluation with grad mode on: Hugging Face's cache frames name keys and values the
-    // dropped cache no longer holds; only the graph does.
-    {"eval_with_grad all", 0.080},
-    {"eval_with_grad renamed", 0.080},
-    {"eval_with_grad python", 0.080},
     // The last step's output still holds its cache object (o.past_key_values); the run named it
     // saved for backward.
     {"graph_leak all", 0.023},

@@ -1,0 +1,149 @@
+#include "core/classify/phase_call_restart.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace poolscope {
+namespace {
+
+bool pythonSource(const Frame& f)
+{
+    const std::string& file = f.filename;
+    return (file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0) || (!file.empty() && file.front() == '<' && file != "<op>");
+}
+
+// A stack's Python frames, outermost first (C++ frames recorded with stacks='all' left out, so a
+// Python-only capture of the same run reads the same).
+class PythonFrames {
+public:
+    explicit PythonFrames(const FrameTable& frames) : m_frames(frames) {}
+    const std::vector<FrameId>& of(StackId st)
+    {
+        auto [it, fresh] = m_cache.try_emplace(st.value);
+        if (fresh) {
+            const auto s = m_frames.stack(st);
+            for (auto f = s.rbegin(); f != s.rend(); ++f)
+                if (pythonSource(m_frames.frame(*f)))
+                    it->second.push_back(*f);
+        }
+        return it->second;
+    }
+
+private:
+    const FrameTable& m_frames;
+    std::unordered_map<uint32_t, std::vector<FrameId>> m_cache;
+};
+
+// Whether the restarts found in one forward run are calls of the model: the calls after the first
+// (which may make one-off state: a workspace, a table built lazily) make the same blocks from the
+// same sites in the same order, the last one as far as the dump goes; and each call keeps a
+// quarter or more of what it made past the next one (an output of every call kept with its graph).
+// Under no_grad a layer's tensors go within the next layer, so a loop over layers in the model's own
+// forward (whose first block is made inside the loop) never passes; with grad on, only a loop over
+// identical layers would.
+bool callsThatKeepTheirGraphs(const DeviceTrace& dev, const std::vector<size_t>& starts, size_t runEnd)
+{
+    constexpr size_t kMinCalls = 3;
+    constexpr double kKeptShare = 0.25; // as RunFacts::graphsKeptAcrossCalls (run_facts.cpp)
+    if (starts.size() < kMinCalls)
+        return false;
+    const auto& ev = dev.events;
+    const auto sequence = [&](size_t k) {
+        std::vector<std::pair<uint32_t, int64_t>> seq;
+        const size_t end = k + 1 < starts.size() ? starts[k + 1] : runEnd + 1;
+        for (size_t e = starts[k]; e < end; ++e)
+            if (ev.action[e] == Action::Alloc)
+                seq.emplace_back(ev.stack[e].value, ev.size[e]);
+        return seq;
+    };
+    const auto model = sequence(1);
+    for (size_t k = 2; k < starts.size(); ++k) {
+        const auto seq = sequence(k);
+        const bool last = k + 1 == starts.size();
+        if (last ? (seq.size() > model.size() || !std::equal(seq.begin(), seq.end(), model.begin())) : seq != model)
+            return false;
+    }
+    size_t made = 0, kept = 0;
+    for (size_t k = 0; k + 1 < starts.size(); ++k) {
+        const size_t nextEnd = k + 2 < starts.size() ? starts[k + 2] - 1 : runEnd;
+        for (size_t e = starts[k]; e < starts[k + 1]; ++e) {
+            const AllocId id = dev.eventAlloc[e];
+            if (ev.action[e] != Action::Alloc || !id.valid())
+                continue;
+            ++made;
+            kept += dev.allocations[id.value].aliveAfter(EventIndex(nextEnd)) ? 1 : 0;
+        }
+    }
+    return made > 0 && double(kept) >= kKeptShare * double(made);
+}
+
+} // namespace
+
+size_t splitRestartedCalls(const FrameTable& frames, const DeviceTrace& dev, const PhaseTimeline& tl, std::vector<uint8_t>& boundary)
+{
+    const auto& ev = dev.events;
+    const size_t n = ev.count();
+    if (std::find(tl.phase.begin(), tl.phase.end(), Phase::Backward) != tl.phase.end())
+        return 0;
+    PythonFrames python(frames);
+    std::vector<FrameId> opening;  // the Python frames of the current forward run's first allocation
+    std::vector<uint8_t> movedOn;  // per depth: that function went on to a later line under the same frames above
+    std::vector<size_t> starts;    // the current run's opening and the restarts found after it
+    size_t added = 0;
+    const auto judgeRun = [&](size_t runEnd) {
+        if (callsThatKeepTheirGraphs(dev, starts, runEnd))
+            for (size_t k = 1; k < starts.size(); ++k, ++added)
+                boundary[starts[k]] = 1;
+        starts.clear();
+        opening.clear();
+    };
+    for (size_t i = 0; i < n; ++i) {
+        if (tl.phase[i] != Phase::Forward || boundary[i] || (i > 0 && tl.phase[i - 1] != Phase::Forward)) {
+            if (!starts.empty())
+                judgeRun(i - 1);
+            if (tl.phase[i] != Phase::Forward)
+                continue;
+        }
+        if (!ev.stack[i].valid() || ev.stack[i].value >= frames.stackCount())
+            continue;
+        const std::vector<FrameId>& here = python.of(ev.stack[i]);
+        if (here.empty())
+            continue; // the engine's thread, or a C++-only stack: neither opens nor restarts a call
+        const bool alloc = ev.action[i] == Action::Alloc;
+        if (opening.empty()) {
+            if (!alloc)
+                continue; // a pass opens with what it makes
+            opening = here;
+            movedOn.assign(opening.size(), 0);
+            starts.assign(1, i);
+            continue;
+        }
+        size_t same = 0; // frames shared with the opening, from the outermost
+        while (same < opening.size() && same < here.size() && opening[same] == here[same])
+            ++same;
+        // The opening's own allocation site again, every frame the same, under a function that had
+        // moved on past it: a new call. Only the whole site counts: two modules' `forward` methods
+        // in one file are one function by file and name, and a call of the other one in between
+        // (a head after the body) looks like a move back otherwise.
+        bool restarted = false;
+        if (alloc && same == opening.size() && same == here.size())
+            for (size_t d = 0; d < same && !restarted; ++d)
+                restarted = movedOn[d] != 0;
+        if (restarted) {
+            starts.push_back(i);
+            movedOn.assign(opening.size(), 0);
+            continue;
+        }
+        if (same < opening.size() && same < here.size()) {
+            const Frame& was = frames.frame(opening[same]);
+            const Frame& now = frames.frame(here[same]);
+            if (now.filename == was.filename && now.name == was.name && now.line > was.line)
+                movedOn[same] = 1;
+        }
+    }
+    if (!starts.empty())
+        judgeRun(n - 1);
+    return added;
+}
+
+} // namespace poolscope

@@ -1,0 +1,27 @@
+#pragma once
+// PyTorch's own source files, by path.
+//
+// The package after an installed tree decides: ".../site-packages/torch/nn/modules/module.py" is
+// PyTorch's, ".../site-packages/transformers/..." is not, whatever the directories above are called
+// (a capture machine with its environment in /opt/torch/.venv put "/torch/" in every installed
+// package's path, and every library frame read as PyTorch's). A copy whose library paths were cut to
+// the package (`poolscope redact --rename-code`: "torch/nn/modules/module.py") starts with it; a
+// source checkout ("/home/u/pytorch/torch/nn/functional.py") has it as a directory.
+#include <string_view>
+
+namespace poolscope {
+
+inline bool isTorchSource(std::string_view file)
+{
+    size_t root = std::string_view::npos, rootLength = 0;
+    for (std::string_view marker : {std::string_view("site-packages/"), std::string_view("dist-packages/")})
+        if (const size_t p = file.rfind(marker); p != std::string_view::npos && (root == std::string_view::npos || p > root)) {
+            root = p;
+            rootLength = marker.size();
+        }
+    if (root != std::string_view::npos)
+        return file.substr(root + rootLength).starts_with("torch/");
+    return file.starts_with("torch/") || file.find("/torch/") != std::string_view::npos;
+}
+
+} // namespace poolscope
