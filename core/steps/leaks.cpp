@@ -1,5 +1,6 @@
 #include "core/steps/leaks.h"
 
+#include "core/redact/code_names.h"
 #include "core/util/units.h"
 
 #include <algorithm>
@@ -16,7 +17,35 @@ struct SiteTally {
     std::array<int64_t, kAllocationPoolCount> poolBytes{};
     std::array<int64_t, kPhaseCount> phaseBytes{};
     int64_t callerBytes = 0, passBytes = 0;
+    StackId stack; // one retained allocation's, for the program's own line it was made under
 };
+
+bool pythonFile(const Frame& f)
+{
+    const std::string& file = f.filename;
+    return file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0;
+}
+
+// The innermost Python line of the program's own code on `stack`, when the innermost Python line is
+// a library's (an installed package, PyTorch, Python's own): "" otherwise. Library code is told by
+// its path (libraryRelativePath), never by a name.
+std::string programLine(const FrameTable& frames, StackId stack)
+{
+    if (!stack.valid() || stack.value >= frames.stackCount())
+        return {};
+    bool library = false;
+    for (FrameId f : frames.stack(stack)) {
+        const Frame& fr = frames.frame(f);
+        if (!pythonFile(fr))
+            continue;
+        if (libraryRelativePath(fr.filename)) {
+            library = true;
+            continue;
+        }
+        return library ? fr.filename + ":" + std::to_string(fr.line) + " " + fr.name : std::string();
+    }
+    return {};
+}
 
 // The usual causes, by what the allocations' birth says (the sentence a reader acts on).
 std::string causeOf(const LeakSuspect& s, size_t forwardSitesGrowing)
@@ -85,6 +114,8 @@ LeakReport findLeaks(const DeviceDocument& doc, const StepTable& table)
         t.delta[j] -= a.size; // not alive at step j's end (j == m: alive through the last one)
         if (k + 1 < m && aliveAfter(k + 1)) {
             t.retained[k] = 1;
+            if (!t.stack.valid())
+                t.stack = a.stack;
             if (c)
                 t.poolBytes[size_t(c->pool[id])] += a.size;
             Phase ph = c && size_t(a.allocEvent) < c->phases.phase.size() ? c->phases.phase[size_t(a.allocEvent)] : Phase::Unknown;
@@ -114,6 +145,8 @@ LeakReport findLeaks(const DeviceDocument& doc, const StepTable& table)
         LeakSuspect s;
         s.key = key;
         s.site = names.label(key);
+        if (SiteNames::hasCode(key))
+            s.calledFrom = programLine(doc.trace().frames, t.stack);
         s.bytesPerStep = (held[m - 1] - held[0]) / int64_t(m - 1);
         s.steps = retainedSteps;
         s.heldAtStepEnds = held;
@@ -142,7 +175,7 @@ LeakReport findLeaks(const DeviceDocument& doc, const StepTable& table)
     const LeakSuspect& top = out.suspects.front();
     out.verdict = "memory held at step ends grows by " + formatBytes(total) + " per step from " +
                   std::to_string(out.suspects.size()) + " call site" + (out.suspects.size() == 1 ? "" : "s") + "; most from " +
-                  top.site + " (" + formatBytes(top.bytesPerStep) + " per step" +
+                  top.site + (top.calledFrom.empty() ? "" : ", called from " + top.calledFrom) + " (" + formatBytes(top.bytesPerStep) + " per step" +
                   (top.pool ? ", " + std::string(poolName(*top.pool)) : "") + "): " + top.cause;
     out.notes.push_back("a suspect still growing at the end of the recording may be a cache that has not reached its budget yet");
     return out;

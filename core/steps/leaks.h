@@ -18,6 +18,10 @@ namespace poolscope {
 struct LeakSuspect {
     SiteKey key = 0;
     std::string site;          // "file:line function" of the first user frame, as `report` prints it
+    // Where the site is a library's line (transformers' lm_head, torchvision's conv), the innermost
+    // line of the program's own code it was reached from ("file:line function"): the call a user
+    // keeps the outputs of. Empty where the site is the program's own line or no such frame exists.
+    std::string calledFrom;
     int64_t bytesPerStep = 0;  // growth of what the site holds at step ends, per step
     int steps = 0;             // steps whose allocations from this site outlived the next step
     std::optional<Pool> pool;  // by bytes, when classified

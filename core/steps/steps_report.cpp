@@ -65,6 +65,8 @@ std::string stepsText(const std::vector<DeviceSteps>& devices)
             if (s.pool)
                 o << ", " << poolName(*s.pool);
             o << ", born in " << (s.bornInCallerCode ? "the caller's code" : std::string(phaseName(s.birthPhase))) << "\n";
+            if (!s.calledFrom.empty())
+                o << "      called from " << s.calledFrom << "\n";
             o << "      usual cause: " << s.cause << "\n";
         }
         if (l.judged) // unjudged: the step table's notes said why already
@@ -110,6 +112,8 @@ json stepsJson(const std::vector<DeviceSteps>& devices)
         for (const LeakSuspect& s : d.leaks.suspects) {
             json sj;
             sj["site"] = s.site;
+            if (!s.calledFrom.empty())
+                sj["called_from"] = s.calledFrom;
             sj["bytes_per_step"] = s.bytesPerStep;
             sj["steps"] = s.steps;
             sj["pool"] = s.pool ? json(std::string(poolName(*s.pool))) : json(nullptr);

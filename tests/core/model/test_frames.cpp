@@ -55,6 +55,24 @@ private slots:
         QCOMPARE(t.frame(t.userFrame(only)).name, std::string("_single_tensor_adamw"));
     }
 
+    // PyTorch's own files by the package after the installed tree, not by a directory called torch
+    // above it: a capture machine kept its environment in /opt/torch/.venv, and every library frame
+    // (transformers, torchvision) read as PyTorch's, so every table showed the script's line instead.
+    // A copy cut to the package (redact --rename-code) and a source checkout still read as PyTorch's.
+    void torchByItsPackageNotItsDirectory()
+    {
+        FrameTable t;
+        const std::string venv = "/opt/torch/.venv/lib/python3.12/site-packages/";
+        const StackId s = stackOf(t, {{venv + "torch/nn/functional.py", "linear", 5},
+                                      {venv + "transformers/models/llama/modeling_llama.py", "forward", 480},
+                                      {"/work/eval.py", "evaluate", 61}});
+        QCOMPARE(t.frame(t.userFrame(s)).name, std::string("forward"));
+        const StackId cut = stackOf(t, {{"torch/nn/functional.py", "linear", 5}, {"transformers/models/llama/modeling_llama.py", "forward", 480}});
+        QCOMPARE(t.frame(t.userFrame(cut)).line, int64_t(480));
+        const StackId checkout = stackOf(t, {{"/home/me/pytorch/torch/nn/functional.py", "linear", 5}, {"/home/me/run.py", "main", 9}});
+        QCOMPARE(t.frame(t.userFrame(checkout)).name, std::string("main"));
+    }
+
     void cppStackShowsTheAutogradNode()
     {
         FrameTable t;

@@ -1,7 +1,7 @@
 // An evaluation loop that forgot torch.no_grad and keeps each batch's logits (a real run on an
 // H200: tests/data/gpu_runs/eval_with_grad, four calls of a four-layer Llama, Python frames only,
 // nothing of the loop's own allocated between calls). What a user asks of it: how many calls, what
-// grows from one to the next and from which line, and what to change. Before: one forward, one
+// grows from one to the next and from which line of theirs, and what to change. Before: one forward, one
 // step, "checkpoint them" (advice for training), and 256 MiB of keys and values called a KV cache at
 // 90 %, though the cache objects were dropped and only the graphs held them.
 #include "core/classify/rules.h"
@@ -62,6 +62,10 @@ private slots:
             perStep += s.bytesPerStep;
             QCOMPARE(s.pool.value_or(Pool::Unknown), Pool::Activation);
             QVERIFY2(s.cause.find("graph is kept") != std::string::npos, s.cause.c_str());
+            // Each site is the library's line that made the tensor; the line of the program's own
+            // loop that called the model (line 461, renamed or not) is named beside it.
+            QVERIFY2(s.calledFrom.find(":461 ") != std::string::npos, (s.site + " <- " + s.calledFrom).c_str());
+            QVERIFY(s.site.find(":461 ") == std::string::npos);
         }
         QVERIFY2(perStep > int64_t(940) << 20 && perStep < int64_t(950) << 20, std::to_string(perStep).c_str());
 
