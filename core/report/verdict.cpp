@@ -161,8 +161,8 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
         // Only from calls that kept their tensors: a forward's products let go of after an OOM are
         // the exception unwinding, under inference_mode as much as with grad on.
         if (ev.graphsKeptAcrossCalls && ev.training != Known::Yes)
-            return "no backward ran, yet each call of the model left its tensors alive past the next call, as an autograd graph "
-                   "does when the program keeps an output of every call (a list of logits or losses): run evaluation and "
+            return "no backward ran, yet each call of the model left its tensors alive after the next call had run, as an "
+                   "autograd graph does while the program holds an output of the call (grad mode on): run evaluation and "
                    "inference under torch.no_grad() or torch.inference_mode(), and keep outputs .detach()ed or .cpu(); only if "
                    "this run trains: " + std::string(poolAdvice(pool));
         break;

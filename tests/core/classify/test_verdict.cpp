@@ -232,6 +232,31 @@ private slots:
         QVERIFY(makeVerdict("At the peak", b, ev).caveat.empty());
     }
 
+    // Activations of calls that outlive the next call in a run without backward (grad on, outputs
+    // held: RunFacts::graphsKeptAcrossCalls): no_grad / inference_mode first, checkpointing only if
+    // the run trains. A training run (optimizer state seen) keeps the training advice alone.
+    void graphsKeptWithoutBackwardNameNoGrad()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Activation)] = gib(3.70);
+        b[size_t(Pool::Parameter)] = gib(0.45);
+        MomentEvidence ev;
+        ev.confidence[size_t(Pool::Activation)] = 74;
+        ev.bytesByEvidence[size_t(Pool::Activation)][kEvidenceLifetime] = gib(3.70);
+        ev.backward = Known::No;
+        ev.training = Known::No;
+        ev.graphsKeptAcrossCalls = true;
+        const Verdict v = makeVerdict("At the peak", b, ev);
+        QVERIFY2(v.advice.find("run evaluation and inference under torch.no_grad() or torch.inference_mode()") != std::string::npos,
+                 v.advice.c_str());
+        QVERIFY2(v.advice.find("only if this run trains: checkpoint them") != std::string::npos, v.advice.c_str());
+        ev.training = Known::Yes;
+        QVERIFY(makeVerdict("At the peak", b, ev).advice.find("no_grad") == std::string::npos);
+        ev.training = Known::No;
+        ev.graphsKeptAcrossCalls = false;
+        QVERIFY(makeVerdict("At the peak", b, ev).advice.find("no_grad") == std::string::npos);
+    }
+
     // Outputs gathered on the device across calls (kRoleCollectedOutputs): where they are most of
     // "other", its advice is to move them to the host; where another pool (cached free at an OOM) is
     // the wall and they are a tenth of what is allocated, the same knob follows as a sentence of its

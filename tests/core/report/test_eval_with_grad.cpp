@@ -70,7 +70,7 @@ private slots:
         QVERIFY2(perStep > int64_t(940) << 20 && perStep < int64_t(950) << 20, std::to_string(perStep).c_str());
 
         const std::string text = reportText(buildReport(*doc, ReportOptions{}));
-        QVERIFY2(text.find("no backward ran, yet each call of the model left its tensors alive past the next call") != std::string::npos,
+        QVERIFY2(text.find("no backward ran, yet each call of the model left its tensors alive after the next call had run") != std::string::npos,
                  text.c_str());
         QVERIFY2(text.find("torch.no_grad()") != std::string::npos, text.c_str());
         QVERIFY2(text.find("KV cache") == std::string::npos, text.c_str());
