@@ -6,22 +6,29 @@
 // (a capture machine with its environment in /opt/torch/.venv put "/torch/" in every installed
 // package's path, and every library frame read as PyTorch's). A copy whose library paths were cut to
 // the package (`poolscope redact --rename-code`: "torch/nn/modules/module.py") starts with it; a
-// source checkout ("/home/u/pytorch/torch/nn/functional.py") has it as a directory.
+// source checkout ("/home/u/pytorch/torch/nn/functional.py") has it as a directory. Backslashes
+// (Windows) read as slashes.
+#include <algorithm>
+#include <string>
 #include <string_view>
 
 namespace poolscope {
 
 inline bool isTorchSource(std::string_view file)
 {
+    // Windows captures record backslashes (C:\...\site-packages\torch\nn\modules\linear.py).
+    std::string path(file);
+    std::replace(path.begin(), path.end(), '\\', '/');
+    const std::string_view p(path);
     size_t root = std::string_view::npos, rootLength = 0;
     for (std::string_view marker : {std::string_view("site-packages/"), std::string_view("dist-packages/")})
-        if (const size_t p = file.rfind(marker); p != std::string_view::npos && (root == std::string_view::npos || p > root)) {
-            root = p;
+        if (const size_t at = p.rfind(marker); at != std::string_view::npos && (root == std::string_view::npos || at > root)) {
+            root = at;
             rootLength = marker.size();
         }
     if (root != std::string_view::npos)
-        return file.substr(root + rootLength).starts_with("torch/");
-    return file.starts_with("torch/") || file.find("/torch/") != std::string_view::npos;
+        return p.substr(root + rootLength).starts_with("torch/");
+    return p.starts_with("torch/") || p.find("/torch/") != std::string_view::npos;
 }
 
 } // namespace poolscope

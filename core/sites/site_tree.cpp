@@ -29,7 +29,8 @@ bool isLibrary(const Frame& f)
 std::string shortFile(const std::string& file)
 {
     // Library paths from their package down ("torch/nn/modules/linear.py"), user paths as recorded.
-    for (const char* marker : {"site-packages/", "dist-packages/"})
+    // Windows paths (backslashes) too: "C:\...\site-packages\torch\nn\modules\linear.py".
+    for (const char* marker : {"site-packages/", "dist-packages/", "site-packages\\", "dist-packages\\"})
         if (auto p = file.rfind(marker); p != std::string::npos)
             return file.substr(p + std::string(marker).size());
     if (auto p = file.rfind("/torch/"); p != std::string::npos)

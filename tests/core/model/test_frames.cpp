@@ -71,6 +71,10 @@ private slots:
         QCOMPARE(t.frame(t.userFrame(cut)).line, int64_t(480));
         const StackId checkout = stackOf(t, {{"/home/me/pytorch/torch/nn/functional.py", "linear", 5}, {"/home/me/run.py", "main", 9}});
         QCOMPARE(t.frame(t.userFrame(checkout)).name, std::string("main"));
+        // Windows records backslashes (hdmw_ddpm_unet in the corpus showed torch's linear.py as its line).
+        const StackId windows = stackOf(t, {{"C:\\Users\\me\\Python310\\lib\\site-packages\\torch\\nn\\modules\\linear.py", "forward", 116},
+                                            {"d:\\dev\\unet.py", "forward", 134}});
+        QCOMPARE(t.frame(t.userFrame(windows)).line, int64_t(134));
     }
 
     void cppStackShowsTheAutogradNode()
