@@ -44,7 +44,9 @@ GradModeFinding findGradMode(const Trace& trace, const DeviceTrace& dev, const C
             continue;
         for (FrameId f : frames.stack(al.stack)) {
             const Frame& fr = frames.frame(f);
-            if (contains(fr.filename, "autograd/grad_mode.py") && !contains(fr.name, "enable_grad") && !contains(fr.name, "set_grad_enabled")) {
+            std::string file = fr.filename; // Windows captures record backslashes
+            std::replace(file.begin(), file.end(), '\\', '/');
+            if (contains(file, "autograd/grad_mode.py") && !contains(fr.name, "enable_grad") && !contains(fr.name, "set_grad_enabled")) {
                 out.mode = -1;
                 out.evidence = "allocations under torch.no_grad / inference_mode frames (" + fr.name + " in grad_mode.py)";
                 return out;

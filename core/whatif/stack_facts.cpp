@@ -148,17 +148,20 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
         const Frame& fr = frames.frame(fid);
         const std::string_view name = fr.name;
         if (fr.isPython()) {
+            // Windows captures record backslashes; every test below reads '/'.
+            std::string file = fr.filename;
+            std::replace(file.begin(), file.end(), '\\', '/');
             // The interpreter's own C files carry line numbers too (Objects/methodobject.c:537).
-            if (!isPythonSource(fr.filename))
+            if (!isPythonSource(file))
                 continue;
             f.flags |= StackOpFacts::Python;
-            if (!f.userFrame && !fr.filename.empty() && !isLibraryFile(fr.filename))
+            if (!f.userFrame && !file.empty() && !isLibraryFile(file))
                 f.userFrame = fid;
             // A public library's names only (torch.nn.functional's scaled_dot_product_attention and
             // softmax, flash_attn, xformers, transformers' attention modules): what the user called
             // their own code decides nothing (a renamed dump must get the same answer). The user's
             // attention is found by its structure (law_attention.cpp).
-            const bool library = isLibraryFile(fr.filename);
+            const bool library = isLibraryFile(file);
             if (library && namesAttention(name))
                 f.flags |= StackOpFacts::AttentionCode;
             const std::string l = lower(name);
@@ -169,14 +172,14 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
             // Installed optimizers only (torch/optim, bitsandbytes/optim, apex/optimizers): a user's
             // file called optimizer.py is a name, and the run facts' optimizer-step passes
             // (annotations, the step's structure) say where the user's own step runs.
-            if (isLibraryFile(fr.filename) && (contains(fr.filename, "/optim/") || contains(fr.filename, "/optimizers/") ||
-                                               contains(fr.filename, "/optimizer/")))
+            if (isLibraryFile(file) && (contains(file, "/optim/") || contains(file, "/optimizers/") ||
+                                               contains(file, "/optimizer/")))
                 f.flags |= StackOpFacts::Optimizer;
-            if (library && (contains(l, "dequant") || contains(fr.filename, "bitsandbytes")))
+            if (library && (contains(l, "dequant") || contains(file, "bitsandbytes")))
                 f.flags |= StackOpFacts::Dequantize;
             if (semanticOp.empty()) {
                 // Python-only stacks (stacks='python'): torch's own functions name the operator.
-                if (isTorchSource(fr.filename) && (l == "einsum" || l == "linear" || l == "matmul" || l == "softmax" ||
+                if (isTorchSource(file) && (l == "einsum" || l == "linear" || l == "matmul" || l == "softmax" ||
                                                          l == "log_softmax" || l == "layer_norm" || l == "embedding"))
                     semanticOp = name;
                 // torch.nn.Linear's and the convolutions' forward (F.linear, F.conv2d are C functions:
@@ -185,11 +188,11 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
                 // Only where no C++ frame named an operator (Python-only stacks).
                 else if (!firstOp.empty())
                     ;
-                else if (l == "forward" && contains(fr.filename, "/torch/nn/modules/linear.py"))
+                else if (l == "forward" && contains(file, "/torch/nn/modules/linear.py"))
                     semanticOp = "linear";
-                else if (l == "forward" && contains(fr.filename, "/torch/nn/modules/conv.py"))
+                else if (l == "forward" && contains(file, "/torch/nn/modules/conv.py"))
                     semanticOp = "convolution";
-                else if (contains(fr.filename, "/torch/nn/functional.py") &&
+                else if (contains(file, "/torch/nn/functional.py") &&
                          (l == "dropout" || l == "gelu" || l == "silu" || l == "relu" || l == "cross_entropy"))
                     semanticOp = l == "cross_entropy" ? "cross_entropy_loss" : name;
             }
