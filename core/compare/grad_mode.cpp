@@ -36,6 +36,14 @@ GradModeFinding findGradMode(const Trace& trace, const DeviceTrace& dev, const C
         out.evidence = "a backward pass is recorded";
         return out;
     }
+    // Calls whose tensors outlive the next call in a run without backward (the run facts: an
+    // evaluation that keeps each call's output with its graph).
+    if (c.facts.backward == Known::No && c.facts.graphsKeptAcrossCalls) {
+        out.mode = 1;
+        out.evidence = "no backward recorded, yet each call of the model left its tensors alive after the next call had run: "
+                       "graphs kept (grad on)";
+        return out;
+    }
     // A function decorated with @torch.no_grad() / @torch.inference_mode() runs inside grad_mode.py's
     // decorate_context; a `with` block leaves no frame.
     const FrameTable& frames = trace.frames;

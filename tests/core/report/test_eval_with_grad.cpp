@@ -5,6 +5,7 @@
 // step, "checkpoint them" (advice for training), and 256 MiB of keys and values called a KV cache at
 // 90 %, though the cache objects were dropped and only the graphs held them.
 #include "core/classify/rules.h"
+#include "core/compare/run_profile.h"
 #include "core/engine/document.h"
 #include "core/redact/redact.h"
 #include "core/report/report.h"
@@ -74,6 +75,11 @@ private slots:
                  text.c_str());
         QVERIFY2(text.find("torch.no_grad()") != std::string::npos, text.c_str());
         QVERIFY2(text.find("KV cache") == std::string::npos, text.c_str());
+
+        // Compare reads grad mode from the same run facts (one table, issue 22).
+        const GradModeFinding grad = findGradMode(doc->trace(), dev.device(), *dev.classification(), TraceModel{});
+        QCOMPARE(grad.mode, 1);
+        QVERIFY2(grad.evidence.find("graphs kept") != std::string::npos, grad.evidence.c_str());
     }
 };
 
