@@ -6,6 +6,7 @@
 // alive was made in the first half of the allocations before it. A graph being kept puts about half
 // there (the early layers' saved tensors); a forward that keeps nothing, next to none.
 #include "core/compare/run_profile.h"
+#include "core/model/torch_paths.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -52,8 +53,7 @@ GradModeFinding findGradMode(const Trace& trace, const DeviceTrace& dev, const C
             continue;
         for (FrameId f : frames.stack(al.stack)) {
             const Frame& fr = frames.frame(f);
-            std::string file = fr.filename; // Windows captures record backslashes
-            std::replace(file.begin(), file.end(), '\\', '/');
+            const std::string file = forwardSlashes(fr.filename); // Windows records backslashes
             if (contains(file, "autograd/grad_mode.py") && !contains(fr.name, "enable_grad") && !contains(fr.name, "set_grad_enabled")) {
                 out.mode = -1;
                 out.evidence = "allocations under torch.no_grad / inference_mode frames (" + fr.name + " in grad_mode.py)";

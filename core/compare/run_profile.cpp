@@ -50,8 +50,7 @@ StackFacts factsOf(const FrameTable& frames, StackId id)
     std::string fallbackName;
     for (FrameId fid : frames.stack(id)) {
         const Frame& fr = frames.frame(fid);
-        std::string slashed = fr.filename; // Windows captures record backslashes; the tests below read '/'
-        std::replace(slashed.begin(), slashed.end(), '\\', '/');
+        const std::string slashed = forwardSlashes(fr.filename); // Windows records backslashes
         const std::string_view name = fr.name, file = slashed;
         // PyTorch's own autocast (at::autocast's dispatch and cast cache, torch/amp/autocast_mode.py):
         // a user's function that merely has "autocast" in its name says nothing.

@@ -14,11 +14,18 @@
 
 namespace poolscope {
 
-inline bool isTorchSource(std::string_view file)
+// A recorded path with '/' separators: Windows captures record backslashes
+// (C:\...\site-packages\torch\nn\modules\linear.py), and every path test here reads '/'.
+inline std::string forwardSlashes(std::string_view file)
 {
-    // Windows captures record backslashes (C:\...\site-packages\torch\nn\modules\linear.py).
     std::string path(file);
     std::replace(path.begin(), path.end(), '\\', '/');
+    return path;
+}
+
+inline bool isTorchSource(std::string_view file)
+{
+    const std::string path = forwardSlashes(file);
     const std::string_view p(path);
     size_t root = std::string_view::npos, rootLength = 0;
     for (std::string_view marker : {std::string_view("site-packages/"), std::string_view("dist-packages/")})

@@ -148,9 +148,7 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
         const Frame& fr = frames.frame(fid);
         const std::string_view name = fr.name;
         if (fr.isPython()) {
-            // Windows captures record backslashes; every test below reads '/'.
-            std::string file = fr.filename;
-            std::replace(file.begin(), file.end(), '\\', '/');
+            const std::string file = forwardSlashes(fr.filename); // Windows records backslashes
             // The interpreter's own C files carry line numbers too (Objects/methodobject.c:537).
             if (!isPythonSource(file))
                 continue;
