@@ -1,5 +1,7 @@
 #include "core/classify/phase_call_restart.h"
 
+#include "core/facts/graph_kept.h"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -44,7 +46,6 @@ private:
 bool callsThatKeepTheirGraphs(const DeviceTrace& dev, const std::vector<size_t>& starts, size_t runEnd)
 {
     constexpr size_t kMinCalls = 3;
-    constexpr double kKeptShare = 0.25; // as RunFacts::graphsKeptAcrossCalls (run_facts.cpp)
     if (starts.size() < kMinCalls)
         return false;
     const auto& ev = dev.events;
@@ -74,7 +75,7 @@ bool callsThatKeepTheirGraphs(const DeviceTrace& dev, const std::vector<size_t>&
             kept += dev.allocations[id.value].aliveAfter(EventIndex(nextEnd)) ? 1 : 0;
         }
     }
-    return made > 0 && double(kept) >= kKeptShare * double(made);
+    return keepsGraphShare(kept, made);
 }
 
 } // namespace

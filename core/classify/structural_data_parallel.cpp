@@ -9,6 +9,7 @@
 #include "core/classify/structural_common.h"
 #include "core/classify/structural_sharded.h"
 
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -231,6 +232,91 @@ void gradientsHandedOnInBackward(const DeviceTrace& dev, Classification& c)
         decide(c, i, Pool::Temporary, unsure, 45);
 }
 
+// One bucket's bytes as a sum of parameters still unclaimed: sizes largest first, each used at
+// most as often as parameters of it remain. Bounded: a search that runs long finds nothing.
+bool claimSum(std::vector<std::pair<int64_t, int64_t>>& left, int64_t target, size_t from, size_t& budget)
+{
+    if (target == 0)
+        return true;
+    for (size_t k = from; k < left.size(); ++k) {
+        auto& [size, count] = left[k];
+        if (size > target || count == 0)
+            continue;
+        const int64_t most = std::min(count, target / size);
+        for (int64_t n = most; n >= 1; --n) {
+            if (budget == 0)
+                return false;
+            --budget;
+            count -= n;
+            if (claimSum(left, target - n * size, k + 1, budget))
+                return true;
+            count += n;
+        }
+    }
+    return false;
+}
+
+// The same buckets where every parameter existed before recording began, so the dump does not
+// say in what order they were made (their addresses do not: the allocator gives large blocks
+// segments of their own, wherever the driver maps them). DDP rebuilds its buckets at the second
+// forward, in the order the first backward readied the gradients, one bucket after another; each
+// bucket is the flat bytes of the parameters it groups, so each block is an exact sum of parameter
+// sizes, no parameter counted twice, and together they hold nearly all the parameters' bytes (what
+// is left is inputs or buffers that also predate recording, or frozen weights). Made inside a
+// forward, so that set-up copies (master weights, made once before the first forward) are not
+// read as groups of parameters.
+void bucketsGroupingParametersFromBeforeRecording(const DeviceTrace& dev, Classification& c, const std::vector<uint32_t>& params,
+                                                  const std::vector<uint32_t>& order, const std::function<bool(uint32_t)>& acrossBackward)
+{
+    const auto requested = requestedBytesByAddress(dev);
+    std::map<int64_t, int64_t, std::greater<>> counts;
+    int64_t paramBytes = 0;
+    for (uint32_t x : params) {
+        const Allocation& a = dev.allocations[x];
+        const auto r = requested.find(a.address);
+        const int64_t bytes = r != requested.end() ? r->second : a.size;
+        ++counts[bytes];
+        paramBytes += bytes;
+    }
+    auto candidate = [&](uint32_t x) {
+        const Allocation& a = dev.allocations[x];
+        const int pass = c.facts.passAt(a.allocEvent);
+        return c.pool[x] != Pool::Parameter && !(c.evidenceOf(x) & kEvidenceFrames) && a.size <= paramBytes && pass >= 0 &&
+               c.facts.passes[size_t(pass)].phase == Phase::Forward && acrossBackward(x);
+    };
+    // One budget for the whole search, so that a dump of many blocks stays linear.
+    size_t budget = 2000000;
+    uint16_t rule = 0;
+    for (size_t start = 0; start < order.size() && budget > 0; ++start) {
+        if (!candidate(order[start]))
+            continue;
+        std::vector<std::pair<int64_t, int64_t>> left(counts.begin(), counts.end());
+        std::vector<uint32_t> groups;
+        int64_t claimed = 0;
+        for (size_t k = start; k < order.size(); ++k) {
+            const uint32_t x = order[k];
+            if (!candidate(x) || !claimSum(left, dev.allocations[x].size, 0, budget))
+                break;
+            groups.push_back(x);
+            claimed += dev.allocations[x].size;
+        }
+        if (groups.size() < 2 || claimed * 4 < paramBytes * 3) {
+            start += groups.empty() ? 0 : groups.size() - 1;
+            continue;
+        }
+        if (!rule)
+            rule = addRule(c, "gradient-buckets-grouping-parameters",
+                           "made one after another inside a forward and held across the backward, none a parameter, each the "
+                           "summed bytes of a group of parameters that predate recording (no parameter in two groups, most of "
+                           "their bytes grouped): gradient buckets (DistributedDataParallel rebuilds its buckets so at the "
+                           "second forward, and the gradients become views of them)",
+                           Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+        for (uint32_t x : groups)
+            decide(c, x, Pool::Gradient, rule, 55);
+        start += groups.size() - 1;
+    }
+}
+
 // Gradient buckets: blocks made one after another, none a parameter, whose sizes tile the
 // parameters taken in reverse order of their making (the first block the sum of the last few
 // parameters, the next the sum of the ones before them, and so on through all of them). DDP's
@@ -263,6 +349,7 @@ void gradientBucketsTilingParameters(const DeviceTrace& dev, Classification& c)
     std::sort(params.begin(), params.end(), byBirth);
     std::sort(order.begin(), order.end(), byBirth);
     std::reverse(params.begin(), params.end());
+    const bool allBeforeRecording = std::all_of(params.begin(), params.end(), [&](uint32_t x) { return dev.allocations[x].preexisting(); });
     // A bucket is made outside an optimizer step and holds the gradients of a whole backward: it
     // is alive from before a backward pass begins until after it ends.
     std::vector<std::pair<EventIndex, EventIndex>> backwards;
@@ -279,6 +366,10 @@ void gradientBucketsTilingParameters(const DeviceTrace& dev, Classification& c)
                 return true;
         return false;
     };
+    if (allBeforeRecording) {
+        bucketsGroupingParametersFromBeforeRecording(dev, c, params, order, acrossBackward);
+        return;
+    }
     uint16_t rule = 0;
     for (size_t start = 0; start < order.size(); ++start) {
         // Greedy: each block in turn must equal the next parameters' summed bytes.

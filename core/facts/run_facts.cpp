@@ -1,5 +1,7 @@
 #include "core/facts/run_facts.h"
 
+#include "core/facts/graph_kept.h"
+
 #include "core/classify/classifier.h"
 #include "core/classify/phases.h"
 
@@ -22,15 +24,10 @@ namespace {
 // Without backward, a forward under no_grad or inference_mode lets go of each layer's scratch as it
 // goes and keeps what the program holds (its outputs, a cache: a key and a value per layer against
 // a dozen other blocks each layer makes); with grad on, the graph keeps what every operator saved,
-// and where the program holds an output of each call (a list of logits) all of it outlives the call.
-// By count, not bytes: a cache preallocated in the first call is few blocks however large.
+// and where the program holds an output of each call (a list of logits) all of it outlives the call
+// (the share: kGraphKeptShare, graph_kept.h).
 constexpr size_t kMinKeptCalls = 2;       // forwards followed by another forward
 constexpr size_t kMinMadeInCalls = 32;    // blocks those forwards made
-// Share of them alive when the next forward ends. Measured on the real runs of tests/data/gpu_runs:
-// 46 % where an evaluation kept each call's logits with grad on; 0.0-1.9 % under no_grad (an
-// embedding service, generate() with a grown or a preallocated cache, a Trainer's evaluation); a
-// cache preallocated in the first call is about a seventh of what a layer makes.
-constexpr double kKeptAcrossCalls = 0.25;
 
 bool graphsOutliveTheirCalls(const DeviceTrace& dev, const RunFacts& f)
 {
@@ -54,7 +51,7 @@ bool graphsOutliveTheirCalls(const DeviceTrace& dev, const RunFacts& f)
         ++made;
         kept += a.aliveAfter((*next)->last) ? 1 : 0;
     }
-    return made >= kMinMadeInCalls && double(kept) >= kKeptAcrossCalls * double(made);
+    return made >= kMinMadeInCalls && keepsGraphShare(kept, made);
 }
 
 } // namespace
