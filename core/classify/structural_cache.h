@@ -45,4 +45,11 @@ void preallocatedCache(const DeviceTrace& dev, Classification& c);
 // graph holds them, not a cache the next call reads (structural_graph_kept_cache.cpp), at 60 %.
 void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c);
 
+// In a run with backward, blocks the frames called a cache at a site where a training forward (a
+// backward follows it) made them, none let go of inside a forward, and either another forward made
+// them afresh, never longer than the first's, or the autograd engine let go of them in backward, are
+// the attention's saved keys and values (use_cache on while training), at 65 %; the forward in
+// flight at the dump is read with them (structural_graph_kept_cache.cpp).
+void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c);
+
 } // namespace poolscope::classify_detail

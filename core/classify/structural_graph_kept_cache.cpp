@@ -11,6 +11,7 @@
 #include "core/classify/structural_cache.h"
 #include "core/classify/structural_common.h"
 
+#include <algorithm>
 #include <map>
 
 namespace poolscope::classify_detail {
@@ -54,6 +55,90 @@ void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c)
                            "(grad mode on, an output of each call kept), as it holds the forward's other saved tensors",
                            Pool::Activation, kEvidenceLifetime);
         decide(c, i, Pool::Activation, rule, 60);
+    }
+}
+
+// The same keys and values in a training run. Hugging Face's models make a cache whenever use_cache
+// is on, in training too (a config's default): each layer's keys and values are stored by the cache
+// code and saved by the attention for backward, and the step's output holds the cache object until
+// the program lets go of it (at once, or when the next step's output replaces it). A cache that is
+// used is carried into the next forward, which extends it (a longer block at the site) or replaces it
+// (its blocks let go of inside that forward). So, in a run with backward, a site where a forward
+// that a backward follows made such blocks, and no block of the site was let go of inside a forward,
+// holds the graph's saved keys and values where either
+//   - another forward (a later training one, or the one in flight at the dump) made them afresh,
+//     none longer than the first forward's; or
+//   - the autograd engine let go of them: every block of the site that was let go of (two or more)
+//     went inside a backward (a run of one step, an OOM in its optimizer step).
+// The forward in flight at the dump (the run's last pass) is read with them.
+void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (!c.history || f.backward != Known::Yes || f.passes.empty())
+        return;
+    // Forward passes a backward follows before the next forward, and the last pass if a forward.
+    std::vector<char> training(f.passes.size(), 0);
+    for (size_t k = 0; k < f.passes.size(); ++k) {
+        if (f.passes[k].phase != Phase::Forward)
+            continue;
+        for (size_t n = k + 1; n < f.passes.size(); ++n) {
+            if (f.passes[n].phase == Phase::Forward)
+                break;
+            if (f.passes[n].phase == Phase::Backward) {
+                training[k] = 1;
+                break;
+            }
+        }
+    }
+    const size_t last = f.passes.size() - 1;
+    struct Site {
+        std::map<int, int64_t> largestPerPass; // forward pass -> its largest block here
+        bool training = false;                 // a forward a backward follows made one
+        bool disqualified = false;
+        size_t freedInBackward = 0, freedElsewhere = 0;
+        std::vector<uint32_t> blocks;
+    };
+    std::map<uint32_t, Site> sites;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || c.pool[i] != Pool::KvCache || !(c.rules[c.rule[i]].evidence & kEvidenceFrames) || !a.stack.valid())
+            continue;
+        Site& s = sites[a.stack.value];
+        const int k = f.passAt(a.allocEvent);
+        const EventIndex fe = freeEventOf(a);
+        const int fk = fe == kNoEvent ? -1 : f.passAt(fe);
+        if (k < 0 || f.passes[size_t(k)].phase != Phase::Forward || (!training[size_t(k)] && size_t(k) != last) ||
+            (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Forward)) {
+            s.disqualified = true;
+            continue;
+        }
+        int64_t& largest = s.largestPerPass[k];
+        largest = std::max(largest, a.size);
+        s.training = s.training || training[size_t(k)];
+        if (fe != kNoEvent)
+            (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Backward ? s.freedInBackward : s.freedElsewhere) += 1;
+        s.blocks.push_back(uint32_t(i));
+    }
+    uint16_t rule = 0;
+    for (const auto& [site, s] : sites) {
+        if (s.disqualified || !s.training)
+            continue;
+        const int64_t first = s.largestPerPass.begin()->second;
+        const bool madeAfresh = s.largestPerPass.size() >= 2 &&
+                                std::none_of(s.largestPerPass.begin(), s.largestPerPass.end(), [&](const auto& p) { return p.second > first; });
+        const bool freedByTheEngine = s.freedInBackward >= 2 && s.freedElsewhere == 0;
+        if (!madeAfresh && !freedByTheEngine)
+            continue;
+        if (!rule)
+            rule = addRule(c, "cache-frames-in-training-forwards",
+                           "made where a library's cache stores keys and values, but in a run that trains, by a forward a "
+                           "backward follows: each forward makes them afresh, never longer, or the autograd engine lets go of "
+                           "them in the backward, and no later forward extends or replaces them (a cache in use is carried "
+                           "into the next call): the keys and values the attention saved for backward, which the step's "
+                           "output also holds (use_cache left on while training)",
+                           Pool::Activation, kEvidenceLifetime);
+        for (uint32_t i : s.blocks)
+            decide(c, i, Pool::Activation, rule, 65);
     }
 }
 

@@ -36,6 +36,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     workspaceReleasedAtEnd(dev, c);
     perCallMatmulWorkspace(trace, dev, c);
     cacheKeptWithItsGraph(dev, c);
+    cacheFramesInTrainingForwards(dev, c);
     forwardCache(trace, dev, c);
     cacheAcrossLayerRuns(dev, c);
     preallocatedCache(dev, c);

@@ -37,11 +37,6 @@ const std::map<std::string, double> kKnownMisses = {
     {"vit_inference_oom renamed", 0.203},
     {"vit_inference_oom python", 0.203},
     {"vit_inference_oom none", 0.203},
-    // The last step's output still holds its cache object (o.past_key_values); the run named it
-    // saved for backward.
-    {"graph_leak all", 0.023},
-    {"graph_leak renamed", 0.023},
-    {"graph_leak python", 0.023},
     // Inputs from before recording (as above), and a saved activation with a weight cast's count.
     {"vit_fp16_scaler_sgd all", 0.025},
     {"vit_fp16_scaler_sgd renamed", 0.025},
@@ -198,6 +193,34 @@ private slots:
         QCOMPARE(k.c.facts.passes.back().last, EventIndex(k.dev().eventCount()) - 1);
         const Score s = score(k.dev(), k.c, l.truth);
         QVERIFY2(s.wrongShare() < 0.01, qPrintable(QString::number(s.wrongShare())));
+    }
+
+    // transformers makes a cache whenever use_cache is on, in training too: its cache_utils.py frames
+    // named the attention's saved keys and values a KV cache at 90 % (FSDP2 1.7 % of the named bytes
+    // wrong and sure; the leak run 2.2 %, where the last step's output still held its cache object),
+    // and every HF training run's timeline showed a KV-cache pool. Each training forward makes them
+    // afresh, never longer, and the engine or the program lets go of them outside any forward: saved
+    // for backward. A cache in use (generate()) stays a cache.
+    void cacheFramesWhileTrainingAreSavedForBackward()
+    {
+        for (const char* run : {"fsdp2_adamw", "graph_leak", "llama_autocast_adamw_oom", "adam_step_oom"})
+            for (const char* copy : {"all", "renamed", "python"}) {
+                const Loaded l = loadRun(run);
+                const Classified k = classifyCopy(l, copy);
+                size_t saved = 0;
+                for (size_t i = 0; i < k.c.size(); ++i) {
+                    QVERIFY2(k.c.pool[i] != Pool::KvCache, qPrintable(QString("%1 %2 block %3").arg(run, copy).arg(i)));
+                    saved += k.c.rules[k.c.rule[i]].name == "cache-frames-in-training-forwards" ? 1 : 0;
+                }
+                QVERIFY2(saved >= 4, qPrintable(QString("%1 %2: %3").arg(run, copy).arg(saved)));
+                QCOMPARE(score(k.dev(), k.c, l.truth).sure, int64_t(0));
+            }
+        const Loaded gen = loadRun("gpt2_generate_fp16");
+        const Classified k = classifyCopy(gen, "renamed");
+        int64_t cache = 0;
+        for (size_t i = 0; i < k.c.size(); ++i)
+            cache += k.c.pool[i] == Pool::KvCache ? k.dev().allocations[i].size : 0;
+        QVERIFY2(cache > (int64_t(1) << 30), qPrintable(QString::number(cache)));
     }
 
     // DistributedDataParallel without frames: its record_function names each forward, nothing names
