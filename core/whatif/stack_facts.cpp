@@ -102,10 +102,30 @@ bool isPythonSource(std::string_view file)
     return file.ends_with(".py") || file.ends_with(".pyx") || (!file.empty() && file.front() == '<');
 }
 
+// Python's standard library where it is installed: <prefix>/lib/python3.X/ on POSIX; on Windows
+// <...>/Python310/Lib/ (python.org) or an environment's own Lib/ beside its site-packages (conda),
+// recognised by the drive letter and the capital L Windows installs use.
+bool isStandardLibrary(std::string_view file)
+{
+    if (contains(file, "/lib/python3"))
+        return true;
+    const bool windows = file.size() > 2 && file[1] == ':' && file[2] == '/';
+    if (!windows)
+        return false;
+    const std::string l = lower(file);
+    for (size_t at = l.find("/lib/"); at != std::string::npos; at = l.find("/lib/", at + 1)) {
+        const size_t dir = l.rfind('/', at - 1);
+        const std::string_view parent = std::string_view(l).substr(dir + 1, at - dir - 1);
+        if (parent.starts_with("python3") || file.substr(at, 5) == "/Lib/")
+            return true;
+    }
+    return false;
+}
+
 bool isLibraryFile(std::string_view file)
 {
     return contains(file, "site-packages/") || contains(file, "dist-packages/") || isTorchSource(file) ||
-           contains(file, "/lib/python3") || file.front() == '<';
+           isStandardLibrary(file) || file.front() == '<';
 }
 
 // Attention code by its Python name: the function or the file.

@@ -55,6 +55,20 @@ private slots:
         }
         QVERIFY(factsFor(stacks[1]).has(StackOpFacts::Optimizer));
     }
+
+    // The call site is the program's line, not Python's standard library's: copy.deepcopy or
+    // threading under the user's frame, as /usr/lib/python3.X/ is on Linux.
+    void windowsStandardLibraryIsNoCallSite()
+    {
+        for (const std::string lib : {"C:\\Users\\me\\AppData\\Local\\Programs\\Python\\Python310\\lib\\copy.py",
+                                      "C:\\Users\\me\\miniconda3\\envs\\dm\\Lib\\copy.py", "/usr/lib/python3.10/copy.py"}) {
+            const StackOpFacts f = factsFor({{lib, "deepcopy", 172}, {"C:\\dev\\ema.py", "update", 40}});
+            QVERIFY2(f.opKey.ends_with("@40"), (lib + " " + f.opKey).c_str());
+        }
+        // A user's own directory called lib on Windows is the user's.
+        const StackOpFacts own = factsFor({{"C:\\dev\\proj\\lib\\blocks.py", "forward", 12}, {"C:\\dev\\train.py", "main", 5}});
+        QVERIFY2(own.opKey.ends_with("@12"), own.opKey.c_str());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestStackFactsPaths)
