@@ -466,6 +466,55 @@ void gradientsReduceScatteredToShards(const DeviceTrace& dev, Classification& c)
     }
 }
 
+// The buckets a rebuild replaced: DDP makes its new buckets one after another and then lets go of
+// the old ones, whose gradients (views of them) were copied across. A block let go of right after two
+// or more blocks decided gradients were made in a row (nothing else made or let go of between), with
+// their summed bytes, held gradients too: at the recording's start DDP's first buckets predate it
+// and have no frame to say so.
+void bucketsReplacedByARebuild(const DeviceTrace& dev, Classification& c)
+{
+    const auto requested = requestedBytesByAddress(dev);
+    // The final segments' requested sizes describe the blocks alive at the end: a block let go of
+    // during the recording may have left its address to another.
+    auto bytesOf = [&](const Allocation& a) {
+        if (!a.preexisting() || !a.aliveAtEnd())
+            return a.size;
+        const auto r = requested.find(a.address);
+        return r != requested.end() ? r->second : a.size;
+    };
+    uint16_t rule = 0;
+    const EventIndex n = EventIndex(dev.eventCount());
+    for (EventIndex e = 1; e < n; ++e) {
+        const Allocation* old = releasedAt(dev, e);
+        if (!old)
+            continue;
+        const size_t oi = size_t(old - dev.allocations.data());
+        if ((c.pool[oi] != Pool::Unknown && c.confidence[oi] >= 50) || (c.evidenceOf(oi) & kEvidenceFrames) || c.pool[oi] == Pool::Gradient)
+            continue;
+        int64_t sum = 0;
+        size_t made = 0;
+        for (EventIndex k = e - 1; k >= 0 && sum < bytesOf(*old); --k) {
+            const AllocId id = dev.eventAlloc[size_t(k)];
+            if (id.valid() && id.value == oi)
+                continue; // the free's own request/completion pair
+            const Allocation* b = bornAt(dev, k);
+            if (!b || c.pool[size_t(b - dev.allocations.data())] != Pool::Gradient || (freeEventOf(*b) != kNoEvent && freeEventOf(*b) < e))
+                break;
+            sum += b->size;
+            ++made;
+        }
+        if (made < 2 || sum != bytesOf(*old))
+            continue;
+        if (!rule)
+            rule = addRule(c, "gradient-buckets-replaced-by-rebuild",
+                           "let go of right after gradient buckets were made one after another, with their summed bytes: the "
+                           "buckets they replaced (DistributedDataParallel rebuilds its buckets at the second forward and lets "
+                           "go of the first ones, whose gradients were views of them)",
+                           Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+        decide(c, oi, Pool::Gradient, rule, 55);
+    }
+}
+
 } // namespace
 
 void dataParallelState(const DeviceTrace& dev, Classification& c)
@@ -482,6 +531,7 @@ void dataParallelState(const DeviceTrace& dev, Classification& c)
     gradientsHandedOnInBackward(dev, c);
     gradientsCopiedIntoOneBuffer(dev, c);
     gradientBucketsTilingParameters(dev, c);
+    bucketsReplacedByARebuild(dev, c);
 }
 
 } // namespace poolscope::classify_detail
