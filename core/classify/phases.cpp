@@ -21,6 +21,52 @@ struct Segment {
     Phase phase;
 };
 
+// Windows a library opens around its hooks, not its passes: FSDP2 names each unit's pre- and
+// post-forward ("FSDP::pre_forward (model.layers.0)", "FSDP::post_forward (...)") and its backward
+// hooks, and the layers run between them. Without frames, events after a window have nothing to
+// inherit, so each forward read as a scatter of hook-long passes and the layers' saved tensors as
+// made outside any pass. Between two windows of one phase with different names (a pass's successive
+// hooks), with no window of another phase in the gap, the pass goes on; two windows of one name
+// are two calls (DistributedDataParallel.forward each step, a user's "forward" per request), and
+// what runs between them is the caller's.
+std::vector<PhaseWindow> bridgedHookWindows(const std::vector<PhaseWindow>& windows)
+{
+    std::vector<PhaseWindow> out = windows;
+    // windows come sorted by start (phaseWindows); per phase, the latest end among the first k.
+    std::vector<std::array<int64_t, kPhaseCount>> latestEnd(windows.size() + 1);
+    latestEnd[0].fill(std::numeric_limits<int64_t>::min());
+    for (size_t k = 0; k < windows.size(); ++k) {
+        latestEnd[k + 1] = latestEnd[k];
+        int64_t& e = latestEnd[k + 1][size_t(windows[k].phase)];
+        e = std::max(e, windows[k].endUs);
+    }
+    for (size_t i = 0; i + 1 < windows.size(); ++i) {
+        const PhaseWindow& a = windows[i];
+        if (a.endUs == std::numeric_limits<int64_t>::max())
+            continue;
+        // The next window that starts after this one ends (nested ones aside).
+        const size_t j = size_t(std::upper_bound(windows.begin(), windows.end(), a.endUs,
+                                                 [](int64_t t, const PhaseWindow& w) { return t < w.startUs; }) -
+                                windows.begin());
+        if (j == windows.size())
+            continue;
+        const PhaseWindow& b = windows[j];
+        if (b.phase != a.phase || b.name == a.name)
+            continue;
+        // A window of another phase open in the gap: it started before the gap (one of the first j)
+        // and had not ended, or it starts with b.
+        const size_t k = size_t(std::upper_bound(windows.begin(), windows.end(), b.startUs,
+                                                 [](int64_t t, const PhaseWindow& w) { return t < w.startUs; }) -
+                                windows.begin());
+        bool otherPhase = false;
+        for (size_t p = 0; p < kPhaseCount; ++p)
+            otherPhase = otherPhase || (Phase(p) != a.phase && latestEnd[k][p] >= a.endUs);
+        if (!otherPhase)
+            out.push_back(PhaseWindow{a.name + " .. " + b.name, a.phase, a.endUs + 1, b.startUs - 1});
+    }
+    return out;
+}
+
 std::vector<Segment> windowSegments(const std::vector<PhaseWindow>& windows)
 {
     struct Edge {
@@ -114,7 +160,12 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     tl.source.assign(n, PhaseSource::None);
     tl.run.assign(n, 0);
     tl.windows = dev.hasTime ? phaseWindows(trace, dev, rules) : std::vector<PhaseWindow>{};
-    const auto segs = windowSegments(tl.windows);
+    // Where the device recorded no frames at all, only annotation windows name phases, and an event
+    // after a window has closed has nothing to inherit from it: the window's phase ends with it.
+    bool framesRecorded = false;
+    for (size_t i = 0; i < n && !framesRecorded; ++i)
+        framesRecorded = ev.stack[i].valid() && !trace.frames.stack(ev.stack[i]).empty();
+    const auto segs = windowSegments(framesRecorded ? tl.windows : bridgedHookWindows(tl.windows));
 
     tl.decisiveFrame.assign(trace.frames.stackCount(), FrameId{});
     // Per stack: does it hold a Python frame? An event whose Python frames name no phase runs in the
@@ -136,11 +187,6 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     };
     std::vector<uint8_t> boundary(n, 0);
     std::vector<uint8_t> python(n, 0); // per event: its stack holds a Python frame
-    // Where the device recorded no frames at all, only annotation windows name phases, and an event
-    // after a window has closed has nothing to inherit from it: the window's phase ends with it.
-    bool framesRecorded = false;
-    for (size_t i = 0; i < n && !framesRecorded; ++i)
-        framesRecorded = ev.stack[i].valid() && !trace.frames.stack(ev.stack[i]).empty();
     PhaseSource previousSource = PhaseSource::None;
     Phase previous = Phase::Unknown;
     bool previousInCaller = false; // the previous event ran in the caller's code (see above)

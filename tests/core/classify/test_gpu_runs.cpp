@@ -246,6 +246,24 @@ private slots:
         QVERIFY2(buckets > (int64_t(440) << 20) && buckets < (int64_t(450) << 20), qPrintable(QString::number(buckets)));
     }
 
+    // FSDP2 without frames: its annotations name hooks (FSDP::pre_forward (model.layers.0), then
+    // FSDP::post_forward (...), the backward's likewise), and the layers run between them. Each
+    // forward read as a scatter of hook-long passes, the layers' saved tensors as made outside any
+    // pass: 449 MiB unknown at the peak. Successive windows of one phase with different names, no
+    // other phase between, are one pass: the passes are the Python-only copy's.
+    void frameslessFsdp2ReadsWholePassesBetweenItsHooks()
+    {
+        const Loaded l = loadRun("fsdp2_adamw");
+        const Classified none = classifyCopy(l, "none"), python = classifyCopy(l, "python");
+        QCOMPARE(none.c.facts.forwardPasses, python.c.facts.forwardPasses);
+        QCOMPARE(none.c.facts.backwardPasses, python.c.facts.backwardPasses);
+        QCOMPARE(none.c.facts.passes.size(), python.c.facts.passes.size());
+        int64_t unknown = 0;
+        for (size_t i = 0; i < none.c.size(); ++i)
+            unknown += none.c.pool[i] == Pool::Unknown ? none.dev().allocations[i].size : 0;
+        QVERIFY2(unknown < (int64_t(1) << 20), qPrintable(QString::number(unknown)));
+    }
+
     // DDP's first buckets predate recording: one block of every parameter's bytes, let go of right
     // after the rebuilt ones were made (their sum exactly). It was unknown (446 MiB, no frame, no
     // rule) through the first step in every copy; the gradients were views of it.
