@@ -216,7 +216,9 @@ void bucketsReplacedByARebuild(const DeviceTrace& dev, Classification& c)
             continue;
         int64_t sum = 0;
         size_t made = 0;
-        for (EventIndex k = e - 1; k >= 0 && sum < bytesOf(*old); --k) {
+        // DDP makes a bucket per 25 MiB of gradients: a few thousand cover any model.
+        constexpr size_t kMostBuckets = 4096;
+        for (EventIndex k = e - 1; k >= 0 && sum < bytesOf(*old) && made <= kMostBuckets; --k) {
             const AllocId id = dev.eventAlloc[size_t(k)];
             if (id.valid() && id.value == oi)
                 continue; // the free's own request/completion pair
