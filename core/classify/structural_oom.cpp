@@ -251,6 +251,39 @@ void heldAtOomInForward(const DeviceTrace& dev, Classification& c)
     }
 }
 
+void heldAtOomWithoutAPass(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    if (dev.ooms.empty() || !c.history || !f.passes.empty() || f.backward == Known::Yes || f.optimizerSteps > 0)
+        return;
+    const EventIndex oom = dev.ooms.front().index;
+    if (oom == kNoEvent || oom <= 0)
+        return;
+    std::vector<uint32_t> held;
+    size_t made = 0, letGo = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || a.allocEvent >= oom)
+            continue;
+        ++made;
+        const EventIndex r = freeEventOf(a);
+        if (r != kNoEvent && r < oom)
+            ++letGo;
+        else if (c.pool[i] == Pool::Unknown)
+            held.push_back(uint32_t(i));
+    }
+    if (held.empty() || made < 4 || letGo * 3 < made)
+        return;
+    const uint16_t rule = addRule(c, "held-at-oom-without-a-pass",
+                                  "made after recording began and held when the OOM came, in a run where nothing names a pass (no "
+                                  "frames, no annotation) and no backward ran: the stretch let go of a third or more of what it made "
+                                  "as it went, as a forward lets go of its scratch (a model being loaded keeps all it makes), so what "
+                                  "it held at the OOM is most likely the forward's products; a guess the dump cannot confirm",
+                                  Pool::Activation, kEvidenceLifetime);
+    for (uint32_t i : held)
+        decide(c, i, Pool::Activation, rule, 45);
+}
+
 void heldAtOomInStep(const DeviceTrace& dev, Classification& c)
 {
     if (dev.ooms.empty() || !c.history)

@@ -53,6 +53,13 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c);
 // Without such a period (the first layer, the loss) the dump cannot say, and nothing changes.
 void heldAtOomInForward(const DeviceTrace& dev, Classification& c);
 
+// Where nothing names a pass (no frames, no annotation, no shape the stream reading knows), no
+// backward ran and no optimizer stepped, and the recording reaches an OOM: blocks made after
+// recording began and still held at the OOM, which no rule decided, are the forward's products at
+// 45 % (a guess: no knob advice), where the stretch let go of a third or more of what it made before
+// the OOM (a forward lets go of its scratch as it goes; a model being loaded keeps all it makes).
+void heldAtOomWithoutAPass(const DeviceTrace& dev, Classification& c);
+
 // Where a first step's update began, from the sizes of the blocks it held in the order it made them:
 // the state initialiser visits the parameters in order and makes k blocks of each one's bytes
 // (torch.optim's _init_group: exp_avg and exp_avg_sq, k = 2), then the update visits them in the same

@@ -66,6 +66,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     heldAtOomInBackward(dev, c);
     heldAtOomInStep(dev, c);
     heldAtOomInForward(dev, c);
+    heldAtOomWithoutAPass(dev, c);
     gradientsNeedParameterSize(dev, c);
     nestedAutogradOutputs(dev, c);
     flagAutocastSurplus(dev, c);

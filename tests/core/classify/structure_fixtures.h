@@ -44,6 +44,8 @@ public:
         push(Action::FreeRequested, addr, m_size[addr], st);
         push(Action::FreeCompleted, addr, m_size[addr], st);
     }
+    // The allocator's OOM entry (addr holds the device's free bytes, as PyTorch records them).
+    void oom(int64_t bytes, int64_t deviceFree = 0) { push(Action::Oom, uint64_t(deviceFree), bytes, {}); }
     size_t eventCount() const { return m_dev.events.count(); }
     void annotate(const std::string& name, bool start) { m_trace->annotations.push_back(Annotation{name, start, 0, m_time += 3}); }
     Fixture finish()

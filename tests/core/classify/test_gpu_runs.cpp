@@ -264,6 +264,29 @@ private slots:
         QVERIFY2(unknown < (int64_t(1) << 20), qPrintable(QString::number(unknown)));
     }
 
+    // A frameless inference job that ran out in its first forward: nothing names a pass, and the
+    // forward's 2.73 GiB held at the OOM was unknown (66 % of allocated; "the wall is unclassified
+    // memory"). Its stretch lets go of its scratch as it goes: a forward's products, guessed below 50 %.
+    void frameslessInferenceOomHeldIsAGuessedForward()
+    {
+        const Loaded l = loadRun("vit_inference_oom");
+        const Classified k = classifyCopy(l, "none");
+        QVERIFY(k.c.facts.passes.empty());
+        int64_t unknown = 0, guessed = 0;
+        for (size_t i = 0; i < k.c.size(); ++i) {
+            const Allocation& a = k.dev().allocations[i];
+            if (!a.aliveAtEnd() || a.preexisting())
+                continue;
+            unknown += k.c.pool[i] == Pool::Unknown ? a.size : 0;
+            if (k.c.pool[i] == Pool::Activation) {
+                QVERIFY(k.c.confidence[i] < 50);
+                guessed += a.size;
+            }
+        }
+        QVERIFY2(unknown < (int64_t(1) << 20), qPrintable(QString::number(unknown)));
+        QVERIFY2(guessed > (int64_t(2) << 30), qPrintable(QString::number(guessed)));
+    }
+
     // DDP's first buckets predate recording: one block of every parameter's bytes, let go of right
     // after the rebuilt ones were made (their sum exactly). It was unknown (446 MiB, no frame, no
     // rule) through the first step in every copy; the gradients were views of it.
