@@ -120,6 +120,12 @@ std::optional<std::string> libraryRelativePath(std::string_view filename)
         if ((seg == "lib" || seg == "lib64") && i > 0 && isPythonDir(parts[i - 1]))
             return "/lib/python3/" + join(parts, i + 1);
     }
+    // A conda environment on Windows keeps its standard library in <env>\Lib\ (capital L, as Windows
+    // installs write it), beside Lib\site-packages, with no Python directory above it.
+    if (parts.size() > 2 && parts[0].size() == 2 && parts[0][1] == ':')
+        for (size_t i = 1; i + 1 < parts.size(); ++i)
+            if (parts[i] == "Lib")
+                return "/lib/python3/" + join(parts, i + 1);
     if (isNativeSource(path)) {
         // PyTorch's sources wherever it was built, CPython's wherever conda built it.
         for (size_t i = 0; i < parts.size(); ++i) {

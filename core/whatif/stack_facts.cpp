@@ -1,5 +1,6 @@
 #include "core/whatif/stack_facts.h"
 #include "core/model/torch_paths.h"
+#include "core/redact/code_names.h"
 
 #include <algorithm>
 #include <array>
@@ -102,24 +103,15 @@ bool isPythonSource(std::string_view file)
     return file.ends_with(".py") || file.ends_with(".pyx") || (!file.empty() && file.front() == '<');
 }
 
-// Python's standard library where it is installed: <prefix>/lib/python3.X/ on POSIX; on Windows
-// <...>/Python310/Lib/ (python.org) or an environment's own Lib/ beside its site-packages (conda),
-// recognised by the drive letter and the capital L Windows installs use.
+// Python's standard library wherever it is installed (<prefix>/lib/python3.X/, Windows'
+// PythonXY\Lib\ or a conda environment's Lib\): as redact's library paths read it, so that a renamed
+// copy, whose standard-library paths are cut to /lib/python3/, reads alike.
 bool isStandardLibrary(std::string_view file)
 {
     if (contains(file, "/lib/python3"))
         return true;
-    const bool windows = file.size() > 2 && file[1] == ':' && file[2] == '/';
-    if (!windows)
-        return false;
-    const std::string l = lower(file);
-    for (size_t at = l.find("/lib/"); at != std::string::npos; at = l.find("/lib/", at + 1)) {
-        const size_t dir = l.rfind('/', at - 1);
-        const std::string_view parent = std::string_view(l).substr(dir + 1, at - dir - 1);
-        if (parent.starts_with("python3") || file.substr(at, 5) == "/Lib/")
-            return true;
-    }
-    return false;
+    const auto relative = libraryRelativePath(file);
+    return relative && relative->starts_with("/lib/python3/");
 }
 
 bool isLibraryFile(std::string_view file)
@@ -173,13 +165,13 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
             if (!isPythonSource(file))
                 continue;
             f.flags |= StackOpFacts::Python;
-            if (!f.userFrame && !file.empty() && !isLibraryFile(file))
+            const bool library = isLibraryFile(file);
+            if (!f.userFrame && !file.empty() && !library)
                 f.userFrame = fid;
             // A public library's names only (torch.nn.functional's scaled_dot_product_attention and
             // softmax, flash_attn, xformers, transformers' attention modules): what the user called
             // their own code decides nothing (a renamed dump must get the same answer). The user's
             // attention is found by its structure (law_attention.cpp).
-            const bool library = isLibraryFile(file);
             if (library && namesAttention(name))
                 f.flags |= StackOpFacts::AttentionCode;
             const std::string l = lower(name);
@@ -190,7 +182,7 @@ StackOpFacts factsOf(const FrameTable& frames, StackId id)
             // Installed optimizers only (torch/optim, bitsandbytes/optim, apex/optimizers): a user's
             // file called optimizer.py is a name, and the run facts' optimizer-step passes
             // (annotations, the step's structure) say where the user's own step runs.
-            if (isLibraryFile(file) && (contains(file, "/optim/") || contains(file, "/optimizers/") ||
+            if (library && (contains(file, "/optim/") || contains(file, "/optimizers/") ||
                                                contains(file, "/optimizer/")))
                 f.flags |= StackOpFacts::Optimizer;
             if (library && (contains(l, "dequant") || contains(file, "bitsandbytes")))

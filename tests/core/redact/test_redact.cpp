@@ -116,6 +116,9 @@ void TestRedact::libraryPaths()
     QCOMPARE(libraryRelativePath("/opt/miniconda3/envs/pt/lib/python3.10/runpy.py").value_or("-"), std::string("/lib/python3/runpy.py"));
     QCOMPARE(libraryRelativePath("C:\\Users\\z\\AppData\\Roaming\\uv\\python\\cpython-3.10.19-windows-x86_64-none\\lib\\copy.py").value_or("-"),
              std::string("/lib/python3/copy.py"));
+    // A conda environment's standard library on Windows: <env>\Lib\, no Python directory above it.
+    QCOMPARE(libraryRelativePath("C:\\Users\\z\\miniconda3\\envs\\dm\\Lib\\copy.py").value_or("-"), std::string("/lib/python3/copy.py"));
+    QVERIFY(!libraryRelativePath("C:\\dev\\proj\\lib\\blocks.py")); // a folder of the user's called lib
     QCOMPARE(libraryRelativePath("/croot/python-split_1728047642222/work/build-static/Python/bytecodes.c").value_or("-"),
              std::string("Python/bytecodes.c"));
     QCOMPARE(libraryRelativePath("/home/ci/pytorch/torch/csrc/autograd/engine.cpp").value_or("-"),
