@@ -196,15 +196,8 @@ void gradientBucketsTilingParameters(const DeviceTrace& dev, Classification& c)
 // and have no frame to say so.
 void bucketsReplacedByARebuild(const DeviceTrace& dev, Classification& c)
 {
-    const auto requested = requestedBytesByAddress(dev);
-    // The final segments' requested sizes describe the blocks alive at the end: a block let go of
-    // during the recording may have left its address to another.
-    auto bytesOf = [&](const Allocation& a) {
-        if (!a.preexisting() || !a.aliveAtEnd())
-            return a.size;
-        const auto r = requested.find(a.address);
-        return r != requested.end() ? r->second : a.size;
-    };
+    // The block let go of carries the size its free recorded; the final segments' requested sizes
+    // describe the blocks alive at the end (a freed block may have left its address to another).
     uint16_t rule = 0;
     const EventIndex n = EventIndex(dev.eventCount());
     for (EventIndex e = 1; e < n; ++e) {
@@ -218,7 +211,7 @@ void bucketsReplacedByARebuild(const DeviceTrace& dev, Classification& c)
         size_t made = 0;
         // DDP makes a bucket per 25 MiB of gradients: a few thousand cover any model.
         constexpr size_t kMostBuckets = 4096;
-        for (EventIndex k = e - 1; k >= 0 && sum < bytesOf(*old) && made <= kMostBuckets; --k) {
+        for (EventIndex k = e - 1; k >= 0 && sum < old->size && made <= kMostBuckets; --k) {
             const AllocId id = dev.eventAlloc[size_t(k)];
             if (id.valid() && id.value == oi)
                 continue; // the free's own request/completion pair
@@ -228,7 +221,7 @@ void bucketsReplacedByARebuild(const DeviceTrace& dev, Classification& c)
             sum += b->size;
             ++made;
         }
-        if (made < 2 || sum != bytesOf(*old))
+        if (made < 2 || sum != old->size)
             continue;
         if (!rule)
             rule = addRule(c, "gradient-buckets-replaced-by-rebuild",
