@@ -103,6 +103,11 @@ int renderWindow(std::shared_ptr<const Document> doc, const QString& path, size_
     w.flushPanels();
     QCoreApplication::processEvents();
     w.flushPanels();
+    // The panels' last texts ask for their height (a posted layout request), and the answer resizes
+    // what lies below them: settle both rounds, or the picture shows a verdict squeezed to two lines
+    // that the open window shows whole a moment later.
+    for (int round = 0; round < 3; ++round)
+        QCoreApplication::processEvents();
     QSaveFile file(outPath); // renamed into place on commit: never a half-written screenshot
     if (!file.open(QIODevice::WriteOnly) || !w.grab().save(&file, "PNG") || !file.commit())
         throw WriteError("could not write " + outPath.toStdString() + ": " + file.errorString().toStdString());

@@ -77,9 +77,10 @@ void BreakdownModel::setBreakdown(const Breakdown& b, const std::vector<Pool>& l
     if (b.reservedKnown) {
         rows.push_back(Row{tr("reserved"), b.reserved, {}, -1, tr("bytes the caching allocator holds from the driver (segments)")});
     } else {
-        rows.push_back(Row{tr("reserved"), kNoBytes, tr("unknown"), -1, tr("this source records no reserved bytes (no segments, no totals)")});
+        rows.push_back(Row{tr("reserved"), kNoBytes, tr("unknown"), -1, tr("this source records no reserved bytes (no segments, no totals), or its history and its segments disagree (see the load warnings)")});
     }
-    if (layout && layout->freeBytes > 0) {
+    // Free blocks of segments that contradict the history are no measurement either.
+    if (b.reservedKnown && layout && layout->freeBytes > 0) {
         // Shares of something other than the column's base say what they are of.
         rows.push_back(Row{tr("largest free block"), layout->largestFree, tr("%1 of free").arg(percent(layout->largestFree, layout->freeBytes)), -1,
                            tr("the biggest request the cached free bytes could serve without a new segment")});

@@ -30,6 +30,8 @@ public:
     // The largest height up to `limit` (column pixels from its top) that ends below a whole line of
     // text: where the viewport ends when the text scrolls.
     int wholeLinesWithin(int limit) const;
+    // The share of its parent's height it may take before it scrolls.
+    double maxShare() const { return m_maxShare; }
 
 protected:
     void resizeEvent(QResizeEvent* event) override;

@@ -6,8 +6,18 @@ namespace poolscope {
 
 bool DeviceTrace::reservedKnown() const
 {
+    if (segmentsContradicted != kNoEvent)
+        return false;
     return !segments.empty() || initialReserved != 0 ||
            std::any_of(reserved.begin(), reserved.end(), [](int64_t v) { return v != 0; });
+}
+
+std::string DeviceTrace::reservedUnknownWhy() const
+{
+    if (segmentsContradicted != kNoEvent)
+        return "the trace allocates more than its segments reserve (event " + std::to_string(segmentsContradicted) +
+               "): its history and its segments disagree, so reserved, cached free and fragmentation are no measurement";
+    return reservedKnown() ? "" : "this source records no reserved bytes: no segments, no totals";
 }
 
 std::string DeviceTrace::label() const

@@ -120,6 +120,10 @@ struct DeviceTrace {
     EventIndex peakIndex = kNoEvent; // kNoEvent: the peak is the initial state (empty trace)
     int64_t endReserved = 0;
     int64_t orphanFreeBytes = 0; // frees of addresses never allocated in the trace
+    // Where the bytes the trace allocated itself outgrow every byte its segments reserve (by the most):
+    // no allocator can do that, so the history and the segments disagree (a generated or edited
+    // file). kNoEvent: they agree. Reserved bytes are then no measurement (reservedKnown() is false).
+    EventIndex segmentsContradicted = kNoEvent;
     std::vector<OomEvent> ooms;
     bool hasTime = false;
     // Kineto traces report the allocator totals themselves; kept to cross-check our running sums.
@@ -131,8 +135,11 @@ struct DeviceTrace {
     int64_t reservedAt(EventIndex i) const { return i < 0 ? initialReserved : reserved[size_t(i)]; }
     std::string label() const; // "cuda:0", "cpu"
     // Whether the source records reserved bytes at all (segments, or totals): Kineto traces without
-    // totals do not, and their reserved series is zero, not a measurement.
+    // totals do not, and their reserved series is zero, not a measurement; nor is it where the history
+    // contradicts the segments (segmentsContradicted).
     bool reservedKnown() const;
+    // Why reserved bytes are unknown, in words for a report line ("" where they are known).
+    std::string reservedUnknownWhy() const;
 };
 
 enum class SourceFormat : uint8_t { SnapshotPickle, SnapshotJson, SnapshotHtml, KinetoTrace, MemoryTimelineRaw };

@@ -2,6 +2,7 @@
 
 #include "core/util/huge_pages.h"
 #include "core/util/load_error.h"
+#include "core/util/units.h"
 
 #include <algorithm>
 #include <numeric>
@@ -283,6 +284,27 @@ void finalizeDevice(DeviceTrace& dev, EventPairing&& pairing, std::vector<std::s
         for (auto& v : dev.reserved)
             v -= dev.initialReserved;
         dev.initialReserved = 0;
+    }
+
+    // What the trace allocated itself (its running net, without the blocks from before recording,
+    // whose rounding the corpus convention folds into the initial state) must fit in what the segments
+    // reserve at every event. Bytes are requested sizes, at most the blocks': no slack is needed,
+    // but 1 MiB keeps a rounding quirk of an old writer from reading as a contradiction.
+    if (!dev.segments.empty()) {
+        int64_t worst = int64_t(1) << 20;
+        for (size_t i = 0; i < n; ++i)
+            if (const int64_t over = (dev.allocated[i] - dev.initialAllocated) - dev.reserved[i]; over > worst) {
+                worst = over;
+                dev.segmentsContradicted = EventIndex(i);
+            }
+        if (dev.segmentsContradicted != kNoEvent) {
+            const size_t at = size_t(dev.segmentsContradicted);
+            warnings.push_back(dev.label() + ": at entry " + std::to_string(at) + " the trace has allocated " +
+                               formatBytes(dev.allocated[at] - dev.initialAllocated) + " itself, but its segments reserve " +
+                               formatBytes(dev.reserved[at]) +
+                               ": no allocator does that, so the history and the segments disagree (a generated or edited file?); "
+                               "reserved bytes, cached free and fragmentation are not shown");
+        }
     }
 
     // Pre-existing allocations first (allocEvent == -1), then in allocation order; remap ids.

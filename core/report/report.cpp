@@ -63,7 +63,9 @@ void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::opti
                        MomentReport& m)
 {
     const DeviceTrace& dev = doc.device();
-    if (!dev.segments.empty() || dev.eventCount() > 0) {
+    // Where the history contradicts the segments, a replay of one against the other measures nothing.
+    const bool consistent = dev.segmentsContradicted == kNoEvent;
+    if (consistent && (!dev.segments.empty() || dev.eventCount() > 0)) {
         // Exact: the trace replayed up to the moment (milliseconds up to a few hundred thousand events).
         // Past that, or where expandable segments existed before recording (the replay cannot seed
         // their pages), the window's layout: block sizes of tensors freed before the dump's end are
@@ -80,7 +82,7 @@ void addAllocatorFacts(const DeviceDocument& doc, EventIndex at, const std::opti
     }
     if (!m.oom)
         return;
-    if (advise && doc.classified())
+    if (advise && consistent && doc.classified())
         if (const auto model = doc.traceModel())
             applyAllocatorAdvice(m, adviseAllocatorAtOom(doc.trace(), dev, *model, at));
     m.outside = outsideMemory(deviceTotalFor(doc.trace(), dev.device, deviceTotal), m.reserved, m.oom->deviceFree);
@@ -116,6 +118,7 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
     m.allocated = dev.allocatedAt(at);
     m.reserved = dev.reservedAt(at);
     m.reservedKnown = dev.reservedKnown();
+    m.reservedUnknownWhy = dev.reservedUnknownWhy();
     m.cachedFree = m.reservedKnown ? m.reserved - m.allocated : 0;
     for (const OomEvent& o : dev.ooms)
         if (o.index == at)

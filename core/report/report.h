@@ -45,6 +45,7 @@ struct MomentReport {
     int64_t allocated = 0;
     int64_t reserved = 0;
     bool reservedKnown = true;
+    std::string reservedUnknownWhy; // where !reservedKnown: why, in words
     int64_t cachedFree = 0;
     bool classified = false;
     PoolBytes pools{};         // when classified

@@ -24,6 +24,8 @@ json momentJson(const MomentReport& m)
     j["allocated"] = m.allocated;
     j["reserved"] = m.reserved;
     j["reserved_known"] = m.reservedKnown;
+    if (!m.reservedKnown)
+        j["reserved_unknown_why"] = m.reservedUnknownWhy;
     j["cached_free"] = m.cachedFree;
     if (m.classified) {
         json pools = json::object(), sure = json::object();

@@ -26,7 +26,7 @@ void momentText(std::string& out, const MomentReport& m)
         line("reserved", formatBytes(m.reserved));
         line(std::string(poolDisplayName(Pool::CachedFree)), formatBytes(m.cachedFree) + " " + std::string(kCachedFreeExplained));
     } else {
-        line("reserved", "unknown (this source records no reserved bytes: no segments, no totals)");
+        line("reserved", "unknown (" + m.reservedUnknownWhy + ")");
     }
     if (m.outside)
         out += outsideText(*m.outside, "  ");

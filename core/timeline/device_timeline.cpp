@@ -46,10 +46,10 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     m_layers = {Pool::Unknown, Pool::CachedFree};
     std::vector<int64_t> cached(n);
     for (size_t i = 0; i < n; ++i)
-        cached[i] = std::max<int64_t>(0, d.reserved[i] - d.allocated[i]);
+        cached[i] = m_reservedKnown ? std::max<int64_t>(0, d.reserved[i] - d.allocated[i]) : 0;
     layers.push_back(d.allocated);
     layers.push_back(std::move(cached));
-    layerInitial = {d.initialAllocated, std::max<int64_t>(0, d.initialReserved - d.initialAllocated)};
+    layerInitial = {d.initialAllocated, m_reservedKnown ? std::max<int64_t>(0, d.initialReserved - d.initialAllocated) : 0};
     m_lod = StackLod(std::move(layers), std::move(layerInitial));
 }
 

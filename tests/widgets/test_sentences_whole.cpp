@@ -16,6 +16,7 @@
 #include "widgets/review_image.h"
 #include "widgets/stack_panel.h"
 #include "widgets/tensor_model.h"
+#include "widgets/text_scroll.h"
 #include "widgets/timeline_plot.h"
 #include "widgets/whatif_panel.h"
 #include "widgets/whatif_range.h"
@@ -114,6 +115,13 @@ QString labelProblem(QLabel* label, const QString& what)
                             .arg(what, t.text)
                             .arg(int(edge - t.box.top()))
                             .arg(int(t.box.height()));
+            }
+            // A column scrolls only once it has the share of its panel it may take: a verdict squeezed
+            // to two lines above an empty table is cut for a reader, whatever the scroll bar reaches.
+            if (const auto* scroll = qobject_cast<const TextScroll*>(area); scroll && scroll->verticalScrollBar()->maximum() > 0 && area->parentWidget()) {
+                const int share = int(scroll->maxShare() * area->parentWidget()->height());
+                if (area->height() + 2 * area->fontMetrics().lineSpacing() < share)
+                    return QStringLiteral("%1: scrolls in %2 px of the %3 px it may take: '%4'").arg(what).arg(area->height()).arg(share).arg(plainOf(label));
             }
             const int bottom = label->mapTo(area->viewport(), QPoint(0, label->height())).y();
             const QScrollBar* bar = area->verticalScrollBar();

@@ -111,6 +111,37 @@ private slots:
         QVERIFY(warnings.empty());
     }
 
+    // A history whose own live bytes outgrow every segment (the generated snapshot of a viewer's test
+    // suite: random addresses, 250 MiB of segments, 2 GiB alive) cannot come from an allocator.
+    void historyOutgrowingTheSegmentsIsNoReservedMeasurement()
+    {
+        Builder b;
+        b.ev(Action::Alloc, 0x100000, 30 * MiB).ev(Action::Alloc, 0x9000000, 40 * MiB).ev(Action::FreeCompleted, 0x9000000, 40 * MiB);
+        b.segment(0x0, 50 * MiB, {active(0x100000, 30 * MiB)});
+        const auto warnings = b.finish();
+        QCOMPARE(b.dev.segmentsContradicted, EventIndex(1));
+        QVERIFY(!b.dev.reservedKnown());
+        QVERIFY(b.dev.reservedUnknownWhy().find("event 1") != std::string::npos);
+        QCOMPARE(warnings.size(), size_t(1));
+        QVERIFY2(warnings[0].find("70.00 MiB") != std::string::npos && warnings[0].find("50.00 MiB") != std::string::npos, warnings[0].c_str());
+    }
+
+    // The same history where the segments hold it: no contradiction, and blocks from before recording
+    // (whose rounding the initial state carries) never count against it.
+    void historyInsideTheSegmentsIsConsistent()
+    {
+        Builder b;
+        b.ev(Action::SegmentAlloc, 0x8000000, 64 * MiB)
+            .ev(Action::Alloc, 0x100000, 30 * MiB)
+            .ev(Action::Alloc, 0x8000000, 40 * MiB)
+            .ev(Action::FreeCompleted, 0x8000000, 40 * MiB);
+        b.segment(0x0, 50 * MiB, {active(0x100000, 30 * MiB), active(0x2000000, 19 * MiB)});
+        b.segment(0x8000000, 64 * MiB, {});
+        QVERIFY(b.finish().empty());
+        QCOMPARE(b.dev.segmentsContradicted, kNoEvent);
+        QVERIFY(b.dev.reservedKnown());
+    }
+
     void oomEventsAreCollected()
     {
         Builder b;
