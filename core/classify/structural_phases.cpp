@@ -483,6 +483,31 @@ size_t forwardsBetweenTrainingPasses(PhaseTimeline& tl, RepeatedForwardsOnce& re
     return placed;
 }
 
+// A forward runs until its backward begins: the loss, and the head's outputs made after the last
+// repeated layer, are the forward's too. Between a forward and the backward that follows it nothing
+// else of a step runs (an optimizer step never sits between a forward and its backward), so events
+// no reading placed there are the forward's tail, whatever named the two passes.
+size_t forwardTailsBeforeBackwards(PhaseTimeline& tl)
+{
+    size_t placed = 0;
+    const size_t n = tl.phase.size();
+    for (size_t i = 1; i < n; ++i) {
+        if (tl.phase[i] != Phase::Backward || tl.phase[i - 1] != Phase::Unknown)
+            continue;
+        size_t j = i;
+        while (j > 0 && tl.phase[j - 1] == Phase::Unknown && tl.source[j - 1] == PhaseSource::None)
+            --j;
+        if (j == 0 || tl.phase[j - 1] != Phase::Forward)
+            continue;
+        for (size_t e = j; e < i; ++e) {
+            tl.phase[e] = Phase::Forward;
+            tl.source[e] = PhaseSource::Structure;
+            ++placed;
+        }
+    }
+    return placed;
+}
+
 size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walks, RepeatedForwardsOnce& repetition)
 {
     const std::vector<Phase> phaseBefore = tl.phase;
@@ -493,7 +518,8 @@ size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnc
     // alive at once, several backwards per step): the walks decide (structural_engine_walks.h).
     const size_t walked = phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed, walks);
     const size_t between = forwardsBetweenTrainingPasses(tl, repetition);
-    return walked + between + classify_detail::forwardsRepeatingAForward(dev, tl);
+    const size_t repeating = classify_detail::forwardsRepeatingAForward(dev, tl);
+    return walked + between + repeating + forwardTailsBeforeBackwards(tl);
 }
 
 } // namespace

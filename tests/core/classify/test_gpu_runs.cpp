@@ -264,6 +264,33 @@ private slots:
         QVERIFY2(unknown < (int64_t(1) << 20), qPrintable(QString::number(unknown)));
     }
 
+    // The leak run without frames: the forward read from its repeated layers ended at the last layer,
+    // and the head's 125 MiB logits (kept to the end by the leak) and the loss before the backward were
+    // in no pass, so the logits stayed unknown all run. Nothing but the forward's tail runs between a
+    // forward and its backward: every event there is the forward's, as the frames say.
+    void frameslessForwardRunsUntilItsBackward()
+    {
+        const Loaded l = loadRun("graph_leak");
+        const Classified all = classifyCopy(l, "all"), none = classifyCopy(l, "none");
+        const PhaseTimeline& named = all.c.phases;
+        const PhaseTimeline& read = none.c.phases;
+        size_t tails = 0;
+        for (size_t e = 1; e < read.phase.size(); ++e) {
+            if (read.phase[e] != Phase::Backward || read.phase[e - 1] == Phase::Backward)
+                continue;
+            size_t f = e;
+            while (f > 0 && named.phase[f - 1] == Phase::Forward)
+                --f;
+            for (size_t k = f; k < e && named.phase[e - 1] == Phase::Forward; ++k, ++tails)
+                QVERIFY2(read.phase[k] == Phase::Forward, qPrintable(QStringLiteral("event %1").arg(k)));
+        }
+        QVERIFY(tails > 100);
+        int64_t unknown = 0;
+        for (size_t i = 0; i < none.c.size(); ++i)
+            unknown += none.c.pool[i] == Pool::Unknown ? none.dev().allocations[i].size : 0;
+        QVERIFY2(unknown < (int64_t(1) << 20), qPrintable(QString::number(unknown)));
+    }
+
     // A frameless inference job that ran out in its first forward: nothing names a pass, and the
     // forward's 2.73 GiB held at the OOM was unknown (66 % of allocated; "the wall is unclassified
     // memory"). Its stretch lets go of its scratch as it goes: a forward's products, guessed below 50 %.
