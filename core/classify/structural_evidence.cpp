@@ -404,6 +404,41 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
     }
 }
 
+void gradientsMadeAfterTheirBackward(const DeviceTrace& dev, Classification& c)
+{
+    const PhaseTimeline& tl = c.phases;
+    if (!c.history || c.parameterSizes.empty() || tl.phase.size() != dev.eventCount())
+        return;
+    const auto n = EventIndex(tl.phase.size());
+    auto unread = [&](EventIndex e) { return tl.phase[size_t(e)] == Phase::Unknown && tl.source[size_t(e)] == PhaseSource::None; };
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Unknown || a.preexisting() || !unread(a.allocEvent) || !c.parameterSizes.count(mirrorKey(a.size)))
+            continue;
+        EventIndex before = a.allocEvent, step = a.allocEvent;
+        while (before >= 0 && unread(before))
+            --before;
+        while (step < n && unread(step))
+            ++step;
+        if (before < 0 || step >= n || tl.phase[size_t(before)] != Phase::Backward || tl.phase[size_t(step)] != Phase::OptimizerStep)
+            continue;
+        EventIndex stepEnd = step;
+        while (stepEnd + 1 < n && tl.phase[size_t(stepEnd + 1)] == Phase::OptimizerStep)
+            ++stepEnd;
+        const EventIndex r = freeEventOf(a);
+        if (r != kNoEvent && r <= stepEnd)
+            continue; // let go of before the step ended: scratch of the clipping or the scaler
+        if (!rule)
+            rule = addRule(c, "gradient-made-after-its-backward",
+                           "made after the backward's last event read and before the optimizer step, kept across that step, "
+                           "with a parameter's size: the gradient of the layer the backward reaches last (an embedding's, "
+                           "made at once at its end), whatever code made it",
+                           Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+        decide(c, i, Pool::Gradient, rule, 55);
+    }
+}
+
 void gradientsNeedParameterSize(const DeviceTrace& dev, Classification& c)
 {
     if (c.parameterSizes.empty())

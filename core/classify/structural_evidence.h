@@ -66,6 +66,11 @@ void weightFamilyWithoutHistory(const DeviceTrace& dev, Classification& c);
 // what the recording saw (parameters are made first, in segments of their own), then by address.
 void gradientsBeforeRecording(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
+// The layer the backward reaches last (the embedding) makes its gradient at once at the backward's
+// end, after the last event the stream's shape reads as backward and before the optimizer step:
+// a block made there, kept across the step, with a parameter's size, is a gradient (55 %).
+void gradientsMadeAfterTheirBackward(const DeviceTrace& dev, Classification& c);
+
 // A gradient has a parameter's size. Where the run knows its parameters and a block that only its
 // lifetime calls a gradient (made in backward and kept) has no parameter's size, it is something
 // else made there (an input's gradient, a nested autograd call's output): its confidence drops below

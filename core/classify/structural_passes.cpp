@@ -67,6 +67,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     heldAtOomInStep(dev, c);
     heldAtOomInForward(dev, c);
     heldAtOomWithoutAPass(dev, c);
+    gradientsMadeAfterTheirBackward(dev, c);
     gradientsNeedParameterSize(dev, c);
     nestedAutogradOutputs(dev, c);
     flagAutocastSurplus(dev, c);

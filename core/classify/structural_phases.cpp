@@ -292,7 +292,14 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         if (fStart == kNoEvent)
             continue;
         if (s.open) {
-            place(tl, fStart, EventIndex(n) - 1, Phase::Forward, placed);
+            // The forward still in flight starts after the last optimizer step or zero_grad inside its
+            // rise (named, or read): no step runs inside a forward, and what comes before that step
+            // is the last backward's end (its embedding's gradient, the clipping), not this forward.
+            EventIndex from = fStart;
+            for (EventIndex e = fStart; e < EventIndex(n); ++e)
+                if (tl.phase[size_t(e)] == Phase::OptimizerStep || tl.phase[size_t(e)] == Phase::ZeroGrad)
+                    from = e + 1;
+            place(tl, from, EventIndex(n) - 1, Phase::Forward, placed);
             continue;
         }
         // The next forward's start bounds this one's release: the fall's low can come before the
