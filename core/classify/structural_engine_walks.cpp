@@ -388,6 +388,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     // a gradient's size (state at the first step, out-of-place updates, foreach temporaries), keeping
     // some or making about one per gradient. A GAN steps twice per iteration, after different
     // backwards.
+    std::vector<std::pair<EventIndex, EventIndex>> beforeStep; // between a backward's end and its step
     for (size_t k = 0; k < walks.size(); ++k) {
         const std::unordered_set<int64_t>& grads = gradientsUpTo[k];
         if (grads.empty())
@@ -412,14 +413,27 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
                 first = e;
             last = std::max(last, keeps ? e : r);
         }
-        if (first != kNoEvent && (kept > 0 || made * 2 >= grads.size()))
+        if (first != kNoEvent && (kept > 0 || made * 2 >= grads.size())) {
             place(tl, first, last, Phase::OptimizerStep, placed);
+            if (first > backwardEnd[k] + 1)
+                beforeStep.push_back({backwardEnd[k] + 1, first - 1});
+        }
     }
     // Forwards: where the blocks each walk released were made (other backwards and the steps
     // between excepted: a 1F1B schedule runs one micro-batch's backward between two forwards; a
-    // generator's graph waits through the discriminator's backward and step).
-    for (const EngineWalk& w : walks)
-        place(tl, w.bornFirst, w.bornLast, Phase::Forward, placed);
+    // generator's graph waits through the discriminator's backward and step). Not the stretch
+    // between a backward and its step: the backward's end and the clipping run there, never a forward
+    // (it is left for what the stretch's blocks say, an embedding's gradient made last among them).
+    std::sort(beforeStep.begin(), beforeStep.end());
+    for (const EngineWalk& w : walks) {
+        EventIndex from = w.bornFirst;
+        for (const auto& [gapFirst, gapLast] : beforeStep)
+            if (gapFirst > from && gapFirst <= w.bornLast) {
+                place(tl, from, gapFirst - 1, Phase::Forward, placed);
+                from = std::max(from, gapLast + 1);
+            }
+        place(tl, from, w.bornLast, Phase::Forward, placed);
+    }
     // After the last walk the swings' reading stands (a forward the dump ends inside, a graph
     // dropped at its end): no walk speaks there.
     EventIndex after = 0;

@@ -288,18 +288,17 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     std::unordered_set<int64_t> keptGradientSizes; // of every backward so far (see optimizerAfterNamedBackward)
     for (size_t k = 0; k < sw.size(); ++k) {
         const Swing& s = sw[k];
-        const EventIndex fStart = forwardStart[k];
-        if (fStart == kNoEvent)
+        if (forwardStart[k] == kNoEvent)
             continue;
+        // A forward starts after the last optimizer step or zero_grad inside its rise (named, or read):
+        // no step runs inside a forward, and what comes before that step is the last backward's end
+        // (its embedding's gradient, the clipping), not this forward.
+        EventIndex fStart = forwardStart[k];
+        for (EventIndex e = fStart; e < (s.open ? EventIndex(n) : s.peak); ++e)
+            if (tl.phase[size_t(e)] == Phase::OptimizerStep || tl.phase[size_t(e)] == Phase::ZeroGrad)
+                fStart = e + 1;
         if (s.open) {
-            // The forward still in flight starts after the last optimizer step or zero_grad inside its
-            // rise (named, or read): no step runs inside a forward, and what comes before that step
-            // is the last backward's end (its embedding's gradient, the clipping), not this forward.
-            EventIndex from = fStart;
-            for (EventIndex e = fStart; e < EventIndex(n); ++e)
-                if (tl.phase[size_t(e)] == Phase::OptimizerStep || tl.phase[size_t(e)] == Phase::ZeroGrad)
-                    from = e + 1;
-            place(tl, from, EventIndex(n) - 1, Phase::Forward, placed);
+            place(tl, fStart, EventIndex(n) - 1, Phase::Forward, placed);
             continue;
         }
         // The next forward's start bounds this one's release: the fall's low can come before the

@@ -293,11 +293,12 @@ private slots:
 
     // The embedding's gradient (125 MiB, a parameter's size) is made at once at the backward's end, after
     // the last event the frameless stream reads as backward and before the optimizer step; it was
-    // unknown in five frameless timelines (the autocast Llama's four dumps, the HF Trainer run). (The
-    // Trainer run's second step still reads the stretch after its backward as a short forward.)
+    // unknown in five frameless timelines (the autocast Llama's four dumps, the HF Trainer run), and an
+    // activation where a forward read from the stream swallowed that stretch (the Llama OOM's forward
+    // in flight, the Trainer's second step read from the engine's walks).
     void frameslessGradientAfterTheBackwardIsAGradient()
     {
-        for (const char* run : {"llama_autocast_adamw_midbackward", "llama_autocast_adamw_oom"}) {
+        for (const char* run : {"llama_autocast_adamw_midbackward", "llama_autocast_adamw_oom", "hf_trainer_eval"}) {
             const Loaded l = loadRun(run);
             const Classified all = classifyCopy(l, "all"), none = classifyCopy(l, "none");
             size_t large = 0;
