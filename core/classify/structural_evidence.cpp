@@ -421,7 +421,10 @@ void gradientsMadeAfterTheirBackward(const DeviceTrace& dev, Classification& c)
             --before;
         while (step < n && unread(step))
             ++step;
-        if (before < 0 || step >= n || tl.phase[size_t(before)] != Phase::Backward || tl.phase[size_t(step)] != Phase::OptimizerStep)
+        // After the backward, or after a stretch read as a step that the step ahead continues (no pass
+        // runs between the two: the backward's last layers, read from the stream, look like a step).
+        const Phase last = before < 0 ? Phase::Unknown : tl.phase[size_t(before)];
+        if (step >= n || (last != Phase::Backward && last != Phase::OptimizerStep) || tl.phase[size_t(step)] != Phase::OptimizerStep)
             continue;
         EventIndex stepEnd = step;
         while (stepEnd + 1 < n && tl.phase[size_t(stepEnd + 1)] == Phase::OptimizerStep)
