@@ -15,12 +15,6 @@ namespace {
 // birth: its size, and the slack of a block alive at the end. The peak scan and the series scan
 // write the same deltas from these two.
 size_t allocationPool(const Classification& c, size_t a) { return size_t(a < c.pool.size() ? c.pool[a] : Pool::Unknown); }
-// Cached free bytes: none where the dump's reserved bytes are no measurement (no segments and no
-// totals, or a history the segments contradict), rather than a band the dump cannot vouch for.
-int64_t cacheOf(const DeviceTrace& dev, int64_t reserved, int64_t allocated)
-{
-    return dev.reservedKnown() ? std::max<int64_t>(0, reserved - allocated) : 0;
-}
 int64_t birthBytes(const Allocation& al) { return al.size + (al.aliveAtEnd() ? std::max<int64_t>(0, al.blockSize - al.size) : 0); }
 
 // When the remainder is negative (a dump whose final segments lack blocks the trace left alive),
@@ -95,7 +89,7 @@ PoolBytes poolsAtEvent(const DeviceTrace& dev, const Classification& c, EventInd
     }
     const int64_t allocated = dev.allocatedAt(i);
     absorb(allocated - allocatedBytes(b), target, [&](Pool p) -> int64_t& { return b[size_t(p)]; });
-    b[size_t(Pool::CachedFree)] = cacheOf(dev, dev.reservedAt(i), allocated);
+    b[size_t(Pool::CachedFree)] = cachedFreeBytes(dev.reservedKnown(), dev.reservedAt(i), allocated);
     return b;
 }
 
@@ -143,7 +137,7 @@ PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c, s
     PoolPeakScan r;
     r.initial = raw;
     absorb(dev.initialAllocated - allocatedBytes(raw), target, [&](Pool p) -> int64_t& { return r.initial[size_t(p)]; });
-    r.initial[size_t(Pool::CachedFree)] = cacheOf(dev, dev.initialReserved, dev.initialAllocated);
+    r.initial[size_t(Pool::CachedFree)] = cachedFreeBytes(dev.reservedKnown(), dev.initialReserved, dev.initialAllocated);
 
     // Events [begin, end) from `start` (the allocation pools' raw sums before `begin`): each event's
     // pools depend on those sums alone, so the events split in two halves that two threads scan at
@@ -179,7 +173,7 @@ PoolPeakScan computePoolPeaks(const DeviceTrace& dev, const Classification& c, s
             const int64_t allocated = dev.allocated[i];
             if (allocated != sum)
                 absorb(allocated - sum, target, [&](Pool p) -> int64_t& { return cur[size_t(p)]; });
-            cur[size_t(Pool::CachedFree)] = reservedKnown ? std::max<int64_t>(0, dev.reserved[i] - allocated) : 0;
+            cur[size_t(Pool::CachedFree)] = cachedFreeBytes(reservedKnown, dev.reserved[i], allocated);
             for (size_t p = 0; p < kPoolCount; ++p)
                 if (cur[p] > h.peak[p]) {
                     h.peak[p] = cur[p];
@@ -312,7 +306,7 @@ struct Scan {
                 absorb(rem, target, [&](Pool p) -> int64_t& { return cur[size_t(p)]; });
                 h.maxRemainder = std::max(h.maxRemainder, rem < 0 ? -rem : rem);
             }
-            cur[size_t(Pool::CachedFree)] = reservedKnown ? std::max<int64_t>(0, dev.reserved[i] - allocated) : 0;
+            cur[size_t(Pool::CachedFree)] = cachedFreeBytes(reservedKnown, dev.reserved[i], allocated);
             for (size_t k = 0; k < activeCount; ++k) {
                 const size_t p = active[k];
                 column[p][i] = cur[p];
@@ -389,7 +383,7 @@ PoolSeries computePoolSeries(const DeviceTrace& dev, const Classification& c, co
     s.m_initialRemainder = dev.initialAllocated - allocatedBytes(raw);
     s.m_initial = raw;
     absorb(s.m_initialRemainder, scan.target, [&](Pool p) -> int64_t& { return s.m_initial[size_t(p)]; });
-    s.m_initial[size_t(Pool::CachedFree)] = cacheOf(dev, dev.initialReserved, dev.initialAllocated);
+    s.m_initial[size_t(Pool::CachedFree)] = cachedFreeBytes(dev.reservedKnown(), dev.initialReserved, dev.initialAllocated);
 
     std::vector<Half> halves;
     if (twoThreads) {

@@ -3,6 +3,7 @@
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <unordered_set>
 
@@ -427,10 +428,11 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     std::sort(beforeStep.begin(), beforeStep.end());
     for (const EngineWalk& w : walks) {
         EventIndex from = w.bornFirst;
-        for (const auto& [gapFirst, gapLast] : beforeStep)
-            if (gapFirst > from && gapFirst <= w.bornLast) {
-                place(tl, from, gapFirst - 1, Phase::Forward, placed);
-                from = std::max(from, gapLast + 1);
+        for (auto g = std::upper_bound(beforeStep.begin(), beforeStep.end(), std::pair{from, std::numeric_limits<EventIndex>::max()});
+             g != beforeStep.end() && g->first <= w.bornLast; ++g)
+            if (g->first > from) {
+                place(tl, from, g->first - 1, Phase::Forward, placed);
+                from = std::max(from, g->second + 1);
             }
         place(tl, from, w.bornLast, Phase::Forward, placed);
     }

@@ -411,26 +411,43 @@ void gradientsMadeAfterTheirBackward(const DeviceTrace& dev, Classification& c)
         return;
     const auto n = EventIndex(tl.phase.size());
     auto unread = [&](EventIndex e) { return tl.phase[size_t(e)] == Phase::Unknown && tl.source[size_t(e)] == PhaseSource::None; };
+    // The unread stretches, in one pass, that follow the backward (or a stretch read as a step that the
+    // step ahead continues: no pass runs between the two, and the backward's last layers, read from the
+    // stream, can look like a step) and end where an optimizer step begins; with that step's end.
+    struct Stretch {
+        EventIndex first, last, stepEnd;
+    };
+    std::vector<Stretch> stretches;
+    for (EventIndex e = 1; e < n; ++e) {
+        if (!unread(e) || unread(e - 1))
+            continue;
+        const Phase before = tl.phase[size_t(e - 1)];
+        EventIndex last = e;
+        while (last + 1 < n && unread(last + 1))
+            ++last;
+        const EventIndex step = last + 1;
+        if ((before != Phase::Backward && before != Phase::OptimizerStep) || step >= n || tl.phase[size_t(step)] != Phase::OptimizerStep) {
+            e = last;
+            continue;
+        }
+        EventIndex stepEnd = step;
+        while (stepEnd + 1 < n && tl.phase[size_t(stepEnd + 1)] == Phase::OptimizerStep)
+            ++stepEnd;
+        stretches.push_back({e, last, stepEnd});
+        e = last;
+    }
+    if (stretches.empty())
+        return;
     uint16_t rule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         if (c.pool[i] != Pool::Unknown || a.preexisting() || !unread(a.allocEvent) || !c.parameterSizes.count(mirrorKey(a.size)))
             continue;
-        EventIndex before = a.allocEvent, step = a.allocEvent;
-        while (before >= 0 && unread(before))
-            --before;
-        while (step < n && unread(step))
-            ++step;
-        // After the backward, or after a stretch read as a step that the step ahead continues (no pass
-        // runs between the two: the backward's last layers, read from the stream, look like a step).
-        const Phase last = before < 0 ? Phase::Unknown : tl.phase[size_t(before)];
-        if (step >= n || (last != Phase::Backward && last != Phase::OptimizerStep) || tl.phase[size_t(step)] != Phase::OptimizerStep)
+        const auto it = std::upper_bound(stretches.begin(), stretches.end(), a.allocEvent, [](EventIndex e, const Stretch& s) { return e < s.first; });
+        if (it == stretches.begin() || std::prev(it)->last < a.allocEvent)
             continue;
-        EventIndex stepEnd = step;
-        while (stepEnd + 1 < n && tl.phase[size_t(stepEnd + 1)] == Phase::OptimizerStep)
-            ++stepEnd;
         const EventIndex r = freeEventOf(a);
-        if (r != kNoEvent && r <= stepEnd)
+        if (r != kNoEvent && r <= std::prev(it)->stepEnd)
             continue; // let go of before the step ended: scratch of the clipping or the scaler
         if (!rule)
             rule = addRule(c, "gradient-made-after-its-backward",

@@ -163,7 +163,7 @@ PoolBytes DeviceDocument::poolsAt(EventIndex i) const
     // Unclassified and never drawn: everything allocated is unknown.
     PoolBytes b{};
     b[size_t(Pool::Unknown)] = d.allocatedAt(i);
-    b[size_t(Pool::CachedFree)] = d.reservedKnown() ? std::max<int64_t>(0, d.reservedAt(i) - d.allocatedAt(i)) : 0;
+    b[size_t(Pool::CachedFree)] = cachedFreeBytes(d.reservedKnown(), d.reservedAt(i), d.allocatedAt(i));
     return b;
 }
 

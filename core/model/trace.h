@@ -142,6 +142,13 @@ struct DeviceTrace {
     std::string reservedUnknownWhy() const;
 };
 
+// Cached free bytes (reserved - allocated): none where reserved bytes are no measurement (no segments
+// and no totals, or a history the segments contradict), rather than a band the dump cannot vouch for.
+inline int64_t cachedFreeBytes(bool reservedKnown, int64_t reserved, int64_t allocated)
+{
+    return reservedKnown && reserved > allocated ? reserved - allocated : 0;
+}
+
 enum class SourceFormat : uint8_t { SnapshotPickle, SnapshotJson, SnapshotHtml, KinetoTrace, MemoryTimelineRaw };
 
 struct Annotation {

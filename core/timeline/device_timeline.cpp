@@ -46,10 +46,10 @@ DeviceTimeline::DeviceTimeline(std::shared_ptr<const Trace> trace, size_t device
     m_layers = {Pool::Unknown, Pool::CachedFree};
     std::vector<int64_t> cached(n);
     for (size_t i = 0; i < n; ++i)
-        cached[i] = m_reservedKnown ? std::max<int64_t>(0, d.reserved[i] - d.allocated[i]) : 0;
+        cached[i] = cachedFreeBytes(m_reservedKnown, d.reserved[i], d.allocated[i]);
     layers.push_back(d.allocated);
     layers.push_back(std::move(cached));
-    layerInitial = {d.initialAllocated, m_reservedKnown ? std::max<int64_t>(0, d.initialReserved - d.initialAllocated) : 0};
+    layerInitial = {d.initialAllocated, cachedFreeBytes(m_reservedKnown, d.initialReserved, d.initialAllocated)};
     m_lod = StackLod(std::move(layers), std::move(layerInitial));
 }
 
