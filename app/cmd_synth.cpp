@@ -85,7 +85,7 @@ CommandBody defineSynth(CLI::App& app)
                            "a comma list of kept-graph, growing-cache, hook, warmup, bank=N"))
         ->type_name("LIST");
     app.add_option("--scenario", s->scenario, "instead of the training model: a short dump in the shape a real stack leaves")
-        ->check(choiceCheck(parseStackScenario, "vllm|megatron|dp-oom|no-history|no-history-bare|kv-generate|grads-moved|workspace-python|jvp-forward|hand-optimizer|script-attention|deepspeed-zero2|fsdp|ddp-buckets|peft-lora|compiled|cudagraphs|pipeline-1f1b|dpo-reference|gan|bnb-adam8bit|bnb-paged-adam8bit|qlora|fsdp2|deepspeed-zero3|gptq-calibration|trainer-eval-accumulation|dit-ema|diffusers-ema|ema-deepcopy|torchtune-optimizer-in-backward|lightning-closure|grpo-rollout"))
+        ->check(choiceCheck(parseStackScenario, "vllm|megatron|dp-oom|no-history|no-history-bare|kv-generate|grads-moved|workspace-python|jvp-forward|hand-optimizer|script-attention|deepspeed-zero2|fsdp|ddp-buckets|peft-lora|compiled|cudagraphs|pipeline-1f1b|dpo-reference|gan|bnb-adam8bit|bnb-paged-adam8bit|qlora|fsdp2|deepspeed-zero3|gptq-calibration|trainer-eval-accumulation|dit-ema|diffusers-ema|ema-deepcopy|torchtune-optimizer-in-backward|lightning-closure|grpo-rollout|diffusers-offload"))
         ->excludes(laws);
     app.add_option("--scale", s->scale, "the --scenario dump's size factor")->capture_default_str()->check(nonNegative);
     return [s] {

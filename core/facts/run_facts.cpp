@@ -38,6 +38,7 @@ bool graphsOutliveTheirCalls(const DeviceTrace& dev, const RunFacts& f)
     if (forwards.size() < kMinKeptCalls + 1)
         return false;
     size_t made = 0, kept = 0;
+    std::unordered_map<int, std::pair<size_t, size_t>> byCall; // pass -> made, kept
     for (const Allocation& a : dev.allocations) {
         if (a.preexisting())
             continue;
@@ -48,10 +49,25 @@ bool graphsOutliveTheirCalls(const DeviceTrace& dev, const RunFacts& f)
         auto next = std::upper_bound(forwards.begin(), forwards.end(), a.allocEvent, [](EventIndex e, const Pass* p) { return e < p->first; });
         if (next == forwards.end())
             continue;
+        const bool outlived = a.aliveAfter((*next)->last);
         ++made;
-        kept += a.aliveAfter((*next)->last) ? 1 : 0;
+        kept += outlived ? 1 : 0;
+        auto& call = byCall[k];
+        ++call.first;
+        call.second += outlived ? 1 : 0;
     }
-    return made >= kMinMadeInCalls && keepsGraphShare(kept, made);
+    if (made < kMinMadeInCalls || !keepsGraphShare(kept, made))
+        return false;
+    // Every call whose output the program holds keeps its graph, not a few: a call that keeps what it
+    // made while the others keep nothing moved something in that stays (a model's weights brought onto
+    // the device by its first call, as accelerate's offload hooks do; a cache made lazily), which is
+    // no graph. Most of the calls must keep that share of what they made.
+    size_t calls = 0, keeping = 0;
+    for (const auto& [k, mk] : byCall) {
+        ++calls;
+        keeping += keepsGraphShare(mk.second, mk.first) ? 1 : 0;
+    }
+    return keeping >= kMinKeptCalls && keeping * 2 > calls;
 }
 
 } // namespace

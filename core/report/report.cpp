@@ -94,6 +94,12 @@ std::string defaultMomentSpec(const DeviceTrace& device) { return device.ooms.em
 
 void applyAllocatorAdvice(MomentReport& m, AllocatorAdvice advice)
 {
+    // What is alive plus the request over what PyTorch could use: the cache is no wall, whatever its
+    // size, so the verdict that named it is made again with the largest allocated pool.
+    if (m.classified && advice.nothingHelps && !m.evidence.overCapacityAlive) {
+        m.evidence.overCapacityAlive = true;
+        m.verdict = makeVerdict(m.words, m.pools, m.evidence);
+    }
     // The verdict names an allocator setting only when the replay shows it fits.
     if (m.classified && !advice.sentence.empty()) {
         m.verdict.advice += " " + advice.sentence;

@@ -165,6 +165,16 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
                    "autograd graph does while the program holds an output of the call (grad mode on): run evaluation and "
                    "inference under torch.no_grad() or torch.inference_mode(), and keep outputs .detach()ed or .cpu(); only if "
                    "this run trains: " + std::string(poolAdvice(pool));
+        // Forwards that no backward followed and no graph seen: a run that does not train, so
+        // checkpointing has nothing to give back; what is alive is the calls' outputs and the forward's
+        // working set. (One forward cut short by an OOM may be a training step's first: its activations
+        // are saved for the backward that did not come, and the training advice stands.)
+        if (ev.backward == Known::No && ev.training != Known::Yes && ev.forwardPasses >= 2 && ev.gradMode != Known::Yes)
+            return "no backward followed any of the " + std::to_string(ev.forwardPasses) +
+                   " forwards, so checkpointing gives nothing back: these are the calls' outputs and the forward's working set "
+                   "(and, where grad mode was on, the graphs of outputs the program holds: run such calls under torch.no_grad()); "
+                   "cut the batch, the resolution or the sequence length, or run the largest operation in chunks (attention "
+                   "slicing, tiled or sliced VAE decoding, chunked prefill)";
         break;
     case Pool::CachedFree:
         return allocatorAdvice(ev);
@@ -255,6 +265,8 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
     m.history = c.history;
     m.indistinctCopies = c.preexistingCopies;
     m.backward = c.facts.backward;
+    m.forwardPasses = c.facts.forwardPasses;
+    m.gradMode = c.facts.gradMode;
     m.graphsKeptAcrossCalls = c.facts.backward == Known::No && c.facts.graphsKeptAcrossCalls;
     m.parametersSharded = c.facts.parametersGathered;
     // Gradients alone are no training: a model moved while it held stale .grad has them too.
@@ -352,7 +364,7 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
         return finish();
     }
     v.dominant = order.empty() ? Pool::CachedFree : order.front();
-    if (cached > 0 && (order.empty() || cached > pools[size_t(order.front())]))
+    if (cached > 0 && (order.empty() || cached > pools[size_t(order.front())]) && !(ev && ev->overCapacityAlive && !order.empty()))
         v.dominant = Pool::CachedFree;
 
     bool first = true;

@@ -62,6 +62,12 @@ struct MomentEvidence {
     // or cannot say (Unknown: no history). Sharding advice needs Yes.
     Known training = Known::Unknown;
     Known backward = Known::Unknown; // a training backward ran (RunFacts::backward)
+    // Forward passes the history shows (RunFacts::forwardPasses), and whether the autograd engine
+    // was seen letting go of a forward's products (RunFacts::gradMode Yes: graphs built). Several
+    // forwards that no backward followed, with no graph seen, are a run that does not train; one
+    // forward that ran out of memory may be a training step's first.
+    size_t forwardPasses = 0;
+    Known gradMode = Known::Unknown;
     // No backward ran, yet each call's tensors outlived it (RunFacts::graphsKeptAcrossCalls): the
     // activations are graphs the program keeps, and no_grad / inference_mode is the knob before
     // checkpointing.
@@ -90,6 +96,10 @@ struct MomentEvidence {
     // existed, the state is what changed: the verdict says so, so that the batch is not the only knob.
     int64_t stateMadeByFirstStep = 0;
     int64_t peakBeforeState = -1;
+    // The allocator's replay at this OOM found what is alive plus the request over what PyTorch could
+    // use (AllocatorAdvice::nothingHelps): no placement would have fit it, so the cache, however
+    // large, is not the wall; the largest allocated pool is (applyAllocatorAdvice sets it).
+    bool overCapacityAlive = false;
     bool wall() const { return atOom || (capacity > 0 && reserved >= 0 && reserved * 10 >= capacity * 9); }
 
     MomentEvidence() { confidence.fill(-1); }

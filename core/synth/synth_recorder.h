@@ -321,5 +321,7 @@ SynthResult optimizerInBackward(int scale);
 SynthResult lightningClosure(int scale);
 // synth_rollout.cpp: TRL's GRPOTrainer (generate() with a KV cache, then the policy's training step).
 SynthResult grpoRollout(int scale);
+// synth_offload.cpp: a diffusers pipeline with model CPU offload (each model moved in by its call).
+SynthResult diffusersOffload(int scale);
 
 } // namespace poolscope::synth_detail

@@ -262,7 +262,7 @@ std::optional<StackScenario> parseStackScenario(std::string_view name)
                             StackScenario::BnbAdam8bit, StackScenario::BnbPagedAdam8bit, StackScenario::Qlora,
                             StackScenario::Fsdp2, StackScenario::DeepSpeedZero3,
                             StackScenario::GptqCalibration, StackScenario::EvalAccumulation, StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy, StackScenario::OptimizerInBackward,
-                            StackScenario::LightningClosure, StackScenario::GrpoRollout})
+                            StackScenario::LightningClosure, StackScenario::GrpoRollout, StackScenario::DiffusersOffload})
         if (stackScenarioName(s) == name)
             return s;
     return std::nullopt;
@@ -304,6 +304,7 @@ std::string_view stackScenarioName(StackScenario s)
     case StackScenario::OptimizerInBackward: return "torchtune-optimizer-in-backward";
     case StackScenario::LightningClosure: return "lightning-closure";
     case StackScenario::GrpoRollout: return "grpo-rollout";
+    case StackScenario::DiffusersOffload: return "diffusers-offload";
     }
     return "";
 }
@@ -346,6 +347,7 @@ SynthResult synthesizeScenario(StackScenario scenario, int scale)
     case StackScenario::OptimizerInBackward: return optimizerInBackward(scale);
     case StackScenario::LightningClosure: return lightningClosure(scale);
     case StackScenario::GrpoRollout: return grpoRollout(scale);
+    case StackScenario::DiffusersOffload: return diffusersOffload(scale);
     }
     throw std::invalid_argument("unknown scenario");
 }

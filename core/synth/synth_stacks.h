@@ -118,6 +118,10 @@ namespace poolscope {
 //   GrpoRollout:    TRL's GRPOTrainer generating with transformers' generate() (a DynamicCache grown
 //                   per token under no_grad, let go of when generate() returns), then the policy's
 //                   forward with grad on the completions, backward, AdamW; bf16, three steps.
+// Inference with the models moved in one at a time (synth_offload.cpp):
+//   DiffusersOffload: a Stable Diffusion pipeline after enable_model_cpu_offload(): accelerate's hooks
+//                   move the text encoder, then the UNet, then the VAE onto the device as each is
+//                   called, offloading the one before; the VAE's decode runs out of memory.
 // Sizes are small (a few hundred MiB in all); `scale` multiplies the layer width.
 enum class StackScenario : uint8_t {
     Vllm,
@@ -152,10 +156,11 @@ enum class StackScenario : uint8_t {
     EmaDeepcopy,
     OptimizerInBackward,
     LightningClosure,
-    GrpoRollout
+    GrpoRollout,
+    DiffusersOffload
 };
 // The last scenario: tests that run every scenario loop up to it.
-inline constexpr StackScenario kLastStackScenario = StackScenario::GrpoRollout;
+inline constexpr StackScenario kLastStackScenario = StackScenario::DiffusersOffload;
 // The issue-22 class scenarios, in order (tests run each through the ablations).
 inline constexpr StackScenario kClassScenarios[] = {StackScenario::KvGenerate,      StackScenario::GradsMoved,
                                                     StackScenario::WorkspacePython, StackScenario::JvpForward,
@@ -184,6 +189,8 @@ inline constexpr StackScenario kInBackwardScenarios[] = {StackScenario::Optimize
 inline constexpr StackScenario kClosureScenarios[] = {StackScenario::LightningClosure};
 // Generation inside a training step.
 inline constexpr StackScenario kRolloutScenarios[] = {StackScenario::GrpoRollout};
+// Models moved onto the device per call (offloading).
+inline constexpr StackScenario kOffloadScenarios[] = {StackScenario::DiffusersOffload};
 
 // The scenarios that keep a model's weights twice.
 inline constexpr StackScenario kEmaScenarios[] = {StackScenario::DitEma, StackScenario::DiffusersEma, StackScenario::EmaDeepcopy};

@@ -252,9 +252,50 @@ private slots:
         QVERIFY2(v.advice.find("only if this run trains: checkpoint them") != std::string::npos, v.advice.c_str());
         ev.training = Known::Yes;
         QVERIFY(makeVerdict("At the peak", b, ev).advice.find("no_grad") == std::string::npos);
+        // Several forwards that no backward followed, no graph seen (stop 48): no checkpointing;
+        // no_grad only where grad mode was on.
         ev.training = Known::No;
         ev.graphsKeptAcrossCalls = false;
-        QVERIFY(makeVerdict("At the peak", b, ev).advice.find("no_grad") == std::string::npos);
+        ev.forwardPasses = 7;
+        ev.gradMode = Known::No;
+        const std::string noBackward = makeVerdict("At the peak", b, ev).advice;
+        QVERIFY2(noBackward.find("no backward followed any of the 7 forwards, so checkpointing gives nothing back") != std::string::npos,
+                 noBackward.c_str());
+        QVERIFY2(noBackward.find("checkpoint them") == std::string::npos, noBackward.c_str());
+        QVERIFY2(noBackward.find("where grad mode was on") != std::string::npos, noBackward.c_str());
+        QVERIFY2(noBackward.find("cut the batch, the resolution or the sequence length") != std::string::npos, noBackward.c_str());
+        // One forward (an OOM in a training step's first), a graph torn down (grad on: a forward-only
+        // profile of a training model), or no pass at all: the training advice.
+        for (auto change : {+[](MomentEvidence& e) { e.forwardPasses = 1; }, +[](MomentEvidence& e) { e.gradMode = Known::Yes; },
+                            +[](MomentEvidence& e) { e.backward = Known::Unknown; }}) {
+            MomentEvidence other = ev;
+            change(other);
+            QVERIFY(makeVerdict("At the peak", b, other).advice.find("checkpoint them") != std::string::npos);
+        }
+    }
+
+    // At an OOM where what is alive plus the request exceeds what PyTorch could use (the allocator's
+    // replay: nothing helps), the cache is no wall however large: the largest allocated pool is.
+    void cacheIsNoWallWhenAliveAndRequestOverflow()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Activation)] = gib(2.0);
+        b[size_t(Pool::Parameter)] = gib(0.5);
+        b[size_t(Pool::CachedFree)] = gib(5.0);
+        MomentEvidence ev;
+        ev.atOom = true;
+        ev.confidence[size_t(Pool::Activation)] = 75;
+        ev.bytesByEvidence[size_t(Pool::Activation)][kEvidenceLifetime] = gib(2.0);
+        QCOMPARE(makeVerdict("At the OOM", b, ev).dominant, Pool::CachedFree);
+        ev.overCapacityAlive = true;
+        const Verdict v = makeVerdict("At the OOM", b, ev);
+        QCOMPARE(v.dominant, Pool::Activation);
+        QVERIFY2(v.advice.find("The wall is activations") != std::string::npos, v.advice.c_str());
+        QVERIFY2(v.breakdown.find("cached free (reserved - allocated) 5.00 GiB") != std::string::npos, v.breakdown.c_str());
+        // Nothing allocated at all: the cache is all there is to name.
+        PoolBytes onlyCache{};
+        onlyCache[size_t(Pool::CachedFree)] = gib(1.0);
+        QCOMPARE(makeVerdict("At the OOM", onlyCache, ev).dominant, Pool::CachedFree);
     }
 
     // Outputs gathered on the device across calls (kRoleCollectedOutputs): where they are most of

@@ -160,6 +160,12 @@ const std::map<std::string, std::string>& knownMisses()
         // engine's walks told the training steps' backwards, where every weight has an activation's
         // size: the batch has as many tokens as the model is wide.)
         {"scenario trainer-eval-accumulation none run", "21.2 %"},
+        // A diffusers pipeline with model CPU offload (stop 48), frameless: the text encoder's weights,
+        // moved in by its own first call, stay unknown (no pass the swings read holds them); the
+        // VAE's, moved in inside its call, read as that forward's kept products, and the decode's
+        // last block at the OOM stays unknown (tests/core/synth/test_synth_offload.cpp).
+        {"scenario diffusers-offload none default", "100.0 %"},
+        {"scenario diffusers-offload none run", "100.0 %"},
     };
     return misses;
 }

@@ -167,7 +167,9 @@ inline void checkPoolsAgainstTruth(const std::map<std::string, std::string>& kno
         const Wrong w = wrongAt(dev, c, f.truth, at, variant == "none" ? &original : nullptr);
         const std::string what = variant.toStdString() + " at event " + std::to_string(at) + ": " + percent(w.fraction) + " wrong; " + w.detail;
         qInfo("%s", what.c_str());
-        if (auto it = knownMisses.find(key); it != knownMisses.end()) {
+        // A known miss holds its figure at the default moment (a fix shows as XPASS there); at the
+        // peak, a moment earlier in the run, it may meet the target already.
+        if (auto it = knownMisses.find(key); it != knownMisses.end() && (at == moments[0] || w.fraction > target)) {
             if (at == moments[0])
                 QCOMPARE(percent(w.fraction), it->second);
             QEXPECT_FAIL("", what.c_str(), Continue);
