@@ -1,6 +1,7 @@
 #include "core/report/report.h"
 
 #include "core/allocator/allocator_config.h"
+#include "core/sites/site_key.h"
 #include "core/timeline/moment.h"
 #include "core/timeline/segment_layout.h"
 #include "core/util/units.h"
@@ -129,6 +130,13 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
     for (const OomEvent& o : dev.ooms)
         if (o.index == at)
             m.oom = o;
+    if (m.oom && at >= 0 && size_t(at) < dev.events.count()) {
+        m.oomSite = shortStackSite(doc.trace(), dev.events.stack[size_t(at)]);
+        // The OOM's own entry may carry no phase (no frames): the last event that has one says where.
+        if (const Classification* c = doc.classification())
+            for (EventIndex e = std::min<EventIndex>(at, EventIndex(c->phases.phase.size()) - 1); e >= 0 && m.oomPhase == Phase::Unknown; --e)
+                m.oomPhase = c->phases.phase[size_t(e)];
+    }
     std::vector<AllocId> alive = doc.alive().aliveAfter(at);
     m.classified = doc.classified();
     if (const Classification* c = doc.classification()) {
@@ -148,6 +156,25 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
     return m;
 }
 
+std::string oomRequestWhere(const MomentReport& m)
+{
+    std::string where;
+    if (!m.oomSite.empty())
+        where = " from " + m.oomSite;
+    const char* phase = nullptr;
+    switch (m.oomPhase) {
+    case Phase::Forward: phase = "forward"; break;
+    case Phase::Backward: phase = "backward"; break;
+    case Phase::OptimizerStep: phase = "optimizer step"; break;
+    case Phase::ZeroGrad: phase = "zero_grad"; break;
+    case Phase::Teardown: phase = "graph's teardown"; break;
+    case Phase::Unknown: break;
+    }
+    if (phase)
+        where += std::string(where.empty() ? "" : ",") + " in the " + phase;
+    return where.empty() ? where : " (" + where.substr(1) + ")";
+}
+
 std::string momentSentence(const MomentReport& m, int64_t capacity)
 {
     std::string text;
@@ -158,7 +185,7 @@ std::string momentSentence(const MomentReport& m, int64_t capacity)
     else
         text = m.words + ": " + formatBytes(m.allocated) + " allocated (pools unclassified).";
     if (m.oom) {
-        text += " The failed request asked for " + formatBytes(m.oom->requestedBytes);
+        text += " The failed request asked for " + formatBytes(m.oom->requestedBytes) + oomRequestWhere(m);
         text += m.oom->deviceFree >= 0 ? " with " + formatBytes(m.oom->deviceFree) + " free on the device." : std::string(".");
         if (m.oom->atProcessLimit())
             text += " The device had room for it: a limit of this process refused it (torch.cuda.set_per_process_memory_fraction, "

@@ -53,6 +53,11 @@ struct MomentReport {
     MomentEvidence evidence;   // when classified: history, evidence per pool, private pools (issue 15)
     Verdict verdict;           // when classified
     std::optional<OomEvent> oom; // the OOM at this very event, if any
+    // Where the failed request came from: its stack's user frame (shortStackSite) and the phase the
+    // run was in (the last event before it that has one). Empty where the OOM entry has no frames, or
+    // no phase is known.
+    std::string oomSite;
+    Phase oomPhase = Phase::Unknown;
     // Issue 25: the free bytes inside the segments at this moment, against the failing request at an
     // OOM; the allocator settings the replay proves (or refutes) there; the device memory outside PyTorch.
     FragmentationBreakdown fragmentation;
@@ -101,6 +106,9 @@ MomentReport momentReport(const DeviceDocument& dev, EventIndex event, const std
 // Keeps the advice in the moment and, when it has a sentence, adds it to the verdict.
 void applyAllocatorAdvice(MomentReport& moment, AllocatorAdvice advice);
 
+// " (from timm/layers/mlp.py:49 forward, in the forward)": where the moment's failed request came
+// from, as far as the dump says (empty where it says nothing).
+std::string oomRequestWhere(const MomentReport& m);
 // The verdict with what the moment itself adds: at an OOM, what the failed request asked for and
 // what was free; elsewhere, the headroom to `capacity` (< 0: unknown). The window and the review
 // image show this sentence.

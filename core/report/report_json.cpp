@@ -27,6 +27,9 @@ json momentJson(const MomentReport& m)
     if (!m.reservedKnown)
         j["reserved_unknown_why"] = m.reservedUnknownWhy;
     j["cached_free"] = m.cachedFree;
+    if (m.oom) // where the failed request came from (null where the dump cannot say)
+        j["oom_request"] = {{"site", m.oomSite.empty() ? json(nullptr) : json(m.oomSite)},
+                            {"phase", m.oomPhase == Phase::Unknown ? json(nullptr) : json(std::string(phaseName(m.oomPhase)))}};
     if (m.classified) {
         json pools = json::object(), sure = json::object();
         for (size_t p = 0; p < kPoolCount; ++p) {

@@ -89,6 +89,7 @@ std::string reportText(const Report& report)
         for (const OomEvent& o : d.ooms)
             line("OOM", "event " + std::to_string(o.index) + ": tried to allocate " + formatBytes(o.requestedBytes) +
                             (o.deviceFree >= 0 ? ", " + formatBytes(o.deviceFree) + " free on the device" : "") +
+                            (d.moment.oom && d.moment.oom->index == o.index ? oomRequestWhere(d.moment) : std::string()) +
                             (o.atProcessLimit() ? ". The device had room for it: a limit of this process refused it "
                                                   "(torch.cuda.set_per_process_memory_fraction, or the share of the GPU a "
                                                   "framework keeps for itself)"

@@ -1,5 +1,7 @@
 #include "core/sites/site_key.h"
 
+#include "core/model/torch_paths.h"
+
 namespace poolscope {
 namespace {
 constexpr uint64_t kOp = 1ull << 62, kFrame = 2ull << 62, kSize = 3ull << 62, kValue = (1ull << 62) - 1;
@@ -46,6 +48,29 @@ std::string allocationSiteText(const Trace& trace, const Allocation& a)
         return trace.opName(a);
     const FrameId f = trace.frames.userFrame(a.stack);
     return f ? frameText(trace.frames.frame(f)) : std::string();
+}
+
+std::string shortStackSite(const Trace& trace, StackId stack)
+{
+    if (!stack.valid())
+        return {};
+    const FrameId f = trace.frames.userFrame(stack);
+    if (!f)
+        return {};
+    const Frame& fr = trace.frames.frame(f);
+    if (!fr.isPython())
+        return fr.name;
+    const std::string path = forwardSlashes(fr.filename);
+    size_t from = std::string::npos;
+    for (std::string_view marker : {std::string_view("site-packages/"), std::string_view("dist-packages/")})
+        if (const size_t at = path.rfind(marker); at != std::string::npos && (from == std::string::npos || at + marker.size() > from))
+            from = at + marker.size();
+    if (from == std::string::npos) {
+        const size_t last = path.rfind('/');
+        from = last == std::string::npos || last == 0 ? 0 : path.rfind('/', last - 1);
+        from = from == std::string::npos ? 0 : from + 1;
+    }
+    return path.substr(from) + ":" + std::to_string(fr.line) + " " + fr.name;
 }
 
 } // namespace poolscope

@@ -28,5 +28,9 @@ private:
 
 // The text `report` prints for an allocation's frame (empty when it has none).
 std::string allocationSiteText(const Trace& trace, const Allocation& a);
+// A stack's user frame as a sentence can carry it (no path too long to wrap): an installed package's
+// file from the package on ("timm/layers/mlp.py:49 forward"), another file by its folder and name
+// ("capture/truth_runs.py:436 adam_step_oom"), a C++ frame by its function. Empty without frames.
+std::string shortStackSite(const Trace& trace, StackId stack);
 
 } // namespace poolscope

@@ -31,14 +31,14 @@ std::string readBytes(const std::string& path)
 }
 
 // `report --no-pools --json` of a trace, without what a redaction changes by design: the file's
-// name and the frame lines quoted for the largest allocations.
+// name and the frame lines quoted for the largest allocations and for an OOM's request ("site").
 QJsonValue stripped(const QJsonValue& v)
 {
     if (v.isObject()) {
         QJsonObject o;
         const QJsonObject in = v.toObject();
         for (auto it = in.begin(); it != in.end(); ++it)
-            if (it.key() != "file" && it.key() != "frame")
+            if (it.key() != "file" && it.key() != "frame" && it.key() != "site")
                 o.insert(it.key(), stripped(it.value()));
         return o;
     }
