@@ -53,8 +53,8 @@ std::string stepsText(const std::vector<DeviceSteps>& devices)
             }
         }
         if (t.completeSteps() >= 2)
-            o << "  memory alive at step ends grows by " << (t.growthPerStep() >= 0 ? "" : "-") << formatBytes(std::abs(t.growthPerStep()))
-              << " per step\n";
+            o << "  memory alive at step ends " << (t.growthPerStep() >= 0 ? "grows" : "falls") << " by "
+              << formatBytes(std::abs(t.growthPerStep())) << " per step\n";
         for (const std::string& n : t.notes)
             o << "  note: " << n << "\n";
         const LeakReport& l = d.leaks;

@@ -129,12 +129,16 @@ std::vector<SynthStacks::Spec> SynthStacks::opFrames(SynthOp op) const
         return {{"??", "at::native::foreach_tensor_mul_scalar_kernel_cuda(c10::ArrayRef<at::Tensor>, c10::Scalar const&)", 0},
                 {"??", "at::_ops::_foreach_mul_Scalar::call(c10::ArrayRef<at::Tensor>, c10::Scalar const&)", 0},
                 {"python_torch_functions_2.cpp", "torch::autograd::THPVariable__foreach_mul(_object*, _object*, _object*)", 0}};
+    // A collective is called from Python (torch.distributed's wrapper, under ZeRO's or FSDP's hook):
+    // its Python frame is in every capture that keeps Python frames, the engine's thread included.
     case SynthOp::AllGather:
         return {{"??", "c10d::ProcessGroupNCCL::_allgather_base(at::Tensor&, at::Tensor&, c10d::AllgatherOptions const&)", 0},
-                {"init.cpp", "c10d::(anonymous namespace)::_allgather_base_(...)", 0}};
+                {"init.cpp", "c10d::(anonymous namespace)::_allgather_base_(...)", 0},
+                {kTorch + "distributed/distributed_c10d.py", "all_gather_into_tensor", 3806}};
     case SynthOp::ReduceScatter:
         return {{"??", "c10d::ProcessGroupNCCL::_reduce_scatter_base(at::Tensor&, at::Tensor&, c10d::ReduceScatterOptions const&)", 0},
-                {"init.cpp", "c10d::(anonymous namespace)::_reduce_scatter_base_(...)", 0}};
+                {"init.cpp", "c10d::(anonymous namespace)::_reduce_scatter_base_(...)", 0},
+                {kTorch + "distributed/distributed_c10d.py", "reduce_scatter_tensor", 4298}};
     case SynthOp::AutocastCast: {
         // The cast autocast makes, and caches, for the matmul it wraps (as the variant layers' casts).
         std::vector<Spec> v;

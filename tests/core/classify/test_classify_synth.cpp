@@ -173,30 +173,48 @@ private slots:
     }
 
     // ZeRO-3 gathers each layer's weights again for its backward, on the autograd engine's thread,
-    // where a Python-only capture records no frame. The forward's gathers are named by a library's
-    // frames (torch.distributed's all_gather_into_tensor); the weights are kept as shards that each
-    // get a gradient shard of their own size, so nothing says "shard" from the sizes kept. The
-    // backward's blocks of a named gather's size, alive across a layer's releases, are the same
-    // gathers: parameters, not gradients handed on (5.9 % of the bytes at the run's worst moment).
+    // from a Python hook: a Python-only capture keeps torch.distributed's all_gather_into_tensor frame
+    // there as in the forward (the generator's stacks had none until stop 48), and those gathers are
+    // parameters by that frame. Where a capture has no frame for them (the hook's stack lost, as the
+    // generator wrote it before), the structure decides: the weights are kept as shards that each get
+    // a gradient shard of their own size, so nothing says "shard" from the sizes kept, and the
+    // backward's blocks of a named forward gather's size, alive across a layer's releases, are the
+    // same gathers: parameters, not gradients handed on (5.9 % of the bytes at the run's worst moment).
+    void backwardGathersFollowNamedForwardGathers_data()
+    {
+        QTest::addColumn<bool>("dropFrames");
+        QTest::newRow("their Python frame kept") << false;
+        QTest::newRow("their frames lost") << true;
+    }
     void backwardGathersFollowNamedForwardGathers()
     {
+        QFETCH(bool, dropFrames);
         SynthModel m = small();
         m.dataParallel = 2;
         m.zeroStage = 3;
         const SynthResult r = synthesize(m);
         const auto python = ablateFrames(r.trace, KeepFrames::Python);
-        const DeviceTrace& dev = python->devices[0];
-        const Classification c = classify(*python, dev, defaultRules());
-        int backwardGathers = 0;
-        for (size_t i = 0; i < c.size(); ++i) {
+        const Classification before = classify(*python, python->devices[0], defaultRules());
+        auto copy = std::make_shared<Trace>(*python);
+        DeviceTrace& dev = copy->devices[0];
+        std::vector<size_t> gathers;
+        for (size_t i = 0; i < before.size(); ++i) {
             const Allocation& a = dev.allocations[i];
-            if (r.truth[i] != Pool::Parameter || a.preexisting() || i >= c.birthPhase.size() || c.birthPhase[i] != Phase::Backward)
-                continue;
-            ++backwardGathers;
-            QVERIFY2(!a.stack.valid() || python->frames.stack(a.stack).empty(), "the backward's gathers have no frame here");
-            QCOMPARE(int(c.pool[i]), int(Pool::Parameter));
+            if (r.truth[i] == Pool::Parameter && !a.preexisting() && i < before.birthPhase.size() && before.birthPhase[i] == Phase::Backward)
+                gathers.push_back(i);
         }
-        QCOMPARE(backwardGathers, m.layers * m.steps); // one flat block per layer and step
+        QCOMPARE(int(gathers.size()), m.layers * m.steps); // one flat block per layer and step
+        for (size_t i : gathers) {
+            Allocation& a = dev.allocations[i];
+            QVERIFY2(a.stack.valid() && !python->frames.stack(a.stack).empty(), "the backward's gathers keep their Python frame");
+            if (dropFrames) {
+                a.stack = StackId{};
+                dev.events.stack[size_t(a.allocEvent)] = StackId{};
+            }
+        }
+        const Classification c = classify(*copy, dev, defaultRules());
+        for (size_t i : gathers)
+            QCOMPARE(int(c.pool[i]), int(Pool::Parameter));
     }
 
     // An OOM in the backward stops it: what that backward made and still holds is held by the OOM,
