@@ -132,9 +132,11 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
             m.oom = o;
     if (m.oom && at >= 0 && size_t(at) < dev.events.count()) {
         m.oomSite = shortStackSite(doc.trace(), dev.events.stack[size_t(at)]);
-        // The OOM's own entry may carry no phase (no frames): the last event that has one says where.
+        // The OOM's own entry may carry no phase (no frames): the last event that has one says where,
+        // if it is near (a few hundred events: past that the run may have left that pass).
+        constexpr EventIndex kNear = 256;
         if (const Classification* c = doc.classification())
-            for (EventIndex e = std::min<EventIndex>(at, EventIndex(c->phases.phase.size()) - 1); e >= 0 && m.oomPhase == Phase::Unknown; --e)
+            for (EventIndex e = std::min<EventIndex>(at, EventIndex(c->phases.phase.size()) - 1); e >= 0 && e + kNear >= at && m.oomPhase == Phase::Unknown; --e)
                 m.oomPhase = c->phases.phase[size_t(e)];
     }
     std::vector<AllocId> alive = doc.alive().aliveAfter(at);
