@@ -3,10 +3,8 @@
 // line, the moment's sentence (window, review image) and the JSON. Real runs from an H200
 // (tests/data/gpu_runs): a ViT's no_grad forward, ResNet-50's first training forward, a foreach
 // Adam's step; the corpus's diffusion-transformer OOM with C++ frames.
-#include "core/classify/rules.h"
-#include "core/engine/document.h"
-#include "core/redact/redact.h"
 #include "core/report/report.h"
+#include "tests/core/report/gpu_run_document.h"
 
 #include <QtTest>
 
@@ -16,27 +14,6 @@
 
 using namespace poolscope;
 
-namespace {
-
-DocumentOptions options()
-{
-    DocumentOptions o;
-    o.rules = std::make_shared<const RuleSet>(RuleSet::fromFile(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return o;
-}
-
-std::shared_ptr<const Document> open(const std::string& path, const QString& frames)
-{
-    auto doc = Document::open(path, options());
-    if (!doc || frames == "all")
-        return doc;
-    RedactOptions r;
-    r.frames = frames == "python" ? FrameKeep::Python : FrameKeep::None;
-    r.markers = doc->rules();
-    return Document::fromTrace(redact(doc->trace(), r), options());
-}
-
-} // namespace
 
 class TestOomRequestSite : public QObject {
     Q_OBJECT
@@ -69,7 +46,7 @@ private slots:
         QFETCH(QString, phase);
         if (!std::filesystem::exists(run.toStdString()))
             QSKIP("corpus not present");
-        const auto doc = open(run.toStdString(), frames);
+        const auto doc = testing::openWithFrames(run.toStdString(), frames);
         QVERIFY(doc);
         const Report report = buildReport(*doc, ReportOptions{});
         QVERIFY(!report.devices.empty());

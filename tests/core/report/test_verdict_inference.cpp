@@ -6,10 +6,8 @@
 // vit_inference_oom's no_grad forward looks the same to the history (one forward, no backward, no
 // graph torn down), so both keep the training advice; eval_with_grad keeps each call's graph and is
 // told to use no_grad.
-#include "core/classify/rules.h"
-#include "core/engine/document.h"
-#include "core/redact/redact.h"
 #include "core/report/report.h"
+#include "tests/core/report/gpu_run_document.h"
 
 #include <QtTest>
 
@@ -17,25 +15,10 @@ using namespace poolscope;
 
 namespace {
 
-DocumentOptions options()
-{
-    DocumentOptions o;
-    o.rules = std::make_shared<const RuleSet>(RuleSet::fromFile(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
-    return o;
-}
-
 std::string reportOf(const std::string& run, const QString& frames)
 {
-    auto doc = Document::open(POOLSCOPE_TEST_DATA "/gpu_runs/" + run + ".pickle.gz", options());
-    if (!doc)
-        return {};
-    if (frames != "all") {
-        RedactOptions r;
-        r.frames = frames == "python" ? FrameKeep::Python : FrameKeep::None;
-        r.markers = doc->rules();
-        doc = Document::fromTrace(redact(doc->trace(), r), options());
-    }
-    return reportText(buildReport(*doc, ReportOptions{}));
+    const auto doc = testing::openWithFrames(POOLSCOPE_TEST_DATA "/gpu_runs/" + run + ".pickle.gz", frames);
+    return doc ? reportText(buildReport(*doc, ReportOptions{})) : std::string();
 }
 
 } // namespace
