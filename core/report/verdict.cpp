@@ -171,10 +171,9 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
         // are saved for the backward that did not come, and the training advice stands.)
         if (ev.backward == Known::No && ev.training != Known::Yes && ev.forwardPasses >= 2 && ev.gradMode != Known::Yes)
             return "no backward followed any of the " + std::to_string(ev.forwardPasses) +
-                   " forwards, so checkpointing gives nothing back: these are the calls' outputs and the forward's working set "
-                   "(and, where grad mode was on, the graphs of outputs the program holds: run such calls under torch.no_grad()); "
-                   "cut the batch, the resolution or the sequence length, or run the largest operation in chunks (attention "
-                   "slicing, tiled or sliced VAE decoding, chunked prefill)";
+                   " forwards, so checkpointing gives nothing back: cut the batch, the resolution or the sequence length, or "
+                   "run the largest operation in chunks (attention slicing, tiled VAE decoding, chunked prefill); where grad "
+                   "mode was on, run such calls under torch.no_grad()";
         break;
     case Pool::CachedFree:
         return allocatorAdvice(ev);
