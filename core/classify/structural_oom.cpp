@@ -254,16 +254,23 @@ void heldAtOomInForward(const DeviceTrace& dev, Classification& c)
 void heldAtOomWithoutAPass(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
-    if (dev.ooms.empty() || !c.history || !f.passes.empty() || f.backward == Known::Yes || f.optimizerSteps > 0)
+    if (dev.ooms.empty() || !c.history || f.backward == Known::Yes || f.optimizerSteps > 0)
         return;
     const EventIndex oom = dev.ooms.front().index;
     if (oom == kNoEvent || oom <= 0)
+        return;
+    // Where passes were read, the stretch after the last of them: the computation the OOM stopped,
+    // which no reading placed (a no_grad forward whose bytes neither rise nor fall as a pass's do).
+    EventIndex from = 0;
+    for (const Pass& p : f.passes)
+        from = std::max(from, p.last + 1);
+    if (from >= oom)
         return;
     std::vector<uint32_t> held;
     size_t made = 0, letGo = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || a.allocEvent >= oom)
+        if (a.preexisting() || a.allocEvent >= oom || a.allocEvent < from)
             continue;
         ++made;
         const EventIndex r = freeEventOf(a);
@@ -275,8 +282,9 @@ void heldAtOomWithoutAPass(const DeviceTrace& dev, Classification& c)
     if (held.empty() || made < 4 || letGo * 3 < made)
         return;
     const uint16_t rule = addRule(c, "held-at-oom-without-a-pass",
-                                  "made after recording began and held when the OOM came, in a run where nothing names a pass (no "
-                                  "frames, no annotation) and no backward ran: the stretch let go of a third or more of what it made "
+                                  "made after recording began (after the last pass read, where one was) and held when the OOM came, "
+                                  "in a stretch nothing names (no frames, no annotation, no pass's shape) of a run where no backward "
+                                  "ran: the stretch let go of a third or more of what it made "
                                   "as it went, as a forward lets go of its scratch (a model being loaded keeps all it makes), so what "
                                   "it held at the OOM is most likely the forward's products; a guess the dump cannot confirm",
                                   Pool::Activation, kEvidenceLifetime);

@@ -53,9 +53,10 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c);
 // Without such a period (the first layer, the loss) the dump cannot say, and nothing changes.
 void heldAtOomInForward(const DeviceTrace& dev, Classification& c);
 
-// Where nothing names a pass (no frames, no annotation, no shape the stream reading knows), no
-// backward ran and no optimizer stepped, and the recording reaches an OOM: blocks made after
-// recording began and still held at the OOM, which no rule decided, are the forward's products at
+// Where nothing names a pass (no frames, no annotation, no shape the stream reading knows) in the
+// stretch before an OOM (the whole recording, or what follows the last pass read), no backward ran
+// and no optimizer stepped: blocks made in that stretch and still held at the OOM, which no rule
+// decided, are the forward's products at
 // 45 % (a guess: no knob advice), where the stretch let go of a third or more of what it made before
 // the OOM (a forward lets go of its scratch as it goes; a model being loaded keeps all it makes).
 void heldAtOomWithoutAPass(const DeviceTrace& dev, Classification& c);

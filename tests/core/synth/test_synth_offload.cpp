@@ -32,13 +32,14 @@ namespace {
 
 // Targets not met: "scenario[ xN] variant" -> the share measured at the default moment, so a fix
 // shows as XPASS. Frameless, the swings read one forward from the UNet's weights to the decode: the
-// VAE's weights, moved in inside its call, read as that forward's kept products (forward-kept), the
-// decode's last block stays unknown after the swing, and the conditioning reads as a weight
-// (made-before-first-forward-kept). Nothing in the stream tells a module's weights moved in by its
-// own call from the products of its first operators.
+// VAE's weights, moved in inside its call, read as that forward's kept products (forward-kept), and
+// the conditioning reads as a weight (made-before-first-forward-kept). Nothing in the stream tells a
+// module's weights moved in by its own call from the products of its first operators. (The decode's
+// last block, held at the OOM after the last pass read, was unknown too: 100 % until
+// held-at-oom-without-a-pass read the stretch after the last pass.)
 const std::map<std::string, std::string>& knownMisses()
 {
-    static const std::map<std::string, std::string> misses = {{"diffusers-offload none", "100.0 %"}, {"diffusers-offload x3 none", "34.8 %"}};
+    static const std::map<std::string, std::string> misses = {{"diffusers-offload none", "15.4 %"}, {"diffusers-offload x3 none", "34.8 %"}};
     return misses;
 }
 
@@ -115,7 +116,7 @@ private slots:
 
     // The report at the OOM, as `poolscope report` prints it: the wall is the decode's working set
     // (activations) with advice for a run without backward, the cache is not the wall, and the
-    // allocator's replay says no setting helps. Frameless the wall is honestly unclassified.
+    // allocator's replay says no setting helps. Frameless the wall is a guess (48 %): no advice.
     void verdictAtTheOom_data()
     {
         QTest::addColumn<QString>("variant");
@@ -137,7 +138,7 @@ private slots:
         QVERIFY2(text.find("yet each call of the model left its tensors alive") == std::string::npos, text.c_str());
         QVERIFY2(text.find("ZeRO") == std::string::npos, text.c_str());
         if (variant == "none")
-            QVERIFY2(text.find("The wall is unclassified memory") != std::string::npos, text.c_str());
+            QVERIFY2(text.find("The dump cannot name the wall: it is perhaps activations") != std::string::npos, text.c_str());
         else
             QVERIFY2(text.find("The wall is activations: no backward followed any of the 7 forwards") != std::string::npos, text.c_str());
     }
