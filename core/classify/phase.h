@@ -15,6 +15,15 @@ constexpr std::array<std::string_view, kPhaseCount> kPhaseNames = {"unknown", "f
                                                                    "zero_grad", "teardown"};
 
 constexpr std::string_view phaseName(Phase p) { return kPhaseNames[size_t(p)]; }
+// How a sentence or a label names the phase ("optimizer step"); empty for Unknown.
+constexpr std::string_view phaseWords(Phase p)
+{
+    switch (p) {
+    case Phase::OptimizerStep: return "optimizer step";
+    case Phase::Unknown: return {};
+    default: return phaseName(p);
+    }
+}
 inline std::optional<Phase> parsePhase(std::string_view name)
 {
     for (size_t i = 0; i < kPhaseCount; ++i)

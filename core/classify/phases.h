@@ -3,6 +3,7 @@
 #include "core/classify/phase.h"
 #include "core/model/trace.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,16 @@ struct PhaseTimeline {
         return !al.preexisting() && al.allocEvent >= 0 && size_t(al.allocEvent) < run.size() ? run[size_t(al.allocEvent)] : 0u;
     }
 };
+
+// The phase of event `at`, or where it has none (an OOM's own entry carries no frames), of the last
+// event before it that has one, looking back at most `within` events; Unknown past that.
+inline Phase phaseAtOrBefore(const PhaseTimeline& tl, EventIndex at, EventIndex within = std::numeric_limits<EventIndex>::max())
+{
+    Phase p = Phase::Unknown;
+    for (EventIndex e = std::min<EventIndex>(at, EventIndex(tl.phase.size()) - 1); e >= 0 && at - e <= within && p == Phase::Unknown; --e)
+        p = tl.phase[size_t(e)];
+    return p;
+}
 
 std::vector<PhaseWindow> phaseWindows(const Trace& trace, const DeviceTrace& dev, const RuleSet& rules);
 

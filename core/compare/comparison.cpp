@@ -127,12 +127,7 @@ std::string change(const PoolChange& pc)
 
 std::string phaseText(Phase p)
 {
-    switch (p) {
-    case Phase::OptimizerStep: return "optimizer step";
-    case Phase::ZeroGrad: return "zero_grad";
-    case Phase::Unknown: return "unnamed phase";
-    default: return std::string(phaseName(p));
-    }
+    return p == Phase::Unknown ? "unnamed phase" : std::string(phaseWords(p));
 }
 
 // What an axis is called where the verdict says it does not limit the run.

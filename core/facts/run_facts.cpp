@@ -38,7 +38,7 @@ bool graphsOutliveTheirCalls(const DeviceTrace& dev, const RunFacts& f)
     if (forwards.size() < kMinKeptCalls + 1)
         return false;
     size_t made = 0, kept = 0;
-    std::unordered_map<int, std::pair<size_t, size_t>> byCall; // pass -> made, kept
+    std::vector<std::pair<size_t, size_t>> byCall(f.passes.size()); // per pass: made, kept
     for (const Allocation& a : dev.allocations) {
         if (a.preexisting())
             continue;
@@ -52,7 +52,7 @@ bool graphsOutliveTheirCalls(const DeviceTrace& dev, const RunFacts& f)
         const bool outlived = a.aliveAfter((*next)->last);
         ++made;
         kept += outlived ? 1 : 0;
-        auto& call = byCall[k];
+        auto& call = byCall[size_t(k)];
         ++call.first;
         call.second += outlived ? 1 : 0;
     }
@@ -63,10 +63,11 @@ bool graphsOutliveTheirCalls(const DeviceTrace& dev, const RunFacts& f)
     // the device by its first call, as accelerate's offload hooks do; a cache made lazily), which is
     // no graph. Most of the calls must keep that share of what they made.
     size_t calls = 0, keeping = 0;
-    for (const auto& [k, mk] : byCall) {
-        ++calls;
-        keeping += keepsGraphShare(mk.second, mk.first) ? 1 : 0;
-    }
+    for (const auto& [callMade, callKept] : byCall)
+        if (callMade > 0) {
+            ++calls;
+            keeping += keepsGraphShare(callKept, callMade) ? 1 : 0;
+        }
     return keeping >= kMinKeptCalls && keeping * 2 > calls;
 }
 

@@ -9,6 +9,7 @@
 // source checkout ("/home/u/pytorch/torch/nn/functional.py") has it as a directory. Backslashes
 // (Windows) read as slashes.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,18 +24,26 @@ inline std::string forwardSlashes(std::string_view file)
     return path;
 }
 
-inline bool isTorchSource(std::string_view file)
+// The path inside an installed tree, from the package on ("timm/layers/mlp.py"): after the last
+// site-packages/ or dist-packages/ (a venv inside a conda env). nullopt outside one.
+inline std::optional<std::string> installedPackagePath(std::string_view file)
 {
     const std::string path = forwardSlashes(file);
-    const std::string_view p(path);
-    size_t root = std::string_view::npos, rootLength = 0;
+    size_t from = std::string::npos;
     for (std::string_view marker : {std::string_view("site-packages/"), std::string_view("dist-packages/")})
-        if (const size_t at = p.rfind(marker); at != std::string_view::npos && (root == std::string_view::npos || at > root)) {
-            root = at;
-            rootLength = marker.size();
-        }
-    if (root != std::string_view::npos)
-        return p.substr(root + rootLength).starts_with("torch/");
+        if (const size_t at = path.rfind(marker); at != std::string::npos && (from == std::string::npos || at + marker.size() > from))
+            from = at + marker.size();
+    if (from == std::string::npos)
+        return std::nullopt;
+    return path.substr(from);
+}
+
+inline bool isTorchSource(std::string_view file)
+{
+    if (const auto inPackage = installedPackagePath(file))
+        return inPackage->starts_with("torch/");
+    const std::string path = forwardSlashes(file);
+    const std::string_view p(path);
     return p.starts_with("torch/") || p.find("/torch/") != std::string_view::npos;
 }
 

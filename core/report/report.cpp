@@ -134,10 +134,8 @@ MomentReport momentReport(const DeviceDocument& doc, EventIndex at, const std::s
         m.oomSite = shortStackSite(doc.trace(), dev.events.stack[size_t(at)]);
         // The OOM's own entry may carry no phase (no frames): the last event that has one says where,
         // if it is near (a few hundred events: past that the run may have left that pass).
-        constexpr EventIndex kNear = 256;
         if (const Classification* c = doc.classification())
-            for (EventIndex e = std::min<EventIndex>(at, EventIndex(c->phases.phase.size()) - 1); e >= 0 && e + kNear >= at && m.oomPhase == Phase::Unknown; --e)
-                m.oomPhase = c->phases.phase[size_t(e)];
+            m.oomPhase = phaseAtOrBefore(c->phases, at, 256);
     }
     std::vector<AllocId> alive = doc.alive().aliveAfter(at);
     m.classified = doc.classified();
@@ -163,17 +161,9 @@ std::string oomRequestWhere(const MomentReport& m)
     std::string where;
     if (!m.oomSite.empty())
         where = " from " + m.oomSite;
-    const char* phase = nullptr;
-    switch (m.oomPhase) {
-    case Phase::Forward: phase = "forward"; break;
-    case Phase::Backward: phase = "backward"; break;
-    case Phase::OptimizerStep: phase = "optimizer step"; break;
-    case Phase::ZeroGrad: phase = "zero_grad"; break;
-    case Phase::Teardown: phase = "graph's teardown"; break;
-    case Phase::Unknown: break;
-    }
-    if (phase)
-        where += std::string(where.empty() ? "" : ",") + " in the " + phase;
+    if (m.oomPhase != Phase::Unknown)
+        where += std::string(where.empty() ? "" : ",") + " in the " +
+                 (m.oomPhase == Phase::Teardown ? std::string("graph's teardown") : std::string(phaseWords(m.oomPhase)));
     return where.empty() ? where : " (" + where.substr(1) + ")";
 }
 

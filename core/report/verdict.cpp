@@ -227,9 +227,7 @@ void addStateSinceFirstStep(MomentEvidence& ev, const Classification& c, const D
     if (!ev.atOom || at < 0 || size_t(at) >= c.phases.phase.size() || f.firstOptimizerStep == kNoEvent || f.firstOptimizerStep >= at)
         return;
     // The OOM's own entry may carry no phase (no frames): the last event that has one says where it was.
-    Phase phase = Phase::Unknown;
-    for (EventIndex e = at; e >= 0 && phase == Phase::Unknown; --e)
-        phase = c.phases.phase[size_t(e)];
+    const Phase phase = phaseAtOrBefore(c.phases, at);
     if (phase != Phase::Forward && phase != Phase::Backward)
         return;
     int64_t state = 0;

@@ -60,17 +60,15 @@ std::string shortStackSite(const Trace& trace, StackId stack)
     const Frame& fr = trace.frames.frame(f);
     if (!fr.isPython())
         return fr.name;
+    const std::string where = ":" + std::to_string(fr.line) + " " + fr.name;
+    if (const auto inPackage = installedPackagePath(fr.filename))
+        return *inPackage + where;
+    // Another file: its folder and name.
     const std::string path = forwardSlashes(fr.filename);
-    size_t from = std::string::npos;
-    for (std::string_view marker : {std::string_view("site-packages/"), std::string_view("dist-packages/")})
-        if (const size_t at = path.rfind(marker); at != std::string::npos && (from == std::string::npos || at + marker.size() > from))
-            from = at + marker.size();
-    if (from == std::string::npos) {
-        const size_t last = path.rfind('/');
-        from = last == std::string::npos || last == 0 ? 0 : path.rfind('/', last - 1);
-        from = from == std::string::npos ? 0 : from + 1;
-    }
-    return path.substr(from) + ":" + std::to_string(fr.line) + " " + fr.name;
+    const size_t last = path.rfind('/');
+    size_t from = last == std::string::npos || last == 0 ? 0 : path.rfind('/', last - 1);
+    from = from == std::string::npos ? 0 : from + 1;
+    return path.substr(from) + where;
 }
 
 } // namespace poolscope

@@ -21,24 +21,7 @@ bool windowToEvents(const DeviceTimeline& tl, int64_t startUs, int64_t endUs, Ev
     return first <= last;
 }
 
-std::string phaseLabel(Phase p)
-{
-    switch (p) {
-    case Phase::Forward:
-        return "forward";
-    case Phase::Backward:
-        return "backward";
-    case Phase::OptimizerStep:
-        return "optimizer step";
-    case Phase::ZeroGrad:
-        return "zero_grad";
-    case Phase::Teardown:
-        return "teardown";
-    case Phase::Unknown:
-        break;
-    }
-    return {};
-}
+std::string phaseLabel(Phase p) { return std::string(phaseWords(p)); }
 
 } // namespace
 
