@@ -6,6 +6,7 @@
 #include "core/classify/phases.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 namespace poolscope {
@@ -140,6 +141,10 @@ RunFacts buildRunFacts(const DeviceTrace& dev, const PhaseTimeline& tl, bool his
     // Engine frees and grad mode: frees inside backward, and forward products released by the
     // autograd engine (in backward or when a graph is torn down).
     bool releasedByGraph = false;
+    EventIndex firstOom = std::numeric_limits<EventIndex>::max();
+    for (const OomEvent& o : dev.ooms)
+        if (o.index >= 0)
+            firstOom = std::min(firstOom, EventIndex(o.index));
     for (size_t e = 0; e < ev.count(); ++e) {
         const Action a = ev.action[e];
         if (a != Action::FreeRequested && a != Action::FreeCompleted)
@@ -149,13 +154,17 @@ RunFacts buildRunFacts(const DeviceTrace& dev, const PhaseTimeline& tl, bool his
         if (tl.phase[e] == Phase::Backward)
             ++f.engineFrees;
         const AllocId id = dev.eventAlloc[e];
-        if (!releasedByGraph && id.valid() && (tl.phase[e] == Phase::Backward || tl.phase[e] == Phase::Teardown)) {
+        if (id.valid() && (tl.phase[e] == Phase::Backward || tl.phase[e] == Phase::Teardown)) {
             const Allocation& al = dev.allocations[id.value];
-            if (!al.preexisting() && tl.phase[size_t(al.allocEvent)] == Phase::Forward)
+            if (!al.preexisting() && tl.phase[size_t(al.allocEvent)] == Phase::Forward) {
                 releasedByGraph = true;
+                if (tl.phase[e] == Phase::Teardown && EventIndex(e) < firstOom)
+                    f.graphsDroppedWithoutBackward = true;
+            }
         }
     }
     f.graphsKeptAcrossCalls = history && f.backwardPasses == 0 && graphsOutliveTheirCalls(dev, f);
+    f.graphsDroppedWithoutBackward = history && f.graphsDroppedWithoutBackward;
     if (!history) {
         f.backward = Known::Unknown;
         f.gradMode = Known::Unknown;

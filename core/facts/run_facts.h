@@ -68,6 +68,10 @@ struct RunFacts {
     // ends (the autograd graph kept by outputs the program holds: an evaluation without no_grad that
     // keeps its logits). Grad mode is then Yes although nothing released a graph.
     bool graphsKeptAcrossCalls = false;
+    // A forward's products released by deleting its autograd graph without a backward (teardown
+    // frames or a burst after the forward), before any OOM: grad mode was on and nothing trained on
+    // the graph. (After an OOM the same releases are the exception unwinding, under no_grad as well.)
+    bool graphsDroppedWithoutBackward = false;
     // Autocast regions: the forward passes that made autocast casts (allocations decided by a rule
     // with role weight_cast or cast_surplus). Empty when no stack shows one (which, with Python-only
     // frames, does not mean autocast was off: `autocast` then stays Unknown). Filled by addPoolFacts.

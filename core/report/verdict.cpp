@@ -165,6 +165,13 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
                    "autograd graph does while the program holds an output of the call (grad mode on): run evaluation and "
                    "inference under torch.no_grad() or torch.inference_mode(), and keep outputs .detach()ed or .cpu(); only if "
                    "this run trains: " + std::string(poolAdvice(pool));
+        // A graph built and deleted with no backward: the forward ran with grad on and trained nothing,
+        // so what it kept for a backward was kept for nothing.
+        if (ev.graphsDroppedWithoutBackward && ev.training != Known::Yes)
+            return "no backward ran, and the autograd graph a forward built was deleted without one (grad mode was on, "
+                   "and nothing trained on what it kept): run such forwards under torch.no_grad() or "
+                   "torch.inference_mode(), which keeps none of these activations; only if this run trains: " +
+                   std::string(poolAdvice(pool));
         // Forwards that no backward followed and no graph seen: a run that does not train, so
         // checkpointing has nothing to give back; what is alive is the calls' outputs and the forward's
         // working set. (One forward cut short by an OOM may be a training step's first: its activations
@@ -174,6 +181,14 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
                    " forwards, so checkpointing gives nothing back: cut the batch, the resolution or the sequence length, or "
                    "run the largest operation in chunks (attention slicing, tiled VAE decoding, chunked prefill); where grad "
                    "mode was on, run such calls under torch.no_grad()";
+        // One forward and nothing after it that trains: a training step's first forward (Adam makes
+        // its state at the first step, so no state yet either) and an inference call under grad mode
+        // leave the same dump. Both knobs, each with the case it is for.
+        if (ev.backward == Known::No && ev.training != Known::Yes && ev.forwardPasses == 1 && ev.gradMode != Known::Yes)
+            return "the dump shows one forward and no backward or optimizer state, so it cannot tell whether this forward "
+                   "trains: either way cut the micro-batch or the sequence length (or the resolution); if it trains, "
+                   "checkpoint them (torch.utils.checkpoint) or use FlashAttention; if it does not, run it under "
+                   "torch.no_grad() or torch.inference_mode(), which keeps nothing for a backward";
         break;
     case Pool::CachedFree:
         return allocatorAdvice(ev);
@@ -265,6 +280,7 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
     m.forwardPasses = c.facts.forwardPasses;
     m.gradMode = c.facts.gradMode;
     m.graphsKeptAcrossCalls = c.facts.backward == Known::No && c.facts.graphsKeptAcrossCalls;
+    m.graphsDroppedWithoutBackward = c.facts.backward == Known::No && c.facts.graphsDroppedWithoutBackward;
     m.parametersSharded = c.facts.parametersGathered;
     // Gradients alone are no training: a model moved while it held stale .grad has them too.
     if (c.facts.backward == Known::Yes || !c.facts.optimizerState.empty() || c.facts.optimizerSteps > 0)

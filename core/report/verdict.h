@@ -72,6 +72,9 @@ struct MomentEvidence {
     // activations are graphs the program keeps, and no_grad / inference_mode is the knob before
     // checkpointing.
     bool graphsKeptAcrossCalls = false;
+    // No backward ran, and a forward's autograd graph was deleted without one before any OOM
+    // (RunFacts::graphsDroppedWithoutBackward): grad mode on for a forward that trains nothing.
+    bool graphsDroppedWithoutBackward = false;
     // The run already shards its parameters (RunFacts::parametersGathered): no advice to shard.
     bool parametersSharded = false;
     // Gradient bytes alive at the moment: where no backward made them (backward not Yes) they are
