@@ -11,6 +11,9 @@ namespace {
 
 using classify_detail::sizeKey;
 constexpr auto releaseOf = classify_detail::freeEventOf;
+// Events between two of the engine's releases of forward products, at most, within one backward (a
+// layer's backward makes its gradients and scratch between them).
+constexpr EventIndex kEngineGap = 64;
 
 } // namespace
 
@@ -48,6 +51,14 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
             }
             if (named(k) && tl.phase[size_t(k)] == Phase::Backward)
                 last = k;
+        }
+        // Named by its seed alone (Python-only frames: the autograd engine's thread records none, and
+        // its events inherit the phase), a backward goes on while the engine lets go of what the
+        // forward saved: the step is searched for after the last such release, not inside the backward.
+        for (EventIndex k = last + 1, lastRelease = last; k < next && k - lastRelease <= kEngineGap && !named(k); ++k) {
+            const Allocation* r = classify_detail::releasedAt(dev, k);
+            if (r && !r->preexisting() && r->allocEvent < start && tl.phase[size_t(r->allocEvent)] == Phase::Forward)
+                last = lastRelease = k;
         }
         for (EventIndex k = start; k <= last; ++k)
             if (const Allocation* a = bornAt(k)) {
