@@ -235,6 +235,15 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         } else if (int64_t since = 0; !segs.empty() && ev.timeUs[i] != kNoTime &&
                    (ph = windowPhaseAt(segs, ev.timeUs[i], &since)) != Phase::Unknown && !nestedPassGoesOn(ph, since)) {
             src = PhaseSource::Annotation;
+            // Where the device records frames, an event with none is the autograd engine's thread
+            // (its Python-less stack): inside an optimizer step's window that is a backward the step
+            // runs through its closure (Lightning, LBFGS) whose seed, which would have named it, the
+            // recording does not hold (a ring buffer that dropped it).
+            if (framesRecorded && (ph == Phase::OptimizerStep || ph == Phase::ZeroGrad) &&
+                (!ev.stack[i].valid() || trace.frames.stack(ev.stack[i]).empty())) {
+                ph = Phase::Backward;
+                src = PhaseSource::Structure;
+            }
         } else if (ph = Phase::Unknown; afterOom) { // (a window the nested pass overrides names nothing)
             // An OOM ended the step: until frames name a phase again, what follows is the exception
             // unwinding and the program's recovery, not the pass that failed.
