@@ -168,9 +168,8 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
         // A graph built and deleted with no backward: the forward ran with grad on and trained nothing,
         // so what it kept for a backward was kept for nothing.
         if (ev.graphsDroppedWithoutBackward && ev.training != Known::Yes)
-            return "no backward ran, and the autograd graph a forward built was deleted without one (grad mode was on, "
-                   "and nothing trained on what it kept): run such forwards under torch.no_grad() or "
-                   "torch.inference_mode(), which keeps none of these activations; only if this run trains: " +
+            return "a forward ran with grad mode on and its graph was deleted without a backward: run such forwards under "
+                   "torch.no_grad(), which keeps none of these activations; only if this run trains: " +
                    std::string(poolAdvice(pool));
         // Forwards that no backward followed and no graph seen: a run that does not train, so
         // checkpointing has nothing to give back; what is alive is the calls' outputs and the forward's
@@ -185,10 +184,9 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
         // its state at the first step, so no state yet either) and an inference call under grad mode
         // leave the same dump. Both knobs, each with the case it is for.
         if (ev.backward == Known::No && ev.training != Known::Yes && ev.forwardPasses == 1 && ev.gradMode != Known::Yes)
-            return "the dump shows one forward and no backward or optimizer state, so it cannot tell whether this forward "
-                   "trains: either way cut the micro-batch or the sequence length (or the resolution); if it trains, "
-                   "checkpoint them (torch.utils.checkpoint) or use FlashAttention; if it does not, run it under "
-                   "torch.no_grad() or torch.inference_mode(), which keeps nothing for a backward";
+            return "whether this forward trains the dump cannot tell (one forward, no backward, no optimizer state): cut the "
+                   "micro-batch or the sequence length; if it trains, checkpoint them (torch.utils.checkpoint); if not, run "
+                   "it under torch.no_grad()";
         break;
     case Pool::CachedFree:
         return allocatorAdvice(ev);
