@@ -93,11 +93,13 @@ private slots:
                                  std::to_string(r.recordedPoolPeaks[size_t(Pool::OptimizerState)]) + " B)";
         qInfo("%s", what.c_str());
         QVERIFY2(expected > 0, what.c_str());
-        // Frameless and without the step's annotation, nothing places the optimizer step: the 8-bit
-        // optimizer allocates nothing after its first step (its updates run in place), its state is
-        // not of a gradient's size, and the classifier files no optimizer state at all (0 B), so
-        // no optimizer change can be predicted (docs/accuracy.md).
-        if (frameless)
+        // Frameless and without the step's annotation, the first step shows by how it makes the
+        // state (a run of blocks made one after the other and kept: structural_engine_walks.cpp,
+        // stop 49), so bitsandbytes' 8-bit Adam is read. QLoRA's frameless copy still shows no step:
+        // the 8-bit optimizer allocates nothing after its first step, its state is not of a
+        // gradient's size, and the classifier files no optimizer state at all (0 B), so no optimizer
+        // change can be predicted there.
+        if (frameless && StackScenario(scenario) == StackScenario::Qlora)
             QEXPECT_FAIL("", "frameless without the step's annotation: no optimizer state found", Continue);
         QVERIFY2(got == expected, what.c_str());
     }

@@ -1,0 +1,60 @@
+// Adam's first step read from the stream alone (stop 49): a dump with neither frames nor annotations
+// (PyTorch before 2.5 records no record_function ranges in a snapshot, so its frameless captures have
+// no Optimizer.step window either). Lightning's run, copied without both: the autograd engine's walk
+// went on past the step, to the batch the caller let go of after it, so the backward swallowed the
+// step and Adam's moments read as gradients the backward kept (696 MiB, 50 % of the named bytes).
+// An optimizer makes its state as a run of blocks one after the other, none let go of, with no
+// release between (two zeros_like per weight); the engine lets go of saved blocks between the
+// gradients it makes. Such a run now ends a walk and the backward's tail, and the step after the
+// backward is found. The run is a real one on an H200 (tests/data/gpu_runs).
+#include "core/classify/gpu_truth.h"
+#include "core/classify/shipped_rules.h"
+
+#include <QtTest>
+
+using namespace poolscope;
+using namespace poolscope::gpu_truth;
+using poolscope::testing::shippedRules;
+
+namespace {
+
+const std::string kDir = POOLSCOPE_TEST_DATA "/gpu_runs/";
+
+Score scoreWithoutAnnotations(const std::string& run, std::string_view copy)
+{
+    const auto original = load(kDir + run + ".pickle.gz");
+    auto bare = std::make_shared<Trace>(*original);
+    bare->annotations.clear();
+    const auto t = copyOf(bare, copy, shippedRules());
+    const DeviceTrace& dev = t->devices.at(0);
+    const Classification c = classify(*t, dev, shippedRules());
+    return score(dev, c, readTruth(kDir + run + ".truth.json.gz"));
+}
+
+} // namespace
+
+class TestStateBurst : public QObject {
+    Q_OBJECT
+private slots:
+    void firstStepWithoutFramesOrAnnotations()
+    {
+        const Score s = scoreWithoutAnnotations("lightning_fit", "none");
+        QVERIFY(s.named > int64_t(1) << 30);
+        int64_t stateMisread = 0;
+        for (const Misfiled& m : s.misfiled)
+            if (m.truth == Pool::OptimizerState)
+                ++stateMisread;
+        QCOMPARE(stateMisread, int64_t(0));
+        QVERIFY2(s.wrongShare() <= 0.02, std::to_string(s.wrongShare()).c_str());
+    }
+
+    // With Python frames the same copy reads as before (frames name the passes; the walks do not).
+    void framesStillDecide()
+    {
+        const Score s = scoreWithoutAnnotations("lightning_fit", "python");
+        QVERIFY2(s.wrongShare() <= 0.02, std::to_string(s.wrongShare()).c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestStateBurst)
+#include "test_state_burst.moc"
