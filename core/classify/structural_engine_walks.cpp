@@ -3,6 +3,7 @@
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <unordered_set>
@@ -110,38 +111,53 @@ bool readsAsBackward(const Stream& s, const Candidate& c)
     return false;
 }
 
-// Per event: part of a run of kStateBurst blocks or more made one after the other (no release
-// between) and never let go of: an optimizer making its state at its first step (Adam's two moments
-// per weight, zeros_like one after the other). The engine lets go of saved blocks between the
-// gradients it makes, and a recomputed segment's blocks are let go of in the same backward.
-std::vector<uint8_t> stateBursts(const Stream& s)
-{
-    constexpr size_t kStateBurst = 8;
-    const EventIndex n = EventIndex(s.dev.events.count());
-    std::vector<uint8_t> in(size_t(n), 0);
-    std::vector<EventIndex> run;
-    for (EventIndex e = 0; e < n; ++e) {
-        if (const Allocation* a = s.bornAt(e)) {
-            if (releaseOf(*a) != kNoEvent) {
-                run.clear();
-                continue;
-            }
-            run.push_back(e);
-            if (run.size() >= kStateBurst)
-                for (EventIndex k : run)
-                    in[size_t(k)] = 1;
-        } else if (s.releasedAt(e)) {
-            run.clear();
-        }
-    }
-    return in;
-}
-
 constexpr auto place = classify_detail::placeStructural; // a walk's backward placed first stays
 
 } // namespace
 
-std::vector<EngineWalk> engineWalks(const DeviceTrace& dev)
+StateBursts stateBursts(const DeviceTrace& dev)
+{
+    constexpr size_t kStateBurst = 8;
+    const Stream s{dev};
+    const EventIndex n = EventIndex(dev.events.count());
+    StateBursts out;
+    size_t count = 0;
+    EventIndex runStart = kNoEvent, lastBirth = kNoEvent;
+    auto flush = [&] {
+        if (count >= kStateBurst)
+            out.runs.emplace_back(runStart, lastBirth);
+        count = 0;
+    };
+    for (EventIndex e = 0; e < n; ++e) {
+        if (const Allocation* a = s.bornAt(e)) {
+            if (releaseOf(*a) != kNoEvent) {
+                flush();
+                continue;
+            }
+            if (count++ == 0)
+                runStart = e;
+            lastBirth = e;
+        } else if (s.releasedAt(e)) {
+            flush();
+        }
+    }
+    flush();
+    return out;
+}
+
+bool StateBursts::at(EventIndex e) const
+{
+    auto it = std::upper_bound(runs.begin(), runs.end(), e, [](EventIndex v, const auto& r) { return v < r.first; });
+    return it != runs.begin() && std::prev(it)->second >= e;
+}
+
+bool StateBursts::between(EventIndex after, EventIndex before) const
+{
+    auto it = std::upper_bound(runs.begin(), runs.end(), after, [](EventIndex v, const auto& r) { return v < r.second; });
+    return it != runs.end() && std::max(it->first, after + 1) < before;
+}
+
+std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& bursts)
 {
     const Stream s{dev};
     const EventIndex n = EventIndex(dev.events.count());
@@ -151,21 +167,13 @@ std::vector<EngineWalk> engineWalks(const DeviceTrace& dev)
     // outputs, parameters gathered for it; such walks stay short and read as no backward).
     std::vector<Candidate> all;
     std::map<EventIndex, size_t> open;
-    // The last event at or before each one that is part of a state burst (see stateBursts).
-    const std::vector<uint8_t> burst = stateBursts(s);
-    std::vector<EventIndex> stateBurstAt(size_t(n), kNoEvent);
-    for (EventIndex e = 0, last = kNoEvent; e < n; ++e) {
-        if (burst[size_t(e)])
-            last = e;
-        stateBurstAt[size_t(e)] = last;
-    }
     auto stale = [&](const Candidate& c, EventIndex e) {
         // The engine walks densely: a release long after the walk's last one (more than 8 times its
         // mean spacing, and 64 events) is another stretch's; so is one after an optimizer made its
         // state since the walk's last release (the caller letting go of the batch after the step).
         const EngineWalk& w = c.walk;
         const EventIndex spacing = (w.last - w.first) / EventIndex(std::max<size_t>(w.releases, 1));
-        return e - w.last > std::max<EventIndex>(64, 8 * spacing) || (e > 0 && stateBurstAt[size_t(e - 1)] > w.last);
+        return e - w.last > std::max<EventIndex>(64, 8 * spacing) || bursts.between(w.last, e);
     };
     // Blocks alive now, by birth (a Fenwick tree over events), and births so far: the next node back
     // released what it saved just before the walk's last release (its births come next below); a
@@ -336,7 +344,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     tl.phase = phaseBefore;
     tl.source = sourceBefore;
     size_t placed = 0;
-    const std::vector<uint8_t> burst = stateBursts(s);
+    const StateBursts& bursts = walksOnce.bursts();
     // Where, after each walk, the next block a later walk releases as saved was made: a backward's
     // tail and the step after it end there. Block by block, not from a walk's oldest: a reentrant
     // checkpoint's next inner backward releases the layer's input, saved by the forward long
@@ -376,7 +384,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
             const EventIndex e = end + 1;
             if (tl.phase[size_t(e)] != Phase::Unknown)
                 break; // an annotation named it (an optimizer step)
-            if (burst[size_t(e)])
+            if (bursts.at(e))
                 break; // the optimizer making its state
 
             if (const Allocation* b = s.bornAt(e)) {

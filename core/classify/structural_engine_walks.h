@@ -18,6 +18,7 @@
 #include "core/model/trace.h"
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace poolscope {
@@ -28,27 +29,49 @@ struct EngineWalk {
     size_t releases = 0;                                  // saved blocks released, last made first
 };
 
-// The walks that read as a backward, in the order they ran. See the definition for the tests.
-std::vector<EngineWalk> engineWalks(const DeviceTrace& dev);
+// An optimizer making its state at its first step (Adam's two moments per weight, zeros_like one
+// after the other): runs of eight blocks or more made one after the other, none ever let go of, with
+// no release between. The engine lets go of saved blocks between the gradients it makes, and a
+// recomputed segment's blocks are let go of in the same backward. Each run from its first birth to
+// its last, in event order.
+struct StateBursts {
+    std::vector<std::pair<EventIndex, EventIndex>> runs;
+    bool at(EventIndex e) const;                       // e lies inside a run
+    bool between(EventIndex after, EventIndex before) const; // a run has an event in (after, before)
+};
+StateBursts stateBursts(const DeviceTrace& dev);
 
-// A device's walks, found on first use and kept: the swings' reading and the walks' reading each
-// need them, and a frameless dump with step windows is read twice (structural_closure.h).
+// The walks that read as a backward, in the order they ran. See the definition for the tests.
+std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& bursts);
+inline std::vector<EngineWalk> engineWalks(const DeviceTrace& dev) { return engineWalks(dev, stateBursts(dev)); }
+
+// A device's walks and state bursts, found on first use and kept: the swings' reading and the walks'
+// reading each need them, and a frameless dump with step windows is read twice (structural_closure.h).
 class EngineWalksOnce {
 public:
     explicit EngineWalksOnce(const DeviceTrace& dev) : m_dev(dev) {}
     const std::vector<EngineWalk>& get()
     {
         if (!m_found) {
-            m_walks = engineWalks(m_dev);
+            m_walks = engineWalks(m_dev, bursts());
             m_found = true;
         }
         return m_walks;
+    }
+    const StateBursts& bursts()
+    {
+        if (!m_burstsFound) {
+            m_bursts = stateBursts(m_dev);
+            m_burstsFound = true;
+        }
+        return m_bursts;
     }
 
 private:
     const DeviceTrace& m_dev;
     std::vector<EngineWalk> m_walks;
-    bool m_found = false;
+    StateBursts m_bursts;
+    bool m_found = false, m_burstsFound = false;
 };
 
 // Where loss.backward() began: the last event after `from` and before `before` where the autograd
