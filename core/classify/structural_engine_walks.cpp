@@ -386,7 +386,6 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
                 break; // an annotation named it (an optimizer step)
             if (bursts.at(e))
                 break; // the optimizer making its state
-
             if (const Allocation* b = s.bornAt(e)) {
                 const EventIndex r = releaseOf(*b);
                 if (r != kNoEvent && r - e <= kHeld)

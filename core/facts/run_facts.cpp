@@ -154,7 +154,8 @@ RunFacts buildRunFacts(const DeviceTrace& dev, const PhaseTimeline& tl, bool his
         if (tl.phase[e] == Phase::Backward)
             ++f.engineFrees;
         const AllocId id = dev.eventAlloc[e];
-        if (id.valid() && (tl.phase[e] == Phase::Backward || tl.phase[e] == Phase::Teardown)) {
+        const bool looking = !releasedByGraph || (!f.graphsDroppedWithoutBackward && tl.phase[e] == Phase::Teardown && EventIndex(e) < firstOom);
+        if (looking && id.valid() && (tl.phase[e] == Phase::Backward || tl.phase[e] == Phase::Teardown)) {
             const Allocation& al = dev.allocations[id.value];
             if (!al.preexisting() && tl.phase[size_t(al.allocEvent)] == Phase::Forward) {
                 releasedByGraph = true;

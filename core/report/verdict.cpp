@@ -173,20 +173,20 @@ std::string poolAdviceFor(Pool pool, const MomentEvidence& ev)
                    std::string(poolAdvice(pool));
         // Forwards that no backward followed and no graph seen: a run that does not train, so
         // checkpointing has nothing to give back; what is alive is the calls' outputs and the forward's
-        // working set. (One forward cut short by an OOM may be a training step's first: its activations
-        // are saved for the backward that did not come, and the training advice stands.)
-        if (ev.backward == Known::No && ev.training != Known::Yes && ev.forwardPasses >= 2 && ev.gradMode != Known::Yes)
-            return "no backward followed any of the " + std::to_string(ev.forwardPasses) +
-                   " forwards, so checkpointing gives nothing back: cut the batch, the resolution or the sequence length, or "
-                   "run the largest operation in chunks (attention slicing, tiled VAE decoding, chunked prefill); where grad "
-                   "mode was on, run such calls under torch.no_grad()";
-        // One forward and nothing after it that trains: a training step's first forward (Adam makes
-        // its state at the first step, so no state yet either) and an inference call under grad mode
-        // leave the same dump. Both knobs, each with the case it is for.
-        if (ev.backward == Known::No && ev.training != Known::Yes && ev.forwardPasses == 1 && ev.gradMode != Known::Yes)
-            return "whether this forward trains the dump cannot tell (one forward, no backward, no optimizer state): cut the "
-                   "micro-batch or the sequence length; if it trains, checkpoint them (torch.utils.checkpoint); if not, run "
-                   "it under torch.no_grad()";
+        // working set. One forward and nothing after it that trains is not that: a training step's
+        // first forward (Adam makes its state at the first step, so no state yet either) and an
+        // inference call leave the same dump, so both knobs, each with the case it is for.
+        if (ev.backward == Known::No && ev.training != Known::Yes && ev.gradMode != Known::Yes) {
+            if (ev.forwardPasses >= 2)
+                return "no backward followed any of the " + std::to_string(ev.forwardPasses) +
+                       " forwards, so checkpointing gives nothing back: cut the batch, the resolution or the sequence length, "
+                       "or run the largest operation in chunks (attention slicing, tiled VAE decoding, chunked prefill); where "
+                       "grad mode was on, run such calls under torch.no_grad()";
+            if (ev.forwardPasses == 1)
+                return "whether this forward trains the dump cannot tell (one forward, no backward, no optimizer state): cut "
+                       "the micro-batch or the sequence length; if it trains, checkpoint them (torch.utils.checkpoint); if not, "
+                       "run it under torch.no_grad()";
+        }
         break;
     case Pool::CachedFree:
         return allocatorAdvice(ev);
