@@ -450,9 +450,12 @@ private:
     // bytes are. Parameters are usually allocated first, so the higher addresses become state.
     void sizeLedger(Classification& c)
     {
+        // The state was born in the trace, or predates it with the frames that made it (a ring
+        // buffer dropped its birth, not the stack its block keeps): no state hides among the
+        // stackless blocks, which were made before recording began, as the parameters are.
         for (size_t i = 0; i < c.size(); ++i)
-            if (c.pool[i] == Pool::OptimizerState && !m_dev.allocations[i].preexisting())
-                return; // the state was born in the trace: nothing predates it
+            if (c.pool[i] == Pool::OptimizerState && (!m_dev.allocations[i].preexisting() || !m_features[i].emptyStack))
+                return;
         std::unordered_map<int64_t, std::vector<uint32_t>> candidates;
         for (size_t i = 0; i < c.size(); ++i)
             if (c.pool[i] == Pool::Parameter && (m_features[i].lifetime & bit(Lifetime::AliveWholeTrace)) && m_features[i].emptyStack)

@@ -62,4 +62,22 @@ size_t endInheritedBackward(const DeviceTrace& dev, const std::vector<uint8_t>& 
     return placed;
 }
 
+
+size_t leadingEngineEventsOfBackward(const FrameTable& frames, const DeviceTrace& dev, bool framesRecorded,
+                                     EventIndex firstKnown, PhaseTimeline& tl)
+{
+    const auto& ev = dev.events;
+    if (!framesRecorded || firstKnown == kNoEvent || size_t(firstKnown) >= tl.phase.size() ||
+        tl.phase[size_t(firstKnown)] != Phase::Backward || tl.source[size_t(firstKnown)] != PhaseSource::Frames)
+        return 0;
+    for (EventIndex e = 0; e < firstKnown; ++e)
+        if (ev.stack[size_t(e)].valid() && !frames.stack(ev.stack[size_t(e)]).empty())
+            return 0;
+    for (EventIndex e = 0; e < firstKnown; ++e) {
+        tl.phase[size_t(e)] = Phase::Backward;
+        tl.source[size_t(e)] = PhaseSource::Structure;
+    }
+    return size_t(firstKnown);
+}
+
 } // namespace poolscope

@@ -25,4 +25,13 @@ namespace poolscope {
 // frames show the forward). Returns the number of events re-placed.
 size_t endInheritedBackward(const DeviceTrace& dev, const std::vector<uint8_t>& python, PhaseTimeline& tl);
 
+// Where a recording begins inside a backward: places, as Backward (source Structure), the events
+// before `firstKnown` (the first event a frame or an annotation named) when the device records
+// frames (`framesRecorded`), every one of them has none (the autograd engine's thread: it records
+// no Python frame), and `firstKnown` is a Backward its own frames named (the program's thread,
+// blocked in the backward call until the engine is done). Anything with a frame before it, or a
+// first named event of another phase, leaves them Unknown. Returns the number of events placed.
+size_t leadingEngineEventsOfBackward(const FrameTable& frames, const DeviceTrace& dev, bool framesRecorded,
+                                     EventIndex firstKnown, PhaseTimeline& tl);
+
 } // namespace poolscope

@@ -3,6 +3,7 @@
 #include "core/facts/graph_kept.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 namespace poolscope {
@@ -78,6 +79,73 @@ bool callsThatKeepTheirGraphs(const DeviceTrace& dev, const std::vector<size_t>&
     return keepsGraphShare(kept, made);
 }
 
+// Where a recording begins inside a call (a ring buffer, or recording started mid-forward), the
+// run's first allocation sits inside the model, often inside its loop over layers, and the "restarts"
+// found at its site are the layers'. The calls still show where a function shallower than that loop
+// went back to an earlier line under the same frames above it (the model's top-level forward, called
+// again by the caller's loop): the allocations where the shallowest such move back happens, if it is
+// shallower than the one the opening's restarts showed, are the calls' starts. `allocs`: the run's
+// allocations with Python frames, in order. Returns the starts (the run's opening first), or nothing.
+std::vector<size_t> shallowRestarts(PythonFrames& python, const FrameTable& frames, const DeviceTrace& dev,
+                                    const std::vector<size_t>& allocs, const std::vector<size_t>& starts)
+{
+    if (starts.empty() || allocs.size() < 2)
+        return {};
+    // The depth at which consecutive allocations' frames part, and whether the later one went back.
+    const auto wentBackAt = [&](size_t a, size_t b, bool* back) {
+        const std::vector<FrameId>& x = python.of(dev.events.stack[a]);
+        const std::vector<FrameId>& y = python.of(dev.events.stack[b]);
+        size_t d = 0;
+        while (d < x.size() && d < y.size() && x[d] == y[d])
+            ++d;
+        *back = false;
+        if (d < x.size() && d < y.size()) {
+            const Frame& was = frames.frame(x[d]);
+            const Frame& now = frames.frame(y[d]);
+            *back = now.filename == was.filename && now.name == was.name && now.line < was.line;
+        }
+        return d;
+    };
+    // No restart at the opening's site (it sat in the call's tail, after the loops): any depth will do.
+    bool back = false;
+    size_t openingDepth = std::numeric_limits<size_t>::max();
+    if (starts.size() >= 2) {
+        const auto firstRestart = std::find(allocs.begin(), allocs.end(), starts[1]);
+        if (firstRestart == allocs.begin() || firstRestart == allocs.end())
+            return {};
+        openingDepth = wentBackAt(*std::prev(firstRestart), *firstRestart, &back);
+    }
+    size_t shallowest = openingDepth;
+    std::vector<size_t> out{starts[0]};
+    for (size_t k = 1; k < allocs.size(); ++k) {
+        const size_t d = wentBackAt(allocs[k - 1], allocs[k], &back);
+        if (!back || d > shallowest)
+            continue;
+        if (d < shallowest) {
+            shallowest = d;
+            out.assign(1, starts[0]);
+        }
+        out.push_back(allocs[k]);
+    }
+    if (shallowest == openingDepth || out.size() < 2)
+        return {};
+    // A recording that began mid-call shows it in the lines: where the opening's frames part from
+    // those of the first call found, the opening sits at a later line of the same function (the cut
+    // call was past the point where every call begins). A whole first call (an OOM in the first
+    // forward, whose layers alone move back) opens before its loop: an earlier line.
+    const std::vector<FrameId>& x = python.of(dev.events.stack[out[0]]);
+    const std::vector<FrameId>& y = python.of(dev.events.stack[out[1]]);
+    size_t d = 0;
+    while (d < x.size() && d < y.size() && x[d] == y[d])
+        ++d;
+    if (d == x.size() || d == y.size())
+        return {};
+    const Frame& opening = frames.frame(x[d]);
+    const Frame& call = frames.frame(y[d]);
+    const bool midCall = opening.filename == call.filename && opening.name == call.name && opening.line > call.line;
+    return midCall ? out : std::vector<size_t>{};
+}
+
 } // namespace
 
 size_t splitRestartedCalls(const FrameTable& frames, const DeviceTrace& dev, const PhaseTimeline& tl, std::vector<uint8_t>& boundary)
@@ -90,13 +158,28 @@ size_t splitRestartedCalls(const FrameTable& frames, const DeviceTrace& dev, con
     std::vector<FrameId> opening;  // the Python frames of the current forward run's first allocation
     std::vector<uint8_t> movedOn;  // per depth: that function went on to a later line under the same frames above
     std::vector<size_t> starts;    // the current run's opening and the restarts found after it
+    std::vector<size_t> allocs;    // the current run's allocations with Python frames
+    // The first event a frame or an annotation named: a run that opens there may open mid-call.
+    const size_t firstNamed = size_t(std::find_if(tl.phase.begin(), tl.phase.end(), [](Phase p) { return p != Phase::Unknown; }) -
+                                     tl.phase.begin());
     size_t added = 0;
     const auto judgeRun = [&](size_t runEnd) {
-        if (callsThatKeepTheirGraphs(dev, starts, runEnd))
+        if (callsThatKeepTheirGraphs(dev, starts, runEnd)) {
             for (size_t k = 1; k < starts.size(); ++k, ++added)
                 boundary[starts[k]] = 1;
+        } else if (!starts.empty() && starts[0] >= firstNamed && !allocs.empty() && allocs[0] == starts[0] &&
+                   std::all_of(tl.phase.begin() + ptrdiff_t(firstNamed), tl.phase.begin() + ptrdiff_t(starts[0]),
+                               [](Phase p) { return p == Phase::Forward; }) &&
+                   std::none_of(boundary.begin() + ptrdiff_t(std::min(firstNamed + 1, starts[0])), boundary.begin() + ptrdiff_t(starts[0]),
+                                [](uint8_t b) { return b != 0; })) {
+            const std::vector<size_t> calls = shallowRestarts(python, frames, dev, allocs, starts);
+            if (callsThatKeepTheirGraphs(dev, calls, runEnd))
+                for (size_t k = 1; k < calls.size(); ++k, ++added)
+                    boundary[calls[k]] = 1;
+        }
         starts.clear();
         opening.clear();
+        allocs.clear();
     };
     for (size_t i = 0; i < n; ++i) {
         if (tl.phase[i] != Phase::Forward || boundary[i] || (i > 0 && tl.phase[i - 1] != Phase::Forward)) {
@@ -111,6 +194,8 @@ size_t splitRestartedCalls(const FrameTable& frames, const DeviceTrace& dev, con
         if (here.empty())
             continue; // the engine's thread, or a C++-only stack: neither opens nor restarts a call
         const bool alloc = ev.action[i] == Action::Alloc;
+        if (alloc)
+            allocs.push_back(i);
         if (opening.empty()) {
             if (!alloc)
                 continue; // a pass opens with what it makes

@@ -16,6 +16,11 @@
 // each call kept, the graph; under no_grad a layer's tensors go within the next layer). Calls under
 // no_grad with nothing of the caller's between them stay one pass, as before.
 //
+// A recording that begins mid-call (a ring buffer) opens inside the model, where the restarts at
+// the opening's site are the layers'; there the calls are where the shallowest function that moves
+// back to an earlier line does so, if the opening sat past that line (it was mid-call), judged by the
+// same structure.
+//
 // Only line order is read, never a file or function name, so a renamed dump (lines kept) splits the
 // same; a frameless one has nothing to split on. Only in runs without backward: in training the
 // backward and the optimizer step end each pass already.

@@ -274,8 +274,12 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
         previousSource = src;
     }
     // Events before the first evidence stay Unknown: guessing them from what follows would invent
-    // a phase (a trace often starts with data loading or model set-up).
-    (void)firstKnown;
+    // a phase (a trace often starts with data loading or model set-up). One case is not a guess: a
+    // recording that begins mid-backward (a ring buffer dropped the seed, or recording started there)
+    // where the device records frames. The program's thread is blocked in the backward call, so the
+    // events before its first framed one (the call returning) come from the autograd engine's
+    // thread, which records no Python frame: they are that backward's, whatever it was named.
+    leadingEngineEventsOfBackward(trace.frames, dev, framesRecorded, firstKnown, tl);
     // Where neither frames nor annotations named a forward or a backward, the stream's shape may.
     inferStructuralPhases(dev, tl);
     // A forward no frame names, after a named backward, would inherit "backward" to the next named

@@ -31,4 +31,24 @@ inline std::shared_ptr<Trace> keepLastEntries(const Trace& original, double kept
     return t;
 }
 
+// The dump written mid-run (an OOM, or a dump taken inside a pass): only the first entries of each
+// device's history. Segments are as written at the end, so this is for reading phases, not pools.
+inline std::shared_ptr<Trace> keepFirstEntries(const Trace& original, double keptShare)
+{
+    auto t = std::make_shared<Trace>(original);
+    for (DeviceTrace& d : t->devices) {
+        const size_t n = size_t(double(d.events.count()) * keptShare);
+        DeviceTrace kept;
+        kept.kind = d.kind;
+        kept.device = d.device;
+        kept.segments = d.segments;
+        for (size_t e = 0; e < n; ++e)
+            kept.events.push(d.events.action[e], d.events.addr[e], d.events.size[e], d.events.stream[e], d.events.timeUs[e], d.events.stack[e]);
+        std::vector<std::string> warnings;
+        finalizeDevice(kept, warnings);
+        d = std::move(kept);
+    }
+    return t;
+}
+
 } // namespace poolscope::testing

@@ -1,0 +1,125 @@
+// Recordings that begin inside a pass (stop 50). A ring buffer (max_entries) or recording started at
+// a later step cuts the history anywhere: mid-backward, mid-call of an evaluation loop. The copies
+// come from real runs on an H200 (tests/data/gpu_runs, Python frames only) with their early entries
+// dropped (ring_buffer.h); each run's truth scores them.
+#include "core/classify/gpu_truth.h"
+#include "core/classify/ring_buffer.h"
+#include "core/classify/shipped_rules.h"
+
+#include <QtTest>
+
+using namespace poolscope;
+using namespace poolscope::gpu_truth;
+using poolscope::testing::shippedRules;
+
+namespace {
+
+const std::string kDir = POOLSCOPE_TEST_DATA "/gpu_runs/";
+
+int64_t misfiledBytes(const DeviceTrace& dev, const Score& s, Pool truth, Pool got, bool bornInWindowOnly = false)
+{
+    int64_t bytes = 0;
+    for (const Misfiled& m : s.misfiled)
+        if (m.truth == truth && m.got == got && !(bornInWindowOnly && dev.allocations[m.allocation].preexisting()))
+            bytes += dev.allocations[m.allocation].size;
+    return bytes;
+}
+
+size_t forwardRuns(const Classification& c)
+{
+    size_t n = 0;
+    for (const auto& r : c.phases.runs)
+        n += r.phase == Phase::Forward ? 1 : 0;
+    return n;
+}
+
+} // namespace
+
+class TestRecordingCutMidPass : public QObject {
+    Q_OBJECT
+private slots:
+    // adam_step_oom's last half begins mid-backward: the engine's events (no frame, where the
+    // program's record Python frames) come first, then the backward call returns (its frames name
+    // it) and the optimizer step runs out of memory. The leading events were Unknown, so the
+    // embedding's gradient the engine made there (125 MiB) was `unknown` (25.1 % of the named bytes
+    // wrong); they are the backward's.
+    void engineEventsBeforeTheBackwardReturns()
+    {
+        const auto original = load(kDir + "adam_step_oom.pickle.gz");
+        const auto truth = readTruth(kDir + "adam_step_oom.truth.json.gz");
+        const auto t = testing::keepLastEntries(*original, 0.5);
+        const DeviceTrace& dev = t->devices.at(0);
+        const Classification c = classify(*t, dev, shippedRules());
+        EventIndex firstFramed = kNoEvent;
+        for (EventIndex e = 0; e < EventIndex(dev.eventCount()) && firstFramed == kNoEvent; ++e)
+            if (c.phases.source[size_t(e)] == PhaseSource::Frames)
+                firstFramed = e;
+        QVERIFY(firstFramed > 100);
+        QCOMPARE(c.phases.phase[size_t(firstFramed)], Phase::Backward);
+        for (EventIndex e = 0; e < firstFramed; ++e)
+            QVERIFY2(c.phases.phase[size_t(e)] == Phase::Backward, std::to_string(e).c_str());
+        const Score s = score(dev, c, truth);
+        QCOMPARE(misfiledBytes(dev, s, Pool::Gradient, Pool::Unknown), int64_t(0));
+        QVERIFY2(s.wrongShare() <= 0.13, std::to_string(s.wrongShare()).c_str());
+    }
+
+    // hf_trainer_eval's last 20 % begins in the training step's backward. Once the engine's events
+    // there are the backward's, the embedding's gradient counts as one per step, and the size ledger
+    // (state hidden among stackless blocks from before recording) took one of the two stackless
+    // 126 MiB parameters for Adam state, though the state predates the window with its own frames.
+    void noStateHidesWhereTheStateKeptItsFrames()
+    {
+        const auto original = load(kDir + "hf_trainer_eval.pickle.gz");
+        const auto truth = readTruth(kDir + "hf_trainer_eval.truth.json.gz");
+        const auto t = testing::keepLastEntries(*original, 0.2);
+        const DeviceTrace& dev = t->devices.at(0);
+        const Classification c = classify(*t, dev, shippedRules());
+        const Score s = score(dev, c, truth);
+        QCOMPARE(misfiledBytes(dev, s, Pool::Parameter, Pool::OptimizerState), int64_t(0));
+        QVERIFY2(s.wrongShare() <= 0.01, std::to_string(s.wrongShare()).c_str());
+    }
+
+    // eval_with_grad keeps each call's logits with grad on; a cut recording opens inside a call (the
+    // last 80 % and 60 %: inside a layer). The calls after it were one forward, so the library
+    // cache's keys and values (made afresh by each call, held by the graph) read as a KV cache:
+    // 256 MiB, 7.9 %. The model's top-level forward going back to its first line shows each call.
+    // (Those the cut call made before the recording have no birth to read: they stay as they were.)
+    void callsOfAnEvaluationLoopCutMidCall_data()
+    {
+        QTest::addColumn<double>("kept");
+        QTest::addColumn<int>("forwards");
+        QTest::addColumn<double>("most");
+        QTest::newRow("last 80 %") << 0.8 << 4 << 0.016;
+        QTest::newRow("last 60 %") << 0.6 << 3 << 0.031;
+    }
+    void callsOfAnEvaluationLoopCutMidCall()
+    {
+        QFETCH(double, kept);
+        QFETCH(int, forwards);
+        QFETCH(double, most);
+        const auto original = load(kDir + "eval_with_grad.pickle.gz");
+        const auto truth = readTruth(kDir + "eval_with_grad.truth.json.gz");
+        const auto t = testing::keepLastEntries(*original, kept);
+        const DeviceTrace& dev = t->devices.at(0);
+        const Classification c = classify(*t, dev, shippedRules());
+        QCOMPARE(forwardRuns(c), size_t(forwards));
+        const Score s = score(dev, c, truth);
+        QCOMPARE(misfiledBytes(dev, s, Pool::Activation, Pool::KvCache, true), int64_t(0));
+        QVERIFY2(s.wrongShare() <= most, std::to_string(s.wrongShare()).c_str());
+    }
+
+    // The same loop dumped inside its first call (the first 20 % of its entries): the layers move
+    // back to their first line too, and every layer keeps what it made (grad on). That is one call
+    // that opens before its loop, not calls: it stays one forward.
+    void aFirstCallIsNotSplitIntoLayers()
+    {
+        const auto original = load(kDir + "eval_with_grad.pickle.gz");
+        const auto t = testing::keepFirstEntries(*original, 0.2);
+        const DeviceTrace& dev = t->devices.at(0);
+        const Classification c = classify(*t, dev, shippedRules());
+        QCOMPARE(forwardRuns(c), size_t(1));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRecordingCutMidPass)
+#include "test_recording_cut_mid_pass.moc"
