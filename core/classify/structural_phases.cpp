@@ -279,6 +279,32 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         if (stateSized * 2 >= kept && !(stepBefore && !stepInside))
             forwardStart.back() = kNoEvent;
     }
+    // The rise after the last fall can begin with an optimizer's first step: its state made in a
+    // burst (stateBursts: blocks of the run's state sizes one after the other, none let go of) and
+    // the update's temporaries, then the next forward. Its first scratch is the step's, so the
+    // forward began after the last such burst (and the step's search after the backward stops there).
+    if (sw.back().open && forwardStart.back() != kNoEvent) {
+        const Swing& s = sw.back();
+        EventIndex burstEnd = kNoEvent;
+        for (const auto& [b0, b1] : walksOnce.bursts().runs) {
+            if (b0 <= std::max(s.trough, forwardStart.back() - 1) || b1 >= s.peak)
+                continue;
+            bool stateSized = true;
+            for (EventIndex e = b0; e <= b1 && stateSized; ++e)
+                if (const Allocation* a = bornAt(size_t(e)))
+                    stateSized = stateSizes.count(sizeKey(a->size)) > 0;
+            if (stateSized)
+                burstEnd = b1;
+        }
+        if (burstEnd != kNoEvent) {
+            EventIndex after = kNoEvent;
+            for (EventIndex e = burstEnd + 1; e <= s.peak && after == kNoEvent; ++e)
+                if (const Allocation* a = bornAt(size_t(e)); a && releaseOf(*a) != kNoEvent)
+                    after = e;
+            if (after != kNoEvent && s.peak - after >= 32)
+                forwardStart.back() = after;
+        }
+    }
 
     // Kept to undo the swings' reading where the repetition reads the run better (below).
     const std::vector<Phase> phaseBefore = tl.phase;
