@@ -1,8 +1,10 @@
 #include "core/classify/structural_forward_again.h"
 
+#include "core/classify/structural_backward_tail.h"
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -58,7 +60,7 @@ uint64_t seedAt(const std::vector<Birth>& v, size_t i)
 
 } // namespace
 
-size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
+size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl, const StateBursts& bursts)
 {
     if (tl.phase.size() != dev.events.count())
         return 0;
@@ -88,6 +90,13 @@ size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
     // What comes before the first forward is the model being built or loaded: a model is called
     // after it exists (where the batch's tokens equal the width, its weights have activations' sizes).
     const size_t firstForward = size_t(std::find(tl.phase.begin(), tl.phase.end(), Phase::Forward) - tl.phase.begin());
+    // The sizes of the run's state where the first forward starts (the weights'), found on first use.
+    std::optional<RunState> state;
+    auto stateSizes = [&]() -> const std::unordered_set<int64_t>& {
+        if (!state)
+            state = runStateAt(dev, EventIndex(firstForward));
+        return state->sizes;
+    };
     // An operator more or fewer per layer (a dropout mask in training, none in evaluation) skips a
     // few of the model's births; a block of a size the model never makes is the caller's, skipped.
     constexpr size_t kLookahead = 8;
@@ -126,6 +135,11 @@ size_t forwardsRepeatingAForward(const DeviceTrace& dev, PhaseTimeline& tl)
         if (matched < kMinRepeatedBirths || matched * 5 < (last + 1 - first) * 4 || matched * 4 < walked * 3)
             continue;
         for (const auto& [from, to] : pieces) {
+            bool stateBurst = true;
+            for (size_t i = from; i <= to && stateBurst; ++i)
+                stateBurst = bursts.at(stretch[i].event) && stateSizes().count(sizeKey(stretch[i].size)) > 0;
+            if (stateBurst)
+                continue;
             for (EventIndex e = stretch[from].event; e <= stretch[to].event; ++e)
                 if (stepReadFromShape(tl, size_t(e))) {
                     tl.phase[size_t(e)] = Phase::Unknown;

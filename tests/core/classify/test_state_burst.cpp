@@ -66,6 +66,31 @@ private slots:
         QVERIFY2(s.wrongShare() <= 0.015, std::to_string(s.wrongShare()).c_str());
     }
 
+    // Stop 50: a step read from the stream held only part of its state burst. Adam's first step in
+    // adam_step_oom (which runs out of memory making the state) took the burst's layers for the
+    // model called again (its moments, weight after weight, have the sizes of a layer's activations
+    // where the batch's tokens equal the width), and the embedding's and the head's moments, at the
+    // burst's two ends, for what came before and after the step (49.6 %). SGD's momentum in
+    // graph_leak likewise (34.7 %). A forward lets go of scratch; the burst is the step's.
+    void theWholeBurstIsTheStep_data()
+    {
+        QTest::addColumn<QString>("run");
+        QTest::newRow("adam_step_oom") << "adam_step_oom";
+        QTest::newRow("graph_leak") << "graph_leak";
+    }
+    void theWholeBurstIsTheStep()
+    {
+        QFETCH(QString, run);
+        const Score s = scoreWithoutAnnotations(run.toStdString(), "none");
+        QVERIFY(s.named > int64_t(512) << 20);
+        int64_t stateMisread = 0;
+        for (const auto& [flow, bytes] : s.by)
+            if (flow.rfind("optimizer_state->", 0) == 0)
+                stateMisread += bytes;
+        QCOMPARE(stateMisread, int64_t(0));
+        QVERIFY2(s.wrongShare() <= 0.01, std::to_string(s.wrongShare()).c_str());
+    }
+
     // With Python frames the same copy reads as before (frames name the passes; the walks do not).
     void framesStillDecide()
     {
