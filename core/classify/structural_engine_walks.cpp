@@ -359,6 +359,18 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     for (size_t k = 0; k < walks.size(); ++k)
         if (auto it = std::upper_bound(savedBirths.begin(), savedBirths.end(), walks[k].last); it != savedBirths.end())
             firstSavedAfter[k] = *it;
+    // After the last walk no later one shows where the next forward began; the swings' reading does
+    // where it found a forward the dump ends inside (a rise that never falls, its graph held): the
+    // step after the walk ends before it, or a forward that keeps blocks of a weight's size (a
+    // mixture of experts' routed tokens) reads as the step.
+    if (n > 0 && swingPhase[size_t(n) - 1] == Phase::Forward && swingSource[size_t(n) - 1] == PhaseSource::Structure) {
+        EventIndex open = n - 1;
+        while (open > 0 && swingPhase[size_t(open) - 1] == Phase::Forward && swingSource[size_t(open) - 1] == PhaseSource::Structure)
+            --open;
+        for (size_t k = 0; k < walks.size(); ++k)
+            if (firstSavedAfter[k] == n && open > walks[k].last)
+                firstSavedAfter[k] = open;
+    }
     // The run's state: blocks made before the first forward and alive at its start (weights,
     // state from before recording). A gradient has the size of one of them.
     EventIndex firstForward = n;
