@@ -1,12 +1,13 @@
 // Adam's first step, and the passes around it, read from the stream alone (stop 49): a dump with
 // neither frames nor annotations (PyTorch before 2.5 records no record_function ranges in a
-// snapshot, so its frameless captures have no Optimizer.step window either). Lightning's run, copied without both: the autograd engine's walk
-// went on past the step, to the batch the caller let go of after it, so the backward swallowed the
-// step and Adam's moments read as gradients the backward kept (696 MiB, 50 % of the named bytes).
-// An optimizer makes its state as a run of blocks one after the other, none let go of, with no
-// release between (two zeros_like per weight); the engine lets go of saved blocks between the
-// gradients it makes. Such a run now ends a walk and the backward's tail, and the step after the
-// backward is found. The runs are real ones on an H200 (tests/data/gpu_runs).
+// snapshot, so its frameless captures have no Optimizer.step window either). Lightning's run,
+// copied without both: the autograd engine's walk went on past the step, to the batch the caller
+// let go of after it, so the backward swallowed the step and Adam's moments read as gradients the
+// backward kept (696 MiB, 50 % of the named bytes). An optimizer makes its state as a run of
+// blocks one after the other, none let go of, with no release between (two zeros_like per
+// weight); the engine lets go of saved blocks between the gradients it makes. Such a run now ends
+// a walk and the backward's tail, and the step after the backward is found. The runs are real
+// ones on an H200 (tests/data/gpu_runs).
 #include "core/classify/gpu_truth.h"
 #include "core/classify/shipped_rules.h"
 
