@@ -8,6 +8,7 @@
 
 #include "core/classify/structural_common.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -51,8 +52,8 @@ bool claimSum(std::vector<std::pair<int64_t, int64_t>>& left, int64_t target, si
 // bucket is the flat bytes of the parameters it groups, so each block is an exact sum of parameter
 // sizes, no parameter counted twice, and together they hold nearly all the parameters' bytes (what
 // is left is inputs or buffers that also predate recording, or frozen weights). Made inside a
-// forward, so that set-up copies (master weights, made once before the first forward) are not
-// read as groups of parameters.
+// forward (or, after the first backward, just before one that nothing named), so that set-up
+// copies (master weights, made once before the first forward) are not read as groups of parameters.
 void bucketsGroupingParametersFromBeforeRecording(const DeviceTrace& dev, Classification& c, const std::vector<uint32_t>& params,
                                                   const std::vector<uint32_t>& order, const std::function<bool(uint32_t)>& acrossBackward)
 {
@@ -66,11 +67,28 @@ void bucketsGroupingParametersFromBeforeRecording(const DeviceTrace& dev, Classi
         ++counts[bytes];
         paramBytes += bytes;
     }
+    // After the first backward, the stretch before a forward that nothing named is the forward's
+    // own start (DistributedDataParallel.forward rebuilding the buckets before it calls the module;
+    // the stream's reading starts a forward at its first scratch).
+    EventIndex firstBackwardEnd = kNoEvent;
+    for (const Pass& p : c.facts.passes)
+        if (p.phase == Phase::Backward) {
+            firstBackwardEnd = p.last;
+            break;
+        }
+    auto inAForward = [&](EventIndex e) {
+        const int pass = c.facts.passAt(e);
+        if (pass >= 0)
+            return c.facts.passes[size_t(pass)].phase == Phase::Forward;
+        if (firstBackwardEnd == kNoEvent || e <= firstBackwardEnd || c.phases.phase[size_t(e)] != Phase::Unknown)
+            return false;
+        const auto next = std::find_if(c.facts.passes.begin(), c.facts.passes.end(), [&](const Pass& p) { return p.first > e; });
+        return next != c.facts.passes.end() && next->phase == Phase::Forward;
+    };
     auto candidate = [&](uint32_t x) {
         const Allocation& a = dev.allocations[x];
-        const int pass = c.facts.passAt(a.allocEvent);
-        return c.pool[x] != Pool::Parameter && !(c.evidenceOf(x) & kEvidenceFrames) && a.size <= paramBytes && pass >= 0 &&
-               c.facts.passes[size_t(pass)].phase == Phase::Forward && acrossBackward(x);
+        return c.pool[x] != Pool::Parameter && !(c.evidenceOf(x) & kEvidenceFrames) && a.size <= paramBytes && inAForward(a.allocEvent) &&
+               acrossBackward(x);
     };
     // One budget for the whole search, so that a dump of many blocks stays linear.
     size_t budget = 2000000;
