@@ -25,6 +25,23 @@ int64_t misfiledBytes(const DeviceTrace& dev, const Score& s, Pool truth, Pool g
     return bytes;
 }
 
+// A run's copy with only the last `kept` share of its entries, classified and scored by its truth.
+struct Cut {
+    std::shared_ptr<const Trace> trace;
+    Classification c;
+    Score s;
+    const DeviceTrace& dev() const { return trace->devices.at(0); }
+};
+
+Cut lastEntries(const std::string& run, double kept)
+{
+    Cut cut;
+    cut.trace = testing::keepLastEntries(*load(kDir + run + ".pickle.gz"), kept);
+    cut.c = classify(*cut.trace, cut.dev(), shippedRules());
+    cut.s = score(cut.dev(), cut.c, readTruth(kDir + run + ".truth.json.gz"));
+    return cut;
+}
+
 size_t forwardRuns(const Classification& c)
 {
     size_t n = 0;
@@ -45,11 +62,9 @@ private slots:
     // wrong); they are the backward's.
     void engineEventsBeforeTheBackwardReturns()
     {
-        const auto original = load(kDir + "adam_step_oom.pickle.gz");
-        const auto truth = readTruth(kDir + "adam_step_oom.truth.json.gz");
-        const auto t = testing::keepLastEntries(*original, 0.5);
-        const DeviceTrace& dev = t->devices.at(0);
-        const Classification c = classify(*t, dev, shippedRules());
+        const Cut cut = lastEntries("adam_step_oom", 0.5);
+        const DeviceTrace& dev = cut.dev();
+        const Classification& c = cut.c;
         EventIndex firstFramed = kNoEvent;
         for (EventIndex e = 0; e < EventIndex(dev.eventCount()) && firstFramed == kNoEvent; ++e)
             if (c.phases.source[size_t(e)] == PhaseSource::Frames)
@@ -58,9 +73,8 @@ private slots:
         QCOMPARE(c.phases.phase[size_t(firstFramed)], Phase::Backward);
         for (EventIndex e = 0; e < firstFramed; ++e)
             QVERIFY2(c.phases.phase[size_t(e)] == Phase::Backward, std::to_string(e).c_str());
-        const Score s = score(dev, c, truth);
-        QCOMPARE(misfiledBytes(dev, s, Pool::Gradient, Pool::Unknown), int64_t(0));
-        QVERIFY2(s.wrongShare() <= 0.13, std::to_string(s.wrongShare()).c_str());
+        QCOMPARE(misfiledBytes(dev, cut.s, Pool::Gradient, Pool::Unknown), int64_t(0));
+        QVERIFY2(cut.s.wrongShare() <= 0.13, std::to_string(cut.s.wrongShare()).c_str());
     }
 
     // hf_trainer_eval's last 20 % begins in the training step's backward. Once the engine's events
@@ -69,14 +83,9 @@ private slots:
     // 126 MiB parameters for Adam state, though the state predates the window with its own frames.
     void noStateHidesWhereTheStateKeptItsFrames()
     {
-        const auto original = load(kDir + "hf_trainer_eval.pickle.gz");
-        const auto truth = readTruth(kDir + "hf_trainer_eval.truth.json.gz");
-        const auto t = testing::keepLastEntries(*original, 0.2);
-        const DeviceTrace& dev = t->devices.at(0);
-        const Classification c = classify(*t, dev, shippedRules());
-        const Score s = score(dev, c, truth);
-        QCOMPARE(misfiledBytes(dev, s, Pool::Parameter, Pool::OptimizerState), int64_t(0));
-        QVERIFY2(s.wrongShare() <= 0.01, std::to_string(s.wrongShare()).c_str());
+        const Cut cut = lastEntries("hf_trainer_eval", 0.2);
+        QCOMPARE(misfiledBytes(cut.dev(), cut.s, Pool::Parameter, Pool::OptimizerState), int64_t(0));
+        QVERIFY2(cut.s.wrongShare() <= 0.01, std::to_string(cut.s.wrongShare()).c_str());
     }
 
     // eval_with_grad keeps each call's logits with grad on; a cut recording opens inside a call (the
@@ -97,15 +106,10 @@ private slots:
         QFETCH(double, kept);
         QFETCH(int, forwards);
         QFETCH(double, most);
-        const auto original = load(kDir + "eval_with_grad.pickle.gz");
-        const auto truth = readTruth(kDir + "eval_with_grad.truth.json.gz");
-        const auto t = testing::keepLastEntries(*original, kept);
-        const DeviceTrace& dev = t->devices.at(0);
-        const Classification c = classify(*t, dev, shippedRules());
-        QCOMPARE(forwardRuns(c), size_t(forwards));
-        const Score s = score(dev, c, truth);
-        QCOMPARE(misfiledBytes(dev, s, Pool::Activation, Pool::KvCache, true), int64_t(0));
-        QVERIFY2(s.wrongShare() <= most, std::to_string(s.wrongShare()).c_str());
+        const Cut cut = lastEntries("eval_with_grad", kept);
+        QCOMPARE(forwardRuns(cut.c), size_t(forwards));
+        QCOMPARE(misfiledBytes(cut.dev(), cut.s, Pool::Activation, Pool::KvCache, true), int64_t(0));
+        QVERIFY2(cut.s.wrongShare() <= most, std::to_string(cut.s.wrongShare()).c_str());
     }
 
     // The same loop dumped inside its first call (the first 20 % of its entries): the layers move
