@@ -157,6 +157,26 @@ bool StateBursts::between(EventIndex after, EventIndex before) const
     return it != runs.end() && std::max(it->first, after + 1) < before;
 }
 
+size_t stepsCoverTheirBursts(PhaseTimeline& tl, const StateBursts& bursts)
+{
+    size_t placed = 0;
+    for (const auto& [b0, b1] : bursts.runs) {
+        bool step = false;
+        for (EventIndex e = b0; e <= b1 && !step; ++e)
+            step = tl.phase[size_t(e)] == Phase::OptimizerStep && tl.source[size_t(e)] == PhaseSource::Structure;
+        if (!step)
+            continue;
+        for (EventIndex e = b0; e <= b1; ++e)
+            if (tl.phase[size_t(e)] != Phase::OptimizerStep &&
+                (tl.source[size_t(e)] == PhaseSource::None || tl.source[size_t(e)] == PhaseSource::Structure)) {
+                tl.phase[size_t(e)] = Phase::OptimizerStep;
+                tl.source[size_t(e)] = PhaseSource::Structure;
+                ++placed;
+            }
+    }
+    return placed;
+}
+
 std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& bursts)
 {
     const Stream s{dev};

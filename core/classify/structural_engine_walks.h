@@ -41,6 +41,13 @@ struct StateBursts {
 };
 StateBursts stateBursts(const DeviceTrace& dev);
 
+// An optimizer step read from the stream begins where blocks of a gradient's size are made, and the
+// readings bound it by the gradient sizes they found (an embedding's gradient made at the
+// backward's very end can be missing among them). Where such a step (source Structure) holds part
+// of a burst, the whole burst becomes the step's: no other pass makes such a run. Events a frame or
+// an annotation named stay as named. Returns the number of events placed.
+size_t stepsCoverTheirBursts(PhaseTimeline& tl, const StateBursts& bursts);
+
 // The walks that read as a backward, in the order they ran. See the definition for the tests.
 std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& bursts);
 inline std::vector<EngineWalk> engineWalks(const DeviceTrace& dev) { return engineWalks(dev, stateBursts(dev)); }

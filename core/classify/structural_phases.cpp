@@ -540,31 +540,6 @@ size_t forwardTailsBeforeBackwards(PhaseTimeline& tl)
     return placed;
 }
 
-// An optimizer step read from the stream begins where blocks of a gradient's size are made, and the
-// readings bound it by the gradient sizes they found (an embedding's gradient made at the
-// backward's very end can be missing among them). Where the step holds part of a state burst (the
-// optimizer making its state, one block after the other, none let go of), the whole burst is the
-// step's: no other pass makes such a run. Events a frame or an annotation named stay as named.
-size_t stepsCoverTheirBursts(PhaseTimeline& tl, const StateBursts& bursts)
-{
-    size_t placed = 0;
-    for (const auto& [b0, b1] : bursts.runs) {
-        bool step = false;
-        for (EventIndex e = b0; e <= b1 && !step; ++e)
-            step = tl.phase[size_t(e)] == Phase::OptimizerStep && tl.source[size_t(e)] == PhaseSource::Structure;
-        if (!step)
-            continue;
-        for (EventIndex e = b0; e <= b1; ++e)
-            if (tl.phase[size_t(e)] != Phase::OptimizerStep &&
-                (tl.source[size_t(e)] == PhaseSource::None || tl.source[size_t(e)] == PhaseSource::Structure)) {
-                tl.phase[size_t(e)] = Phase::OptimizerStep;
-                tl.source[size_t(e)] = PhaseSource::Structure;
-                ++placed;
-            }
-    }
-    return placed;
-}
-
 size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walks, RepeatedForwardsOnce& repetition)
 {
     const std::vector<Phase> phaseBefore = tl.phase;
