@@ -62,7 +62,6 @@ size_t endInheritedBackward(const DeviceTrace& dev, const std::vector<uint8_t>& 
     return placed;
 }
 
-
 size_t leadingEngineEventsOfBackward(const FrameTable& frames, const DeviceTrace& dev, bool framesRecorded,
                                      EventIndex firstKnown, PhaseTimeline& tl)
 {

@@ -91,7 +91,8 @@ std::vector<size_t> shallowRestarts(PythonFrames& python, const FrameTable& fram
 {
     if (starts.empty() || allocs.size() < 2)
         return {};
-    // The depth at which consecutive allocations' frames part, and whether the later one went back.
+    // The depth at which two allocations' frames part, and whether there, in the same function,
+    // the later one sits at an earlier line (it went back).
     const auto wentBackAt = [&](size_t a, size_t b, bool* back) {
         const std::vector<FrameId>& x = python.of(dev.events.stack[a]);
         const std::vector<FrameId>& y = python.of(dev.events.stack[b]);
@@ -133,16 +134,8 @@ std::vector<size_t> shallowRestarts(PythonFrames& python, const FrameTable& fram
     // those of the first call found, the opening sits at a later line of the same function (the cut
     // call was past the point where every call begins). A whole first call (an OOM in the first
     // forward, whose layers alone move back) opens before its loop: an earlier line.
-    const std::vector<FrameId>& x = python.of(dev.events.stack[out[0]]);
-    const std::vector<FrameId>& y = python.of(dev.events.stack[out[1]]);
-    size_t d = 0;
-    while (d < x.size() && d < y.size() && x[d] == y[d])
-        ++d;
-    if (d == x.size() || d == y.size())
-        return {};
-    const Frame& opening = frames.frame(x[d]);
-    const Frame& call = frames.frame(y[d]);
-    const bool midCall = opening.filename == call.filename && opening.name == call.name && opening.line > call.line;
+    bool midCall = false;
+    wentBackAt(out[0], out[1], &midCall);
     return midCall ? out : std::vector<size_t>{};
 }
 

@@ -82,7 +82,7 @@ void bucketsGroupingParametersFromBeforeRecording(const DeviceTrace& dev, Classi
             return c.facts.passes[size_t(pass)].phase == Phase::Forward;
         if (firstBackwardEnd == kNoEvent || e <= firstBackwardEnd || c.phases.phase[size_t(e)] != Phase::Unknown)
             return false;
-        const auto next = std::find_if(c.facts.passes.begin(), c.facts.passes.end(), [&](const Pass& p) { return p.first > e; });
+        const auto next = std::upper_bound(c.facts.passes.begin(), c.facts.passes.end(), e, [](EventIndex v, const Pass& p) { return v < p.first; });
         return next != c.facts.passes.end() && next->phase == Phase::Forward;
     };
     auto candidate = [&](uint32_t x) {
