@@ -145,6 +145,24 @@ StateBursts stateBursts(const DeviceTrace& dev)
     return out;
 }
 
+EventIndex heldEarlierLayers(const DeviceTrace& dev, const PhaseTimeline& tl, const StateBursts& bursts,
+                             EventIndex forwardFrom, EventIndex releaseFrom, EventIndex releaseTo)
+{
+    const Stream s{dev};
+    std::unordered_set<int64_t> releasedSizes;
+    for (EventIndex e = releaseFrom; e <= releaseTo; ++e)
+        if (const Allocation* r = s.releasedAt(e); r && r->allocEvent >= forwardFrom && r->allocEvent < releaseFrom)
+            releasedSizes.insert(sizeKey(r->size));
+    EventIndex from = forwardFrom;
+    for (EventIndex e = forwardFrom - 1; e >= 0 && tl.phase[size_t(e)] == Phase::Unknown && !bursts.at(e); --e)
+        if (const Allocation* a = s.bornAt(e); a && a->size >= 4096 && releasedSizes.count(sizeKey(a->size))) {
+            const EventIndex r = releaseOf(*a);
+            if (r == kNoEvent || r > releaseTo)
+                from = e;
+        }
+    return from;
+}
+
 bool StateBursts::at(EventIndex e) const
 {
     auto it = std::upper_bound(runs.begin(), runs.end(), e, [](EventIndex v, const auto& r) { return v < r.first; });
@@ -505,8 +523,11 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     // between a backward and its step: the backward's end and the clipping run there, never a forward
     // (it is left for what the stretch's blocks say, an embedding's gradient made last among them).
     std::sort(beforeStep.begin(), beforeStep.end());
-    for (const EngineWalk& w : walks) {
+    for (size_t k = 0; k < walks.size(); ++k) {
+        const EngineWalk& w = walks[k];
         EventIndex from = w.bornFirst;
+        if (backwardEnd[k] + kHeld >= n - 1) // the dump ends inside this backward
+            from = heldEarlierLayers(dev, tl, bursts, w.bornFirst, w.first, w.last);
         for (auto g = std::upper_bound(beforeStep.begin(), beforeStep.end(), std::pair{from, std::numeric_limits<EventIndex>::max()});
              g != beforeStep.end() && g->first <= w.bornLast; ++g)
             if (g->first > from) {

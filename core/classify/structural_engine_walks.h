@@ -41,6 +41,16 @@ struct StateBursts {
 };
 StateBursts stateBursts(const DeviceTrace& dev);
 
+// Where the forward of a backward the dump cuts began (an OOM inside it, a dump from a backward
+// hook). The engine has let go of the later layers' saved blocks only, so the oldest block it let go
+// of (born at forwardFrom; released in [releaseFrom, releaseTo]) is a middle layer's. The earlier
+// layers' blocks, of the sizes it let go of (a model repeats its layers), are still held: back from
+// forwardFrom over the events nothing placed (not into a state burst), to the oldest such block that
+// outlives the releases; the batch and anything else of another size stay outside. forwardFrom
+// where none.
+EventIndex heldEarlierLayers(const DeviceTrace& dev, const PhaseTimeline& tl, const StateBursts& bursts,
+                             EventIndex forwardFrom, EventIndex releaseFrom, EventIndex releaseTo);
+
 // An optimizer step read from the stream begins where blocks of a gradient's size are made, and the
 // readings bound it by the gradient sizes they found (an embedding's gradient made at the
 // backward's very end can be missing among them). Where such a step (source Structure) holds part

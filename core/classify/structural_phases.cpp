@@ -450,8 +450,12 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
             while (releaseStart - 1 > forwardEnd && !bornAt(size_t(releaseStart - 1)))
                 --releaseStart;
         }
+        // A backward the dump ends inside: its forward began before the first block it let go of.
+        EventIndex backwardsForward = forwardFrom;
+        if (fall == Phase::Backward && nextStart == EventIndex(n) && releaseEnd + 16 >= EventIndex(n) - 1)
+            backwardsForward = heldEarlierLayers(dev, tl, walksOnce.bursts(), forwardFrom, releaseStart, releaseEnd);
         // Only a backward's: a pass without one keeps what it makes too (a cache made at its start).
-        place(tl, fall == Phase::Backward ? forwardFrom : fStart, releaseStart - 1, Phase::Forward, placed);
+        place(tl, fall == Phase::Backward ? backwardsForward : fStart, releaseStart - 1, Phase::Forward, placed);
         place(tl, releaseStart, fall == Phase::Forward ? s.fallEnd : releaseEnd, fall, placed);
         anyBackward = anyBackward || fall == Phase::Backward;
         if (fall != Phase::Backward || stepNamed)
