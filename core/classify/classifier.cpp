@@ -1,4 +1,5 @@
 #include "core/classify/classifier.h"
+#include "core/classify/size_ledger.h"
 
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/frame_matcher.h"
@@ -127,7 +128,12 @@ public:
             adjustConfidence(c, a);
         }
         countSizes(c);
-        sizeLedger(c);
+        {
+            std::vector<LedgerBlock> blocks(n);
+            for (size_t i = 0; i < n; ++i)
+                blocks[i] = {m_features[i].mirrorSize, bool(m_features[i].lifetime & bit(Lifetime::AliveWholeTrace)), m_features[i].emptyStack};
+            sizeLedger(m_dev, blocks, c);
+        }
         // Structure over names (structural_passes.cpp holds the order).
         classify_detail::structureFromLifetimes(m_trace, m_dev, c);
         countSizes(c);
@@ -439,143 +445,6 @@ private:
                 conf += 5;
         }
         c.confidence[i] = uint8_t(std::clamp(conf, 1, 99));
-    }
-
-    // Recording often starts after the first step: then parameters and optimizer state both predate
-    // it, alive throughout, without stacks, and the rules call them all parameters. The gradients
-    // (born in the recorded backward) tell them apart: Adam keeps two state buffers per parameter,
-    // so each gradient size shows up K = 3 times among those blocks (SGD with momentum: K = 2).
-    // When every gradient size holds K >= 2 blocks per gradient or more (below) and no optimizer
-    // state was born in the trace, K - 1 blocks per gradient of each size are optimizer state. Which block is which is not knowable; the
-    // bytes are. Parameters are usually allocated first, so the higher addresses become state.
-    void sizeLedger(Classification& c)
-    {
-        std::unordered_map<int64_t, std::vector<uint32_t>> candidates;
-        for (size_t i = 0; i < c.size(); ++i)
-            if (c.pool[i] == Pool::Parameter && (m_features[i].lifetime & bit(Lifetime::AliveWholeTrace)) && m_features[i].emptyStack)
-                candidates[m_features[i].mirrorSize].push_back(uint32_t(i));
-        // Gradients per parameter size: those one backward pass produced (every step makes new ones).
-        std::unordered_map<int64_t, uint32_t> perStep;
-        {
-            std::map<std::pair<uint32_t, int64_t>, uint32_t> byRun;
-            for (size_t i = 0; i < c.size(); ++i) {
-                const Allocation& a = m_dev.allocations[i];
-                if (c.pool[i] == Pool::Gradient && !a.preexisting())
-                    ++byRun[{c.phases.run[size_t(a.allocEvent)], m_features[i].mirrorSize}];
-            }
-            for (const auto& [key, n] : byRun)
-                perStep[key.second] = std::max(perStep[key.second], n);
-        }
-        // An optimizer makes its state for every parameter it trains, embeddings included, so every
-        // size that gets gradients holds at least K blocks per gradient. More blocks of a size are
-        // frozen layers' parameters (requires_grad off: no gradient, no state), which repeat the
-        // trained layers' sizes and not the embeddings': K is the fewest copies per gradient any
-        // gradient size shows (a model with frozen layers and SGD has one: no state at all), never
-        // the most common count (that was the number of layers there: issue 22's synth sweep).
-        // Most bytes must still come in whole sets per gradient of their size.
-        int64_t withGradients = 0, wholeSets = 0;
-        int64_t bestK = std::numeric_limits<int64_t>::max();
-        for (const auto& [size, ids] : candidates) {
-            auto g = perStep.find(size);
-            if (g == perStep.end() || g->second == 0)
-                continue;
-            const int64_t bytes = int64_t(ids.size()) * size;
-            withGradients += bytes;
-            bestK = std::min(bestK, int64_t(ids.size() / g->second));
-            if (ids.size() % g->second == 0)
-                wholeSets += bytes;
-        }
-        // The state was born in the trace, or predates it with the frames that made it (a ring
-        // buffer dropped its birth, not the stack its block keeps): no state hides among the
-        // stackless blocks, which were made before recording began, as the parameters are.
-        bool stateSeen = false;
-        std::unordered_map<int64_t, int64_t> stateOfSize; // state blocks read as such, by size
-        for (size_t i = 0; i < c.size(); ++i)
-            if (c.pool[i] == Pool::OptimizerState) {
-                ++stateOfSize[m_features[i].mirrorSize];
-                stateSeen = stateSeen || !m_dev.allocations[i].preexisting() || !m_features[i].emptyStack;
-            }
-        const bool split = !stateSeen && withGradients > 0 && bestK >= 2 && wholeSets * 5 >= withGradients * 4;
-        if (split) {
-            const uint16_t ledgerRule = uint16_t(c.rules.size());
-            c.rules.push_back(RuleInfo{"size-ledger-optimizer-state",
-                                       "allocated before recording and alive throughout, one of " + std::to_string(bestK) +
-                                           " same-size blocks per gradient of that size: 1 parameter + " + std::to_string(bestK - 1) +
-                                           " optimizer-state buffers created before recording began",
-                                       "built-in", Pool::OptimizerState, uint8_t(kEvidenceSize | kEvidenceLifetime)});
-            for (auto& [size, ids] : candidates) {
-                auto g = perStep.find(size);
-                if (g == perStep.end() || g->second == 0)
-                    continue;
-                const size_t grads = g->second;
-                if (ids.size() < 2 * grads)
-                    continue;
-                const size_t states = std::min(ids.size() - grads, size_t(bestK - 1) * grads);
-                std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
-                    return m_dev.allocations[a].address < m_dev.allocations[b].address;
-                });
-                for (size_t k = ids.size() - states; k < ids.size(); ++k) {
-                    c.pool[ids[k]] = Pool::OptimizerState;
-                    c.rule[ids[k]] = ledgerRule;
-                    c.confidence[ids[k]] = 55;
-                }
-            }
-        }
-        // Two blocks or more of a size per gradient of it, none with a stack, and fewer blocks of that
-        // size read as state elsewhere than there are of them (had the optimizer's state of that
-        // size been made where it shows, there would be one per weight at least; gradients that live
-        // in flat buckets, DDP's, are no blocks of their own and undercount): one is the weight, the
-        // others an optimizer's state from before recording (a mixture of experts makes an expert's
-        // state at the step that first routes to it) or frozen copies of a trained layer's shape. Which is which, nothing in the dump says (address order is no rule: the allocator
-        // put the weights below the state in some size groups and above it in others), so the
-        // blocks still read as weights are a guess: below 50 % without the count, at the count's 55 %
-        // where the split above stood on it.
-        // Gradients of a size counted where most of them are alive at once (a backward's end: a
-        // phase run undercounts them where recomputation splits the backward into pieces).
-        std::unordered_map<int64_t, int64_t> atOnce;
-        {
-            std::vector<std::pair<EventIndex, int64_t>> changes; // (event, +1 made / -1 let go of) per gradient
-            std::unordered_map<int64_t, int64_t> alive;
-            for (size_t i = 0; i < c.size(); ++i) {
-                if (c.pool[i] != Pool::Gradient)
-                    continue;
-                const Allocation& a = m_dev.allocations[i];
-                if (a.preexisting())
-                    atOnce[m_features[i].mirrorSize] = ++alive[m_features[i].mirrorSize];
-                else
-                    changes.push_back({a.allocEvent, int64_t(i) + 1});
-                if (const EventIndex r = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent; r != kNoEvent)
-                    changes.push_back({r, -(int64_t(i) + 1)});
-            }
-            std::sort(changes.begin(), changes.end());
-            for (const auto& [e, signedId] : changes) {
-                const int64_t key = m_features[size_t(std::abs(signedId) - 1)].mirrorSize;
-                int64_t& n = alive[key];
-                n += signedId > 0 ? 1 : -1;
-                atOnce[key] = std::max(atOnce[key], n);
-            }
-        }
-        uint16_t guessRule = 0;
-        for (const auto& [size, ids] : candidates) {
-            auto g = atOnce.find(size);
-            if (g == atOnce.end() || g->second <= 0 || int64_t(ids.size()) < 2 * g->second || stateOfSize[size] >= int64_t(ids.size()))
-                continue;
-            for (uint32_t i : ids) {
-                if (c.pool[i] != Pool::Parameter)
-                    continue;
-                if (guessRule == 0) {
-                    guessRule = uint16_t(c.rules.size());
-                    c.rules.push_back(RuleInfo{"preexisting-one-of-several-per-gradient",
-                                               "allocated before recording, alive throughout, no stack, and one of two or more same-size "
-                                               "blocks per gradient of that size: one is the weight, the others an optimizer's state "
-                                               "from before recording (or frozen layers of the same shape); without the frames that "
-                                               "made them the dump cannot tell which",
-                                               "built-in", Pool::Parameter, uint8_t(kEvidenceSize | kEvidenceLifetime)});
-                }
-                c.rule[i] = guessRule;
-                c.confidence[i] = std::min<uint8_t>(c.confidence[i], split ? 55 : 45);
-            }
-        }
     }
 
     void judgeUntracked(Classification& c)
