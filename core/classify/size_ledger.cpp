@@ -8,6 +8,50 @@
 #include <unordered_map>
 
 namespace poolscope {
+namespace {
+
+// Blocks of a pool counted where most of them are alive at once (gradients at a backward's end: a
+// phase run undercounts them where recomputation splits the backward into pieces; state rewritten
+// out of place each step counts once per weight): per size key, the most blocks alive at one
+// moment, and the most bytes of all sizes together (DDP's flat buckets hold every gradient in
+// blocks of no weight's size).
+struct AtOnce {
+    std::unordered_map<int64_t, int64_t> blocks;
+    int64_t bytes = 0;
+};
+
+AtOnce mostAliveAtOnce(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, const Classification& c, Pool pool)
+{
+    AtOnce most;
+    std::unordered_map<int64_t, int64_t> alive;
+    int64_t aliveBytes = 0;
+    std::vector<std::pair<EventIndex, int64_t>> changes; // (event, +(i + 1) made / -(i + 1) let go of)
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (c.pool[i] != pool)
+            continue;
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting()) {
+            most.blocks[blocks[i].mirrorSize] = ++alive[blocks[i].mirrorSize];
+            most.bytes = aliveBytes += a.size;
+        } else {
+            changes.push_back({a.allocEvent, int64_t(i) + 1});
+        }
+        if (const EventIndex r = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent; r != kNoEvent)
+            changes.push_back({r, -(int64_t(i) + 1)});
+    }
+    std::sort(changes.begin(), changes.end());
+    for (const auto& [e, signedId] : changes) {
+        const size_t i = size_t(std::abs(signedId) - 1);
+        int64_t& n = alive[blocks[i].mirrorSize];
+        n += signedId > 0 ? 1 : -1;
+        aliveBytes += signedId > 0 ? dev.allocations[i].size : -dev.allocations[i].size;
+        most.blocks[blocks[i].mirrorSize] = std::max(most.blocks[blocks[i].mirrorSize], n);
+        most.bytes = std::max(most.bytes, aliveBytes);
+    }
+    return most;
+}
+
+} // namespace
 
 // Recording often starts after the first step: then parameters and optimizer state both predate
 // it, alive throughout, without stacks, and the rules call them all parameters. The gradients
@@ -58,12 +102,9 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     // buffer dropped its birth, not the stack its block keeps): no state hides among the
     // stackless blocks, which were made before recording began, as the parameters are.
     bool stateSeen = false;
-    std::unordered_map<int64_t, int64_t> stateOfSize; // state blocks read as such, by size
-    for (size_t i = 0; i < c.size(); ++i)
-        if (c.pool[i] == Pool::OptimizerState) {
-            ++stateOfSize[blocks[i].mirrorSize];
-            stateSeen = stateSeen || !dev.allocations[i].preexisting() || !blocks[i].emptyStack;
-        }
+    for (size_t i = 0; i < c.size() && !stateSeen; ++i)
+        stateSeen = c.pool[i] == Pool::OptimizerState && (!dev.allocations[i].preexisting() || !blocks[i].emptyStack);
+    const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState); // (before the split below)
     const bool split = !stateSeen && withGradients > 0 && bestK >= 2 && wholeSets * 5 >= withGradients * 4;
     if (split) {
         const uint16_t ledgerRule = uint16_t(c.rules.size());
@@ -90,44 +131,28 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
             }
         }
     }
-    // Two blocks or more of a size per gradient of it, none with a stack, and fewer blocks of that
-    // size read as state elsewhere than there are of them (had the optimizer's state of that
-    // size been made where it shows, there would be one per weight at least; gradients that live
-    // in flat buckets, DDP's, are no blocks of their own and undercount): one is the weight, the
-    // others an optimizer's state from before recording (a mixture of experts makes an expert's
-    // state at the step that first routes to it) or frozen copies of a trained layer's shape. Which is which, nothing in the dump says (address order is no rule: the allocator
-    // put the weights below the state in some size groups and above it in others), so the
-    // blocks still read as weights are a guess: below 50 % without the count, at the count's 55 %
-    // where the split above stood on it.
-    // Gradients of a size counted where most of them are alive at once (a backward's end: a
-    // phase run undercounts them where recomputation splits the backward into pieces).
-    std::unordered_map<int64_t, int64_t> atOnce;
-    {
-        std::vector<std::pair<EventIndex, int64_t>> changes; // (event, +1 made / -1 let go of) per gradient
-        std::unordered_map<int64_t, int64_t> alive;
-        for (size_t i = 0; i < c.size(); ++i) {
-            if (c.pool[i] != Pool::Gradient)
-                continue;
-            const Allocation& a = dev.allocations[i];
-            if (a.preexisting())
-                atOnce[blocks[i].mirrorSize] = ++alive[blocks[i].mirrorSize];
-            else
-                changes.push_back({a.allocEvent, int64_t(i) + 1});
-            if (const EventIndex r = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent; r != kNoEvent)
-                changes.push_back({r, -(int64_t(i) + 1)});
-        }
-        std::sort(changes.begin(), changes.end());
-        for (const auto& [e, signedId] : changes) {
-            const int64_t key = blocks[size_t(std::abs(signedId) - 1)].mirrorSize;
-            int64_t& n = alive[key];
-            n += signedId > 0 ? 1 : -1;
-            atOnce[key] = std::max(atOnce[key], n);
-        }
-    }
+    // Two blocks or more of a size per gradient of it, none with a stack: one is the weight, the
+    // others an optimizer's state or gradients from before recording (a window that opens
+    // mid-backward) or frozen copies of a trained layer's shape. Which is which, nothing in the dump
+    // says (address order is no rule: the allocator put the weights below the state in some size
+    // groups and above it in others), so the blocks still read as weights are a guess: below 50 %
+    // without the count, at the count's 55 % where the split above stood on it. Unless both the
+    // state and the gradients account for them: at least as many blocks of their size read as
+    // state at once (one per weight at least, made where the recording shows it), and gradients
+    // alive at once holding half their bytes or more (every weight's gradient shows, in flat
+    // buckets of no weight's size where DDP keeps them): then they are the weights.
+    const AtOnce grads = mostAliveAtOnce(dev, blocks, c, Pool::Gradient);
+    int64_t mirroredBytes = 0;
+    for (const auto& [size, ids] : candidates)
+        if (const auto g = grads.blocks.find(size); g != grads.blocks.end() && g->second > 0)
+            mirroredBytes += int64_t(ids.size()) * size;
+    const bool gradientsShow = grads.bytes * 2 >= mirroredBytes;
     uint16_t guessRule = 0;
     for (const auto& [size, ids] : candidates) {
-        auto g = atOnce.find(size);
-        if (g == atOnce.end() || g->second <= 0 || int64_t(ids.size()) < 2 * g->second || stateOfSize[size] >= int64_t(ids.size()))
+        const auto g = grads.blocks.find(size);
+        if (g == grads.blocks.end() || g->second <= 0 || int64_t(ids.size()) < 2 * g->second)
+            continue;
+        if (const auto st = stateAtOnce.blocks.find(size); gradientsShow && st != stateAtOnce.blocks.end() && st->second >= int64_t(ids.size()))
             continue;
         for (uint32_t i : ids) {
             if (c.pool[i] != Pool::Parameter)

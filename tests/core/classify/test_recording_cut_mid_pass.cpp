@@ -137,25 +137,32 @@ private slots:
         QVERIFY2(cut.s.wrongShare() <= 0.14, std::to_string(cut.s.wrongShare()).c_str());
     }
 
-    // Without frames, a ring buffer's stackless blocks from before recording hold Adam's moments
-    // beside the weights, of the same sizes: three blocks per gradient. Which of the three is the
-    // weight nothing in the dump says, so none of the state is a parameter at 70 % or more (the last
-    // half of hf_trainer_eval: 704 MiB were parameters at 92 %, 66.4 % of the named bytes; 10 KiB of
-    // small vectors stay, where the blocks alive at once read as gradients outnumber them). The
-    // bytes stay where they were: this is about what the dump can tell, not a better guess.
+    // A ring buffer's stackless blocks from before recording hold, beside the weights and of the
+    // same sizes, Adam's moments (without frames) or the gradients of a backward the window opens
+    // in (Python frames only: the engine's thread records none). Which block of a size is the
+    // weight nothing in the dump says, so those are no parameters at 70 % or more (the last half of
+    // hf_trainer_eval without frames: 704 MiB of state were parameters at 92 %, 66.4 % of the named
+    // bytes; adam_step_oom's: 213 MiB of gradients, 11.8 %). At most 1 % stays sure (small vectors
+    // and a size whose gradients all show). The bytes stay where they were: this is about what the
+    // dump can tell, not a better guess.
     void aWeightAmongItsStateIsAGuess_data()
     {
         QTest::addColumn<QString>("run");
-        QTest::newRow("hf_trainer_eval") << "hf_trainer_eval";
-        QTest::newRow("llama_autocast_adamw_afterforward") << "llama_autocast_adamw_afterforward";
-        QTest::newRow("moe_train") << "moe_train";
+        QTest::addColumn<QString>("copy");
+        QTest::addColumn<int>("truth");
+        QTest::newRow("hf_trainer_eval, no frames") << "hf_trainer_eval" << "none" << int(Pool::OptimizerState);
+        QTest::newRow("llama_autocast_adamw_afterforward, no frames") << "llama_autocast_adamw_afterforward" << "none" << int(Pool::OptimizerState);
+        QTest::newRow("moe_train, no frames") << "moe_train" << "none" << int(Pool::OptimizerState);
+        QTest::newRow("adam_step_oom, as written") << "adam_step_oom" << "all" << int(Pool::Gradient);
     }
     void aWeightAmongItsStateIsAGuess()
     {
         QFETCH(QString, run);
-        const Cut cut = lastEntries(run.toStdString(), 0.5, "none");
-        QVERIFY(misfiledBytes(cut.dev(), cut.s, Pool::OptimizerState, Pool::Parameter) > int64_t(100) << 20);
-        QVERIFY2(cut.s.sure <= int64_t(16) << 10, std::to_string(cut.s.sure).c_str());
+        QFETCH(QString, copy);
+        QFETCH(int, truth);
+        const Cut cut = lastEntries(run.toStdString(), 0.5, copy.toStdString());
+        QVERIFY(misfiledBytes(cut.dev(), cut.s, Pool(truth), Pool::Parameter) > int64_t(100) << 20);
+        QVERIFY2(cut.s.sure * 100 <= cut.s.named, std::to_string(cut.s.sure).c_str());
     }
 };
 
