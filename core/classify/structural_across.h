@@ -17,6 +17,14 @@ namespace poolscope::classify_detail {
 // Python-only dump records).
 void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& c);
 
+// A recording without frames that opens inside a forward (a ring buffer) holds that forward's
+// earlier layers' outputs from before it: stackless, alive throughout, as weights are, and read as
+// weights. The layers the recording sees make and keep blocks of the same
+// sizes. Blocks from before recording of such a size, that no gradient has and that only their
+// lifetime placed, are the open forward's activations (55 %); those of other sizes (an earlier
+// stage's) are weights or activations, and stay weights below 50 %.
+void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, Classification& c);
+
 // In a training run: a block made in a forward, decided activation from its lifetime alone, and still
 // held when the next step's forward began although its own step's backward ran, is no activation the
 // graph saved (the engine lets go of those by the end of the backward): a kept output (a leak) or

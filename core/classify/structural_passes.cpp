@@ -67,6 +67,8 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     heldAtOomInStep(dev, c);
     heldAtOomInForward(dev, c);
     heldAtOomWithoutAPass(dev, c);
+    // After the OOM's readings: what the forward in flight keeps reads as its activations there.
+    earlierLayersOfTheOpenForward(trace, dev, c);
     gradientsMadeAfterTheirBackward(dev, c);
     gradientsNeedParameterSize(dev, c);
     nestedAutogradOutputs(dev, c);

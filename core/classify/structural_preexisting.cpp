@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace poolscope::classify_detail {
@@ -70,6 +71,78 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
                                "lifetime alone cannot name",
                                Pool::Activation, kEvidenceLifetime);
         decide(c, i, Pool::Activation, keptRule, kOutlivedConfidence);
+    }
+}
+
+void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, Classification& c)
+{
+    if (!c.history || dev.eventCount() == 0)
+        return;
+    // Where the device records stacks, a block keeps the stack it was made at even when a ring
+    // buffer dropped its entry: one without is from before history was switched on, which is done
+    // between steps (weights, state, a batch), not inside a forward.
+    for (const Allocation& a : dev.allocations)
+        if (a.stack.valid() && !trace.frames.stack(a.stack).empty())
+            return;
+    // The forward: the first pass, where nothing came before it; or, where the stream shows no pass
+    // at all, the whole recording (a forward's tail up to an OOM, too short to read as a pass).
+    Pass open{Phase::Forward, 0, EventIndex(dev.eventCount()) - 1};
+    if (!c.facts.passes.empty()) {
+        if (c.facts.passes.front().phase != Phase::Forward)
+            return;
+        open = c.facts.passes.front();
+        for (EventIndex e = 0; e < open.first; ++e)
+            if (c.phases.phase[size_t(e)] != Phase::Unknown)
+                return; // a pass of another phase came first
+    }
+    // The recording opened inside it: it lets go of blocks made before recording (its earlier
+    // layers' scratch), as no forward that began after recording did.
+    bool opensInside = false;
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = freeEventOf(a);
+        opensInside = opensInside || (a.preexisting() && r != kNoEvent && r >= open.first && r <= open.last);
+    }
+    if (!opensInside)
+        return;
+    // Sizes of what the forward makes and keeps past its own end (saved for backward, its output).
+    std::unordered_set<int64_t> keptSizes;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        const EventIndex r = freeEventOf(a);
+        if (!a.preexisting() && a.allocEvent >= open.first && a.allocEvent <= open.last && (r == kNoEvent || r > open.last) &&
+            c.pool[i] == Pool::Activation)
+            keptSizes.insert(mirrorKey(a.size));
+    }
+    uint16_t rule = 0, guessRule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.preexisting() || freeEventOf(a) != kNoEvent || c.confidence[i] > kOutlivedConfidence ||
+            (c.pool[i] != Pool::Parameter && c.pool[i] != Pool::Unknown) || (c.rules[c.rule[i]].evidence & kEvidenceFrames))
+            continue;
+        const int64_t key = mirrorKey(a.size);
+        if (c.gradientSizes.count(key))
+            continue;
+        if (!keptSizes.count(key)) {
+            // Of a size the part of the forward recorded does not make (an earlier stage's feature
+            // maps): a weight or an earlier layer's activation, and nothing here says which.
+            if (!guessRule)
+                guessRule = addRule(c, "from-before-a-forward-in-flight",
+                                    "made before recording began and alive throughout, in a recording that opens inside a "
+                                    "forward (which lets go of blocks from before recording): a weight, or an activation an "
+                                    "earlier layer of that forward made; with no stack and no gradient of its size, the dump "
+                                    "cannot tell which",
+                                    Pool::Parameter, kEvidenceLifetime);
+            decide(c, i, Pool::Parameter, guessRule, std::min<int>(c.confidence[i], 45));
+            continue;
+        }
+        if (!rule)
+            rule = addRule(c, "earlier-layers-of-the-open-forward",
+                           "made before recording began and alive throughout, in a recording that opens inside a forward "
+                           "(which lets go of blocks from before recording), of a size that forward makes and keeps, and no "
+                           "gradient has: an earlier layer's activation of the same forward (a network repeats its layers' "
+                           "shapes), not a weight",
+                           Pool::Activation, kEvidenceLifetime | kEvidenceSize);
+        decide(c, i, Pool::Activation, rule, 55);
     }
 }
 
