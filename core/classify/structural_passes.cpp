@@ -67,14 +67,15 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     heldAtOomInStep(dev, c);
     heldAtOomInForward(dev, c);
     heldAtOomWithoutAPass(dev, c);
-    // After the OOM's readings: what the forward in flight keeps reads as its activations there.
-    earlierLayersOfTheOpenForward(trace, dev, c);
     gradientsMadeAfterTheirBackward(dev, c);
     gradientsNeedParameterSize(dev, c);
     nestedAutogradOutputs(dev, c);
     flagAutocastSurplus(dev, c);
     pendingFreeBlocks(dev, c);
     preexistingCopiesIndistinct(trace, dev, c);
+    // After the OOM's readings (what the forward in flight keeps reads as its activations there) and
+    // the copies that cannot be told apart (a weight with its gradient and state: no layer's output).
+    earlierLayersOfTheOpenForward(trace, dev, c);
     stateMadeAfterFirstBackward(dev, c);
     stateSteppedInBackward(dev, c);
 }

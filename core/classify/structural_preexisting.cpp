@@ -117,7 +117,8 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         if (!a.preexisting() || freeEventOf(a) != kNoEvent || c.confidence[i] > kOutlivedConfidence ||
-            (c.pool[i] != Pool::Parameter && c.pool[i] != Pool::Unknown) || (c.rules[c.rule[i]].evidence & kEvidenceFrames))
+            (c.pool[i] != Pool::Parameter && c.pool[i] != Pool::Unknown) || (c.rules[c.rule[i]].evidence & kEvidenceFrames) ||
+            c.rules[c.rule[i]].has(kRoleIndistinctCopies))
             continue;
         const int64_t key = mirrorKey(a.size);
         if (c.gradientSizes.count(key))
