@@ -324,7 +324,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
             if (tl.phase[size_t(e)] == Phase::OptimizerStep || tl.phase[size_t(e)] == Phase::ZeroGrad)
                 fStart = e + 1;
         if (s.open) {
-            place(tl, fStart, EventIndex(n) - 1, Phase::Forward, placed);
+            place(tl, forwardsFirstOutput(dev, tl, fStart, EventIndex(n) - 1), EventIndex(n) - 1, Phase::Forward, placed);
             continue;
         }
         // The next forward's start bounds this one's release: the fall's low can come before the

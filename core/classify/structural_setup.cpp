@@ -124,4 +124,28 @@ size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std:
     return given;
 }
 
+EventIndex forwardsFirstOutput(const DeviceTrace& dev, const PhaseTimeline& tl, EventIndex start, EventIndex end)
+{
+    constexpr EventIndex kFirstOperator = 8;
+    auto keptPast = [](const Allocation& a, EventIndex e) {
+        const EventIndex r = classify_detail::freeEventOf(a);
+        return r == kNoEvent || r > e;
+    };
+    std::vector<EventIndex> before; // kept births just before the start, nearest first
+    for (EventIndex e = start - 1; e >= 0 && start - e <= kFirstOperator && tl.phase[size_t(e)] == Phase::Unknown; --e)
+        if (const Allocation* a = classify_detail::bornAt(dev, e); a && keptPast(*a, start))
+            before.push_back(e);
+    if (before.empty())
+        return start;
+    std::unordered_set<int64_t> keptSizes; // held longer than one operator
+    for (EventIndex f = start; f <= end; ++f)
+        if (const Allocation* b = classify_detail::bornAt(dev, f); b && keptPast(*b, f + kFirstOperator))
+            keptSizes.insert(b->size);
+    EventIndex from = start;
+    for (EventIndex e : before)
+        if (keptSizes.count(classify_detail::bornAt(dev, e)->size))
+            from = e;
+    return from;
+}
+
 } // namespace poolscope

@@ -38,4 +38,12 @@ EventIndex forwardAfterSetUp(const DeviceTrace& dev, EventIndex start, EventInde
 size_t setUpReadAsForwards(const DeviceTrace& dev, PhaseTimeline& tl, const std::vector<Phase>& phaseBefore,
                            const std::vector<PhaseSource>& sourceBefore);
 
+// The swings start a forward at its first block that is let go of again (a scratch), but its first
+// operator makes its output before its scratch (a convolution's output, then cuDNN's workspace), and
+// a forward the recording opens with has that output just before. Back from `start` over at most 8
+// events nothing placed: a block kept past `start`, of a size the forward itself makes and keeps
+// in [start, end] (a network repeats its layers' shapes; weights made in the set-up sit further
+// back, and the batch moved in just before has another size), is the forward's. Returns the new start.
+EventIndex forwardsFirstOutput(const DeviceTrace& dev, const PhaseTimeline& tl, EventIndex start, EventIndex end);
+
 } // namespace poolscope

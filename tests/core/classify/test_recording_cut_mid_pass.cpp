@@ -1,7 +1,8 @@
-// Recordings that begin inside a pass (stop 50). A ring buffer (max_entries) or recording started at
-// a later step cuts the history anywhere: mid-backward, mid-call of an evaluation loop. The copies
-// come from real runs on an H200 (tests/data/gpu_runs, Python frames only) with their early entries
-// dropped (ring_buffer.h); each run's truth scores them.
+// Recordings that begin or end inside a pass (stops 50-51). A ring buffer (max_entries) or
+// recording started at a later step cuts the history anywhere: mid-backward, mid-call of an
+// evaluation loop; a dump from a hook or at an OOM ends it anywhere. The copies come from real runs
+// on an H200 (tests/data/gpu_runs, Python frames only) with their early entries dropped
+// (ring_buffer.h), as written or with their frames redacted; each run's truth scores them.
 #include "core/classify/gpu_truth.h"
 #include "core/classify/ring_buffer.h"
 #include "core/classify/shipped_rules.h"
@@ -185,6 +186,18 @@ private slots:
                 parameterBytes += cut.dev().allocations[i].size;
             }
         QVERIFY(parameterBytes > 0);
+    }
+
+    // The whole resnet50_adam_oom run without frames: the recording opens with the forward's first
+    // operator, whose output (conv1's, 392 MiB) comes before the first scratch the swings start the
+    // forward at (cuDNN's workspace). It read as made before the first forward and kept: a weight
+    // (5.0 % of the named bytes). A block kept just before the forward's first scratch, of a size
+    // the forward itself makes and keeps, is the forward's.
+    void aForwardsFirstOutputComesBeforeItsScratch()
+    {
+        const Cut cut = lastEntries("resnet50_adam_oom", 1.0, "none");
+        QCOMPARE(misfiledBytes(cut.dev(), cut.s, Pool::Activation, Pool::Parameter), int64_t(0));
+        QVERIFY2(cut.s.wrongShare() <= 0.01, std::to_string(cut.s.wrongShare()).c_str());
     }
 };
 
