@@ -1,5 +1,7 @@
 #include "core/classify/size_ledger.h"
 
+#include "core/classify/structural_common.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -157,15 +159,13 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
         for (uint32_t i : ids) {
             if (c.pool[i] != Pool::Parameter)
                 continue;
-            if (guessRule == 0) {
-                guessRule = uint16_t(c.rules.size());
-                c.rules.push_back(RuleInfo{"preexisting-one-of-several-per-gradient",
-                                           "allocated before recording, alive throughout, no stack, and one of two or more same-size "
-                                           "blocks per gradient of that size: one is the weight, the others an optimizer's state "
-                                           "from before recording (or frozen layers of the same shape); without the frames that "
-                                           "made them the dump cannot tell which",
-                                           "built-in", Pool::Parameter, uint8_t(kEvidenceSize | kEvidenceLifetime)});
-            }
+            if (guessRule == 0)
+                guessRule = classify_detail::addRule(c, "preexisting-one-of-several-per-gradient",
+                                                     "allocated before recording, alive throughout, no stack, and one of two or more "
+                                                     "same-size blocks per gradient of that size: one is the weight, the others an "
+                                                     "optimizer's state or gradients from before recording (or frozen layers of the "
+                                                     "same shape); without the frames that made them the dump cannot tell which",
+                                                     Pool::Parameter, kEvidenceSize | kEvidenceLifetime);
             c.rule[i] = guessRule;
             c.confidence[i] = std::min<uint8_t>(c.confidence[i], split ? 55 : 45);
         }
