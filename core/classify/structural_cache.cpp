@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -233,7 +234,7 @@ void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c)
     }
 }
 
-void preallocatedCache(const DeviceTrace& dev, Classification& c)
+void preallocatedCache(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
     if (!c.history || f.backward != Known::No || f.forwardPasses < 2 || f.firstForward == kNoEvent)
@@ -292,6 +293,34 @@ void preallocatedCache(const DeviceTrace& dev, Classification& c)
             group.push_back(i);
     }
     close();
+    // A ring buffer that dropped the cache's birth: its blocks are from before recording, without an
+    // order, but each keeps the stack that made it, and one loop made them all (its key and value
+    // lines differ in the line of the loop's own frame only). Four or more blocks of one size so
+    // made, and every block of that size from before the calls.
+    auto loopSite = [&](StackId st) {
+        std::string key;
+        bool lineDropped = false;
+        for (FrameId f : trace.frames.stack(st)) {
+            const Frame& fr = trace.frames.frame(f);
+            if (!lineDropped && fr.isPython()) {
+                key += fr.filename + ':' + fr.name + ';';
+                lineDropped = true;
+            } else {
+                key += std::to_string(f.value) + ';';
+            }
+        }
+        return key;
+    };
+    std::map<std::pair<std::string, int64_t>, std::vector<uint32_t>> byStack;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() && freeEventOf(a) == kNoEvent && a.stack.valid() && !trace.frames.stack(a.stack).empty())
+            byStack[{loopSite(a.stack), a.size}].push_back(uint32_t(i));
+    }
+    for (auto& [key, blocks] : byStack) {
+        group = std::move(blocks);
+        close(); // (every block of its size among them: close() asks kept[size] == n)
+    }
 }
 
 } // namespace poolscope::classify_detail

@@ -36,8 +36,9 @@ void cacheAcrossLayerRuns(const DeviceTrace& dev, Classification& c);
 // preallocated for the calls (a static KV cache: a key and a value buffer per layer), at 60 %. A weak
 // guess from a constructor's frame (a parameter at 65 % or less) gives way. A layer's four h x h
 // projections are four blocks of one size made one after the other too, but every other layer has
-// them as well.
-void preallocatedCache(const DeviceTrace& dev, Classification& c);
+// them as well. Where a ring buffer dropped their births, blocks from before recording made at one
+// stack (a loop's line), four or more of one size and every block of that size, read the same.
+void preallocatedCache(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
 // In a run without backward whose forwards keep most of what they made past the next forward
 // (RunFacts::graphsKeptAcrossCalls), blocks the frames called a cache (a library's cache code)

@@ -39,7 +39,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     cacheFramesInTrainingForwards(dev, c);
     forwardCache(trace, dev, c);
     cacheAcrossLayerRuns(dev, c);
-    preallocatedCache(dev, c);
+    preallocatedCache(trace, dev, c);
     unwoundAtOom(dev, c);
     forwardProductsFromBeforeRecording(dev, c);
     heldPastTheirStep(dev, c);
