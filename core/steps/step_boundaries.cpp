@@ -346,4 +346,39 @@ std::vector<Range> repeatingSteps(const DeviceTrace& dev, int64_t* period)
     return out;
 }
 
+bool repetitionsAreLayers(const DeviceTrace& dev, const std::vector<Range>& ranges)
+{
+    std::vector<const Range*> complete;
+    size_t keeping = 0;
+    for (const Range& r : ranges) {
+        if (!r.complete || r.end <= r.start)
+            continue;
+        const int64_t start = dev.allocatedAt(r.start - 1), end = dev.allocatedAt(r.end);
+        int64_t peak = start;
+        for (EventIndex e = r.start; e <= r.end; ++e)
+            peak = std::max(peak, dev.allocatedAt(e));
+        complete.push_back(&r);
+        keeping += peak > start && (end - start) * 2 >= peak - start;
+    }
+    if (complete.size() < 2 || keeping * 4 < complete.size() * 3)
+        return false;
+    // The repetition's allocations, as repeatingSteps tokenises them: (stack, size).
+    const Range& unit = *complete[1];
+    std::vector<uint64_t> tok;
+    for (EventIndex e = unit.start; e <= unit.end; ++e)
+        if (dev.events.action[size_t(e)] == Action::Alloc)
+            tok.push_back((uint64_t(dev.events.stack[size_t(e)].value) * 0x9E3779B97F4A7C15ull) ^ uint64_t(dev.events.size[size_t(e)]));
+    constexpr size_t kMinRun = 8; // at least a few allocations alike, as the period's 8-grams ask
+    for (size_t lag = 2; lag * 2 <= tok.size(); ++lag) {
+        if (tok.size() - lag < kMinRun)
+            break;
+        size_t same = 0;
+        for (size_t j = 0; j + lag < tok.size(); ++j)
+            same += tok[j] == tok[j + lag];
+        if (same * 2 >= tok.size() - lag)
+            return false; // the repetition holds repeats of its own: a call of a model's layers
+    }
+    return true;
+}
+
 } // namespace poolscope::steps_detail

@@ -25,5 +25,14 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c);
 // repeats itself; boundaries at the lowest allocated bytes in each period (between two steps the
 // step's transient memory is gone). `period` receives the allocations per step.
 std::vector<Range> repeatingSteps(const DeviceTrace& dev, int64_t* period);
+// Whether the repeating pattern's repetitions are the layers of one pass rather than steps or calls.
+// A step's passes let go of their activations before the next, so memory falls back and a
+// repetition keeps little of what it rose by; the layers of one forward each keep what they made
+// (saved for backward, or held to an OOM inside it), and so do calls that keep their graphs (an
+// evaluation loop with grad on, whose growth per call is the finding). A call runs its model's
+// layers, whose allocations repeat within it; one layer does not repeat within itself. True where
+// at least three quarters of the complete repetitions keep half or more of their rise and a
+// complete one (the second: the first can hold warm-up) does not repeat within itself.
+bool repetitionsAreLayers(const DeviceTrace& dev, const std::vector<Range>& ranges);
 
 } // namespace poolscope::steps_detail

@@ -100,6 +100,7 @@ StepTable findSteps(const DeviceDocument& doc)
         return table;
     }
     std::vector<Range> ranges;
+    bool layers = false; // a repeating pattern of one pass's layers (steps_detail::repetitionsAreLayers)
     if (auto r = steps_detail::profilerSteps(doc.trace(), dev); !r.empty()) {
         table.source = StepSource::ProfilerSteps;
         table.how = "from the profiler's ProfilerStep#N annotations";
@@ -119,14 +120,18 @@ StepTable findSteps(const DeviceDocument& doc)
                     : bwd ? "from the phases: each backward ends a step (no optimizer step was recorded)"
                           : "from the phases: each forward pass is a step (no backward was recorded)";
         ranges = std::move(r);
-    } else if (auto r = steps_detail::repeatingSteps(dev, &table.period); r.size() >= 2) {
+    } else if (auto r = steps_detail::repeatingSteps(dev, &table.period); r.size() >= 2 && !(layers = steps_detail::repetitionsAreLayers(dev, r))) {
         table.source = StepSource::RepeatingPattern;
         table.how = "from the repeating allocation pattern (" + std::to_string(table.period) +
                     " allocations per step), boundaries at the lowest memory between repetitions";
         ranges = std::move(r);
     } else {
         table.source = StepSource::Whole;
-        table.how = "one step: neither annotations, phases nor a repeating allocation pattern mark steps";
+        if (layers)
+            table.period = 0;
+        table.how = layers ? "one step: the allocation pattern repeats, but each repetition keeps most of what it made and holds "
+                             "no repeats of its own: the layers of one pass, not steps or calls"
+                           : "one step: neither annotations, phases nor a repeating allocation pattern mark steps";
         ranges.push_back(Range{0, last, {}, true});
     }
     ranges = tidy(std::move(ranges), last);

@@ -3,6 +3,7 @@
 // not (precision and recall over a set of runs); the real corpus dumps get the steps their code
 // records and no leak.
 #include "core/engine/document.h"
+#include "core/load.h"
 #include "core/classify/classifier.h"
 #include "core/redact/redact.h"
 #include "core/sites/between.h"
@@ -10,6 +11,7 @@
 #include "core/steps/step_gate.h"
 #include "core/steps/steps_report.h"
 #include "core/synth/synth.h"
+#include "core/classify/ring_buffer.h"
 
 #include <QtTest>
 
@@ -350,6 +352,29 @@ private slots:
         const SiteTree run = siteTreeOverRun(dev);
         QVERIFY(run.nodes[0].weight > 0);
         QCOMPARE(run.weightUnit, std::string("byte-seconds"));
+    }
+
+    // The last half of the ResNet-50 OOM without frames (tests/data/gpu_runs) is one forward's tail:
+    // its bottleneck blocks repeat, and each keeps what it made. Split by that pattern it read as
+    // five steps and a leak of 376 MiB per step ("a dict or list of tensors that only grows"). A
+    // repetition that holds no repeats of its own is a layer: one step, no leak judged. The
+    // evaluation loop whose calls keep their graphs (each call runs the model's layers) keeps its
+    // calls as steps.
+    void layersOfOnePassAreNoSteps()
+    {
+        RedactOptions frameless;
+        frameless.frames = FrameKeep::None;
+        const std::string dir = POOLSCOPE_TEST_DATA "/gpu_runs/";
+        const auto cut = redact(*testing::keepLastEntries(*load(dir + "resnet50_adam_oom.pickle.gz"), 0.5), frameless);
+        const DeviceSteps layers = deviceSteps(Document::fromTrace(cut, documentOptions())->device(0));
+        QCOMPARE(layers.table.source, StepSource::Whole);
+        QCOMPARE(layers.table.steps.size(), size_t(1));
+        QVERIFY2(layers.table.how.find("layers of one pass") != std::string::npos, layers.table.how.c_str());
+        QVERIFY(layers.leaks.suspects.empty());
+        const auto calls = redact(*load(dir + "eval_with_grad.pickle.gz"), frameless);
+        const DeviceSteps evaluation = deviceSteps(Document::fromTrace(calls, documentOptions())->device(0));
+        QCOMPARE(evaluation.table.source, StepSource::RepeatingPattern);
+        QVERIFY(evaluation.table.steps.size() >= 3);
     }
 
     void corpusSteps_data()
