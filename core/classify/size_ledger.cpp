@@ -38,7 +38,7 @@ AtOnce mostAliveAtOnce(const DeviceTrace& dev, const std::vector<LedgerBlock>& b
         } else {
             changes.push_back({a.allocEvent, int64_t(i) + 1});
         }
-        if (const EventIndex r = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent; r != kNoEvent)
+        if (const EventIndex r = classify_detail::freeEventOf(a); r != kNoEvent)
             changes.push_back({r, -(int64_t(i) + 1)});
     }
     std::sort(changes.begin(), changes.end());
@@ -69,6 +69,8 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     for (size_t i = 0; i < c.size(); ++i)
         if (c.pool[i] == Pool::Parameter && blocks[i].aliveWholeTrace && blocks[i].emptyStack)
             candidates[blocks[i].mirrorSize].push_back(uint32_t(i));
+    if (candidates.empty())
+        return; // both readings below count these blocks
     // Gradients per parameter size: those one backward pass produced (every step makes new ones).
     std::unordered_map<int64_t, uint32_t> perStep;
     {

@@ -19,10 +19,10 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
 
 // A recording without frames that opens inside a forward (a ring buffer) holds that forward's
 // earlier layers' outputs from before it: stackless, alive throughout, as weights are, and read as
-// weights. The layers the recording sees make and keep blocks of the same
-// sizes. Blocks from before recording of such a size, that no gradient has and that only their
-// lifetime placed, are the open forward's activations (55 %); those of other sizes (an earlier
-// stage's) are weights or activations, and stay weights below 50 %.
+// weights. The layers the recording sees make and keep blocks of the same sizes. Blocks from before
+// recording of such a size, that no gradient has and that only their lifetime placed, are the open
+// forward's activations (55 %); those of other sizes (an earlier stage's) are weights or
+// activations, and stay weights below 50 %.
 void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
 // In a training run: a block made in a forward, decided activation from its lifetime alone, and still

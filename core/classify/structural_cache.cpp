@@ -297,8 +297,12 @@ void preallocatedCache(const Trace& trace, const DeviceTrace& dev, Classificatio
     // order, but each keeps the stack that made it, and one loop made them all (its key and value
     // lines differ in the line of the loop's own frame only). Four or more blocks of one size so
     // made, and every block of that size from before the calls.
-    auto loopSite = [&](StackId st) {
-        std::string key;
+    std::unordered_map<uint32_t, std::string> siteOfStack; // blocks share stacks: each read once
+    auto loopSite = [&](StackId st) -> const std::string& {
+        auto [it, fresh] = siteOfStack.try_emplace(st.value);
+        if (!fresh)
+            return it->second;
+        std::string& key = it->second;
         bool lineDropped = false;
         for (FrameId f : trace.frames.stack(st)) {
             const Frame& fr = trace.frames.frame(f);
