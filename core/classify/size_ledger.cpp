@@ -53,6 +53,71 @@ AtOnce mostAliveAtOnce(const DeviceTrace& dev, const std::vector<LedgerBlock>& b
     return most;
 }
 
+// A ring buffer that opens mid-backward leaves the gradients that backward made before it as blocks
+// from before recording. Where the capture records no frame on the autograd engine's thread
+// (stacks='python', Windows) they carry none, while the weights, loaded under recording, keep the
+// frames that made them. The optimizer's state counts the weights: K buffers per weight, K read off
+// the sizes where every weight carries frames and nothing stackless stands beside them. Where a
+// size's state is exactly K per framed weight, a stackless block of that size is no trained weight
+// (a frozen one would carry its loader's frames as the others do); with gradients of the size made
+// in the recorded backward, it is one made before the window opened (lightning_fit cut to its last
+// fifth: lm_head's gradient, read as a weight at 92 %).
+void gradientsBeyondTheCountedWeights(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, const AtOnce& stateAtOnce,
+                                      Classification& c)
+{
+    std::unordered_map<int64_t, int64_t> framed, gradients;
+    std::unordered_map<int64_t, std::vector<uint32_t>> stackless;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] == Pool::Gradient && !a.preexisting())
+            ++gradients[blocks[i].mirrorSize];
+        if (c.pool[i] != Pool::Parameter || !blocks[i].aliveWholeTrace)
+            continue;
+        if (blocks[i].emptyStack)
+            stackless[blocks[i].mirrorSize].push_back(uint32_t(i));
+        else
+            ++framed[blocks[i].mirrorSize];
+    }
+    if (stackless.empty() || framed.empty())
+        return;
+    auto stateOf = [&](int64_t size) {
+        const auto it = stateAtOnce.blocks.find(size);
+        return it == stateAtOnce.blocks.end() ? int64_t(0) : it->second;
+    };
+    // K by bytes over the sizes that show it cleanly; one K must hold most of them.
+    std::map<int64_t, int64_t> bytesPerK;
+    int64_t clean = 0;
+    for (const auto& [size, n] : framed) {
+        const int64_t state = stateOf(size);
+        if (stackless.count(size) || state == 0)
+            continue;
+        clean += n * size;
+        if (state % n == 0)
+            bytesPerK[state / n] += n * size;
+    }
+    int64_t k = 0, kBytes = 0;
+    for (const auto& [perWeight, bytes] : bytesPerK)
+        if (bytes > kBytes)
+            k = perWeight, kBytes = bytes;
+    if (k == 0 || kBytes * 5 < clean * 4)
+        return;
+    uint16_t rule = 0;
+    for (const auto& [size, ids] : stackless) {
+        const auto f = framed.find(size);
+        if (f == framed.end() || stateOf(size) != k * f->second || !gradients.count(size))
+            continue;
+        if (!rule)
+            rule = classify_detail::addRule(c, "gradient-beyond-the-weights-the-state-counts",
+                                            "allocated before recording, alive throughout, no stack, of a size whose weights carry the "
+                                            "frames that loaded them and whose optimizer state is exactly " + std::to_string(k) +
+                                                " buffers per such weight: no trained weight, but a gradient of that size made before "
+                                                "the recording's window opened (the autograd engine's thread records no Python frame)",
+                                            Pool::Gradient, kEvidenceSize | kEvidenceLifetime);
+        for (uint32_t i : ids)
+            classify_detail::decide(c, i, Pool::Gradient, rule, 55);
+    }
+}
+
 } // namespace
 
 // Recording often starts after the first step: then parameters and optimizer state both predate
@@ -172,6 +237,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
             c.confidence[i] = std::min<uint8_t>(c.confidence[i], split ? 55 : 45);
         }
     }
+    gradientsBeyondTheCountedWeights(dev, blocks, stateAtOnce, c);
 }
 
 } // namespace poolscope

@@ -212,6 +212,37 @@ private slots:
         QCOMPARE(misfiledBytes(cut.dev(), cut.s, Pool::KvCache, Pool::Parameter), int64_t(0));
         QVERIFY2(cut.s.wrongShare() <= 0.01, std::to_string(cut.s.wrongShare()).c_str());
     }
+
+    // lightning_fit's last fifth opens mid-backward. The capture kept Python frames only, so the
+    // gradients the engine made before the window (lm_head's, 125 MiB, and a 12 MiB one) are
+    // stackless blocks from before recording, while the weights, loaded under recording, keep the
+    // frames of Lightning's `.to()`; a gradient of their size exists, so they read as weights at 92 %
+    // (9.8 % of the named bytes, all of it sure). Adam's state of each size is exactly two per framed
+    // weight, as at every other size: the stackless block is no trained weight but a gradient. The
+    // renamed copy gets the same answer; adam_step_oom's cut, whose weights carry no frame either,
+    // stays a guess (aWeightAmongItsStateIsAGuess).
+    void aGradientBeyondTheWeightsTheStateCounts_data()
+    {
+        QTest::addColumn<QString>("copy");
+        QTest::newRow("as written") << "all";
+        QTest::newRow("renamed") << "renamed";
+        QTest::newRow("python") << "python";
+    }
+    void aGradientBeyondTheWeightsTheStateCounts()
+    {
+        QFETCH(QString, copy);
+        const Cut cut = lastEntries("lightning_fit", 0.2, copy.toStdString());
+        QCOMPARE(misfiledBytes(cut.dev(), cut.s, Pool::Gradient, Pool::Parameter), int64_t(0));
+        QVERIFY2(cut.s.wrongShare() <= 0.01, std::to_string(cut.s.wrongShare()).c_str());
+        int64_t claimed = 0;
+        for (size_t i = 0; i < cut.c.size(); ++i)
+            if (cut.c.rules[cut.c.rule[i]].name == "gradient-beyond-the-weights-the-state-counts") {
+                QCOMPARE(cut.c.pool[i], Pool::Gradient);
+                QVERIFY(cut.dev().allocations[i].preexisting());
+                claimed += cut.dev().allocations[i].size;
+            }
+        QVERIFY(claimed >= int64_t(137) << 20);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestRecordingCutMidPass)
