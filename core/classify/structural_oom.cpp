@@ -193,7 +193,7 @@ void heldAtOomInForward(const DeviceTrace& dev, Classification& c)
     if (dev.ooms.empty() || !c.history)
         return;
     const auto& tl = c.phases;
-    uint16_t rule = 0;
+    uint16_t rule = 0, inFlight = 0, likeBefore = 0;
     for (const OomEvent& o : dev.ooms) {
         if (o.index == kNoEvent || o.index <= 0 || size_t(o.index) > tl.phase.size())
             continue;
@@ -226,11 +226,9 @@ void heldAtOomInForward(const DeviceTrace& dev, Classification& c)
             if (repeats && kinds)
                 period = p;
         }
-        if (!period)
-            continue;
         // The point the OOM hit, one period back: the first birth of the last period.
-        const EventIndex before = dev.allocations[births[n - period]].allocEvent;
-        for (size_t k = n - period; k < n; ++k) {
+        const EventIndex before = period ? dev.allocations[births[n - period]].allocEvent : kNoEvent;
+        for (size_t k = n - period; period && k < n; ++k) {
             const uint32_t i = births[k];
             const Allocation& a = dev.allocations[i];
             const EventIndex af = freeEventOf(a);
@@ -247,6 +245,63 @@ void heldAtOomInForward(const DeviceTrace& dev, Classification& c)
                                "the OOM kept, not a tensor saved for backward",
                                Pool::Temporary, kEvidenceLifetime);
             decide(c, i, Pool::Temporary, rule, 65);
+        }
+        // What the forward made after it last let go of anything, the OOM stopped before the operator
+        // in flight could keep it or let it go (an attention's scores, a loss's fp32 copy of the
+        // logits): "alive at the end" is no sign of being saved for backward there. Without an earlier
+        // layer doing the same (above), it stays an activation, as a guess.
+        EventIndex lastRelease = kNoEvent;
+        for (EventIndex e = o.index - 1; e >= start && lastRelease == kNoEvent; --e)
+            if (const Action act = dev.events.action[size_t(e)]; act == Action::FreeRequested || act == Action::FreeCompleted)
+                lastRelease = e;
+        if (lastRelease == kNoEvent)
+            continue; // nothing let go of in this forward: no operator boundary to stand on
+        // The forward before, where the run made one (an earlier step, or micro-batch): the same code
+        // makes the same blocks in the same order, so its block at the same place from the start shows
+        // what became of this one: let go of within that forward (scratch), or kept past it.
+        const Pass* previous = nullptr;
+        for (int p = pass - 1; p >= 0 && !previous; --p)
+            if (c.facts.passes[size_t(p)].phase == Phase::Forward)
+                previous = &c.facts.passes[size_t(p)];
+        std::vector<uint32_t> earlier;
+        if (previous) {
+            for (size_t i = 0; i < c.size(); ++i) {
+                const Allocation& a = dev.allocations[i];
+                if (!a.preexisting() && a.allocEvent >= previous->first && a.allocEvent <= previous->last)
+                    earlier.push_back(uint32_t(i));
+            }
+            std::sort(earlier.begin(), earlier.end(), [&](uint32_t x, uint32_t y) { return dev.allocations[x].allocEvent < dev.allocations[y].allocEvent; });
+        }
+        for (size_t k = n; k-- > 0;) {
+            const uint32_t i = births[k];
+            const Allocation& a = dev.allocations[i];
+            if (a.allocEvent < lastRelease)
+                break;
+            if (c.pool[i] != Pool::Activation || (c.rules[c.rule[i]].evidence & kEvidenceFrames) || freeEventOf(a) != kNoEvent)
+                continue;
+            if (k < earlier.size()) {
+                const Allocation& r = dev.allocations[earlier[k]];
+                if (r.size == a.size && r.stack == a.stack) {
+                    const EventIndex rf = freeEventOf(r);
+                    if (rf == kNoEvent || rf > previous->last)
+                        continue; // the forward before kept it past its end: saved, as read
+                    if (!likeBefore)
+                        likeBefore = addRule(c, "held-at-oom-in-forward-like-the-forward-before",
+                                             "made in the forward that ran out of memory and held at the OOM, where the forward "
+                                             "before made the same block at the same place and let go of it within that forward: "
+                                             "scratch the OOM kept, not a tensor saved for backward",
+                                             Pool::Temporary, kEvidenceLifetime);
+                    decide(c, i, Pool::Temporary, likeBefore, 65);
+                    continue;
+                }
+            }
+            if (!inFlight)
+                inFlight = addRule(c, "held-at-oom-in-forward-in-flight",
+                                   "made in the forward that ran out of memory after the last block that forward let go of, and "
+                                   "held at the OOM: the operator in flight may have kept it for backward or would have let go of "
+                                   "it (an attention's scores, a loss's fp32 copy of the logits); the dump ends too soon to show",
+                                   Pool::Activation, kEvidenceLifetime);
+            decide(c, i, Pool::Activation, inFlight, 50);
         }
     }
 }
