@@ -113,6 +113,15 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
             c.pool[i] == Pool::Activation)
             keptSizes.insert(mirrorKey(a.size));
     }
+    // Gradients' sizes as the readings before this one left them (c.gradientSizes was counted before
+    // the structural readings: a gradient the backward handed on, read since, is missing there).
+    std::unordered_set<int64_t> gradientSizes;
+    for (const auto& [key, n] : c.gradientSizes)
+        if (n > 0)
+            gradientSizes.insert(key);
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Gradient && !dev.allocations[i].preexisting())
+            gradientSizes.insert(mirrorKey(dev.allocations[i].size));
     uint16_t rule = 0, guessRule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
@@ -121,7 +130,7 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
             c.rules[c.rule[i]].has(kRoleIndistinctCopies))
             continue;
         const int64_t key = mirrorKey(a.size);
-        if (c.gradientSizes.count(key))
+        if (gradientSizes.count(key))
             continue;
         if (!keptSizes.count(key)) {
             // Of a size the part of the forward recorded does not make (an earlier stage's feature
