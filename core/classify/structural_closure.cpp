@@ -32,6 +32,39 @@ void forEachWindow(const PhaseTimeline& tl, F f)
     }
 }
 
+// A step's window that holds a zero_grad window of its own, ended before an event of the step's,
+// calls a closure (Lightning's automatic optimization: zero_grad, training_step, backward, then the
+// update, all inside Optimizer.step's range). Where the stream shows no walk to split it by (a
+// recording that opens inside the closure's backward), what comes after that zero_grad is the
+// closure's forward and backward as much as the update: the window does not name it. (A frameless
+// Lightning run cut to its last fifth: the gradients its backward made read as the step's state at
+// 95 %.)
+void unnameClosurePasses(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    forEachWindow(tl, [&](size_t from, size_t to) {
+        const int64_t t = dev.events.timeUs[from];
+        if (t == kNoTime)
+            return;
+        const PhaseWindow* step = nullptr;
+        for (const PhaseWindow& w : tl.windows)
+            if (w.phase == Phase::OptimizerStep && w.startUs <= t && t <= w.endUs)
+                step = &w;
+        if (!step)
+            return;
+        int64_t zeroGradEnd = kNoTime;
+        for (const PhaseWindow& w : tl.windows)
+            if (w.phase == Phase::ZeroGrad && w.startUs > step->startUs && w.endUs < t && (zeroGradEnd == kNoTime || w.endUs > zeroGradEnd))
+                zeroGradEnd = w.endUs;
+        if (zeroGradEnd == kNoTime)
+            return;
+        for (size_t e = from; e < to; ++e)
+            if (dev.events.timeUs[e] != kNoTime && dev.events.timeUs[e] > zeroGradEnd && dev.events.timeUs[e] <= step->endUs) {
+                tl.phase[e] = Phase::Unknown;
+                tl.source[e] = PhaseSource::None;
+            }
+    });
+}
+
 } // namespace
 
 size_t readThroughClosureWindows(const DeviceTrace& dev, PhaseTimeline& tl, const std::function<size_t(PhaseTimeline&)>& readStream)
@@ -60,8 +93,10 @@ size_t readThroughClosureWindows(const DeviceTrace& dev, PhaseTimeline& tl, cons
                     ++walkedInWindow;
     });
     // Several, layer after layer (one block let go of is no walk).
-    if (walkedInWindow < 8)
+    if (walkedInWindow < 8) {
+        unnameClosurePasses(dev, tl);
         return readStream(tl);
+    }
     // Per window: after the walk, what the stream left unplaced is the step's own work; before it,
     // the closure's (the forward's first operators, zero_grad), as the stream reads it.
     forEachWindow(tl, [&](size_t from, size_t to) {

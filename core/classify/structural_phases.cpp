@@ -85,11 +85,24 @@ constexpr auto place = classify_detail::placeStructural; // a frame or an annota
 
 // A run whose bytes show no pass's rise and fall (forwards under no_grad let go of each layer's
 // scratch as they go): its forwards where its layers' sizes repeat (structural_repetition.h).
-size_t placeRepeatedForwards(const RepeatedForwards& calls, PhaseTimeline& tl)
+// Not a stretch that lets go of more than it makes: that is a backward the recording opens inside
+// (the engine freeing what the forward before it saved, layer after layer, which repeats as a
+// forward's layers do). A forward under no_grad lets go of each layer's input and scratch as it
+// makes the next, and keeps its output.
+size_t placeRepeatedForwards(const DeviceTrace& dev, const RepeatedForwards& calls, PhaseTimeline& tl)
 {
     size_t placed = 0;
-    for (const EventSpan& f : calls.calls)
+    for (const EventSpan& f : calls.calls) {
+        int64_t made = 0, released = 0;
+        for (EventIndex e = f.first; e <= f.last; ++e)
+            if (const Allocation* a = classify_detail::bornAt(dev, e))
+                made += a->size;
+            else if (const Allocation* r = classify_detail::releasedAt(dev, e))
+                released += r->size;
+        if (released * 10 > made * 11)
+            continue;
         place(tl, f.first, f.last, Phase::Forward, placed);
+    }
     return placed;
 }
 
@@ -242,7 +255,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     }
     const RepeatedForwards& calls = repetition.get();
     if (sw.empty())
-        return placeRepeatedForwards(calls, tl);
+        return placeRepeatedForwards(dev, calls, tl);
 
     std::vector<EventIndex> forwardStart(sw.size(), kNoEvent);
     for (size_t k = 0; k < sw.size(); ++k)
@@ -254,7 +267,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
             break;
         }
     if (firstForward == kNoEvent)
-        return placeRepeatedForwards(calls, tl); // rises of kept blocks only: weights built or loaded, no pass's shape
+        return placeRepeatedForwards(dev, calls, tl); // rises of kept blocks only: weights built or loaded, no pass's shape
     // The run's state: sizes of the blocks alive where the first forward starts (from before
     // recording, or made before it and kept). A gradient has the size of one of them.
     const RunState runState = runStateAt(dev, firstForward);
@@ -478,7 +491,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     // No swing read as a pass (a rise of kept blocks only: the model built, then no-grad calls whose
     // bytes never rise much): the calls where the layers' sizes repeat.
     if (placed == 0)
-        return placeRepeatedForwards(calls, tl);
+        return placeRepeatedForwards(dev, calls, tl);
     if (!anyBackward)
         for (const EventSpan& run : calls.layerRuns) {
             size_t inside = 0;
@@ -487,7 +500,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
             if (inside >= 3) {
                 tl.phase = phaseBefore;
                 tl.source = sourceBefore;
-                return placeRepeatedForwards(calls, tl);
+                return placeRepeatedForwards(dev, calls, tl);
             }
         }
     return placed;
