@@ -364,6 +364,24 @@ bool handleUsedInAnEarlierStep(const DeviceTrace& dev, const Classification& c, 
     return false;
 }
 
+// A recording that opens in a backward, or after one (in the step, in zero_grad), opens after a
+// forward the main thread ran: its handles hold their workspaces from before recording, so no pass
+// of that phase the recording shows makes one. Opening inside a backward, the engine's handle has
+// done its first matmul too.
+bool handleEquippedBeforeRecording(const Classification& c, Phase birth)
+{
+    const auto& passes = c.facts.passes;
+    if (passes.empty())
+        return false;
+    for (EventIndex e = 0; e < passes.front().first; ++e)
+        if (c.phases.phase[size_t(e)] != Phase::Unknown)
+            return false;
+    const Phase opening = passes.front().phase;
+    if (opening == Phase::OptimizerStep || opening == Phase::ZeroGrad)
+        return birth == Phase::Forward || birth == Phase::Backward;
+    return opening == Phase::Backward && (birth == Phase::Forward || birth == Phase::Backward);
+}
+
 } // namespace
 
 void workspaceBySize(const DeviceTrace& dev, Classification& c)
@@ -385,7 +403,7 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
                                       !c.parameterSizes.count(mirrorKey(a.size));
         if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Unknown && p != Pool::Other && !lifetimeGradient)
             continue;
-        if (handleUsedInAnEarlierStep(dev, c, a, birth))
+        if (handleUsedInAnEarlierStep(dev, c, a, birth) || handleEquippedBeforeRecording(c, birth))
             continue;
         byStream[{int(a.stream), a.size}].push_back(uint32_t(i));
     }
