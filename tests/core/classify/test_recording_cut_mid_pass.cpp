@@ -114,6 +114,15 @@ private slots:
         QVERIFY2(cut.s.wrongShare() <= most, std::to_string(cut.s.wrongShare()).c_str());
     }
 
+    // The last half of the same loop opens where its third call begins and holds two whole calls.
+    // Calls were confirmed only from three on (the first may make one-off state), so the two read as
+    // one forward; the first of them makes exactly what the second does, so it made nothing one-off.
+    void twoWholeCallsOfAnEvaluationLoop()
+    {
+        const Cut cut = lastEntries("eval_with_grad", 0.5);
+        QCOMPARE(forwardRuns(cut.c), size_t(2));
+    }
+
     // The same loop dumped inside its first call (the first 20 % of its entries): the layers move
     // back to their first line too, and every layer keeps what it made (grad on). That is one call
     // that opens before its loop, not calls: it stays one forward.
