@@ -83,29 +83,6 @@ std::vector<Swing> swings(const std::vector<int64_t>& live, int64_t threshold)
 
 constexpr auto place = classify_detail::placeStructural; // a frame or an annotation decides
 
-// A run whose bytes show no pass's rise and fall (forwards under no_grad let go of each layer's
-// scratch as they go): its forwards where its layers' sizes repeat (structural_repetition.h).
-// Not a stretch that lets go of more than it makes: that is a backward the recording opens inside
-// (the engine freeing what the forward before it saved, layer after layer, which repeats as a
-// forward's layers do). A forward under no_grad lets go of each layer's input and scratch as it
-// makes the next, and keeps its output.
-size_t placeRepeatedForwards(const DeviceTrace& dev, const RepeatedForwards& calls, PhaseTimeline& tl)
-{
-    size_t placed = 0;
-    for (const EventSpan& f : calls.calls) {
-        int64_t made = 0, released = 0;
-        for (EventIndex e = f.first; e <= f.last; ++e)
-            if (const Allocation* a = classify_detail::bornAt(dev, e))
-                made += a->size;
-            else if (const Allocation* r = classify_detail::releasedAt(dev, e))
-                released += r->size;
-        if (released * 10 > made * 11)
-            continue;
-        place(tl, f.first, f.last, Phase::Forward, placed);
-    }
-    return placed;
-}
-
 // See the call in inferStructuralPhases: the first release, before the peak, of a block made in
 // the rise from fStart and kept more than a few events, where such releases run in reverse order of
 // birth (each released block younger than the one released after it) up to the first one after the

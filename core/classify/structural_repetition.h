@@ -13,8 +13,10 @@
 // stretch's prologue are two calls (decode steps of a generate loop, whose sizes change per token, or
 // calls on a new batch); two stretches without one are one call whose layers differ (every k-th
 // layer of another kind).
+#include "core/classify/phases.h"
 #include "core/model/trace.h"
 
+#include <cstddef>
 #include <vector>
 
 namespace poolscope {
@@ -53,5 +55,9 @@ private:
     RepeatedForwards m_value;
     bool m_found = false;
 };
+
+// Places the calls as forwards on the events nothing placed, but not a call that lets go of more than
+// it makes (a backward the recording opens inside); returns how many events it placed.
+size_t placeRepeatedForwards(const DeviceTrace& dev, const RepeatedForwards& calls, PhaseTimeline& tl);
 
 } // namespace poolscope
