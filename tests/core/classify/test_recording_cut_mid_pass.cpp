@@ -44,6 +44,14 @@ Cut lastEntries(const std::string& run, double kept, std::string_view copy = "al
     return cut;
 }
 
+// Data rows of a test run once per copy of the frames (gpu_truth.h's names), in a "copy" column.
+void copyRows(std::initializer_list<const char*> copies)
+{
+    QTest::addColumn<QString>("copy");
+    for (const char* copy : copies)
+        QTest::newRow(copy) << QString(copy);
+}
+
 size_t forwardRuns(const Classification& c)
 {
     size_t n = 0;
@@ -230,13 +238,7 @@ private slots:
     // weight, as at every other size: the stackless block is no trained weight but a gradient. The
     // renamed copy gets the same answer; adam_step_oom's cut, whose weights carry no frame either,
     // stays a guess (aWeightAmongItsStateIsAGuess).
-    void aGradientBeyondTheWeightsTheStateCounts_data()
-    {
-        QTest::addColumn<QString>("copy");
-        QTest::newRow("as written") << "all";
-        QTest::newRow("renamed") << "renamed";
-        QTest::newRow("python") << "python";
-    }
+    void aGradientBeyondTheWeightsTheStateCounts_data() { copyRows({"all", "renamed", "python"}); }
     void aGradientBeyondTheWeightsTheStateCounts()
     {
         QFETCH(QString, copy);
@@ -272,13 +274,7 @@ private slots:
     // let go of) read as the main thread's cuBLAS workspace at 75 % (2.2 % of the named bytes). A
     // recording that opens in a backward opens after a forward, whose handle made its workspace
     // then (the block from before recording): no forward the recording shows makes one.
-    void aWorkspaceFromBeforeTheWindow_data()
-    {
-        QTest::addColumn<QString>("copy");
-        QTest::newRow("as written") << "all";
-        QTest::newRow("renamed") << "renamed";
-        QTest::newRow("no frames") << "none";
-    }
+    void aWorkspaceFromBeforeTheWindow_data() { copyRows({"all", "renamed", "none"}); }
     void aWorkspaceFromBeforeTheWindow()
     {
         QFETCH(QString, copy);
