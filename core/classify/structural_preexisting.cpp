@@ -25,6 +25,15 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
             forwardBegins = p.first;
             break;
         }
+    // Or a whole backward the recording holds (another phase before it and after it): it lets go of
+    // what the forward before it saved, so a forward's block from before recording that outlives it
+    // was not saved for it (a cast an outer autocast region keeps, an output the program holds).
+    bool wholeBackward = false;
+    const auto& ph = c.phases.phase;
+    for (const Pass& p : c.facts.passes)
+        wholeBackward = wholeBackward || (p.phase == Phase::Backward && p.first > 0 && size_t(p.last) + 1 < ph.size() &&
+                                          ph[size_t(p.first - 1)] != Phase::Backward && ph[size_t(p.last + 1)] != Phase::Backward &&
+                                          ph[size_t(p.first - 1)] != Phase::Unknown);
     // Requested bytes of blocks from before recording: the workspace's block can be a larger split.
     const auto requested = requestedBytesByAddress(dev);
     std::vector<uint32_t> kept;
@@ -61,12 +70,13 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
             decide(c, i, Pool::Workspace, workspaceRule, 65);
             continue;
         }
-        if (forwardBegins == kNoEvent || c.confidence[i] <= kOutlivedConfidence)
+        if ((forwardBegins == kNoEvent && !wholeBackward) || c.confidence[i] <= kOutlivedConfidence)
             continue; // the recording starts inside the forward that may have made it
         if (!keptRule)
             keptRule = addRule(c, "forward-product-outlived-forward",
-                               "made in a forward before recording began and alive through a whole recorded forward to the "
-                               "end: not an activation of the pass in flight; something the program or a library keeps "
+                               "made in a forward before recording began and alive through a whole recorded forward, or a "
+                               "whole recorded backward, to the end: not an activation of the pass in flight, nor saved for "
+                               "that backward; something the program or a library keeps "
                                "across forwards (an output it holds, a cache, a library's scratch), which its phase and "
                                "lifetime alone cannot name",
                                Pool::Activation, kEvidenceLifetime);
