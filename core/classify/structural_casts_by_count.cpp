@@ -105,14 +105,35 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
             return true;
         return nextBorn[i] != kNone && dev.allocations[nextBorn[i]].stack == st;
     };
+    // A recording that opens inside a forward (its first pass, from the first event) holds that
+    // forward's casts made before recording as blocks from before it, alive throughout: the pass's
+    // candidates too, by their requested bytes (their birth, and so their call, is gone).
+    // (Inside it, not at its start: it lets go of blocks made before recording, its earlier layers' scratch.)
+    int openForward = -1;
+    if (!facts.passes.empty() && facts.passes.front().phase == Phase::Forward && facts.passes.front().first == 0)
+        for (const Allocation& a : dev.allocations)
+            if (const EventIndex r = freeEventOf(a); a.preexisting() && r != kNoEvent && r <= facts.passes.front().last) {
+                openForward = 0;
+                break;
+            }
+    const auto requested = openForward == 0 ? requestedBytesByAddress(dev) : std::unordered_map<uint64_t, int64_t>{};
     // Per forward pass: candidates by size.
     std::map<int, std::map<int64_t, std::vector<uint32_t>>> byPass;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || !params.count(mirrorKey(2 * a.size)) || !notItsCallsLast(uint32_t(i)))
-            continue;
         const Pool p = c.pool[i];
         if (p != Pool::Activation && p != Pool::Unknown && p != Pool::Temporary && p != Pool::Other)
+            continue;
+        if (a.preexisting()) {
+            if (openForward < 0 || freeEventOf(a) != kNoEvent || (c.rules[c.rule[i]].evidence & kEvidenceFrames))
+                continue;
+            const auto r = requested.find(a.address);
+            const int64_t bytes = r != requested.end() ? r->second : a.size;
+            if (params.count(mirrorKey(2 * bytes)))
+                byPass[openForward][mirrorKey(bytes)].push_back(uint32_t(i));
+            continue;
+        }
+        if (!params.count(mirrorKey(2 * a.size)) || !notItsCallsLast(uint32_t(i)))
             continue;
         const int pass = facts.passAt(a.allocEvent);
         if (pass < 0 || facts.passes[size_t(pass)].phase != Phase::Forward)

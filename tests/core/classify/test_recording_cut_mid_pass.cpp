@@ -293,7 +293,28 @@ private slots:
     void keptPastAWholeBackward()
     {
         const Cut cut = lastEntries("llama_autocast_adamw_midbackward", 0.2);
-        QVERIFY(misfiledBytes(cut.dev(), cut.s, Pool::CastCache, Pool::Activation) > int64_t(50) << 20);
+        QVERIFY2(cut.s.sure * 100 <= cut.s.named, std::to_string(cut.s.sure).c_str());
+        int64_t outlived = 0;
+        for (size_t i = 0; i < cut.c.size(); ++i)
+            if (cut.c.rules[cut.c.rule[i]].name == "forward-product-outlived-forward") {
+                QVERIFY(cut.c.confidence[i] < 70);
+                outlived += cut.dev().allocations[i].size;
+            }
+        QVERIFY(outlived >= int64_t(30) << 20);
+    }
+
+    // vit_fp16_scaler_sgd's last fifth (Python frames) opens inside the forward the backward hook's
+    // dump follows: the weight casts that forward made before the window are blocks from before
+    // recording, alive to the end, and read as saved activations at 75 % (72.9 MiB, 2.1 % of the named
+    // bytes, sure). A recording that opens inside a forward (it lets go of blocks from before it)
+    // holds that forward's casts among them: they are counted with the casts it records, one per
+    // weight of twice their requested bytes (by count, 55 %; which same-size block is the cast and
+    // which the activation stays a guess).
+    void castsOfTheForwardTheWindowOpensInside()
+    {
+        const Cut cut = lastEntries("vit_fp16_scaler_sgd", 0.2);
+        QVERIFY(misfiledBytes(cut.dev(), cut.s, Pool::CastCache, Pool::Activation) < int64_t(30) << 20);
+        QVERIFY2(cut.s.wrongShare() <= 0.03, std::to_string(cut.s.wrongShare()).c_str());
         QVERIFY2(cut.s.sure * 100 <= cut.s.named, std::to_string(cut.s.sure).c_str());
     }
 };
