@@ -364,10 +364,11 @@ bool handleUsedInAnEarlierStep(const DeviceTrace& dev, const Classification& c, 
     return false;
 }
 
-// A recording that opens in a backward, or after one (in the step, in zero_grad), opens after a
-// forward the main thread ran: its handles hold their workspaces from before recording, so no pass
-// of that phase the recording shows makes one. Opening inside a backward, the engine's handle has
-// done its first matmul too.
+// A recording that opens in a backward, or after one (in the step, in a zero_grad that lets go of
+// gradients: a pass is events, and a zero_grad before any backward has none), opens after a forward
+// the main thread ran: its handles hold their workspaces from before recording, so no pass of that
+// phase the recording shows makes one. Opening inside a backward, the engine's handle has done its
+// first matmul too.
 bool handleEquippedBeforeRecording(const Classification& c, Phase birth)
 {
     const auto& passes = c.facts.passes;
