@@ -109,13 +109,10 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     // forward's casts made before recording as blocks from before it, alive throughout: the pass's
     // candidates too, by their requested bytes (their birth, and so their call, is gone).
     // (Inside it, not at its start: it lets go of blocks made before recording, its earlier layers' scratch.)
-    int openForward = -1;
-    if (!facts.passes.empty() && facts.passes.front().phase == Phase::Forward && facts.passes.front().first == 0)
-        for (const Allocation& a : dev.allocations)
-            if (const EventIndex r = freeEventOf(a); a.preexisting() && r != kNoEvent && r <= facts.passes.front().last) {
-                openForward = 0;
-                break;
-            }
+    const int openForward = !facts.passes.empty() && facts.passes.front().phase == Phase::Forward && facts.passes.front().first == 0 &&
+                                    releasesBlocksFromBeforeRecording(dev, 0, facts.passes.front().last)
+                                ? 0
+                                : -1;
     const auto requested = openForward == 0 ? requestedBytesByAddress(dev) : std::unordered_map<uint64_t, int64_t>{};
     // Per forward pass: candidates by size.
     std::map<int, std::map<int64_t, std::vector<uint32_t>>> byPass;

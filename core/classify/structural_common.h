@@ -137,6 +137,16 @@ inline bool isCublasWorkspaceSize(int64_t bytes)
     return std::find(std::begin(kSizes), std::end(kSizes), bytes) != std::end(kSizes);
 }
 
+// Whether the stretch [first, last] lets go of a block made before recording: a pass that does
+// was in flight when recording began (its earlier layers' scratch), as no pass begun after it is.
+inline bool releasesBlocksFromBeforeRecording(const DeviceTrace& dev, EventIndex first, EventIndex last)
+{
+    for (const Allocation& a : dev.allocations)
+        if (const EventIndex r = freeEventOf(a); a.preexisting() && r != kNoEvent && r >= first && r <= last)
+            return true;
+    return false;
+}
+
 // Requested bytes of the final segments' live blocks by address. A block from before recording
 // carries its rounded size (a split block keeps its rounding); the tensor asked for the requested.
 inline std::unordered_map<uint64_t, int64_t> requestedBytesByAddress(const DeviceTrace& dev)

@@ -368,8 +368,8 @@ bool handleUsedInAnEarlierStep(const DeviceTrace& dev, const Classification& c, 
 // gradients: a pass is events, and a zero_grad before any backward has none), opens after a forward
 // the main thread ran: its handles hold their workspaces from before recording, so no pass of that
 // phase the recording shows makes one. Opening inside a backward, the engine's handle has done its
-// first matmul too.
-bool handleEquippedBeforeRecording(const Classification& c, Phase birth)
+// first matmul too. (For a forward's or a backward's birth: what workspaceBySize asks of.)
+bool handlesEquippedBeforeRecording(const Classification& c)
 {
     const auto& passes = c.facts.passes;
     if (passes.empty())
@@ -378,15 +378,14 @@ bool handleEquippedBeforeRecording(const Classification& c, Phase birth)
         if (c.phases.phase[size_t(e)] != Phase::Unknown)
             return false;
     const Phase opening = passes.front().phase;
-    if (opening == Phase::OptimizerStep || opening == Phase::ZeroGrad)
-        return birth == Phase::Forward || birth == Phase::Backward;
-    return opening == Phase::Backward && (birth == Phase::Forward || birth == Phase::Backward);
+    return opening == Phase::Backward || opening == Phase::OptimizerStep || opening == Phase::ZeroGrad;
 }
 
 } // namespace
 
 void workspaceBySize(const DeviceTrace& dev, Classification& c)
 {
+    const bool equippedBefore = handlesEquippedBeforeRecording(c);
     std::map<std::pair<int, int64_t>, std::vector<uint32_t>> byStream;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
@@ -404,7 +403,7 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
                                       !c.parameterSizes.count(mirrorKey(a.size));
         if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Unknown && p != Pool::Other && !lifetimeGradient)
             continue;
-        if (handleUsedInAnEarlierStep(dev, c, a, birth) || handleEquippedBeforeRecording(c, birth))
+        if (equippedBefore || handleUsedInAnEarlierStep(dev, c, a, birth))
             continue;
         byStream[{int(a.stream), a.size}].push_back(uint32_t(i));
     }

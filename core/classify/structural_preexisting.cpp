@@ -107,12 +107,7 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
     }
     // The recording opened inside it: it lets go of blocks made before recording (its earlier
     // layers' scratch), as no forward that began after recording did.
-    bool opensInside = false;
-    for (const Allocation& a : dev.allocations) {
-        const EventIndex r = freeEventOf(a);
-        opensInside = opensInside || (a.preexisting() && r != kNoEvent && r >= open.first && r <= open.last);
-    }
-    if (!opensInside)
+    if (!releasesBlocksFromBeforeRecording(dev, open.first, open.last))
         return;
     // Sizes of what the forward makes and keeps past its own end (saved for backward, its output).
     std::unordered_set<int64_t> keptSizes;
