@@ -159,4 +159,16 @@ inline std::unordered_map<uint64_t, int64_t> requestedBytesByAddress(const Devic
     return requested;
 }
 
+// The bytes a block's tensor asked for, which is what the recording shows for blocks it saw made: a
+// block from before recording is known by its segment's block, rounded up (to 2 MiB steps above
+// 1 MiB), so a weight of 131,072,000 B from before recording and its gradient made under it compare
+// equal only by the requested bytes the segment lists (`requested`: requestedBytesByAddress).
+inline int64_t requestedBytesOf(const Allocation& a, const std::unordered_map<uint64_t, int64_t>& requested)
+{
+    if (!a.preexisting())
+        return a.size;
+    const auto it = requested.find(a.address);
+    return it != requested.end() ? it->second : a.size;
+}
+
 } // namespace poolscope::classify_detail

@@ -19,8 +19,7 @@ std::unordered_set<int64_t> sizesHeldBeforeFirstForward(const DeviceTrace& dev, 
         return sizes;
     for (const Allocation& a : dev.allocations) {
         if (a.preexisting()) {
-            const auto it = requested.find(a.address);
-            sizes.insert(mirrorKey(it != requested.end() ? it->second : a.size));
+            sizes.insert(mirrorKey(requestedBytesOf(a, requested)));
         } else if (a.allocEvent < firstForward && freeEventOf(a) == kNoEvent) {
             sizes.insert(mirrorKey(a.size));
         }
@@ -362,6 +361,7 @@ void heldAtOomInStep(const DeviceTrace& dev, Classification& c)
         if (const int pass = c.facts.passAt(a.allocEvent); pass >= 0)
             held[pass].push_back(uint32_t(i));
     }
+    const auto requested = held.empty() ? std::unordered_map<uint64_t, int64_t>{} : requestedBytesByAddress(dev);
     uint16_t namedRule = 0, laterRule = 0, sweepRule = 0, unsureRule = 0;
     for (const auto& [pass, blocks] : held) {
         const EventIndex start = c.facts.passes[size_t(pass)].first;
@@ -378,7 +378,7 @@ void heldAtOomInStep(const DeviceTrace& dev, Classification& c)
                 (c.rules[c.rule[i]].evidence & kEvidenceFrames))
                 lastNamedState = std::max(lastNamedState, a.allocEvent);
             else if ((a.preexisting() || a.allocEvent < start) && (fe == kNoEvent || fe > start))
-                ++before[mirrorKey(a.size)];
+                ++before[mirrorKey(requestedBytesOf(a, requested))];
         }
         std::vector<int64_t> sizes;
         bool stateBefore = false;

@@ -127,6 +127,9 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
     for (size_t i = 0; i < c.size(); ++i)
         if (c.pool[i] == Pool::Gradient && !dev.allocations[i].preexisting())
             gradientSizes.insert(mirrorKey(dev.allocations[i].size));
+    // A block from before recording is known by its segment's block, rounded up (2 MiB steps for large
+    // ones); what the recording saw made is known by the bytes asked for: compare requested bytes.
+    const auto requested = requestedBytesByAddress(dev);
     uint16_t rule = 0, guessRule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
@@ -134,7 +137,7 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
             (c.pool[i] != Pool::Parameter && c.pool[i] != Pool::Unknown) || (c.rules[c.rule[i]].evidence & kEvidenceFrames) ||
             c.rules[c.rule[i]].has(kRoleIndistinctCopies))
             continue;
-        const int64_t key = mirrorKey(a.size);
+        const int64_t key = mirrorKey(requestedBytesOf(a, requested));
         if (gradientSizes.count(key))
             continue;
         if (!keptSizes.count(key)) {
