@@ -25,6 +25,15 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
 // activations, and stay weights below 50 %.
 void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
+// Calls that each keep what they made (an evaluation under grad mode that holds its outputs and
+// their graphs, a collection of per-call results): where the recording opened after some calls,
+// their products are stackless blocks from before recording, alive throughout, as weights are, and
+// read as weights. Every recorded call keeps n blocks of a size; the blocks from before recording of
+// the sizes the calls keep come in exactly m times each call's count, the same m at every size: m
+// earlier calls' products, in the pool the recorded calls' blocks of that size have (55 %). A weight
+// of a kept size breaks the multiple, and then nothing moves.
+void earlierCallsKeptAlike(const DeviceTrace& dev, Classification& c);
+
 // In a training run: a block made in a forward, decided activation from its lifetime alone, and still
 // held when the next step's forward began although its own step's backward ran, is no activation the
 // graph saved (the engine lets go of those by the end of the backward): a kept output (a leak) or

@@ -76,6 +76,7 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     // After the OOM's readings (what the forward in flight keeps reads as its activations there) and
     // the copies that cannot be told apart (a weight with its gradient and state: no layer's output).
     earlierLayersOfTheOpenForward(trace, dev, c);
+    earlierCallsKeptAlike(dev, c);
     stateMadeAfterFirstBackward(dev, c);
     stateSteppedInBackward(dev, c);
 }

@@ -164,4 +164,77 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
     }
 }
 
+void earlierCallsKeptAlike(const DeviceTrace& dev, Classification& c)
+{
+    if (!c.history)
+        return;
+    std::vector<EventIndex> starts; // the recorded calls: each forward and what follows it up to the next
+    for (const Pass& p : c.facts.passes)
+        if (p.phase == Phase::Forward)
+            starts.push_back(p.first);
+    if (starts.size() < 2)
+        return;
+    starts.front() = 0; // what the recording holds before its first forward is that call's (its batch)
+    // Per call, the blocks it made and kept to the end, by requested size.
+    std::map<int64_t, std::vector<int>> keptPerCall; // size -> count per call
+    std::map<int64_t, std::map<Pool, int>> keptPools;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || freeEventOf(a) != kNoEvent)
+            continue;
+        const size_t call = size_t(std::upper_bound(starts.begin(), starts.end(), a.allocEvent) - starts.begin()) - 1;
+        auto& counts = keptPerCall[mirrorKey(a.size)];
+        counts.resize(starts.size(), 0);
+        ++counts[call];
+        ++keptPools[mirrorKey(a.size)][c.pool[i]];
+    }
+    // The sizes every call keeps alike, and their count per call.
+    std::map<int64_t, int> perCall;
+    for (const auto& [size, counts] : keptPerCall)
+        if (counts.front() > 0 && std::all_of(counts.begin(), counts.end(), [&](int n) { return n == counts.front(); }))
+            perCall[size] = counts.front();
+    if (perCall.size() < 2)
+        return; // one size alike is a coincidence as likely as a pattern
+    // Blocks from before recording, alive throughout, that no frame named and only a guess placed.
+    const auto requested = requestedBytesByAddress(dev);
+    std::map<int64_t, std::vector<uint32_t>> before;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.preexisting() || freeEventOf(a) != kNoEvent || (c.evidenceOf(i) & kEvidenceFrames))
+            continue;
+        const int64_t key = mirrorKey(requestedBytesOf(a, requested));
+        if (perCall.count(key))
+            before[key].push_back(uint32_t(i));
+    }
+    // The same whole number of earlier calls at every size the calls keep, and every such block a guess.
+    int calls = 0;
+    for (const auto& [size, n] : perCall) {
+        const auto it = before.find(size);
+        const int have = it == before.end() ? 0 : int(it->second.size());
+        if (have == 0 || have % n != 0 || (calls != 0 && have / n != calls))
+            return;
+        calls = have / n;
+        for (uint32_t i : it->second)
+            if (c.confidence[i] > kOutlivedConfidence || (c.pool[i] != Pool::Parameter && c.pool[i] != Pool::Unknown))
+                return;
+    }
+    uint16_t rule = 0;
+    for (const auto& [size, ids] : before) {
+        // The pool the recorded calls' kept blocks of this size have, where one holds most of them.
+        const auto& pools = keptPools[size];
+        const auto most = std::max_element(pools.begin(), pools.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+        if (most->first == Pool::Unknown || most->first == Pool::Parameter || most->second * 2 <= perCall[size] * int(starts.size()))
+            continue;
+        if (!rule)
+            rule = addRule(c, "kept-like-the-calls-recorded",
+                           "made before recording began, alive throughout, no stack: every recorded call made and kept the same "
+                           "number of blocks of its size, and the blocks from before recording of each size the calls keep come in "
+                           "the same whole multiple of that number (earlier calls of the same shape, kept the same way): in the "
+                           "pool of the recorded calls' blocks of its size",
+                           most->first, kEvidenceLifetime | kEvidenceSize);
+        for (uint32_t i : ids)
+            decide(c, i, most->first, rule, 55);
+    }
+}
+
 } // namespace poolscope::classify_detail

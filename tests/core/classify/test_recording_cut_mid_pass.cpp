@@ -328,6 +328,32 @@ private slots:
         QVERIFY(misfiledBytes(cut.dev(), cut.s, Pool::Activation, Pool::Parameter) < int64_t(600) << 20);
         QVERIFY2(cut.s.wrongShare() <= 0.30, std::to_string(cut.s.wrongShare()).c_str());
     }
+    // eval_with_grad's last half without frames: an evaluation loop under grad mode that keeps every
+    // call's outputs and so their graphs. The two calls the window opened after are stackless blocks
+    // from before recording, alive throughout, as weights are, and 1,394 MiB of them read as weights
+    // (43.2 % of the named bytes). Each recorded call keeps the same blocks (43 of 8 MiB, 16 of
+    // 22 MiB, the 250 MiB logits...), and the blocks from before recording of those sizes are exactly
+    // twice each call's count: two earlier calls, kept the same way. A weight of a kept size would
+    // break the multiple: the frameless copies of the whole runs and of the corpus do not move.
+    void earlierCallsKeptLikeTheRecordedOnes()
+    {
+        const Cut cut = lastEntries("eval_with_grad", 0.5, "none");
+        QVERIFY(misfiledBytes(cut.dev(), cut.s, Pool::Activation, Pool::Parameter) < int64_t(50) << 20);
+        QVERIFY2(cut.s.wrongShare() <= 0.02, std::to_string(cut.s.wrongShare()).c_str());
+        size_t kept = 0;
+        for (size_t i = 0; i < cut.c.size(); ++i)
+            if (cut.c.rules[cut.c.rule[i]].name == "kept-like-the-calls-recorded") {
+                QVERIFY(cut.dev().allocations[i].preexisting());
+                QVERIFY(cut.c.confidence[i] < 70);
+                ++kept;
+            }
+        QVERIFY(kept >= 100);
+        // Where the forwards read are no whole calls (the last fifth: one call read as four forwards,
+        // its layers' stretches, which keep different blocks), nothing is read as an earlier call's.
+        const Cut split = lastEntries("eval_with_grad", 0.2, "none");
+        for (size_t i = 0; i < split.c.size(); ++i)
+            QVERIFY(split.c.rules[split.c.rule[i]].name != "kept-like-the-calls-recorded");
+    }
 };
 
 QTEST_GUILESS_MAIN(TestRecordingCutMidPass)
