@@ -43,6 +43,18 @@ void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c)
             again = again && largest <= first;
         madeAgain[site] = again;
     }
+    // Where recording opened after some calls (a ring buffer), theirs are blocks from before it that
+    // kept the stacks that made them: at a site every recorded call makes again, alive throughout and
+    // no longer than the site's blocks, they are earlier calls' keys and values, held the same way.
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.preexisting() || freeEventOf(a) != kNoEvent || c.pool[i] != Pool::KvCache ||
+            !(c.rules[c.rule[i]].evidence & kEvidenceFrames) || !a.stack.valid())
+            continue;
+        const auto site = largestPerPass.find(a.stack.value);
+        if (site != largestPerPass.end() && madeAgain[a.stack.value] && a.size <= site->second.begin()->second)
+            named.push_back(uint32_t(i));
+    }
     uint16_t rule = 0;
     for (uint32_t i : named) {
         if (!madeAgain[dev.allocations[i].stack.value])

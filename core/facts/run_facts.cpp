@@ -6,6 +6,7 @@
 #include "core/classify/phases.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <unordered_map>
 
@@ -30,12 +31,45 @@ namespace {
 constexpr size_t kMinKeptCalls = 2;       // forwards followed by another forward
 constexpr size_t kMinMadeInCalls = 32;    // blocks those forwards made
 
+// A window of two calls (a ring buffer's, a dump taken after the second): the first call's graph
+// outlives the second call, and the second's lasts to the dump's end, which is all the window can
+// show of it. Read as kept graphs only where both keep that share of what they made and keep the
+// same blocks, size for size: a first call that brought weights or a cache in keeps blocks the second
+// does not make again.
+bool twoCallsKeepAlike(const DeviceTrace& dev, const RunFacts& f, const Pass& first, const Pass& second)
+{
+    std::unordered_map<int64_t, int64_t> alike; // size -> kept by the first call minus kept by the second
+    size_t made[2] = {0, 0}, kept[2] = {0, 0};
+    for (const Allocation& a : dev.allocations) {
+        if (a.preexisting())
+            continue;
+        const int k = f.passAt(a.allocEvent);
+        if (k < 0 || (&f.passes[size_t(k)] != &first && &f.passes[size_t(k)] != &second))
+            continue;
+        const int call = &f.passes[size_t(k)] == &first ? 0 : 1;
+        ++made[call];
+        const bool outlived = call == 0 ? a.aliveAfter(second.last) : a.aliveAtEnd();
+        if (!outlived)
+            continue;
+        ++kept[call];
+        alike[a.size] += call == 0 ? 1 : -1;
+    }
+    if (made[0] + made[1] < kMinMadeInCalls || !keepsGraphShare(kept[0], made[0]) || !keepsGraphShare(kept[1], made[1]))
+        return false;
+    size_t differ = 0;
+    for (const auto& [size, n] : alike)
+        differ += size_t(std::abs(n));
+    return differ * 10 <= kept[0] + kept[1]; // the same blocks but for a few (an input, a scalar)
+}
+
 bool graphsOutliveTheirCalls(const DeviceTrace& dev, const RunFacts& f)
 {
     std::vector<const Pass*> forwards;
     for (const Pass& p : f.passes)
         if (p.phase == Phase::Forward)
             forwards.push_back(&p);
+    if (forwards.size() == kMinKeptCalls)
+        return twoCallsKeepAlike(dev, f, *forwards[0], *forwards[1]);
     if (forwards.size() < kMinKeptCalls + 1)
         return false;
     size_t made = 0, kept = 0;
