@@ -113,12 +113,27 @@ void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c)
     std::map<uint32_t, Site> sites;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || c.pool[i] != Pool::KvCache || !(c.rules[c.rule[i]].evidence & kEvidenceFrames) || !a.stack.valid())
+        if (c.pool[i] != Pool::KvCache || !(c.rules[c.rule[i]].evidence & kEvidenceFrames) || !a.stack.valid())
             continue;
-        Site& s = sites[a.stack.value];
-        const int k = f.passAt(a.allocEvent);
         const EventIndex fe = freeEventOf(a);
         const int fk = fe == kNoEvent ? -1 : f.passAt(fe);
+        if (a.preexisting()) {
+            // An earlier forward's, from before recording (it kept the stack that made it): one more
+            // forward that made the site's blocks, unless a forward let go of it (replaced it).
+            Site& s = sites[a.stack.value];
+            if (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Forward) {
+                s.disqualified = true;
+                continue;
+            }
+            int64_t& largest = s.largestPerPass[-1];
+            largest = std::max(largest, a.size);
+            if (fe != kNoEvent)
+                (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Backward ? s.freedInBackward : s.freedElsewhere) += 1;
+            s.blocks.push_back(uint32_t(i));
+            continue;
+        }
+        Site& s = sites[a.stack.value];
+        const int k = f.passAt(a.allocEvent);
         if (k < 0 || f.passes[size_t(k)].phase != Phase::Forward || (!training[size_t(k)] && size_t(k) != last) ||
             (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Forward)) {
             s.disqualified = true;
@@ -131,8 +146,27 @@ void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c)
             (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Backward ? s.freedInBackward : s.freedElsewhere) += 1;
         s.blocks.push_back(uint32_t(i));
     }
-    uint16_t rule = 0;
+    // The forward in flight where the dump ends, after the run's last backward: a training step's
+    // forward or an evaluation's, and whether its keys and values are carried into a next call (a
+    // cache) or saved for a backward only that call would show.
+    bool backwardBefore = false;
+    for (size_t k = 0; k < last; ++k)
+        backwardBefore = backwardBefore || f.passes[k].phase == Phase::Backward;
+    const bool inFlight = f.passes[last].phase == Phase::Forward && backwardBefore;
+    uint16_t rule = 0, unsureRule = 0;
     for (const auto& [site, s] : sites) {
+        if (!s.disqualified && !s.training && inFlight && s.largestPerPass.size() == 1 && s.largestPerPass.begin()->first == int(last)) {
+            if (!unsureRule)
+                unsureRule = addRule(c, "cache-frames-in-the-forward-in-flight",
+                                     "made where a library's cache stores keys and values, in the forward the dump ends inside, "
+                                     "after a backward of this run: a training step's forward (the attention's saved keys and values, "
+                                     "which use_cache also stores) or an evaluation's cache; whether the next call carries them "
+                                     "on, which would tell, is past the dump's end",
+                                     Pool::KvCache, kEvidenceFrames);
+            for (uint32_t i : s.blocks)
+                decide(c, i, Pool::KvCache, unsureRule, 55);
+            continue;
+        }
         if (s.disqualified || !s.training)
             continue;
         const int64_t first = s.largestPerPass.begin()->second;
