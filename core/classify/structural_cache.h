@@ -44,13 +44,16 @@ void preallocatedCache(const Trace& trace, const DeviceTrace& dev, Classificatio
 // (RunFacts::graphsKeptAcrossCalls), blocks the frames called a cache (a library's cache code)
 // that every call makes again, never longer than the first call's, are saved for backward: the
 // graph holds them, not a cache the next call reads (structural_graph_kept_cache.cpp), at 60 %.
+// Blocks from before recording at such a site (earlier calls', a ring buffer's window) with them.
 void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c);
 
 // In a run with backward, blocks the frames called a cache at a site where a training forward (a
 // backward follows it) made them, none let go of inside a forward, and either another forward made
 // them afresh, never longer than the first's, or the autograd engine let go of them in backward, are
 // the attention's saved keys and values (use_cache on while training), at 65 %; the forward in
-// flight at the dump is read with them (structural_graph_kept_cache.cpp).
+// flight at the dump is read with them (structural_graph_kept_cache.cpp). Blocks from before
+// recording at the site are an earlier forward's. A site only the forward in flight after a backward
+// made stays a cache at 55 %: the next call, which would show it carried on or not, is past the dump.
 void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail

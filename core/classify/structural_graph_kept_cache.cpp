@@ -82,7 +82,8 @@ void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c)
 //     none longer than the first forward's; or
 //   - the autograd engine let go of them: every block of the site that was let go of (two or more)
 //     went inside a backward (a run of one step, an OOM in its optimizer step).
-// The forward in flight at the dump (the run's last pass) is read with them.
+// The forward in flight at the dump (the run's last pass) is read with them, and blocks from before
+// recording at the site (a ring buffer's window) as an earlier forward's.
 void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
