@@ -16,9 +16,60 @@
 
 namespace poolscope::classify_detail {
 
+namespace {
+
+// A run without backward whose window shows too few calls to say whether they keep their graphs (a
+// ring buffer's window inside one call): at a cache site where the recorded forward makes blocks
+// again, no longer than the site's blocks from before recording, which it does not let go of, those
+// earlier blocks were not carried into this call (a cache in use is extended, replaced or written in
+// place), nor will the new ones be: each call's graph or the program holds them, and the window
+// cannot say which. The site's blocks stay a cache below 70 %.
+void earlierCacheBlocksBesideANewOne(const DeviceTrace& dev, Classification& c)
+{
+    const RunFacts& f = c.facts;
+    std::map<uint32_t, int64_t> madeAgain; // site -> largest block a recorded forward made there
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() || c.pool[i] != Pool::KvCache || !(c.evidenceOf(i) & kEvidenceFrames) || !a.stack.valid())
+            continue;
+        const int k = f.passAt(a.allocEvent);
+        if (k >= 0 && f.passes[size_t(k)].phase == Phase::Forward)
+            madeAgain[a.stack.value] = std::max(madeAgain[a.stack.value], a.size);
+    }
+    std::map<uint32_t, bool> besideEarlier; // site -> an earlier block kept there, as long as the new ones
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.preexisting() || freeEventOf(a) != kNoEvent || c.pool[i] != Pool::KvCache || !(c.evidenceOf(i) & kEvidenceFrames) ||
+            !a.stack.valid())
+            continue;
+        if (const auto site = madeAgain.find(a.stack.value); site != madeAgain.end() && site->second <= a.size)
+            besideEarlier[a.stack.value] = true;
+    }
+    // The site's blocks, the earlier ones and the recorded call's: neither is carried on.
+    uint16_t rule = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::KvCache || c.confidence[i] < 70 || !(c.evidenceOf(i) & kEvidenceFrames) || !a.stack.valid() ||
+            !besideEarlier.count(a.stack.value))
+            continue;
+        if (!rule)
+            rule = addRule(c, "cache-frames-beside-a-call-that-makes-them-again",
+                           "made where a library's cache stores keys and values, at a site whose blocks from before recording "
+                           "stay throughout while a recorded call makes the site's blocks again, no longer: nothing is carried "
+                           "into the next call, so each call's graph (grad mode on, its output kept) or the program holds "
+                           "them; the window shows too few calls to say which",
+                           Pool::KvCache, kEvidenceFrames);
+        decide(c, i, Pool::KvCache, rule, 55);
+    }
+}
+
+} // namespace
+
 void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
+    if (c.history && f.backward == Known::No && !f.graphsKeptAcrossCalls)
+        earlierCacheBlocksBesideANewOne(dev, c);
     if (!c.history || f.backward != Known::No || !f.graphsKeptAcrossCalls)
         return;
     // Per site (stack): the largest block the frames called a cache in each forward that made one.
