@@ -54,6 +54,6 @@ void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c);
 // flight at the dump is read with them (structural_graph_kept_cache.cpp). Blocks from before
 // recording at the site are an earlier forward's. A site only the forward in flight after a backward
 // made stays a cache at 55 %: the next call, which would show it carried on or not, is past the dump.
-void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c);
+void cacheFramesInTrainingForwards(const Trace& trace, const DeviceTrace& dev, Classification& c);
 
 } // namespace poolscope::classify_detail

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <unordered_map>
 
 namespace poolscope::classify_detail {
 
@@ -135,7 +137,7 @@ void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c)
 //     went inside a backward (a run of one step, an OOM in its optimizer step).
 // The forward in flight at the dump (the run's last pass) is read with them, and blocks from before
 // recording at the site (a ring buffer's window) as an earlier forward's.
-void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c)
+void cacheFramesInTrainingForwards(const Trace& trace, const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
     if (!c.history || f.backward != Known::Yes || f.passes.empty())
@@ -162,7 +164,27 @@ void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c)
         size_t freedInBackward = 0, freedElsewhere = 0;
         std::vector<uint32_t> blocks;
     };
-    std::map<uint32_t, Site> sites;
+    // A site: the cache code's line that stores keys and values, the keys' and the values' lines as
+    // one (stacks that differ in the line of their innermost Python frame only), so that a layer's
+    // value block is read with its key block when only one of them came after the window opened.
+    std::unordered_map<uint32_t, std::string> siteOfStack;
+    auto siteOf = [&](StackId st) -> const std::string& {
+        auto [it, fresh] = siteOfStack.try_emplace(st.value);
+        if (!fresh)
+            return it->second;
+        bool lineDropped = false;
+        for (FrameId f : trace.frames.stack(st)) {
+            const Frame& fr = trace.frames.frame(f);
+            if (!lineDropped && fr.isPython()) {
+                it->second += fr.filename + ':' + fr.name + ';';
+                lineDropped = true;
+            } else {
+                it->second += std::to_string(f.value) + ';';
+            }
+        }
+        return it->second;
+    };
+    std::map<std::string, Site> sites;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         if (c.pool[i] != Pool::KvCache || !(c.rules[c.rule[i]].evidence & kEvidenceFrames) || !a.stack.valid())
@@ -172,7 +194,7 @@ void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c)
         if (a.preexisting()) {
             // An earlier forward's, from before recording (it kept the stack that made it): one more
             // forward that made the site's blocks, unless a forward let go of it (replaced it).
-            Site& s = sites[a.stack.value];
+            Site& s = sites[siteOf(a.stack)];
             if (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Forward) {
                 s.disqualified = true;
                 continue;
@@ -184,7 +206,7 @@ void cacheFramesInTrainingForwards(const DeviceTrace& dev, Classification& c)
             s.blocks.push_back(uint32_t(i));
             continue;
         }
-        Site& s = sites[a.stack.value];
+        Site& s = sites[siteOf(a.stack)];
         const int k = f.passAt(a.allocEvent);
         if (k < 0 || f.passes[size_t(k)].phase != Phase::Forward || (!training[size_t(k)] && size_t(k) != last) ||
             (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Forward)) {

@@ -36,7 +36,7 @@ void structureFromLifetimes(const Trace& trace, const DeviceTrace& dev, Classifi
     workspaceReleasedAtEnd(dev, c);
     perCallMatmulWorkspace(trace, dev, c);
     cacheKeptWithItsGraph(dev, c);
-    cacheFramesInTrainingForwards(dev, c);
+    cacheFramesInTrainingForwards(trace, dev, c);
     forwardCache(trace, dev, c);
     cacheAcrossLayerRuns(dev, c);
     preallocatedCache(trace, dev, c);
