@@ -436,6 +436,12 @@ private:
         int conf = c.confidence[i];
         if (r.phaseMask && !(f.lifetime & bit(Lifetime::OwnPhase)) && !(f.lifetime & bit(Lifetime::Preexisting)))
             conf -= 10;
+        // Without history every block is alive at the snapshot: a rule that reads "kept to the end"
+        // as kept by something (the graph, the outputs) claims a lifetime nobody saw. Rules written
+        // for such dumps ask for no_history themselves and keep their own figure.
+        constexpr uint16_t kKept = bit(Lifetime::AliveAtEnd) | bit(Lifetime::AliveWholeTrace);
+        if ((f.lifetime & bit(Lifetime::NoHistory)) && (r.lifetimeAll & kKept) && !(r.lifetimeAll & bit(Lifetime::NoHistory)))
+            conf = std::min(conf, 65);
         if (r.mirrors == SizeMirror::None) {
             const bool paramSize = c.parameterSizes.count(f.mirrorSize) > 0;
             const bool gradSize = c.gradientSizes.count(f.mirrorSize) > 0;
