@@ -297,24 +297,7 @@ void preallocatedCache(const Trace& trace, const DeviceTrace& dev, Classificatio
     // order, but each keeps the stack that made it, and one loop made them all (its key and value
     // lines differ in the line of the loop's own frame only). Four or more blocks of one size so
     // made, and every block of that size from before the calls.
-    std::unordered_map<uint32_t, std::string> siteOfStack; // blocks share stacks: each read once
-    auto loopSite = [&](StackId st) -> const std::string& {
-        auto [it, fresh] = siteOfStack.try_emplace(st.value);
-        if (!fresh)
-            return it->second;
-        std::string& key = it->second;
-        bool lineDropped = false;
-        for (FrameId f : trace.frames.stack(st)) {
-            const Frame& fr = trace.frames.frame(f);
-            if (!lineDropped && fr.isPython()) {
-                key += fr.filename + ':' + fr.name + ';';
-                lineDropped = true;
-            } else {
-                key += std::to_string(f.value) + ';';
-            }
-        }
-        return key;
-    };
+    SitesOfStacks loopSite(trace);
     std::map<std::pair<std::string, int64_t>, std::vector<uint32_t>> byStack;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];

@@ -171,4 +171,33 @@ inline int64_t requestedBytesOf(const Allocation& a, const std::unordered_map<ui
     return it != requested.end() ? it->second : a.size;
 }
 
+// A stack read as a site: its frames, the innermost Python frame without its line, so that stacks
+// that differ there only (a loop's key and value lines, a cache's two storing lines) are one site.
+// Each stack is read once (blocks share stacks).
+class SitesOfStacks {
+public:
+    explicit SitesOfStacks(const Trace& trace) : m_trace(trace) {}
+    const std::string& operator()(StackId st)
+    {
+        auto [it, fresh] = m_sites.try_emplace(st.value);
+        if (!fresh)
+            return it->second;
+        bool lineDropped = false;
+        for (FrameId f : m_trace.frames.stack(st)) {
+            const Frame& fr = m_trace.frames.frame(f);
+            if (!lineDropped && fr.isPython()) {
+                it->second += fr.filename + ':' + fr.name + ';';
+                lineDropped = true;
+            } else {
+                it->second += std::to_string(f.value) + ';';
+            }
+        }
+        return it->second;
+    }
+
+private:
+    const Trace& m_trace;
+    std::unordered_map<uint32_t, std::string> m_sites;
+};
+
 } // namespace poolscope::classify_detail

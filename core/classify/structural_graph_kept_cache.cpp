@@ -167,23 +167,7 @@ void cacheFramesInTrainingForwards(const Trace& trace, const DeviceTrace& dev, C
     // A site: the cache code's line that stores keys and values, the keys' and the values' lines as
     // one (stacks that differ in the line of their innermost Python frame only), so that a layer's
     // value block is read with its key block when only one of them came after the window opened.
-    std::unordered_map<uint32_t, std::string> siteOfStack;
-    auto siteOf = [&](StackId st) -> const std::string& {
-        auto [it, fresh] = siteOfStack.try_emplace(st.value);
-        if (!fresh)
-            return it->second;
-        bool lineDropped = false;
-        for (FrameId f : trace.frames.stack(st)) {
-            const Frame& fr = trace.frames.frame(f);
-            if (!lineDropped && fr.isPython()) {
-                it->second += fr.filename + ':' + fr.name + ';';
-                lineDropped = true;
-            } else {
-                it->second += std::to_string(f.value) + ';';
-            }
-        }
-        return it->second;
-    };
+    SitesOfStacks siteOf(trace);
     std::map<std::string, Site> sites;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
