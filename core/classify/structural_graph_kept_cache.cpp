@@ -177,12 +177,12 @@ void cacheFramesInTrainingForwards(const Trace& trace, const DeviceTrace& dev, C
         const int fk = fe == kNoEvent ? -1 : f.passAt(fe);
         if (a.preexisting()) {
             // An earlier forward's, from before recording (it kept the stack that made it): one more
-            // forward that made the site's blocks, unless a forward let go of it (replaced it).
-            Site& s = sites[siteOf(a.stack)];
-            if (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Forward) {
-                s.disqualified = true;
+            // forward that made the site's blocks. One a forward let go of is left out (the program
+            // dropping the last step's output as the next forward returns, or a cache replaced): the
+            // site is judged by what the recording saw made, as before.
+            if (fk >= 0 && f.passes[size_t(fk)].phase == Phase::Forward)
                 continue;
-            }
+            Site& s = sites[siteOf(a.stack)];
             int64_t& largest = s.largestPerPass[-1];
             largest = std::max(largest, a.size);
             if (fe != kNoEvent)
