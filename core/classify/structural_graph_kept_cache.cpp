@@ -13,12 +13,19 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 
 namespace poolscope::classify_detail {
 
 namespace {
+
+// A block the frames called a cache (a library's cache code), with the stack that names its site.
+bool cacheByFrames(const DeviceTrace& dev, const Classification& c, size_t i)
+{
+    return c.pool[i] == Pool::KvCache && (c.evidenceOf(i) & kEvidenceFrames) && dev.allocations[i].stack.valid();
+}
 
 // A run without backward whose window shows too few calls to say whether they keep their graphs (a
 // ring buffer's window inside one call): at a cache site where the recorded forward makes blocks
@@ -32,27 +39,25 @@ void earlierCacheBlocksBesideANewOne(const DeviceTrace& dev, Classification& c)
     std::map<uint32_t, int64_t> madeAgain; // site -> largest block a recorded forward made there
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || c.pool[i] != Pool::KvCache || !(c.evidenceOf(i) & kEvidenceFrames) || !a.stack.valid())
+        if (a.preexisting() || !cacheByFrames(dev, c, i))
             continue;
         const int k = f.passAt(a.allocEvent);
         if (k >= 0 && f.passes[size_t(k)].phase == Phase::Forward)
             madeAgain[a.stack.value] = std::max(madeAgain[a.stack.value], a.size);
     }
-    std::map<uint32_t, bool> besideEarlier; // site -> an earlier block kept there, as long as the new ones
+    std::set<uint32_t> besideEarlier; // sites with an earlier block kept there, as long as the new ones
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (!a.preexisting() || freeEventOf(a) != kNoEvent || c.pool[i] != Pool::KvCache || !(c.evidenceOf(i) & kEvidenceFrames) ||
-            !a.stack.valid())
+        if (!a.preexisting() || freeEventOf(a) != kNoEvent || !cacheByFrames(dev, c, i))
             continue;
         if (const auto site = madeAgain.find(a.stack.value); site != madeAgain.end() && site->second <= a.size)
-            besideEarlier[a.stack.value] = true;
+            besideEarlier.insert(a.stack.value);
     }
     // The site's blocks, the earlier ones and the recorded call's: neither is carried on.
     uint16_t rule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (c.pool[i] != Pool::KvCache || c.confidence[i] < 70 || !(c.evidenceOf(i) & kEvidenceFrames) || !a.stack.valid() ||
-            !besideEarlier.count(a.stack.value))
+        if (!cacheByFrames(dev, c, i) || c.confidence[i] < 70 || !besideEarlier.count(a.stack.value))
             continue;
         if (!rule)
             rule = addRule(c, "cache-frames-beside-a-call-that-makes-them-again",
@@ -70,16 +75,18 @@ void earlierCacheBlocksBesideANewOne(const DeviceTrace& dev, Classification& c)
 void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c)
 {
     const RunFacts& f = c.facts;
-    if (c.history && f.backward == Known::No && !f.graphsKeptAcrossCalls)
-        earlierCacheBlocksBesideANewOne(dev, c);
-    if (!c.history || f.backward != Known::No || !f.graphsKeptAcrossCalls)
+    if (!c.history || f.backward != Known::No)
         return;
+    if (!f.graphsKeptAcrossCalls) {
+        earlierCacheBlocksBesideANewOne(dev, c);
+        return;
+    }
     // Per site (stack): the largest block the frames called a cache in each forward that made one.
     std::map<uint32_t, std::map<int, int64_t>> largestPerPass;
     std::vector<uint32_t> named;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || c.pool[i] != Pool::KvCache || !(c.rules[c.rule[i]].evidence & kEvidenceFrames) || !a.stack.valid())
+        if (a.preexisting() || !cacheByFrames(dev, c, i))
             continue;
         const int k = f.passAt(a.allocEvent);
         if (k < 0 || f.passes[size_t(k)].phase != Phase::Forward)
@@ -101,8 +108,7 @@ void cacheKeptWithItsGraph(const DeviceTrace& dev, Classification& c)
     // no longer than the site's blocks, they are earlier calls' keys and values, held the same way.
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (!a.preexisting() || freeEventOf(a) != kNoEvent || c.pool[i] != Pool::KvCache ||
-            !(c.rules[c.rule[i]].evidence & kEvidenceFrames) || !a.stack.valid())
+        if (!a.preexisting() || freeEventOf(a) != kNoEvent || !cacheByFrames(dev, c, i))
             continue;
         const auto site = largestPerPass.find(a.stack.value);
         if (site != largestPerPass.end() && madeAgain[a.stack.value] && a.size <= site->second.begin()->second)
@@ -171,7 +177,7 @@ void cacheFramesInTrainingForwards(const Trace& trace, const DeviceTrace& dev, C
     std::map<std::string, Site> sites;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (c.pool[i] != Pool::KvCache || !(c.rules[c.rule[i]].evidence & kEvidenceFrames) || !a.stack.valid())
+        if (!cacheByFrames(dev, c, i))
             continue;
         const EventIndex fe = freeEventOf(a);
         const int fk = fe == kNoEvent ? -1 : f.passAt(fe);
