@@ -127,15 +127,32 @@ void stateRewrittenBetweenPasses(const DeviceTrace& dev, Classification& c)
         const Pool p = c.pool[i];
         return p == Pool::Unknown || p == Pool::Activation || p == Pool::Temporary || p == Pool::Other;
     };
+    // Before the first pass, "a weight" is only what made-before-the-first-forward or
+    // from-before-recording guess (no frame said so): in a recording that begins between two passes
+    // (a ring buffer's window), what the stretch before the first pass rewrites is the state's next
+    // version, and what it lets go of from before recording the state's last.
+    auto guessedWeight = [&](size_t i) {
+        return c.pool[i] == Pool::Parameter && !(c.evidenceOf(i) & kEvidenceFrames) && c.confidence[i] <= 60;
+    };
+    const EventIndex firstPass = f.passes.front().first;
     // Candidates: unclaimed, of a parameter's size, made outside passes and alive across one.
     std::map<std::pair<size_t, int64_t>, std::vector<uint32_t>> madeIn; // (stretch, size) -> births
     std::vector<uint32_t> candidates;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
-        if (a.preexisting() || !open(i) || !c.parameterSizes.count(mirrorKey(a.size)) || f.passAt(a.allocEvent) >= 0)
+        const bool before = a.preexisting() || a.allocEvent < firstPass;
+        if (!(open(i) || (before && guessedWeight(i))) || !c.parameterSizes.count(mirrorKey(a.size)))
             continue;
         const EventIndex r = releaseOf(a);
         if (r != kNoEvent && f.passAt(r) >= 0)
+            continue;
+        if (a.preexisting()) {
+            // Made before recording: it may be let go of only; what it lived across the dump never saw.
+            if (r != kNoEvent)
+                candidates.push_back(uint32_t(i));
+            continue;
+        }
+        if (f.passAt(a.allocEvent) >= 0)
             continue;
         const size_t born = stretchOf(a.allocEvent);
         if (born >= stretchOf(r == kNoEvent ? end : r) || born >= f.passes.size())
@@ -149,6 +166,15 @@ void stateRewrittenBetweenPasses(const DeviceTrace& dev, Classification& c)
         std::set<int64_t> sizes;
         int64_t bytes = 0;
     };
+    // Whether a block lives across the start of a forward: what the window shows of its use.
+    auto acrossAForward = [&](uint32_t k) {
+        const Allocation& b = dev.allocations[k];
+        const EventIndex r = releaseOf(b);
+        for (const Pass& p : f.passes)
+            if (p.phase == Phase::Forward && p.first > b.allocEvent && (r == kNoEvent || p.first < r))
+                return true;
+        return false;
+    };
     std::map<size_t, Stretch> stretches;
     for (uint32_t i : candidates) {
         const Allocation& a = dev.allocations[i];
@@ -159,8 +185,17 @@ void stateRewrittenBetweenPasses(const DeviceTrace& dev, Classification& c)
         auto it = madeIn.find({s, mirrorKey(a.size)});
         if (it == madeIn.end() || it->second.empty())
             continue;
-        const uint32_t successor = it->second.back();
-        it->second.pop_back();
+        // An out-of-place rewrite makes the new version before it lets go of the old one; a block
+        // made after the release (a gradient the next backward makes again after zero_grad) is no
+        // successor.
+        auto& made = it->second;
+        auto pick = std::find_if(made.rbegin(), made.rend(), [&](uint32_t k) { return dev.allocations[k].allocEvent < r; });
+        if (pick == made.rend())
+            continue;
+        const uint32_t successor = *pick;
+        if (a.preexisting() && !acrossAForward(successor))
+            continue; // a state's next version is read by the next forward; a gradient made again is not
+        made.erase(std::next(pick).base());
         Stretch& st = stretches[s];
         st.pairs.emplace_back(i, successor);
         st.sizes.insert(mirrorKey(a.size));
