@@ -108,9 +108,25 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
     // A recording that opens inside a forward (its first pass, from the first event) holds that
     // forward's casts made before recording as blocks from before it, alive throughout: the pass's
     // candidates too, by their requested bytes (their birth, and so their call, is gone).
-    // (Inside it, not at its start: it lets go of blocks made before recording, its earlier layers' scratch.)
+    // (Inside it, not at its start: it lets go of blocks made before recording, its earlier layers' scratch,
+    // or blocks from before recording carry a stack the pass itself makes blocks at: a ring buffer drops
+    // a block's birth, not the stack its segment keeps, and a forward under grad lets go of nothing its
+    // layers saved. An earlier program's forward, left over, has stacks of its own.)
+    auto forwardMadeBeforeRecording = [&] {
+        if (facts.passes.empty())
+            return false;
+        std::unordered_set<uint32_t> passStacks;
+        for (const Allocation& a : dev.allocations)
+            if (!a.preexisting() && a.allocEvent <= facts.passes.front().last && a.stack.valid() && !trace.frames.stack(a.stack).empty())
+                passStacks.insert(a.stack.value);
+        for (size_t i = 0; i < c.size(); ++i)
+            if (dev.allocations[i].preexisting() && c.birthPhase[i] == Phase::Forward && dev.allocations[i].stack.valid() &&
+                passStacks.count(dev.allocations[i].stack.value))
+                return true;
+        return false;
+    };
     const int openForward = !facts.passes.empty() && facts.passes.front().phase == Phase::Forward && facts.passes.front().first == 0 &&
-                                    releasesBlocksFromBeforeRecording(dev, 0, facts.passes.front().last)
+                                    (releasesBlocksFromBeforeRecording(dev, 0, facts.passes.front().last) || forwardMadeBeforeRecording())
                                 ? 0
                                 : -1;
     const auto requested = openForward == 0 ? requestedBytesByAddress(dev) : std::unordered_map<uint64_t, int64_t>{};
