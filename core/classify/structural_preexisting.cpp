@@ -109,14 +109,24 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
     // layers' scratch), as no forward that began after recording did.
     if (!releasesBlocksFromBeforeRecording(dev, open.first, open.last))
         return;
+    // An optimizer step reads gradients a backward made: a "forward" the step follows with no backward
+    // between is a backward the frameless reading took for one (its gradients, kept to the step, have
+    // the weights' sizes), and what it keeps says nothing of earlier layers.
+    for (size_t e = size_t(open.last) + 1; e < c.phases.phase.size(); ++e) {
+        const Phase p = c.phases.phase[e];
+        if (p == Phase::OptimizerStep)
+            return;
+        if (p == Phase::Backward || p == Phase::Forward)
+            break;
+    }
     // Sizes of what the forward makes and keeps past its own end (saved for backward, its output).
-    std::unordered_set<int64_t> keptSizes;
+    std::unordered_map<int64_t, int64_t> keptSizes; // size -> blocks the recorded part keeps
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         const EventIndex r = freeEventOf(a);
         if (!a.preexisting() && a.allocEvent >= open.first && a.allocEvent <= open.last && (r == kNoEvent || r > open.last) &&
             c.pool[i] == Pool::Activation)
-            keptSizes.insert(mirrorKey(a.size));
+            ++keptSizes[mirrorKey(a.size)];
     }
     // Gradients' sizes as the readings before this one left them (c.gradientSizes was counted before
     // the structural readings: a gradient the backward handed on, read since, is missing there).
@@ -140,7 +150,10 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
         const int64_t key = mirrorKey(requestedBytesOf(a, requested));
         if (gradientSizes.count(key))
             continue;
-        if (!keptSizes.count(key)) {
+        // A layer's shape is kept once per layer: a size the recorded part keeps once (the forward's
+        // output, a weight's size by chance) shows no layer that made it.
+        const auto kept = keptSizes.find(key);
+        if (kept == keptSizes.end() || kept->second < 2) {
             // Of a size the part of the forward recorded does not make (an earlier stage's feature
             // maps): a weight or an earlier layer's activation, and nothing here says which.
             if (!guessRule)
