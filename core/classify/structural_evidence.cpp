@@ -2,6 +2,7 @@
 
 #include "core/classify/structural_across.h"
 #include "core/classify/structural_common.h"
+#include "core/classify/structural_step_rebuilt.h"
 
 #include <algorithm>
 #include <limits>
@@ -274,19 +275,33 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
     // What a block this step made replaced (a chain: p.data rebuilt twice, by the update and then by
     // the weight decay, makes an intermediate the step itself lets go of): the pool it stands for and
     // how sure that was; pool Unknown where the replaced block had none.
+    // `guessed`: the chain began at a block no frame named, from before recording or a guess of the
+    // readings before (a ring buffer's window): which of a parameter's blocks is the parameter is
+    // then for parametersRebuiltInTurns to read.
     struct Link {
         Pool pool;
         uint8_t confidence;
+        bool guessed = false;
     };
     std::unordered_map<uint32_t, Link> links;
+    std::vector<GuessedReplacement> guessed; // this step's, for parametersRebuiltInTurns
+    EventIndex runFirst = kNoEvent, runLast = kNoEvent;
+    auto endRun = [&] {
+        if (!guessed.empty())
+            parametersRebuiltInTurns(dev, c, runFirst, runLast, guessed);
+        guessed.clear();
+    };
     for (size_t e = 0; e < ev.count(); ++e) {
         if (tl.phase[e] != Phase::OptimizerStep)
             continue;
         if (tl.run[e] != run) {
+            endRun();
             run = tl.run[e];
+            runFirst = EventIndex(e);
             open.clear();
             links.clear();
         }
+        runLast = EventIndex(e);
         const AllocId id = dev.eventAlloc[e];
         if (!id.valid())
             continue;
@@ -299,7 +314,7 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
         }
         if (EventIndex(e) != freeEventOf(a))
             continue;
-        Link from{c.pool[i], c.confidence[i]};
+        Link from{c.pool[i], c.confidence[i], !(c.evidenceOf(i) & kEvidenceFrames) && (a.preexisting() || c.confidence[i] <= 60)};
         if (bornHere) {
             open[a.size].erase({a.allocEvent, i});
             const auto l = links.find(i);
@@ -335,7 +350,10 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
         // A replacement is as sure as what it replaced.
         decide(c, b, from.pool, r, std::min<int>(param ? 80 : 85, from.confidence));
         links[b].confidence = c.confidence[b];
+        if (from.guessed)
+            guessed.push_back({b, dev.allocations[b].allocEvent});
     }
+    endRun();
 }
 
 namespace {
