@@ -79,4 +79,25 @@ size_t leadingEngineEventsOfBackward(const FrameTable& frames, const DeviceTrace
     return size_t(firstKnown);
 }
 
+size_t openingBackwardBeforeANamedStep(PhaseTimeline& tl)
+{
+    const size_t n = tl.phase.size();
+    size_t e = 0;
+    while (e < n && tl.phase[e] == Phase::Unknown)
+        ++e;
+    const size_t first = e;
+    while (e < n && tl.phase[e] == Phase::Forward && tl.source[e] == PhaseSource::Structure)
+        ++e;
+    if (e == first || e >= n)
+        return 0;
+    const size_t end = e; // the first event after the opening "forward"
+    while (e < n && tl.phase[e] == Phase::Unknown)
+        ++e;
+    if (e >= n || tl.phase[e] != Phase::OptimizerStep || (tl.source[e] != PhaseSource::Frames && tl.source[e] != PhaseSource::Annotation))
+        return 0;
+    for (size_t k = first; k < end; ++k)
+        tl.phase[k] = Phase::Backward;
+    return end - first;
+}
+
 } // namespace poolscope

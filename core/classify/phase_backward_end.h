@@ -34,4 +34,13 @@ size_t endInheritedBackward(const DeviceTrace& dev, const std::vector<uint8_t>& 
 size_t leadingEngineEventsOfBackward(const FrameTable& frames, const DeviceTrace& dev, bool framesRecorded,
                                      EventIndex firstKnown, PhaseTimeline& tl);
 
+// Where a recording begins inside a backward and no frame names it (a frameless ring buffer's
+// window): the stream's shape reads its opening stretch as a forward, and an optimizer step a frame
+// or an annotation names follows it with nothing between. A step reads the gradients a backward
+// made, and a forward the recording opened inside would be followed by its backward before any
+// step: the stretch, from the recording's first event to the step, is that backward (source
+// Structure). Only a structural forward from event 0 (or after events no reading placed). Returns
+// the number of events re-placed.
+size_t openingBackwardBeforeANamedStep(PhaseTimeline& tl);
+
 } // namespace poolscope

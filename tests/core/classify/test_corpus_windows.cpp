@@ -147,6 +147,22 @@ private slots:
         QCOMPARE(asActivations, int64_t(0));
     }
 
+    // The same window's opening stretch: the frameless reading took the backward for a forward, so
+    // its gradients, kept to the step, were "forward-kept" activations (7.6 GiB). The annotated
+    // AdamW step follows it with nothing between, and a step reads what a backward made: the stretch
+    // is that backward (phase_backward_end.h, openingBackwardBeforeANamedStep).
+    void anOpeningStretchANamedStepFollows()
+    {
+        const auto t = loadCorpus("k_ctx128_fullstep.pickle");
+        if (!t)
+            QSKIP("../shared/corpus not available");
+        const Pair p = windowOf(*t, 0.5, FrameKeep::None);
+        QCOMPARE(int(p.cut.phases.phase.front()), int(Phase::Backward));
+        const auto [gradients, asActivations] = bytesOf(p, Pool::Gradient, Pool::Activation);
+        QVERIFY(gradients > int64_t(8) << 30);
+        QCOMPARE(asActivations, int64_t(0));
+    }
+
     // niu_fb_200's author's Adam rebuilds every parameter out of place in step (p.data = ...), after
     // its two moments: a window loses the module constructor the whole dump traces each parameter's
     // chain back to, and the blocks from before recording the step lets go of all read as the

@@ -6,6 +6,7 @@
 #include "structure_fixtures.h"
 
 #include "core/classify/classifier.h"
+#include "core/classify/phase_backward_end.h"
 #include "core/synth/synth_stacks.h"
 
 #include <QtTest>
@@ -161,6 +162,43 @@ private slots:
                      ("event " + std::to_string(e) + ": " + std::string(phaseName(c.phases.phase[e]))).c_str());
         for (Pool p : {Pool::Parameter, Pool::Gradient})
             QVERIFY2(misfiled(dev, c, f.truth, p).empty(), misfiled(dev, c, f.truth, p).c_str());
+    }
+
+    // A frameless window that opens inside a backward: the stream's shape reads its opening stretch
+    // as a forward, and a named optimizer step follows it. A step reads what a backward made, so the
+    // stretch is that backward. Left alone: a forward a frame named, a step only the stream's shape
+    // read, a forward that does not open the recording, and a backward between the two.
+    void anOpeningForwardANamedStepFollows_data()
+    {
+        QTest::addColumn<QString>("phases"); // F/f: forward by structure/frames, B, S/s: step named/by structure, U
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("opening stretch") << "UFFFUSS" << "UBBBUSS";
+        QTest::newRow("forward named by frames") << "fffSS" << "fffSS";
+        QTest::newRow("step by structure") << "FFFss" << "FFFss";
+        QTest::newRow("after a backward") << "BBFFSS" << "BBFFSS";
+        QTest::newRow("backward between") << "FFBBSS" << "FFBBSS";
+    }
+    void anOpeningForwardANamedStepFollows()
+    {
+        QFETCH(QString, phases);
+        QFETCH(QString, expected);
+        PhaseTimeline tl;
+        for (const QChar ch : phases) {
+            const char k = ch.toLatin1();
+            const Phase p = k == 'F' || k == 'f' ? Phase::Forward : k == 'B' ? Phase::Backward : k == 'S' || k == 's' ? Phase::OptimizerStep : Phase::Unknown;
+            const PhaseSource src = k == 'F' || k == 's' ? PhaseSource::Structure : k == 'U' ? PhaseSource::None
+                                  : k == 'S' ? PhaseSource::Annotation : PhaseSource::Frames;
+            tl.phase.push_back(p);
+            tl.source.push_back(src);
+        }
+        openingBackwardBeforeANamedStep(tl);
+        QString got;
+        for (size_t e = 0; e < tl.phase.size(); ++e) {
+            const Phase p = tl.phase[e];
+            const QChar orig = phases[qsizetype(e)];
+            got += p == Phase::Backward && orig == 'F' ? QChar('B') : orig;
+        }
+        QCOMPARE(got, expected);
     }
 };
 
