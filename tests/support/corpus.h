@@ -2,9 +2,14 @@
 // The real dumps of ../shared/corpus (POOLSCOPE_CORPUS_DIR) as a Qt Test data table: one row per
 // dump, or one "no corpus" row with an empty name where the folder is absent, which the test turns
 // into a clean QSKIP.
+#include "core/load.h"
+
 #include <QDir>
+#include <QFileInfo>
 #include <QStringList>
 #include <QTest>
+
+#include <memory>
 
 namespace poolscope::testing {
 
@@ -20,6 +25,15 @@ inline QStringList corpusFiles()
 }
 
 inline QString corpusPath(const QString& name) { return QString(POOLSCOPE_CORPUS_DIR) + "/" + name; }
+
+// One dump of the corpus, read; null where the corpus (or that file) is absent: the test skips.
+inline std::shared_ptr<const Trace> loadCorpus(const QString& name)
+{
+    const QString path = corpusPath(name);
+    if (!QFileInfo::exists(path))
+        return nullptr;
+    return load(path.toStdString());
+}
 
 // In a _data slot: a QString column "name", one row per dump.
 inline void addCorpusRows()

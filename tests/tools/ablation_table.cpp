@@ -13,6 +13,7 @@
 #include "core/classify/rules.h"
 #include "core/load.h"
 #include "core/redact/ablation.h"
+#include "dump_files.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -24,15 +25,6 @@
 using namespace poolscope;
 namespace fs = std::filesystem;
 
-namespace {
-
-bool isDump(const fs::path& p)
-{
-    const std::string name = p.filename().string();
-    return fs::is_regular_file(p) && name != "expected.json" && name != "README.md" && name.front() != '.';
-}
-
-} // namespace
 
 int main(int argc, char** argv)
 {
@@ -58,22 +50,10 @@ int main(int argc, char** argv)
         } else
             inputs.emplace_back(a);
     }
-    if (inputs.empty())
-        inputs.emplace_back(POOLSCOPE_CORPUS_DIR);
-    std::vector<fs::path> files;
-    for (const auto& in : inputs) {
-        if (fs::is_directory(in)) {
-            for (const auto& e : fs::directory_iterator(in))
-                if (isDump(e.path()))
-                    files.push_back(e.path());
-        } else if (fs::exists(in)) {
-            files.push_back(in);
-        } else {
-            std::cerr << "poolscope_ablation: " << in.string() << ": no such file or directory\n";
-            return 2;
-        }
-    }
-    std::sort(files.begin(), files.end());
+    const auto found = tools::dumpFiles(inputs, "poolscope_ablation");
+    if (!found)
+        return 2;
+    const std::vector<fs::path>& files = *found;
 
     std::shared_ptr<const RuleSet> rules;
     try {

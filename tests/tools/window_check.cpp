@@ -17,6 +17,7 @@
 #include "core/classify/ring_buffer.h"
 #include "core/classify/rules.h"
 #include "core/load.h"
+#include "dump_files.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -31,12 +32,6 @@ using namespace poolscope;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool isDump(const fs::path& p)
-{
-    const std::string name = p.filename().string();
-    return fs::is_regular_file(p) && name != "expected.json" && name != "README.md" && name.front() != '.';
-}
 
 std::vector<std::string> splitList(const std::string& s)
 {
@@ -131,22 +126,10 @@ int main(int argc, char** argv)
             inputs.emplace_back(a);
         }
     }
-    if (inputs.empty())
-        inputs.emplace_back(POOLSCOPE_CORPUS_DIR);
-    std::vector<fs::path> files;
-    for (const fs::path& p : inputs) {
-        if (fs::is_directory(p)) {
-            for (const auto& e : fs::directory_iterator(p))
-                if (isDump(e.path()))
-                    files.push_back(e.path());
-        } else if (fs::is_regular_file(p)) {
-            files.push_back(p);
-        } else {
-            std::cerr << "poolscope_window_check: no such file or directory: " << p.string() << "\n";
-            return 2;
-        }
-    }
-    std::sort(files.begin(), files.end());
+    const auto found = tools::dumpFiles(inputs, "poolscope_window_check");
+    if (!found)
+        return 2;
+    const std::vector<fs::path>& files = *found;
     const auto rules = std::make_shared<const RuleSet>(RuleSet::fromFile(POOLSCOPE_SOURCE_DIR "/resources/classifier/rules.json"));
     std::map<std::pair<double, std::string>, Moved> total;
     for (const fs::path& f : files) {

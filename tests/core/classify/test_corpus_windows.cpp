@@ -18,14 +18,6 @@ using namespace poolscope;
 
 namespace {
 
-std::shared_ptr<const Trace> loadCorpus(const char* name)
-{
-    const QString path = testing::corpusPath(name);
-    if (!QFileInfo::exists(path))
-        return nullptr;
-    return load(path.toStdString());
-}
-
 std::shared_ptr<const Trace> withFrames(const Trace& t, FrameKeep keep)
 {
     RedactOptions o;
@@ -100,7 +92,7 @@ private slots:
     void zerothOrderStateInAWindow()
     {
         QFETCH(int, keep);
-        const auto t = loadCorpus("zl_decomfl.pickle");
+        const auto t = testing::loadCorpus("zl_decomfl.pickle");
         if (!t)
             QSKIP("../shared/corpus not available");
         const Pair p = windowOf(*t, 0.5, FrameKeep(keep));
@@ -123,7 +115,7 @@ private slots:
     void aForwardsOutputIsNoLayerPattern()
     {
         QFETCH(double, kept);
-        const auto t = loadCorpus("wed_inference_256.pickle");
+        const auto t = testing::loadCorpus("wed_inference_256.pickle");
         if (!t)
             QSKIP("../shared/corpus not available");
         const Pair p = windowOf(*t, kept, FrameKeep::None);
@@ -138,7 +130,7 @@ private slots:
     // made; a "forward" the step follows with no backward between is no forward.
     void aPassTheStepFollowsIsNoForward()
     {
-        const auto t = loadCorpus("k_ctx128_fullstep.pickle");
+        const auto t = testing::loadCorpus("k_ctx128_fullstep.pickle");
         if (!t)
             QSKIP("../shared/corpus not available");
         const Pair p = windowOf(*t, 0.5, FrameKeep::None);
@@ -153,7 +145,7 @@ private slots:
     // is that backward (phase_backward_end.h, openingBackwardBeforeANamedStep).
     void anOpeningStretchANamedStepFollows()
     {
-        const auto t = loadCorpus("k_ctx128_fullstep.pickle");
+        const auto t = testing::loadCorpus("k_ctx128_fullstep.pickle");
         if (!t)
             QSKIP("../shared/corpus not available");
         const Pair p = windowOf(*t, 0.5, FrameKeep::None);
@@ -182,7 +174,7 @@ private slots:
     {
         QFETCH(QString, file);
         QFETCH(bool, rebuilt);
-        const auto t = loadCorpus(file.toUtf8().constData());
+        const auto t = testing::loadCorpus(file.toUtf8().constData());
         if (!t)
             QSKIP("../shared/corpus not available");
         const Pair p = windowOf(*t, 0.5, FrameKeep::All);

@@ -19,14 +19,6 @@ using namespace poolscope;
 
 namespace {
 
-std::shared_ptr<const Trace> loadCorpus(const char* name)
-{
-    const QString path = testing::corpusPath(name);
-    if (!QFileInfo::exists(path))
-        return nullptr;
-    return load(path.toStdString());
-}
-
 std::shared_ptr<const Trace> redacted(const Trace& t, FrameKeep keep)
 {
     RedactOptions o;
@@ -218,7 +210,7 @@ void TestStructuralAcross::kinetoHostFrameless()
     // ResNet-50 training under the 2021 profiler: the host device holds the DataLoader's samples and
     // batches, which only the enclosing `enumerate(DataLoader)#...` operator named. Frameless, the
     // GPU's copy of each batch (same bytes, made after it) says the same.
-    const auto t = loadCorpus("kineto_resnet50_w0.pt.trace.json.gz");
+    const auto t = testing::loadCorpus("kineto_resnet50_w0.pt.trace.json.gz");
     if (!t)
         QSKIP("../shared/corpus not available");
     const auto bare = redacted(*t, FrameKeep::None);
@@ -273,7 +265,7 @@ void TestStructuralAcross::parametersMovedBackZerothOrderCorpus()
     // per-parameter state (made from the parameters in the estimator's constructor) rewritten out of
     // place. Frameless, the parameters alive at the peak are the lineage's last run and the state the
     // rewritten one, as their frames say with all frames.
-    const auto t = loadCorpus("zl_decomfl.pickle");
+    const auto t = testing::loadCorpus("zl_decomfl.pickle");
     if (!t)
         QSKIP("../shared/corpus not available");
     const auto bare = redacted(*t, FrameKeep::None);
@@ -316,7 +308,7 @@ void TestStructuralAcross::workspaceFromBeforeRecordingPythonOnly()
     QFETCH(QString, file);
     QFETCH(quint64, address);
     QFETCH(qint64, requested);
-    const auto t = loadCorpus(qPrintable(file));
+    const auto t = testing::loadCorpus(qPrintable(file));
     if (!t)
         QSKIP("../shared/corpus not available");
     const auto python = redacted(*t, FrameKeep::Python);
