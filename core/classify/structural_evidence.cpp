@@ -314,7 +314,11 @@ void stepReplacements(const DeviceTrace& dev, Classification& c)
         }
         if (EventIndex(e) != freeEventOf(a))
             continue;
-        Link from{c.pool[i], c.confidence[i], !(c.evidenceOf(i) & kEvidenceFrames) && (a.preexisting() || c.confidence[i] <= 60)};
+        // (A block an earlier step made carries that step's reading on: only chains that begin outside
+        // the steps are read in turns, once, not again at every step of a long run.)
+        Link from{c.pool[i], c.confidence[i],
+                  !(c.evidenceOf(i) & kEvidenceFrames) &&
+                      (a.preexisting() || (c.confidence[i] <= 60 && tl.phase[size_t(a.allocEvent)] != Phase::OptimizerStep))};
         if (bornHere) {
             open[a.size].erase({a.allocEvent, i});
             const auto l = links.find(i);
