@@ -511,6 +511,15 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
                 first = e;
             last = std::max(last, keeps ? e : r);
         }
+        // A step a frame or an annotation names ends the gap: that is the step, and blocks of a
+        // gradient's size made and kept before it are the backward's last gradients (the embedding's,
+        // made after the walk's last release), not a second step in the same iteration.
+        const bool namedStepNext = gapEnd < EventIndex(tl.phase.size()) && tl.phase[size_t(gapEnd)] == Phase::OptimizerStep &&
+                                   (tl.source[size_t(gapEnd)] == PhaseSource::Frames || tl.source[size_t(gapEnd)] == PhaseSource::Annotation);
+        if (first != kNoEvent && namedStepNext && kept > 0) {
+            place(tl, backwardEnd[k] + 1, last, Phase::Backward, placed);
+            continue;
+        }
         if (first != kNoEvent && (kept > 0 || made * 2 >= grads.size())) {
             place(tl, first, last, Phase::OptimizerStep, placed);
             if (first > backwardEnd[k] + 1)
