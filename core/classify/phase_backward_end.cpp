@@ -1,11 +1,18 @@
 #include "core/classify/phase_backward_end.h"
 
+#include "core/classify/structural_common.h"
+
 namespace poolscope {
 namespace {
 
 bool named(const PhaseTimeline& tl, EventIndex e)
 {
     return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
+}
+
+bool namedStep(const PhaseTimeline& tl, size_t e)
+{
+    return tl.phase[e] == Phase::OptimizerStep && named(tl, EventIndex(e));
 }
 
 } // namespace
@@ -79,7 +86,7 @@ size_t leadingEngineEventsOfBackward(const FrameTable& frames, const DeviceTrace
     return size_t(firstKnown);
 }
 
-size_t openingBackwardBeforeANamedStep(PhaseTimeline& tl)
+size_t openingBackwardBeforeANamedStep(const DeviceTrace& dev, PhaseTimeline& tl)
 {
     const size_t n = tl.phase.size();
     size_t e = 0;
@@ -88,16 +95,40 @@ size_t openingBackwardBeforeANamedStep(PhaseTimeline& tl)
     const size_t first = e;
     while (e < n && tl.phase[e] == Phase::Forward && tl.source[e] == PhaseSource::Structure)
         ++e;
-    if (e == first || e >= n)
-        return 0;
     const size_t end = e; // the first event after the opening "forward"
-    while (e < n && tl.phase[e] == Phase::Unknown)
-        ++e;
-    if (e >= n || tl.phase[e] != Phase::OptimizerStep || (tl.source[e] != PhaseSource::Frames && tl.source[e] != PhaseSource::Annotation))
+    if (end > first) {
+        while (e < n && tl.phase[e] == Phase::Unknown)
+            ++e;
+        if (e >= n || !namedStep(tl, e))
+            return 0;
+        for (size_t k = first; k < end; ++k)
+            tl.phase[k] = Phase::Backward;
+        return end - first;
+    }
+    if (first == 0 || first >= n || !namedStep(tl, first))
         return 0;
-    for (size_t k = first; k < end; ++k)
-        tl.phase[k] = Phase::Backward;
-    return end - first;
+    // Nothing placed before the step at all: the stretch is its backward where it acts as one. The
+    // engine lets go of what the forward saved, made before the window (blocks from before
+    // recording), and makes the gradients the step reads (blocks kept into the step). A forward the
+    // window opened inside would make what it saves and let go of none of it before the step.
+    const EventIndex stepAt = EventIndex(first);
+    int64_t releasedOld = 0, released = 0;
+    bool keptIntoStep = false;
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = classify_detail::freeEventOf(a);
+        if (r != kNoEvent && r < stepAt) {
+            released += a.size;
+            releasedOld += a.preexisting() ? a.size : 0;
+        }
+        keptIntoStep = keptIntoStep || (!a.preexisting() && a.allocEvent < stepAt && (r == kNoEvent || r >= stepAt));
+    }
+    if (!keptIntoStep || releasedOld * 8 < released)
+        return 0;
+    for (EventIndex k = 0; k < stepAt; ++k) {
+        tl.phase[size_t(k)] = Phase::Backward;
+        tl.source[size_t(k)] = PhaseSource::Structure;
+    }
+    return size_t(stepAt);
 }
 
 } // namespace poolscope

@@ -35,12 +35,14 @@ size_t leadingEngineEventsOfBackward(const FrameTable& frames, const DeviceTrace
                                      EventIndex firstKnown, PhaseTimeline& tl);
 
 // Where a recording begins inside a backward and no frame names it (a frameless ring buffer's
-// window): the stream's shape reads its opening stretch as a forward, and an optimizer step a frame
-// or an annotation names follows it with nothing between. A step reads the gradients a backward
-// made, and a forward the recording opened inside would be followed by its backward before any
-// step: the stretch, from the recording's first event to the step, is that backward (source
-// Structure). Only a structural forward from event 0 (or after events no reading placed). Returns
-// the number of events re-placed.
-size_t openingBackwardBeforeANamedStep(PhaseTimeline& tl);
+// window): an optimizer step a frame or an annotation names follows the opening stretch with nothing
+// between. A step reads the gradients a backward made, and a forward the recording opened inside
+// would be followed by its backward before any step: the stretch, from the recording's first event
+// to the step, is that backward (source Structure). Where the stream's shape read the stretch as a
+// forward (from event 0, or after events no reading placed), always; where it placed nothing before
+// the step, where the stretch acts as a backward: it lets go of blocks from before recording (what
+// the forward saved) for a quarter of the bytes it lets go of or more, and makes a block kept into
+// the step (a gradient). Returns the number of events re-placed.
+size_t openingBackwardBeforeANamedStep(const DeviceTrace& dev, PhaseTimeline& tl);
 
 } // namespace poolscope

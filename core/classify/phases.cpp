@@ -282,7 +282,7 @@ PhaseTimeline computePhases(const Trace& trace, const DeviceTrace& dev, const Ru
     leadingEngineEventsOfBackward(trace.frames, dev, framesRecorded, firstKnown, tl);
     // Where neither frames nor annotations named a forward or a backward, the stream's shape may.
     inferStructuralPhases(dev, tl);
-    openingBackwardBeforeANamedStep(tl);
+    openingBackwardBeforeANamedStep(dev, tl);
     // A forward no frame names, after a named backward, would inherit "backward" to the next named
     // event: the engine's releases in the next backward show where it began (phase_backward_end.h).
     endInheritedBackward(dev, python, tl);

@@ -74,6 +74,35 @@ private slots:
         QCOMPARE(gradientsAsState, int64_t(0));
     }
 
+    // A window that opens inside the backward, where the stream's shape places nothing before the
+    // annotated step: the engine's releases of what the forward saved before the window (blocks from
+    // before recording) and the gradients it keeps into the step show the backward
+    // (phase_backward_end.h, openingBackwardBeforeANamedStep). Before, its gradients and what it let
+    // go of matched no rule: adam_step_oom's gradients 239 MiB unknown, the OOM Llama's activations
+    // 1386 MiB.
+    void openingBackwardNothingPlaced_data()
+    {
+        QTest::addColumn<QString>("run");
+        QTest::addColumn<double>("kept");
+        QTest::addColumn<double>("most"); // wrong share (before: 25.1 % and 49.4 %)
+        QTest::newRow("adam_step_oom last 50 %") << "adam_step_oom" << 0.5 << 0.13;
+        QTest::newRow("llama_autocast_adamw_oom last 50 %") << "llama_autocast_adamw_oom" << 0.5 << 0.08;
+    }
+    void openingBackwardNothingPlaced()
+    {
+        QFETCH(QString, run);
+        QFETCH(double, kept);
+        QFETCH(double, most);
+        const Window w = framelessWindow(run.toStdString(), kept);
+        QCOMPARE(int(w.c.phases.phase.front()), int(Phase::Backward));
+        int64_t asUnknown = 0;
+        for (const Misfiled& m : w.s.misfiled)
+            if (m.got == Pool::Unknown)
+                asUnknown += w.dev().allocations[m.allocation].size;
+        QCOMPARE(asUnknown, int64_t(0));
+        QVERIFY2(w.s.wrongShare() <= most, std::to_string(w.s.wrongShare()).c_str());
+    }
+
     // With the backward's gradients counted, the size ledger splits the blocks from before the
     // window into weights and state (two per weight). Which same-size block is which nothing names:
     // by address alone, compiled_llama's weights went to the state (63.5 % of its named bytes

@@ -191,7 +191,7 @@ private slots:
             tl.phase.push_back(p);
             tl.source.push_back(src);
         }
-        openingBackwardBeforeANamedStep(tl);
+        openingBackwardBeforeANamedStep(DeviceTrace{}, tl);
         QString got;
         for (size_t e = 0; e < tl.phase.size(); ++e) {
             const Phase p = tl.phase[e];
