@@ -51,13 +51,24 @@ void parametersRebuiltInTurns(const DeviceTrace& dev, Classification& c, EventIn
     // A block from before recording by the bytes asked for: its segment's block may be rounded up
     // (a 40,960,000 B embedding in a block of 40 MiB).
     const auto requested = requestedBytesByAddress(dev);
+    // A weight the step left alone lives on through the next step too; a block of the size that the
+    // next forward lets go of (the last iteration's output, reassigned) is none, nor one the next
+    // step replaces (a window that opens inside a step after a weight's turn holds that weight's and
+    // its moments' new versions as blocks from before recording): niu_fb_100's windows, a block of
+    // the embedding's 20,480,000 B let go of in the next forward, and the embedding's turn.
+    const EventIndex n = EventIndex(c.phases.phase.size());
+    EventIndex nextStepEnd = last + 1;
+    while (nextStepEnd < n && c.phases.phase[size_t(nextStepEnd)] != Phase::OptimizerStep)
+        ++nextStepEnd;
+    while (nextStepEnd + 1 < n && c.phases.phase[size_t(nextStepEnd) + 1] == Phase::OptimizerStep)
+        ++nextStepEnd;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         const auto t = turns.find(mirrorKey(requestedBytesOf(a, requested)));
         if (t == turns.end() || isReplacement[i] || c.pool[i] == Pool::Gradient)
             continue;
         const EventIndex r = freeEventOf(a);
-        if ((a.preexisting() || a.allocEvent < first) && (r == kNoEvent || r > last))
+        if ((a.preexisting() || a.allocEvent < first) && (r == kNoEvent || r > nextStepEnd))
             ++untouched[t->first];
     }
     uint16_t rule = 0, stateRule = 0;

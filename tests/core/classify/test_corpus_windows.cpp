@@ -168,6 +168,10 @@ private slots:
         QTest::addColumn<QString>("file");
         QTest::addColumn<bool>("rebuilt");
         QTest::newRow("niu_fb_200") << "niu_fb_200.pickle" << true;
+        // A block of the embedding's size that the next forward lets go of (the last iteration's
+        // output) lives through the step: it read as a weight the step left alone, and the
+        // embedding and its head stayed state (39.1 MiB, stop 55).
+        QTest::newRow("niu_fb_100") << "niu_fb_100.pickle" << true;
         QTest::newRow("wed_training_256") << "wed_training_256.pickle" << false;
     }
     void parametersRebuiltAfterTheirState()
