@@ -41,7 +41,7 @@ size_t leadingEngineEventsOfBackward(const FrameTable& frames, const DeviceTrace
 // to the step, is that backward (source Structure). Where the stream's shape read the stretch as a
 // forward (from event 0, or after events no reading placed), always; where it placed nothing before
 // the step, where the stretch acts as a backward: it lets go of blocks from before recording (what
-// the forward saved) for a quarter of the bytes it lets go of or more, and makes a block kept into
+// the forward saved) for an eighth of the bytes it lets go of or more, and makes a block kept into
 // the step (a gradient). Returns the number of events re-placed.
 size_t openingBackwardBeforeANamedStep(const DeviceTrace& dev, PhaseTimeline& tl);
 
