@@ -3,19 +3,6 @@
 #include "core/classify/structural_common.h"
 
 namespace poolscope {
-namespace {
-
-bool named(const PhaseTimeline& tl, EventIndex e)
-{
-    return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
-}
-
-bool namedStep(const PhaseTimeline& tl, size_t e)
-{
-    return tl.phase[e] == Phase::OptimizerStep && named(tl, EventIndex(e));
-}
-
-} // namespace
 
 size_t endInheritedBackward(const DeviceTrace& dev, const std::vector<uint8_t>& python, PhaseTimeline& tl)
 {
@@ -26,7 +13,7 @@ size_t endInheritedBackward(const DeviceTrace& dev, const std::vector<uint8_t>& 
     // Per event: the next event at or after it that a frame or an annotation named (n: none).
     std::vector<EventIndex> nextNamed(size_t(n) + 1, n);
     for (EventIndex e = n; e-- > 0;)
-        nextNamed[size_t(e)] = named(tl, e) ? e : nextNamed[size_t(e) + 1];
+        nextNamed[size_t(e)] = tl.named(e) ? e : nextNamed[size_t(e) + 1];
     // A block released by the engine in a later backward: released on the engine's thread (no Python
     // frame) in a backward, where the first event named after the block's stretch names a backward
     // (the next loss.backward()), so that no named forward lies between.
@@ -99,13 +86,13 @@ size_t openingBackwardBeforeANamedStep(const DeviceTrace& dev, PhaseTimeline& tl
     if (end > first) {
         while (e < n && tl.phase[e] == Phase::Unknown)
             ++e;
-        if (e >= n || !namedStep(tl, e))
+        if (e >= n || !tl.namedStep(EventIndex(e)))
             return 0;
         for (size_t k = first; k < end; ++k)
             tl.phase[k] = Phase::Backward;
         return end - first;
     }
-    if (first == 0 || first >= n || !namedStep(tl, first))
+    if (first == 0 || first >= n || !tl.namedStep(EventIndex(first)))
         return 0;
     // Nothing placed before the step at all: the stretch is its backward where it acts as one. The
     // engine lets go of what the forward saved, made before the window (blocks from before

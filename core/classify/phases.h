@@ -39,6 +39,11 @@ struct PhaseTimeline {
     std::vector<FrameId> decisiveFrame; // per StackId: the frame that named the stack's phase
     bool anyFrameEvidence = false;
 
+    // Whether a frame or an annotation named event e's phase (not inherited, not read off the stream).
+    bool named(EventIndex e) const { return source[size_t(e)] == PhaseSource::Frames || source[size_t(e)] == PhaseSource::Annotation; }
+    // Whether event e is in an optimizer step a frame or an annotation named.
+    bool namedStep(EventIndex e) const { return phase[size_t(e)] == Phase::OptimizerStep && named(e); }
+
     // Whether events a and b lie in one phase run, counting a backward resumed after nested
     // optimizer steps as the same run.
     bool sameRun(EventIndex a, EventIndex b) const { return runs[run[size_t(a)]].continues == runs[run[size_t(b)]].continues; }

@@ -514,8 +514,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
         // A step a frame or an annotation names ends the gap: that is the step, and blocks of a
         // gradient's size made and kept before it are the backward's last gradients (the embedding's,
         // made after the walk's last release), not a second step in the same iteration.
-        const bool namedStepNext = gapEnd < EventIndex(tl.phase.size()) && tl.phase[size_t(gapEnd)] == Phase::OptimizerStep &&
-                                   (tl.source[size_t(gapEnd)] == PhaseSource::Frames || tl.source[size_t(gapEnd)] == PhaseSource::Annotation);
+        const bool namedStepNext = gapEnd < EventIndex(tl.phase.size()) && tl.namedStep(gapEnd);
         if (first != kNoEvent && namedStepNext && kept > 0) {
             place(tl, backwardEnd[k] + 1, last, Phase::Backward, placed);
             continue;

@@ -11,10 +11,7 @@ size_t backwardAfterNamedForward(const DeviceTrace& dev, PhaseTimeline& tl)
     const EventIndex n = EventIndex(dev.events.count());
     if (size_t(n) != dev.eventAlloc.size() || tl.phase.size() != size_t(n))
         return 0;
-    auto named = [&](EventIndex e) {
-        return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
-    };
-    auto namedAs = [&](EventIndex e, Phase p) { return named(e) && tl.phase[size_t(e)] == p; };
+    auto namedAs = [&](EventIndex e, Phase p) { return tl.named(e) && tl.phase[size_t(e)] == p; };
     // A stack that names a forward would name the backward too (torch/_tensor.py's backward, the
     // engine's frames): only annotations leave it out.
     for (EventIndex e = 0; e < n; ++e)
@@ -63,7 +60,7 @@ size_t backwardAfterNamedForward(const DeviceTrace& dev, PhaseTimeline& tl)
         if (releases < 8 || released * 4 < held)
             continue;
         for (EventIndex k = first; k <= last; ++k)
-            if (!named(k)) {
+            if (!tl.named(k)) {
                 tl.phase[size_t(k)] = Phase::Backward;
                 tl.source[size_t(k)] = PhaseSource::Structure;
                 ++placed;

@@ -21,13 +21,10 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
 {
     const auto& ev = dev.events;
     const EventIndex n = EventIndex(ev.count());
-    auto named = [&](EventIndex e) {
-        return tl.source[size_t(e)] == PhaseSource::Frames || tl.source[size_t(e)] == PhaseSource::Annotation;
-    };
     auto bornAt = [&](EventIndex e) { return classify_detail::bornAt(dev, e); };
     EventIndex firstForward = kNoEvent;
     for (EventIndex e = 0; e < n && firstForward == kNoEvent; ++e)
-        if (named(e) && tl.phase[size_t(e)] == Phase::Forward)
+        if (tl.named(e) && tl.phase[size_t(e)] == Phase::Forward)
             firstForward = e;
     if (firstForward == kNoEvent)
         return 0;
@@ -37,7 +34,7 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
     // set_to_none) are made once: the sizes of every backward so far count.
     std::unordered_set<int64_t> gradientSizes;
     for (EventIndex e = 0; e < n;) {
-        if (!(named(e) && tl.phase[size_t(e)] == Phase::Backward)) {
+        if (!(tl.named(e) && tl.phase[size_t(e)] == Phase::Backward)) {
             ++e;
             continue;
         }
@@ -45,17 +42,17 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
         const EventIndex start = e;
         EventIndex last = e, next = n;
         for (EventIndex k = e + 1; k < n; ++k) {
-            if (named(k) && tl.phase[size_t(k)] == Phase::Forward) {
+            if (tl.named(k) && tl.phase[size_t(k)] == Phase::Forward) {
                 next = k;
                 break;
             }
-            if (named(k) && tl.phase[size_t(k)] == Phase::Backward)
+            if (tl.named(k) && tl.phase[size_t(k)] == Phase::Backward)
                 last = k;
         }
         // Named by its seed alone (Python-only frames: the autograd engine's thread records none, and
         // its events inherit the phase), a backward goes on while the engine lets go of what the
         // forward saved: the step is searched for after the last such release, not inside the backward.
-        for (EventIndex k = last + 1, lastRelease = last; k < next && k - lastRelease <= kEngineGap && !named(k); ++k) {
+        for (EventIndex k = last + 1, lastRelease = last; k < next && k - lastRelease <= kEngineGap && !tl.named(k); ++k) {
             const Allocation* r = classify_detail::releasedAt(dev, k);
             if (r && !r->preexisting() && r->allocEvent < start && tl.phase[size_t(r->allocEvent)] == Phase::Forward)
                 last = lastRelease = k;
@@ -66,10 +63,10 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
                 if ((r == kNoEvent || r > last) && stateSizes.count(sizeKey(a->size)))
                     gradientSizes.insert(sizeKey(a->size));
             }
-        const auto [first, end] = classify_detail::gradientSizedStep(dev, last + 1, next, gradientSizes, named);
+        const auto [first, end] = classify_detail::gradientSizedStep(dev, last + 1, next, gradientSizes, [&](EventIndex k) { return tl.named(k); });
         if (first != kNoEvent)
             for (EventIndex k = first; k <= end; ++k)
-                if (!named(k)) {
+                if (!tl.named(k)) {
                     tl.phase[size_t(k)] = Phase::OptimizerStep;
                     tl.source[size_t(k)] = PhaseSource::Structure;
                     ++placed;

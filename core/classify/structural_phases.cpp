@@ -136,7 +136,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         // The frames or annotations show the passes; a backward they leave out shows in the stream.
         bool backwardNamed = false;
         for (size_t e = 0; e < n && !backwardNamed; ++e)
-            backwardNamed = tl.phase[e] == Phase::Backward && (tl.source[e] == PhaseSource::Frames || tl.source[e] == PhaseSource::Annotation);
+            backwardNamed = tl.phase[e] == Phase::Backward && tl.named(EventIndex(e));
         const size_t placed = backwardNamed ? 0 : backwardAfterNamedForward(dev, tl);
         return placed + (stepNamed ? 0 : optimizerAfterNamedBackward(dev, tl));
     }
