@@ -1,0 +1,1 @@
+// The translation unit that compiles the suites' shared precompiled header (tests/CMakeLists.txt).
