@@ -16,6 +16,7 @@
 #include "core/classify/structural_state.h"
 #include "core/classify/structural_step_state.h"
 #include "core/classify/structural_workspace_calls.h"
+#include "core/classify/structural_workspace_preexisting.h"
 #include "core/classify/structural_workspace_release.h"
 
 namespace poolscope::classify_detail {
@@ -73,6 +74,8 @@ void structureFromSizes(const Trace& trace, const DeviceTrace& dev, Classificati
     flagAutocastSurplus(dev, c);
     pendingFreeBlocks(dev, c);
     preexistingCopiesIndistinct(trace, dev, c);
+    // Before the open forward's reading: a handle's workspace is no earlier layer's output.
+    workspaceFromBeforeRecording(dev, c);
     // After the OOM's readings (what the forward in flight keeps reads as its activations there) and
     // the copies that cannot be told apart (a weight with its gradient and state: no layer's output).
     earlierLayersOfTheOpenForward(trace, dev, c);
