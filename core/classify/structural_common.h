@@ -171,6 +171,20 @@ inline int64_t requestedBytesOf(const Allocation& a, const std::unordered_map<ui
     return it != requested.end() ? it->second : a.size;
 }
 
+// Gradients' sizes (mirror keys) as the readings so far left them: c.gradientSizes was counted before
+// the structural readings, so a gradient the backward handed on, read since, is added from the pools.
+inline std::unordered_set<int64_t> gradientSizesSoFar(const DeviceTrace& dev, const Classification& c)
+{
+    std::unordered_set<int64_t> sizes;
+    for (const auto& [key, n] : c.gradientSizes)
+        if (n > 0)
+            sizes.insert(key);
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Gradient && !dev.allocations[i].preexisting())
+            sizes.insert(mirrorKey(dev.allocations[i].size));
+    return sizes;
+}
+
 // A stack read as a site: its frames, the innermost Python frame without its line, so that stacks
 // that differ there only (a loop's key and value lines, a cache's two storing lines) are one site.
 // Each stack is read once (blocks share stacks).

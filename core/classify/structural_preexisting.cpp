@@ -128,15 +128,7 @@ void earlierLayersOfTheOpenForward(const Trace& trace, const DeviceTrace& dev, C
             c.pool[i] == Pool::Activation)
             ++keptSizes[mirrorKey(a.size)];
     }
-    // Gradients' sizes as the readings before this one left them (c.gradientSizes was counted before
-    // the structural readings: a gradient the backward handed on, read since, is missing there).
-    std::unordered_set<int64_t> gradientSizes;
-    for (const auto& [key, n] : c.gradientSizes)
-        if (n > 0)
-            gradientSizes.insert(key);
-    for (size_t i = 0; i < c.size(); ++i)
-        if (c.pool[i] == Pool::Gradient && !dev.allocations[i].preexisting())
-            gradientSizes.insert(mirrorKey(dev.allocations[i].size));
+    const std::unordered_set<int64_t> gradientSizes = gradientSizesSoFar(dev, c);
     // A block from before recording is known by its segment's block, rounded up (2 MiB steps for large
     // ones); what the recording saw made is known by the bytes asked for: compare requested bytes.
     const auto requested = requestedBytesByAddress(dev);

@@ -22,13 +22,7 @@ void workspaceFromBeforeRecording(const DeviceTrace& dev, Classification& c)
         return;
     const auto requested = requestedBytesByAddress(dev);
     // A gradient of the size says a weight of it is trained here: then the block may be that weight.
-    std::unordered_set<int64_t> gradientSizes;
-    for (const auto& [key, n] : c.gradientSizes)
-        if (n > 0)
-            gradientSizes.insert(key);
-    for (size_t i = 0; i < c.size(); ++i)
-        if (c.pool[i] == Pool::Gradient && !dev.allocations[i].preexisting())
-            gradientSizes.insert(mirrorKey(dev.allocations[i].size));
+    const std::unordered_set<int64_t> gradientSizes = gradientSizesSoFar(dev, c);
     std::map<std::pair<int64_t, int64_t>, int> perStream; // (stream, bytes) -> workspace-sized blocks kept
     std::map<std::pair<int64_t, int64_t>, bool> framesNamed; // a frame named one of them a weight
     std::vector<uint32_t> candidates;
