@@ -38,7 +38,8 @@ void perParameterBuffers(const Trace& trace, const DeviceTrace& dev, Classificat
 void stepReplacements(const DeviceTrace& dev, Classification& c);
 
 // A library's per-handle workspace seen under any frames (or none): a block of a default cuBLAS
-// workspace size (8,519,680 B before Hopper, 32 MiB on Hopper and Blackwell; ROCm 32 and 128 MiB),
+// workspace size (8,519,680 B before Hopper, 32 MiB on Hopper and Blackwell and ROCm's default;
+// not ROCm's 128 MiB on gfx942/gfx950 nor hipBLASLt's 76 MiB, which no dump here shows),
 // made inside a forward or backward pass, never freed, and at most two of that size on its stream
 // (one handle for the forward thread, one for the autograd engine's). Weights of that size are made
 // outside passes; an activation kept to the end is rarely alone at that size.
