@@ -25,6 +25,7 @@ void workspaceFromBeforeRecording(const DeviceTrace& dev, Classification& c)
     const std::unordered_set<int64_t> gradientSizes = gradientSizesSoFar(dev, c);
     std::map<std::pair<int64_t, int64_t>, int> perStream; // (stream, bytes) -> workspace-sized blocks kept
     std::map<std::pair<int64_t, int64_t>, bool> framesNamed; // a frame named one of them a weight
+    std::map<std::pair<int64_t, int64_t>, bool> madeInRecording; // a workspace the recording saw made
     std::vector<uint32_t> candidates;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
@@ -41,6 +42,7 @@ void workspaceFromBeforeRecording(const DeviceTrace& dev, Classification& c)
         // Every block from before recording of the size counts against "one per handle", whatever it
         // was read as: a family of weights of that size (a layer's projection) is no handle's workspace.
         ++perStream[key];
+        madeInRecording[key] = madeInRecording[key] || !a.preexisting();
         if (c.rules[c.rule[i]].evidence & kEvidenceFrames)
             framesNamed[key] = framesNamed[key] || c.pool[i] == Pool::Parameter;
         if (!a.preexisting() || c.confidence[i] > kLifetimeGuess || (c.rules[c.rule[i]].evidence & kEvidenceFrames))
@@ -61,10 +63,6 @@ void workspaceFromBeforeRecording(const DeviceTrace& dev, Classification& c)
                         std::any_of(c.facts.passes.begin(), c.facts.passes.end(),
                                     [](const Pass& p) { return p.phase == Phase::Backward || p.phase == Phase::OptimizerStep; }) ||
                         std::any_of(c.pool.begin(), c.pool.end(), [](Pool p) { return p == Pool::Gradient || p == Pool::OptimizerState; });
-    std::map<std::pair<int64_t, int64_t>, bool> madeInRecording;
-    for (size_t i = 0; i < c.size(); ++i)
-        if (const Allocation& a = dev.allocations[i]; !a.preexisting() && freeEventOf(a) == kNoEvent && c.pool[i] == Pool::Workspace)
-            madeInRecording[{a.stream, a.size}] = true;
     uint16_t rule = 0;
     for (uint32_t i : candidates) {
         const Allocation& a = dev.allocations[i];
@@ -77,8 +75,8 @@ void workspaceFromBeforeRecording(const DeviceTrace& dev, Classification& c)
                            "made before recording began and alive to the end, of a default cuBLAS workspace size "
                            "(8,519,680 B before Hopper, 32 MiB on Hopper and Blackwell, requested bytes), at most one such "
                            "block on its stream per handle (the program's, and in a run that trains the autograd "
-                           "engine's), no gradient "
-                           "of its size and no frame that names it: the workspace a cuBLAS handle made at its first "
+                           "engine's), no gradient of its size and no frame that names it: the workspace a cuBLAS "
+                           "handle made at its first "
                            "matmul before recording was switched on. A weight of exactly that size, alone, would look "
                            "the same: a guess",
                            Pool::Workspace, kEvidenceLifetime | kEvidenceSize, kRoleLibraryWorkspace);
