@@ -128,16 +128,17 @@ public:
             adjustConfidence(c, a);
         }
         countSizes(c);
-        {
-            std::vector<LedgerBlock> blocks(n);
-            for (size_t i = 0; i < n; ++i)
-                blocks[i] = {m_features[i].mirrorSize, bool(m_features[i].lifetime & bit(Lifetime::AliveWholeTrace)), m_features[i].emptyStack};
-            sizeLedger(m_dev, blocks, c);
-        }
+        std::vector<LedgerBlock> blocks(n);
+        for (size_t i = 0; i < n; ++i)
+            blocks[i] = {m_features[i].mirrorSize, bool(m_features[i].lifetime & bit(Lifetime::AliveWholeTrace)), m_features[i].emptyStack};
+        sizeLedger(m_dev, blocks, c);
         // Structure over names (structural_passes.cpp holds the order).
         classify_detail::structureFromLifetimes(m_trace, m_dev, c);
         countSizes(c);
         classify_detail::structureFromSizes(m_trace, m_dev, c);
+        // Again with the gradients structure found (a backward the stream's shape ends early leaves
+        // its last gradients to a later pass): the first count can miss them (size_ledger.h).
+        sizeLedger(m_dev, blocks, c);
         countSizes(c);
         judgeUntracked(c);
         capStructuralConfidence(m_dev, c);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -22,14 +23,25 @@ struct AtOnce {
     int64_t bytes = 0;
 };
 
-AtOnce mostAliveAtOnce(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, const Classification& c, Pool pool)
+// The ledger runs twice (before the structural passes and after them, when the gradients that
+// structure found are counted): a rule it adds the second time is the one it added the first.
+uint16_t ledgerRule(Classification& c, const std::string& name, std::string reason, Pool pool, uint8_t evidence)
+{
+    for (size_t k = 0; k < c.rules.size(); ++k)
+        if (c.rules[k].name == name && c.rules[k].reason == reason && c.rules[k].origin == "built-in")
+            return uint16_t(k);
+    return classify_detail::addRule(c, name, std::move(reason), pool, evidence);
+}
+
+AtOnce mostAliveAtOnce(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, const Classification& c, Pool pool,
+                       const std::function<bool(size_t)>& counts = {})
 {
     AtOnce most;
     std::unordered_map<int64_t, int64_t> alive;
     int64_t aliveBytes = 0;
     std::vector<std::pair<EventIndex, int64_t>> changes; // (event, +(i + 1) made / -(i + 1) let go of)
     for (size_t i = 0; i < c.size(); ++i) {
-        if (c.pool[i] != pool)
+        if (c.pool[i] != pool || (counts && !counts(i)))
             continue;
         const Allocation& a = dev.allocations[i];
         if (a.preexisting()) {
@@ -159,6 +171,83 @@ private:
 
 } // namespace
 
+// Which way the driver placed new segments in this recording: -1 each below the last, +1 above,
+// 0 where it shows too few (under two steps) or no clear way (under three in four steps one way).
+// Machines differ (this project's H100 runs place them downwards, other dumps upwards), so only the
+// dump's own segment allocations say it. Mapped pages of expandable segments grow their reservation
+// upwards whatever the driver does with new ones, and are not counted.
+int newSegmentsGo(const DeviceTrace& dev)
+{
+    int up = 0, down = 0;
+    bool have = false;
+    uint64_t last = 0;
+    for (size_t e = 0; e < dev.events.action.size(); ++e) {
+        if (dev.events.action[e] != Action::SegmentAlloc)
+            continue;
+        const uint64_t a = dev.events.addr[e];
+        if (have)
+            (a > last ? up : down) += 1;
+        have = true;
+        last = a;
+    }
+    if (up + down < 2)
+        return 0;
+    if (up * 4 >= (up + down) * 3)
+        return 1;
+    if (down * 4 >= (up + down) * 3)
+        return -1;
+    return 0;
+}
+
+// An optimizer makes its state for every parameter it trains, embeddings included, so every size
+// that gets gradients holds at least K blocks per gradient. More blocks of a size are frozen layers'
+// parameters (requires_grad off: no gradient, no state), which repeat the trained layers' sizes and
+// not the embeddings': K is the fewest copies per gradient a gradient size shows (a model with frozen
+// layers and SGD has one: no state at all), never the most common count (that was the number of
+// layers there: issue 22's synth sweep). A size holding under 1/64 of the candidates' bytes does not
+// set K: a norm's or a bias's few bytes miss a copy whenever one of them reads as something else
+// (a 512 B size with one gradient set K = 2 beside 1.6 GiB of weights in threes), while an output
+// head with one gradient and no state is evidence (it sets K = 1: SGD with frozen layers of the
+// trained layers' shapes). Most bytes must still come in whole sets per gradient of their size,
+// and K is at most 4: the weight, Adam's two moments and AMSGrad's maximum, or a master copy; more
+// blocks per gradient is a count of layers against a count that missed most gradients.
+//
+// A count can miss gradients (a window whose backward the structure reads only in part, its other
+// gradients let go of among the step's scratch): the sets per gradient do not fill, but where K
+// holds and most bytes still come in whole multiples of K blocks per size (no frozen copies beside
+// them), each size holds its count / K weights.
+struct GradientSets {
+    int64_t withGradients = 0, wholeSets = 0, wholeOfK = 0;
+    int64_t k = std::numeric_limits<int64_t>::max();
+    bool kHolds() const { return withGradients > 0 && k >= 2 && k <= 4; }
+    bool filled() const { return kHolds() && wholeSets * 5 >= withGradients * 4; }
+    bool filledByK() const { return kHolds() && wholeOfK * 5 >= withGradients * 4; }
+};
+
+GradientSets gradientSets(const std::unordered_map<int64_t, std::vector<uint32_t>>& candidates,
+                          const std::unordered_map<int64_t, uint32_t>& perStep)
+{
+    GradientSets s;
+    std::vector<std::pair<int64_t, int64_t>> ratios; // (bytes, copies per gradient)
+    for (const auto& [size, ids] : candidates) {
+        const auto g = perStep.find(size);
+        if (g == perStep.end() || g->second == 0)
+            continue;
+        const int64_t bytes = int64_t(ids.size()) * size;
+        s.withGradients += bytes;
+        ratios.push_back({bytes, int64_t(ids.size() / g->second)});
+        if (ids.size() % g->second == 0)
+            s.wholeSets += bytes;
+    }
+    for (const auto& [bytes, k] : ratios)
+        if (bytes * 64 >= s.withGradients)
+            s.k = std::min(s.k, k);
+    for (const auto& [size, ids] : candidates)
+        if (const auto g = perStep.find(size); g != perStep.end() && g->second > 0 && s.k > 0 && s.k <= 4 && ids.size() % size_t(s.k) == 0)
+            s.wholeOfK += int64_t(ids.size()) * size;
+    return s;
+}
+
 // Recording often starts after the first step: then parameters and optimizer state both predate
 // it, alive throughout, without stacks, and the rules call them all parameters. The gradients
 // (born in the recorded backward) tell them apart: Adam keeps two state buffers per parameter,
@@ -166,7 +255,11 @@ private:
 // When every gradient size holds K >= 2 blocks per gradient or more (below) and no optimizer
 // state was born in the trace, K - 1 blocks per gradient of each size are optimizer state. Which
 // block is which is not knowable; the bytes are. Blocks in segments that later allocations share
-// become state first (SegmentsWithRecordedBlocks), then the higher addresses.
+// become state first (SegmentsWithRecordedBlocks): the weights were made into an empty cache and
+// fill segments of their own, the state at the first step, after a forward and backward had let
+// go of blocks it could reuse. Then the blocks in the latest-made segments: the state came after
+// the weights, and where the recording shows which way the driver places new segments, address
+// order is creation order (without that, the higher addresses, a guess).
 void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, Classification& c)
 {
     std::unordered_map<int64_t, std::vector<uint32_t>> candidates;
@@ -175,37 +268,36 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
             candidates[blocks[i].mirrorSize].push_back(uint32_t(i));
     if (candidates.empty())
         return; // both readings below count these blocks
-    // Gradients per parameter size: those one backward pass produced (every step makes new ones).
-    std::unordered_map<int64_t, uint32_t> perStep;
+    // Gradients per parameter size, counted two ways: those one backward pass made (every step makes
+    // new ones), and those alive at once (a step's gradients all are once its backward ends, until
+    // zero_grad, however the phases split that backward: a reading that ends the backward early puts
+    // its last gradients in another run). The first count whose sets the candidates fill is used.
+    std::unordered_map<int64_t, uint32_t> perRun, atOnce;
     {
+        // A parameter's gradient outlives the backward run that made it (to the step, zero_grad or
+        // the end); one the engine hands on to the next layer and lets go of there is no weight's.
+        const auto weightsGradient = [&](size_t i) {
+            const Allocation& a = dev.allocations[i];
+            const EventIndex r = classify_detail::freeEventOf(a);
+            return a.preexisting() || r == kNoEvent || c.phases.run[size_t(r)] != c.phases.run[size_t(a.allocEvent)];
+        };
         std::map<std::pair<uint32_t, int64_t>, uint32_t> byRun;
         for (size_t i = 0; i < c.size(); ++i) {
             const Allocation& a = dev.allocations[i];
-            if (c.pool[i] == Pool::Gradient && !a.preexisting())
+            if (c.pool[i] == Pool::Gradient && !a.preexisting() && weightsGradient(i))
                 ++byRun[{c.phases.run[size_t(a.allocEvent)], blocks[i].mirrorSize}];
         }
         for (const auto& [key, n] : byRun)
-            perStep[key.second] = std::max(perStep[key.second], n);
+            perRun[key.second] = std::max(perRun[key.second], n);
+        for (const auto& [size, n] : mostAliveAtOnce(dev, blocks, c, Pool::Gradient, weightsGradient).blocks)
+            atOnce[size] = uint32_t(std::max<int64_t>(n, 0));
     }
-    // An optimizer makes its state for every parameter it trains, embeddings included, so every
-    // size that gets gradients holds at least K blocks per gradient. More blocks of a size are
-    // frozen layers' parameters (requires_grad off: no gradient, no state), which repeat the
-    // trained layers' sizes and not the embeddings': K is the fewest copies per gradient any
-    // gradient size shows (a model with frozen layers and SGD has one: no state at all), never
-    // the most common count (that was the number of layers there: issue 22's synth sweep).
-    // Most bytes must still come in whole sets per gradient of their size.
-    int64_t withGradients = 0, wholeSets = 0;
-    int64_t bestK = std::numeric_limits<int64_t>::max();
-    for (const auto& [size, ids] : candidates) {
-        auto g = perStep.find(size);
-        if (g == perStep.end() || g->second == 0)
-            continue;
-        const int64_t bytes = int64_t(ids.size()) * size;
-        withGradients += bytes;
-        bestK = std::min(bestK, int64_t(ids.size() / g->second));
-        if (ids.size() % g->second == 0)
-            wholeSets += bytes;
-    }
+    const GradientSets byRun = gradientSets(candidates, perRun), byAtOnce = gradientSets(candidates, atOnce);
+    const bool useAtOnce = !byRun.filled() && (byAtOnce.filled() || byAtOnce.filledByK());
+    const bool weightsByK = useAtOnce && !byAtOnce.filled();
+    const std::unordered_map<int64_t, uint32_t>& perStep = useAtOnce ? atOnce : perRun;
+    const GradientSets& sets = useAtOnce ? byAtOnce : byRun;
+    const int64_t bestK = sets.k;
     // The state was born in the trace, or predates it with the frames that made it (a ring
     // buffer dropped its birth, not the stack its block keeps): no state hides among the
     // stackless blocks, which were made before recording began, as the parameters are.
@@ -214,19 +306,19 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
         stateSeen = c.pool[i] == Pool::OptimizerState && (!dev.allocations[i].preexisting() || !blocks[i].emptyStack);
     const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState); // (before the split below)
     const SegmentsWithRecordedBlocks recordedIn(dev);
-    const bool split = !stateSeen && withGradients > 0 && bestK >= 2 && wholeSets * 5 >= withGradients * 4;
+    const int goes = newSegmentsGo(dev);
+    const bool split = !stateSeen && (sets.filled() || weightsByK);
     if (split) {
-        const uint16_t ledgerRule = uint16_t(c.rules.size());
-        c.rules.push_back(RuleInfo{"size-ledger-optimizer-state",
-                                   "allocated before recording and alive throughout, one of " + std::to_string(bestK) +
-                                       " same-size blocks per gradient of that size: 1 parameter + " + std::to_string(bestK - 1) +
-                                       " optimizer-state buffers created before recording began",
-                                   "built-in", Pool::OptimizerState, uint8_t(kEvidenceSize | kEvidenceLifetime)});
+        const uint16_t stateRule = ledgerRule(c, "size-ledger-optimizer-state",
+                                              "allocated before recording and alive throughout, one of " + std::to_string(bestK) +
+                                                  " same-size blocks per gradient of that size: 1 parameter + " + std::to_string(bestK - 1) +
+                                                  " optimizer-state buffers created before recording began",
+                                              Pool::OptimizerState, uint8_t(kEvidenceSize | kEvidenceLifetime));
         for (auto& [size, ids] : candidates) {
             auto g = perStep.find(size);
             if (g == perStep.end() || g->second == 0)
                 continue;
-            const size_t grads = g->second;
+            const size_t grads = weightsByK && ids.size() % size_t(bestK) == 0 ? ids.size() / size_t(bestK) : g->second;
             if (ids.size() < 2 * grads)
                 continue;
             const size_t states = std::min(ids.size() - grads, size_t(bestK - 1) * grads);
@@ -234,11 +326,12 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
                 const bool sa = recordedIn(dev.allocations[a].address), sb = recordedIn(dev.allocations[b].address);
                 if (sa != sb)
                     return sb;
-                return dev.allocations[a].address < dev.allocations[b].address;
+                return goes < 0 ? dev.allocations[a].address > dev.allocations[b].address
+                                : dev.allocations[a].address < dev.allocations[b].address;
             });
             for (size_t k = ids.size() - states; k < ids.size(); ++k) {
                 c.pool[ids[k]] = Pool::OptimizerState;
-                c.rule[ids[k]] = ledgerRule;
+                c.rule[ids[k]] = stateRule;
                 c.confidence[ids[k]] = 55;
             }
         }
@@ -270,7 +363,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
             if (c.pool[i] != Pool::Parameter)
                 continue;
             if (guessRule == 0)
-                guessRule = classify_detail::addRule(c, "preexisting-one-of-several-per-gradient",
+                guessRule = ledgerRule(c, "preexisting-one-of-several-per-gradient",
                                                      "allocated before recording, alive throughout, no stack, and one of two or more "
                                                      "same-size blocks per gradient of that size: one is the weight, the others an "
                                                      "optimizer's state or gradients from before recording (or frozen layers of the "

@@ -61,6 +61,7 @@ int main(int argc, char** argv)
     }
     const auto rules = std::make_shared<const RuleSet>(RuleSet::fromFile(rulesFile));
     std::map<std::string, std::pair<int64_t, int64_t>> byCopy; // copy -> named, wrong
+    std::map<std::string, int64_t> totalsOffByCopy;
     for (const std::string& path : dumps) {
         std::vector<Named> truth;
         std::shared_ptr<const Trace> original;
@@ -89,7 +90,8 @@ int main(int argc, char** argv)
             std::vector<std::pair<std::string, int64_t>> worst(s.by.begin(), s.by.end());
             std::sort(worst.begin(), worst.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
             std::string line = "   " + copy + std::string(8 - copy.size(), ' ') + "named " + mib(s.named) + ", wrong " + pct(s.wrongShare()) +
-                               " (sure " + pct(s.named ? double(s.sure) / double(s.named) : 0) + ")";
+                               " (sure " + pct(s.named ? double(s.sure) / double(s.named) : 0) + ", totals off " +
+                               pct(s.named ? double(s.totalsOff()) / double(s.named) : 0) + ")";
             for (size_t k = 0; k < worst.size() && k < top; ++k)
                 line += (k ? "; " : "  ") + worst[k].first + " " + mib(worst[k].second);
             std::cout << line << "\n";
@@ -113,6 +115,7 @@ int main(int argc, char** argv)
             }
             byCopy[copy].first += s.named;
             byCopy[copy].second += s.wrong;
+            totalsOffByCopy[copy] += s.totalsOff();
         }
     }
     std::cout << "\nover every dump (bytes the runs named):";
@@ -121,5 +124,11 @@ int main(int argc, char** argv)
         std::cout << "  " << copy << " " << pct(nw.first ? double(nw.second) / double(nw.first) : 0);
     }
     std::cout << "  (of " << mib(byCopy["all"].first) << ")\n";
+    std::cout << "pool totals off by (same bytes):         ";
+    for (std::string_view copy : kCopies) {
+        const auto& nw = byCopy[std::string(copy)];
+        std::cout << "  " << copy << " " << pct(nw.first ? double(totalsOffByCopy[std::string(copy)]) / double(nw.first) : 0);
+    }
+    std::cout << "\n";
     return 0;
 }

@@ -94,7 +94,19 @@ struct Score {
     std::map<std::string, int64_t> by;      // "truth->got (rule)" -> bytes
     std::map<Pool, int64_t> unnamed;        // what the classifier called the bytes the run did not name
     std::vector<Misfiled> misfiled;
+    std::map<Pool, int64_t> truthTotals, gotTotals; // the named bytes per pool, by the run and by the classifier
     double wrongShare() const { return named ? double(wrong) / double(named) : 0; }
+    // Bytes a pool's total is off by, over the named bytes (half the L1 distance): what the pool
+    // table and the verdict show, where which of a weight's same-size copies is which is no matter.
+    int64_t totalsOff() const
+    {
+        int64_t over = 0;
+        for (const auto& [pool, got] : gotTotals) {
+            const auto t = truthTotals.find(pool);
+            over += std::max<int64_t>(0, got - (t == truthTotals.end() ? 0 : t->second));
+        }
+        return over;
+    }
 };
 
 // Pools of the allocations alive at the dump's last event against the run's names.
@@ -112,6 +124,8 @@ inline Score score(const DeviceTrace& dev, const Classification& c, const std::v
             continue;
         }
         s.named += a.size;
+        s.truthTotals[n->pool] += a.size;
+        s.gotTotals[c.pool[i]] += a.size;
         if (c.pool[i] == n->pool)
             continue;
         s.wrong += a.size;

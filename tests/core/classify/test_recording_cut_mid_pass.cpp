@@ -148,11 +148,16 @@ private slots:
     // let go of was made by block 6, and the forward read began there: blocks 0 to 5's saved tensors
     // (2.5 GiB, the same sizes block by block) were made in no phase and `unknown` (85.1 % of the
     // named bytes wrong). The forward begins where the first of those sizes still held was made.
+    // Since stop 57 the size ledger also splits the stackless weights from their momentum buffers
+    // (two per gradient): the pool totals come right (13.2 % off before, 4.6 % after) while which
+    // same-size block is the buffer rests on an address guess (this window shows no segment made),
+    // so single blocks land wrong more often (13.2 % of the named bytes before, 19.5 % after).
     void aBackwardTheDumpCutsHoldsTheEarlierLayers()
     {
         const Cut cut = lastEntries("vit_fp16_scaler_sgd", 0.5, "none");
         QCOMPARE(misfiledBytes(cut.dev(), cut.s, Pool::Activation, Pool::Unknown), int64_t(0));
-        QVERIFY2(cut.s.wrongShare() <= 0.14, std::to_string(cut.s.wrongShare()).c_str());
+        QVERIFY2(cut.s.wrongShare() <= 0.21, std::to_string(cut.s.wrongShare()).c_str());
+        QVERIFY2(double(cut.s.totalsOff()) <= 0.06 * double(cut.s.named), std::to_string(cut.s.totalsOff()).c_str());
     }
 
     // A ring buffer's stackless blocks from before recording hold, beside the weights and of the
@@ -322,11 +327,15 @@ private slots:
     // large ones), while what the recorded layers make is known by the bytes asked for. Compared
     // as they were, no size matched, and 1,344 MiB of feature maps read as weights (51.5 % of the
     // named bytes): by their requested bytes, the sizes the recorded layers make and keep show them.
+    // The size ledger's split (stop 57) brings the pool totals from 26.3 to 16.6 % off; feature maps
+    // of a weight's size that stood among the weights now stand among the momentum buffers, and the
+    // address guess between same-size blocks puts more single blocks wrong (28.4 → 34.7 %).
     void anOpenForwardsLayersByTheirRequestedBytes()
     {
         const Cut cut = lastEntries("vit_fp16_scaler_sgd", 0.2, "none");
         QVERIFY(misfiledBytes(cut.dev(), cut.s, Pool::Activation, Pool::Parameter) < int64_t(600) << 20);
-        QVERIFY2(cut.s.wrongShare() <= 0.30, std::to_string(cut.s.wrongShare()).c_str());
+        QVERIFY2(cut.s.wrongShare() <= 0.36, std::to_string(cut.s.wrongShare()).c_str());
+        QVERIFY2(double(cut.s.totalsOff()) <= 0.18 * double(cut.s.named), std::to_string(cut.s.totalsOff()).c_str());
     }
     // eval_with_grad's last half without frames: an evaluation loop under grad mode that keeps every
     // call's outputs and so their graphs. The two calls the window opened after are stackless blocks

@@ -5,9 +5,12 @@
 // K, and frozen weights were read as state (23.1 % of the bytes at the peak of `poolscope synth
 // --layers 4 --trainable 0.25 --optimizer sgd`, in every copy). An optimizer makes state for every
 // parameter it trains, embeddings included: K is the fewest copies any gradient size shows.
+#include "gpu_truth.h"
+#include "ring_buffer.h"
 #include "shipped_rules.h"
 
 #include "core/classify/classifier.h"
+#include "core/redact/redact.h"
 #include "core/synth/synth.h"
 
 #include <QtTest>
@@ -81,6 +84,96 @@ private slots:
         QVERIFY(p.stateTruth > 0);
         QCOMPARE(p.parameterAsState, int64_t(0));
         QCOMPARE(p.stateRight, p.stateTruth);
+    }
+
+    // K is not set by a size with a stray gradient. With SGD and six layers of which the top quarter
+    // trains, the output head's one gradient and one block say K = 1 while the layer sizes show
+    // three copies per gradient (frozen layers): no state (a quantile by gradient count set K = 3).
+    // Training only the norms under ZeRO-2, the engine's products handed on to the next layer within
+    // the backward read as gradients of a matrix's size: they are let go of in the backward run that
+    // made them, so they count for no weight (they set K = 2 beside the norms' twenty weights).
+    void strayGradientsSetNoK_data()
+    {
+        QTest::addColumn<bool>("normsOnly");
+        QTest::newRow("sgd, 6 layers, top quarter trains") << false;
+        QTest::newRow("sgd, norms only, zero 2") << true;
+    }
+    void strayGradientsSetNoK()
+    {
+        QFETCH(bool, normsOnly);
+        SynthModel m;
+        m.heads = 4;
+        m.hidden = 128;
+        m.optimizer = SynthOptimizer::Sgd;
+        if (normsOnly) {
+            m.layers = 3;
+            m.heads = 2;
+            m.seq = 256;
+            m.microBatch = 1;
+            m.vocab = 256;
+            m.steps = 3;
+            m.trainable = 0.75;
+            m.zeroStage = 2;
+            m.dataParallel = 4;
+            m.accumulate = 2;
+            m.attention = SynthAttention::Inline;
+            m.mlp = SynthMlp::SwiGlu;
+            m.normsOnly = true;
+        } else {
+            m.layers = 6;
+            m.seq = 128;
+            m.microBatch = 2;
+            m.vocab = 8000;
+            m.dtype = SynthDtype::Bf16;
+            m.trainable = 0.25;
+        }
+        const SynthResult r = synthesize(m);
+        const Classification c = classify(r.trace, r.trace.devices[0], testing::shippedRules());
+        QCOMPARE(preexisting(r, c).parameterAsState, int64_t(0));
+        for (size_t i = 0; i < c.size(); ++i)
+            QVERIFY(c.pool[i] != Pool::OptimizerState || r.truth[i] == Pool::OptimizerState);
+    }
+
+    // Real runs, their last half kept and every frame removed: the weights and their Adam moments
+    // predate the window, stackless, three blocks of each weight's size per gradient. The window's
+    // backward ends early by the stream's shape, so its last gradients (the first layers') read as
+    // made after it, by a pass that runs after the ledger's first count: per backward run the count
+    // misses them (15 of 18 gradients of the MLP's size), the sets do not fill and the state stayed
+    // among the weights (the pool totals 35 % off). The ledger counts again after the structural
+    // passes, gradients alive at once, and the totals come right. Which block of a size is which
+    // still rests on where the blocks lie (compiled_llama: its window shows the driver placing each
+    // new segment below the last, so the lowest-placed are the latest made, the state; 22 % of
+    // its named bytes misfiled before, with the higher addresses taken for state). Cut to its last
+    // fifth, the Llama's window counts 12 of 18 gradients of the MLP's size, 19 of 24 of the
+    // attention's: the sets do not fill, but every size holds whole threes (39, 54, 72, 6 blocks),
+    // so each holds a third of them as weights (a count per backward run gave K = 6 there).
+    void stateCountedAfterTheStructure_data()
+    {
+        QTest::addColumn<QString>("run");
+        QTest::addColumn<double>("kept");
+        QTest::addColumn<double>("totalsOff"); // before: 35.3 %, 35.3 %, 22.0 %
+        QTest::addColumn<double>("wrong");     // before: 35.3 %, 35.7 %, 22.0 %
+        QTest::newRow("llama_autocast_adamw_afterforward last 50 %") << "llama_autocast_adamw_afterforward" << 0.5 << 0.08 << 0.25;
+        QTest::newRow("llama_autocast_adamw_afterforward last 20 %") << "llama_autocast_adamw_afterforward" << 0.2 << 0.08 << 0.25;
+        QTest::newRow("compiled_llama last 50 %") << "compiled_llama" << 0.5 << 0.01 << 0.02;
+    }
+    void stateCountedAfterTheStructure()
+    {
+        QFETCH(QString, run);
+        QFETCH(double, kept);
+        QFETCH(double, totalsOff);
+        QFETCH(double, wrong);
+        const std::string dir = POOLSCOPE_TEST_DATA "/gpu_runs/";
+        RedactOptions o;
+        o.frames = FrameKeep::None;
+        const auto t = redact(*testing::keepLastEntries(*load(dir + run.toStdString() + ".pickle.gz"), kept), o);
+        const DeviceTrace& dev = t->devices.at(0);
+        const Classification c = classify(*t, dev, testing::shippedRules());
+        const gpu_truth::Score s = gpu_truth::score(dev, c, gpu_truth::readTruth(dir + run.toStdString() + ".truth.json.gz"));
+        QVERIFY(s.named > int64_t(1) << 30);
+        QVERIFY2(double(s.totalsOff()) <= totalsOff * double(s.named), std::to_string(double(s.totalsOff()) / double(s.named)).c_str());
+        QVERIFY2(s.wrongShare() <= wrong, std::to_string(s.wrongShare()).c_str());
+        QCOMPARE(s.sure, int64_t(0)); // a guess between same-size blocks stays below 70 %
     }
 };
 
