@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace poolscope {
 namespace {
@@ -169,34 +170,133 @@ private:
     std::vector<Span> m_spans;
 };
 
-} // namespace
-
-// Which way the driver placed new segments in this recording: -1 each below the last, +1 above,
-// 0 where it shows too few (under two steps) or no clear way (under three in four steps one way).
-// Machines differ (this project's H100 runs place them downwards, other dumps upwards), so only the
-// dump's own segment allocations say it. Mapped pages of expandable segments grow their reservation
-// upwards whatever the driver does with new ones, and are not counted.
+// Which way the driver places new segments in this process: -1 below every segment before them,
+// +1 above, 0 where the recording shows no clear way (fewer than three in four of its new extremes one
+// way). A segment the recording makes between segments it knew reuses address space freed before
+// (empty_cache, an OOM's retry) and says nothing. Machines differ (this project's H100/H200 runs place
+// new ones lower, the corpus's `niu_*` and `zl_decomfl` higher), so only the dump's own segments say it.
 int newSegmentsGo(const DeviceTrace& dev)
 {
-    int up = 0, down = 0;
-    bool have = false;
-    uint64_t last = 0;
-    for (size_t e = 0; e < dev.events.action.size(); ++e) {
+    const size_t n = dev.events.action.size();
+    std::unordered_set<uint64_t> made;
+    for (size_t e = 0; e < n; ++e)
+        if (dev.events.action[e] == Action::SegmentAlloc)
+            made.insert(dev.events.addr[e]);
+    uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
+    const auto know = [&](uint64_t a) { lo = std::min(lo, a), hi = std::max(hi, a); };
+    for (const Segment& seg : dev.segments)
+        if (!made.count(seg.address))
+            know(seg.address);
+    for (size_t e = 0; e < n; ++e)
+        if (dev.events.action[e] == Action::SegmentFree && !made.count(dev.events.addr[e]))
+            know(dev.events.addr[e]);
+    int below = 0, above = 0;
+    for (size_t e = 0; e < n; ++e) {
         if (dev.events.action[e] != Action::SegmentAlloc)
             continue;
         const uint64_t a = dev.events.addr[e];
-        if (have)
-            (a > last ? up : down) += 1;
-        have = true;
-        last = a;
+        if (hi != 0 && a < lo)
+            ++below;
+        else if (hi != 0 && a > hi)
+            ++above;
+        know(a);
     }
-    if (up + down < 2)
-        return 0;
-    if (up * 4 >= (up + down) * 3)
-        return 1;
-    if (down * 4 >= (up + down) * 3)
+    if (below * 4 >= (below + above) * 3 && below > 0)
         return -1;
+    if (above * 4 >= (below + above) * 3 && above > 0)
+        return 1;
     return 0;
+}
+
+// A parameter's gradient outlives the backward run that made it (to the step, zero_grad or the end);
+// one the engine hands on to the next layer and lets go of there is no weight's.
+bool outlivesItsBackwardRun(const DeviceTrace& dev, const Classification& c, size_t i)
+{
+    const Allocation& a = dev.allocations[i];
+    const EventIndex r = classify_detail::freeEventOf(a);
+    return a.preexisting() || r == kNoEvent || c.phases.run[size_t(r)] != c.phases.run[size_t(a.allocEvent)];
+}
+
+// A window that opens in the backward (or after it) of a capture that records no frame on the
+// autograd engine's thread (stacks='python', Windows) holds the gradients made before it as stackless
+// blocks from before recording, beside weights that may be stackless too (made before the capture
+// began). At the optimizer step every trained weight has its gradient, made in the window or before
+// it: per size, N stackless blocks = W weights + (W - G) gradients from before, G the gradients the
+// window made, so W = (N + G) / 2. The step's state checks it: K buffers per weight for one K in
+// 1..3 over most bytes (frozen weights, with no gradient and no state, break the sums). Which
+// same-size block is which is, as for the state, a guess by segments and creation order.
+void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, const AtOnce& stateAtOnce,
+                                  int goes, Classification& c)
+{
+    // The window opens in a backward or a step (its first pass is not a forward, which would make
+    // every gradient of the backward after it under recording) and holds an optimizer step.
+    bool stepSeen = false, opensAfterAForward = false, framesSeen = false;
+    Phase first = Phase::Unknown;
+    for (Phase p : c.phases.phase) {
+        if (first == Phase::Unknown && (p == Phase::Forward || p == Phase::Backward || p == Phase::OptimizerStep))
+            first = p;
+        stepSeen = stepSeen || p == Phase::OptimizerStep;
+    }
+    opensAfterAForward = first == Phase::Backward || first == Phase::OptimizerStep;
+    std::unordered_map<int64_t, int64_t> recorded;
+    std::unordered_map<int64_t, std::vector<uint32_t>> stackless;
+    for (size_t i = 0; i < c.size(); ++i) {
+        framesSeen = framesSeen || !blocks[i].emptyStack;
+        if (c.pool[i] == Pool::Gradient && !dev.allocations[i].preexisting() && outlivesItsBackwardRun(dev, c, i))
+            ++recorded[blocks[i].mirrorSize];
+        if (c.pool[i] == Pool::Parameter && blocks[i].aliveWholeTrace && blocks[i].emptyStack)
+            stackless[blocks[i].mirrorSize].push_back(uint32_t(i));
+    }
+    // Without any frame an empty stack says nothing of the engine's thread.
+    if (!stepSeen || !opensAfterAForward || !framesSeen || stackless.empty())
+        return;
+    std::map<int64_t, int64_t> bytesPerK;
+    int64_t counted = 0;
+    std::unordered_map<int64_t, int64_t> weightsOf;
+    for (const auto& [size, ids] : stackless) {
+        const auto st = stateAtOnce.blocks.find(size);
+        if (st == stateAtOnce.blocks.end() || st->second <= 0)
+            continue;
+        const int64_t n = int64_t(ids.size()), g = recorded.count(size) ? recorded.at(size) : 0;
+        counted += n * size;
+        if ((n + g) % 2 != 0 || g > (n + g) / 2)
+            continue;
+        const int64_t w = (n + g) / 2;
+        if (w <= 0 || w == n || st->second % w != 0 || st->second / w > 3)
+            continue;
+        weightsOf[size] = w;
+        bytesPerK[st->second / w] += n * size;
+    }
+    int64_t k = 0, kBytes = 0;
+    for (const auto& [perWeight, bytes] : bytesPerK)
+        if (bytes > kBytes)
+            k = perWeight, kBytes = bytes;
+    if (k == 0 || kBytes * 5 < counted * 4)
+        return;
+    uint16_t rule = 0;
+    for (auto& [size, ids] : stackless) {
+        const auto w = weightsOf.find(size);
+        if (w == weightsOf.end() || stateAtOnce.blocks.at(size) != k * w->second)
+            continue;
+        if (!rule)
+            rule = ledgerRule(c, "gradient-from-before-the-window",
+                              "allocated before recording, alive throughout, no stack, in a capture whose other blocks carry "
+                              "frames: at the recorded optimizer step every trained weight has its gradient, and this size's "
+                              "stackless blocks count the weights twice less the gradients the window made (" + std::to_string(k) +
+                                  " state buffers per weight confirm it): a gradient the backward made before the window opened, "
+                                  "on the autograd engine's thread that records no frame; which same-size block is the weight "
+                                  "the dump cannot tell",
+                              Pool::Gradient, uint8_t(kEvidenceSize | kEvidenceLifetime));
+        std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+            return goes < 0 ? dev.allocations[a].address > dev.allocations[b].address
+                            : dev.allocations[a].address < dev.allocations[b].address;
+        });
+        const size_t gradients = ids.size() - size_t(w->second);
+        for (size_t j = ids.size() - gradients; j < ids.size(); ++j)
+            classify_detail::decide(c, ids[j], Pool::Gradient, rule, 55);
+        for (size_t j = 0; j < ids.size() - gradients; ++j)
+            c.confidence[ids[j]] = std::min<uint8_t>(c.confidence[ids[j]], 55);
+    }
 }
 
 // An optimizer makes its state for every parameter it trains, embeddings included, so every size
@@ -248,6 +348,8 @@ GradientSets gradientSets(const std::unordered_map<int64_t, std::vector<uint32_t
     return s;
 }
 
+} // namespace
+
 // Recording often starts after the first step: then parameters and optimizer state both predate
 // it, alive throughout, without stacks, and the rules call them all parameters. The gradients
 // (born in the recorded backward) tell them apart: Adam keeps two state buffers per parameter,
@@ -274,13 +376,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     // its last gradients in another run). The first count whose sets the candidates fill is used.
     std::unordered_map<int64_t, uint32_t> perRun, atOnce;
     {
-        // A parameter's gradient outlives the backward run that made it (to the step, zero_grad or
-        // the end); one the engine hands on to the next layer and lets go of there is no weight's.
-        const auto weightsGradient = [&](size_t i) {
-            const Allocation& a = dev.allocations[i];
-            const EventIndex r = classify_detail::freeEventOf(a);
-            return a.preexisting() || r == kNoEvent || c.phases.run[size_t(r)] != c.phases.run[size_t(a.allocEvent)];
-        };
+        const auto weightsGradient = [&](size_t i) { return outlivesItsBackwardRun(dev, c, i); };
         std::map<std::pair<uint32_t, int64_t>, uint32_t> byRun;
         for (size_t i = 0; i < c.size(); ++i) {
             const Allocation& a = dev.allocations[i];
@@ -374,6 +470,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
         }
     }
     gradientsBeyondTheCountedWeights(dev, blocks, stateAtOnce, c);
+    gradientsFromBeforeTheWindow(dev, blocks, mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState), goes, c);
 }
 
 } // namespace poolscope

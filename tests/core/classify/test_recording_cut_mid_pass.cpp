@@ -166,8 +166,9 @@ private slots:
     // weight nothing in the dump says, so those are no parameters at 70 % or more (the last half of
     // hf_trainer_eval without frames: 704 MiB of state were parameters at 92 %, 66.4 % of the named
     // bytes; adam_step_oom's: 213 MiB of gradients, 11.8 %). At most 1 % stays sure (small vectors
-    // and a size whose gradients all show). The bytes stay where they were: this is about what the
-    // dump can tell, not a better guess.
+    // and a size whose gradients all show). This is about what the dump can tell: since stop 57 the
+    // size ledger's counts put most of these bytes in their pools (the Llama's and adam_step_oom's
+    // windows), but which same-size block is the weight stays a guess, below 70 %.
     void aWeightAmongItsStateIsAGuess_data()
     {
         QTest::addColumn<QString>("run");
@@ -184,7 +185,13 @@ private slots:
         QFETCH(QString, copy);
         QFETCH(int, truth);
         const Cut cut = lastEntries(run.toStdString(), 0.5, copy.toStdString());
-        QVERIFY(misfiledBytes(cut.dev(), cut.s, Pool(truth), Pool::Parameter) > int64_t(100) << 20);
+        // The window holds such blocks: more than 100 MiB of the truth's pool from before recording.
+        const auto named = readTruth(kDir + run.toStdString() + ".truth.json.gz");
+        int64_t fromBefore = 0;
+        for (const Allocation& a : cut.dev().allocations)
+            if (const Named* n = nameOf(named, a); n && n->pool == Pool(truth) && a.preexisting() && a.aliveAfter(EventIndex(cut.dev().eventCount()) - 1))
+                fromBefore += a.size;
+        QVERIFY(fromBefore > int64_t(100) << 20);
         QVERIFY2(cut.s.sure * 100 <= cut.s.named, std::to_string(cut.s.sure).c_str());
     }
 

@@ -141,9 +141,9 @@ private slots:
     // misses them (15 of 18 gradients of the MLP's size), the sets do not fill and the state stayed
     // among the weights (the pool totals 35 % off). The ledger counts again after the structural
     // passes, gradients alive at once, and the totals come right. Which block of a size is which
-    // still rests on where the blocks lie (compiled_llama: its window shows the driver placing each
-    // new segment below the last, so the lowest-placed are the latest made, the state; 22 % of
-    // its named bytes misfiled before, with the higher addresses taken for state). Cut to its last
+    // still rests on where the blocks lie (compiled_llama: its window's new segments each go below
+    // every segment before them, so the lowest-placed are the latest made, the state; 22 % of its
+    // named bytes misfiled before, with the higher addresses taken for state). Cut to its last
     // fifth, the Llama's window counts 12 of 18 gradients of the MLP's size, 19 of 24 of the
     // attention's: the sets do not fill, but every size holds whole threes (39, 54, 72, 6 blocks),
     // so each holds a third of them as weights (a count per backward run gave K = 6 there).
@@ -153,7 +153,7 @@ private slots:
         QTest::addColumn<double>("kept");
         QTest::addColumn<double>("totalsOff"); // before: 35.3 %, 35.3 %, 22.0 %
         QTest::addColumn<double>("wrong");     // before: 35.3 %, 35.7 %, 22.0 %
-        QTest::newRow("llama_autocast_adamw_afterforward last 50 %") << "llama_autocast_adamw_afterforward" << 0.5 << 0.08 << 0.25;
+        QTest::newRow("llama_autocast_adamw_afterforward last 50 %") << "llama_autocast_adamw_afterforward" << 0.5 << 0.02 << 0.02;
         QTest::newRow("llama_autocast_adamw_afterforward last 20 %") << "llama_autocast_adamw_afterforward" << 0.2 << 0.08 << 0.25;
         QTest::newRow("compiled_llama last 50 %") << "compiled_llama" << 0.5 << 0.01 << 0.02;
     }
@@ -174,6 +174,32 @@ private slots:
         QVERIFY2(double(s.totalsOff()) <= totalsOff * double(s.named), std::to_string(double(s.totalsOff()) / double(s.named)).c_str());
         QVERIFY2(s.wrongShare() <= wrong, std::to_string(s.wrongShare()).c_str());
         QCOMPARE(s.sure, int64_t(0)); // a guess between same-size blocks stays below 70 %
+    }
+
+    // adam_step_oom's windows open in the backward; the run began recording after its weights were
+    // made, so weights and the gradients the backward made before the window are both stackless,
+    // as written too. At the window's optimizer step every trained weight has its gradient: per size
+    // the stackless blocks are W weights and W - G gradients (G made in the window), and Adam's two
+    // buffers per weight confirm W. Before, 213 and 314 MiB of gradients read as weights (11.8 and
+    // 17.4 % of the named bytes); which same-size block is which follows the window's new segments
+    // (placed below all before them: the lowest are the latest made, the gradients).
+    void gradientsFromBeforeTheWindow_data()
+    {
+        QTest::addColumn<double>("kept");
+        QTest::newRow("last 50 %") << 0.5;
+        QTest::newRow("last 20 %") << 0.2;
+    }
+    void gradientsFromBeforeTheWindow()
+    {
+        QFETCH(double, kept);
+        const std::string dir = POOLSCOPE_TEST_DATA "/gpu_runs/";
+        const auto t = testing::keepLastEntries(*load(dir + "adam_step_oom.pickle.gz"), kept);
+        const DeviceTrace& dev = t->devices.at(0);
+        const Classification c = classify(*t, dev, testing::shippedRules());
+        const gpu_truth::Score s = gpu_truth::score(dev, c, gpu_truth::readTruth(dir + "adam_step_oom.truth.json.gz"));
+        QVERIFY(s.named > int64_t(1) << 30);
+        QVERIFY2(s.wrongShare() <= 0.01, std::to_string(s.wrongShare()).c_str());
+        QVERIFY2(double(s.totalsOff()) <= 0.01 * double(s.named), std::to_string(s.totalsOff()).c_str());
     }
 };
 
