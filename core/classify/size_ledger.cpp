@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 namespace poolscope {
 namespace {
@@ -178,23 +178,25 @@ private:
 int newSegmentsGo(const DeviceTrace& dev)
 {
     const size_t n = dev.events.action.size();
-    std::unordered_set<uint64_t> made;
+    std::vector<uint64_t> order; // the recording's new segments, in order
     for (size_t e = 0; e < n; ++e)
         if (dev.events.action[e] == Action::SegmentAlloc)
-            made.insert(dev.events.addr[e]);
+            order.push_back(dev.events.addr[e]);
+    if (order.empty())
+        return 0;
+    std::vector<uint64_t> made = order;
+    std::sort(made.begin(), made.end());
+    const auto madeHere = [&](uint64_t a) { return std::binary_search(made.begin(), made.end(), a); };
     uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
     const auto know = [&](uint64_t a) { lo = std::min(lo, a), hi = std::max(hi, a); };
     for (const Segment& seg : dev.segments)
-        if (!made.count(seg.address))
+        if (!madeHere(seg.address))
             know(seg.address);
     for (size_t e = 0; e < n; ++e)
-        if (dev.events.action[e] == Action::SegmentFree && !made.count(dev.events.addr[e]))
+        if (dev.events.action[e] == Action::SegmentFree && !madeHere(dev.events.addr[e]))
             know(dev.events.addr[e]);
     int below = 0, above = 0;
-    for (size_t e = 0; e < n; ++e) {
-        if (dev.events.action[e] != Action::SegmentAlloc)
-            continue;
-        const uint64_t a = dev.events.addr[e];
+    for (uint64_t a : order) {
         if (hi != 0 && a < lo)
             ++below;
         else if (hi != 0 && a > hi)
@@ -225,8 +227,7 @@ bool outlivesItsBackwardRun(const DeviceTrace& dev, const Classification& c, siz
 // window made, so W = (N + G) / 2. The step's state checks it: K buffers per weight for one K in
 // 1..3 over most bytes (frozen weights, with no gradient and no state, break the sums). Which
 // same-size block is which is, as for the state, a guess by segments and creation order.
-void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, const AtOnce& stateAtOnce,
-                                  int goes, Classification& c)
+void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, Classification& c)
 {
     // The window opens in a backward or a step (its first pass is not a forward, which would make
     // every gradient of the backward after it under recording) and holds an optimizer step.
@@ -250,6 +251,7 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
     // Without any frame an empty stack says nothing of the engine's thread.
     if (!stepSeen || !opensAfterAForward || !framesSeen || stackless.empty())
         return;
+    const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState);
     std::map<int64_t, int64_t> bytesPerK;
     int64_t counted = 0;
     std::unordered_map<int64_t, int64_t> weightsOf;
@@ -273,6 +275,7 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
             k = perWeight, kBytes = bytes;
     if (k == 0 || kBytes * 5 < counted * 4)
         return;
+    const int goes = newSegmentsGo(dev);
     uint16_t rule = 0;
     for (auto& [size, ids] : stackless) {
         const auto w = weightsOf.find(size);
@@ -370,41 +373,47 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
             candidates[blocks[i].mirrorSize].push_back(uint32_t(i));
     if (candidates.empty())
         return; // both readings below count these blocks
-    // Gradients per parameter size, counted two ways: those one backward pass made (every step makes
-    // new ones), and those alive at once (a step's gradients all are once its backward ends, until
-    // zero_grad, however the phases split that backward: a reading that ends the backward early puts
-    // its last gradients in another run). The first count whose sets the candidates fill is used.
-    std::unordered_map<int64_t, uint32_t> perRun, atOnce;
-    {
-        const auto weightsGradient = [&](size_t i) { return outlivesItsBackwardRun(dev, c, i); };
-        std::map<std::pair<uint32_t, int64_t>, uint32_t> byRun;
-        for (size_t i = 0; i < c.size(); ++i) {
-            const Allocation& a = dev.allocations[i];
-            if (c.pool[i] == Pool::Gradient && !a.preexisting() && weightsGradient(i))
-                ++byRun[{c.phases.run[size_t(a.allocEvent)], blocks[i].mirrorSize}];
-        }
-        for (const auto& [key, n] : byRun)
-            perRun[key.second] = std::max(perRun[key.second], n);
-        for (const auto& [size, n] : mostAliveAtOnce(dev, blocks, c, Pool::Gradient, weightsGradient).blocks)
-            atOnce[size] = uint32_t(std::max<int64_t>(n, 0));
-    }
-    const GradientSets byRun = gradientSets(candidates, perRun), byAtOnce = gradientSets(candidates, atOnce);
-    const bool useAtOnce = !byRun.filled() && (byAtOnce.filled() || byAtOnce.filledByK());
-    const bool weightsByK = useAtOnce && !byAtOnce.filled();
-    const std::unordered_map<int64_t, uint32_t>& perStep = useAtOnce ? atOnce : perRun;
-    const GradientSets& sets = useAtOnce ? byAtOnce : byRun;
-    const int64_t bestK = sets.k;
     // The state was born in the trace, or predates it with the frames that made it (a ring
     // buffer dropped its birth, not the stack its block keeps): no state hides among the
     // stackless blocks, which were made before recording began, as the parameters are.
     bool stateSeen = false;
     for (size_t i = 0; i < c.size() && !stateSeen; ++i)
         stateSeen = c.pool[i] == Pool::OptimizerState && (!dev.allocations[i].preexisting() || !blocks[i].emptyStack);
+    // Gradients per parameter size, counted two ways: those one backward pass made (every step makes
+    // new ones), and those alive at once (a step's gradients all are once its backward ends, until
+    // zero_grad, however the phases split that backward: a reading that ends the backward early puts
+    // its last gradients in another run). The first count whose sets the candidates fill is used.
+    std::unordered_map<int64_t, uint32_t> perRun, atOnce;
+    GradientSets byRun, byAtOnce;
+    bool useAtOnce = false;
+    const auto weightsGradient = [&](size_t i) { return outlivesItsBackwardRun(dev, c, i); };
+    if (!stateSeen) {
+        std::map<std::pair<uint32_t, int64_t>, uint32_t> perRunAndSize;
+        for (size_t i = 0; i < c.size(); ++i) {
+            const Allocation& a = dev.allocations[i];
+            if (c.pool[i] == Pool::Gradient && !a.preexisting() && weightsGradient(i))
+                ++perRunAndSize[{c.phases.run[size_t(a.allocEvent)], blocks[i].mirrorSize}];
+        }
+        for (const auto& [key, n] : perRunAndSize)
+            perRun[key.second] = std::max(perRun[key.second], n);
+        byRun = gradientSets(candidates, perRun);
+        if (!byRun.filled()) {
+            for (const auto& [size, n] : mostAliveAtOnce(dev, blocks, c, Pool::Gradient, weightsGradient).blocks)
+                atOnce[size] = uint32_t(std::max<int64_t>(n, 0));
+            byAtOnce = gradientSets(candidates, atOnce);
+            useAtOnce = byAtOnce.filled() || byAtOnce.filledByK();
+        }
+    }
+    const bool weightsByK = useAtOnce && !byAtOnce.filled();
+    const std::unordered_map<int64_t, uint32_t>& perStep = useAtOnce ? atOnce : perRun;
+    const GradientSets& sets = useAtOnce ? byAtOnce : byRun;
+    const int64_t bestK = sets.k;
     const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState); // (before the split below)
-    const SegmentsWithRecordedBlocks recordedIn(dev);
-    const int goes = newSegmentsGo(dev);
     const bool split = !stateSeen && (sets.filled() || weightsByK);
+    // Which way new segments go is read only where blocks are split: a pass over every event.
     if (split) {
+        const int goes = newSegmentsGo(dev);
+        const SegmentsWithRecordedBlocks recordedIn(dev);
         const uint16_t stateRule = ledgerRule(c, "size-ledger-optimizer-state",
                                               "allocated before recording and alive throughout, one of " + std::to_string(bestK) +
                                                   " same-size blocks per gradient of that size: 1 parameter + " + std::to_string(bestK - 1) +
@@ -470,7 +479,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
         }
     }
     gradientsBeyondTheCountedWeights(dev, blocks, stateAtOnce, c);
-    gradientsFromBeforeTheWindow(dev, blocks, mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState), goes, c);
+    gradientsFromBeforeTheWindow(dev, blocks, c);
 }
 
 } // namespace poolscope
