@@ -251,10 +251,16 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
     // Without any frame an empty stack says nothing of the engine's thread.
     if (!stepSeen || !opensAfterAForward || !framesSeen || stackless.empty())
         return;
+    // The state per size: alive at once, or at the window's end where a step rewrote it out of place
+    // (old and new buffers overlap for a moment) and has finished.
     const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState);
+    std::unordered_map<int64_t, int64_t> stateAtEnd;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::OptimizerState && classify_detail::freeEventOf(dev.allocations[i]) == kNoEvent)
+            ++stateAtEnd[blocks[i].mirrorSize];
     std::map<int64_t, int64_t> bytesPerK;
     int64_t counted = 0;
-    std::unordered_map<int64_t, int64_t> weightsOf;
+    std::unordered_map<int64_t, std::pair<int64_t, int64_t>> weightsOf; // size -> (weights, state per weight)
     for (const auto& [size, ids] : stackless) {
         const auto st = stateAtOnce.blocks.find(size);
         if (st == stateAtOnce.blocks.end() || st->second <= 0)
@@ -264,10 +270,14 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
         if ((n + g) % 2 != 0 || g > (n + g) / 2)
             continue;
         const int64_t w = (n + g) / 2;
-        if (w <= 0 || w == n || st->second % w != 0 || st->second / w > 3)
+        if (w <= 0 || w == n)
             continue;
-        weightsOf[size] = w;
-        bytesPerK[st->second / w] += n * size;
+        const int64_t atEnd = stateAtEnd.count(size) ? stateAtEnd.at(size) : 0;
+        const int64_t state = atEnd > 0 && atEnd % w == 0 ? atEnd : st->second;
+        if (state % w != 0 || state / w > 3)
+            continue;
+        weightsOf[size] = {w, state / w};
+        bytesPerK[state / w] += n * size;
     }
     int64_t k = 0, kBytes = 0;
     for (const auto& [perWeight, bytes] : bytesPerK)
@@ -279,7 +289,7 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
     uint16_t rule = 0;
     for (auto& [size, ids] : stackless) {
         const auto w = weightsOf.find(size);
-        if (w == weightsOf.end() || stateAtOnce.blocks.at(size) != k * w->second)
+        if (w == weightsOf.end() || w->second.second != k)
             continue;
         if (!rule)
             rule = ledgerRule(c, "gradient-from-before-the-window",
@@ -294,7 +304,7 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
             return goes < 0 ? dev.allocations[a].address > dev.allocations[b].address
                             : dev.allocations[a].address < dev.allocations[b].address;
         });
-        const size_t gradients = ids.size() - size_t(w->second);
+        const size_t gradients = ids.size() - size_t(w->second.first);
         for (size_t j = ids.size() - gradients; j < ids.size(); ++j)
             classify_detail::decide(c, ids[j], Pool::Gradient, rule, 55);
         for (size_t j = 0; j < ids.size() - gradients; ++j)
@@ -408,7 +418,13 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     const std::unordered_map<int64_t, uint32_t>& perStep = useAtOnce ? atOnce : perRun;
     const GradientSets& sets = useAtOnce ? byAtOnce : byRun;
     const int64_t bestK = sets.k;
-    const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState); // (before the split below)
+    // The state per size: alive at once, or at the window's end where a step rewrote it out of place
+    // (old and new buffers overlap for a moment) and has finished.
+    const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState);
+    std::unordered_map<int64_t, int64_t> stateAtEnd;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::OptimizerState && classify_detail::freeEventOf(dev.allocations[i]) == kNoEvent)
+            ++stateAtEnd[blocks[i].mirrorSize]; // (before the split below)
     const bool split = !stateSeen && (sets.filled() || weightsByK);
     // Which way new segments go is read only where blocks are split: a pass over every event.
     if (split) {
