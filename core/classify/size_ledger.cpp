@@ -66,6 +66,17 @@ AtOnce mostAliveAtOnce(const DeviceTrace& dev, const std::vector<LedgerBlock>& b
     return most;
 }
 
+// The count of state buffers per weight that most bytes show, where it holds four fifths of `total`;
+// 0 where none does.
+int64_t dominantK(const std::map<int64_t, int64_t>& bytesPerK, int64_t total)
+{
+    int64_t k = 0, kBytes = 0;
+    for (const auto& [perWeight, bytes] : bytesPerK)
+        if (bytes > kBytes)
+            k = perWeight, kBytes = bytes;
+    return k != 0 && kBytes * 5 >= total * 4 ? k : 0;
+}
+
 // A ring buffer that opens mid-backward leaves the gradients that backward made before it as blocks
 // from before recording. Where the capture records no frame on the autograd engine's thread
 // (stacks='python', Windows) they carry none, while the weights, loaded under recording, keep the
@@ -108,11 +119,8 @@ void gradientsBeyondTheCountedWeights(const DeviceTrace& dev, const std::vector<
         if (state % n == 0)
             bytesPerK[state / n] += n * size;
     }
-    int64_t k = 0, kBytes = 0;
-    for (const auto& [perWeight, bytes] : bytesPerK)
-        if (bytes > kBytes)
-            k = perWeight, kBytes = bytes;
-    if (k == 0 || kBytes * 5 < clean * 4)
+    const int64_t k = dominantK(bytesPerK, clean);
+    if (k == 0)
         return;
     uint16_t rule = 0;
     for (const auto& [size, ids] : stackless) {
@@ -279,11 +287,8 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
         weightsOf[size] = {w, state / w};
         bytesPerK[state / w] += n * size;
     }
-    int64_t k = 0, kBytes = 0;
-    for (const auto& [perWeight, bytes] : bytesPerK)
-        if (bytes > kBytes)
-            k = perWeight, kBytes = bytes;
-    if (k == 0 || kBytes * 5 < counted * 4)
+    const int64_t k = dominantK(bytesPerK, counted);
+    if (k == 0)
         return;
     const int goes = newSegmentsGo(dev);
     uint16_t rule = 0;
