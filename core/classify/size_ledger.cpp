@@ -218,6 +218,18 @@ int newSegmentsGo(const DeviceTrace& dev)
     return 0;
 }
 
+// A weight among same-size blocks from before recording that the counts read as its state or its
+// gradient: which block is the weight is a guess, and the rule says so.
+uint16_t oneOfSeveralRule(Classification& c)
+{
+    return ledgerRule(c, "preexisting-one-of-several-per-gradient",
+                      "allocated before recording, alive throughout, no stack, and one of two or more same-size blocks per "
+                      "gradient of that size: one is the weight, the others an optimizer's state or gradients from before "
+                      "recording (or frozen layers of the same shape); without the frames that made them the dump cannot "
+                      "tell which",
+                      Pool::Parameter, kEvidenceSize | kEvidenceLifetime);
+}
+
 // A parameter's gradient outlives the backward run that made it (to the step, zero_grad or the end);
 // one the engine hands on to the next layer and lets go of there is no weight's.
 bool outlivesItsBackwardRun(const DeviceTrace& dev, const Classification& c, size_t i)
@@ -312,8 +324,11 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
         const size_t gradients = ids.size() - size_t(w->second.first);
         for (size_t j = ids.size() - gradients; j < ids.size(); ++j)
             classify_detail::decide(c, ids[j], Pool::Gradient, rule, 55);
-        for (size_t j = 0; j < ids.size() - gradients; ++j)
+        const uint16_t weightRule = oneOfSeveralRule(c);
+        for (size_t j = 0; j < ids.size() - gradients; ++j) {
+            c.rule[ids[j]] = weightRule;
             c.confidence[ids[j]] = std::min<uint8_t>(c.confidence[ids[j]], 55);
+        }
     }
 }
 
@@ -489,12 +504,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
             if (c.pool[i] != Pool::Parameter)
                 continue;
             if (guessRule == 0)
-                guessRule = ledgerRule(c, "preexisting-one-of-several-per-gradient",
-                                                     "allocated before recording, alive throughout, no stack, and one of two or more "
-                                                     "same-size blocks per gradient of that size: one is the weight, the others an "
-                                                     "optimizer's state or gradients from before recording (or frozen layers of the "
-                                                     "same shape); without the frames that made them the dump cannot tell which",
-                                                     Pool::Parameter, kEvidenceSize | kEvidenceLifetime);
+                guessRule = oneOfSeveralRule(c);
             c.rule[i] = guessRule;
             c.confidence[i] = std::min<uint8_t>(c.confidence[i], split ? 55 : 45);
         }
