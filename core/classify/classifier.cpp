@@ -477,6 +477,10 @@ private:
             if (matches(m_compiled[k], pseudo, f, c, true)) {
                 c.untrackedPool = m_compiled[k].rule->pool;
                 c.untrackedRule = uint16_t(k);
+                // The profiler recorded only a total for these bytes: no block, size, address or
+                // stack. What the rule reads into memory from before recording ("most of it is
+                // weights") is a guess here, below the 50 % that gives a knob, however many bytes.
+                c.untrackedConfidence = uint8_t(std::min<int>(m_compiled[k].rule->confidence, 40));
                 return;
             }
     }

@@ -73,6 +73,7 @@ struct Classification {
     int64_t untrackedBytes = 0;
     Pool untrackedPool = Pool::Unknown;
     uint16_t untrackedRule = 0;
+    uint8_t untrackedConfidence = 0; // below 50: the profiler recorded only its total (judgeUntracked)
 
     // Counts of allocations per size (rounded up to 512 B, the allocator's granularity) in the
     // parameter, gradient and optimizer-state pools: the size-mirroring evidence.

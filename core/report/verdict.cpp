@@ -215,6 +215,11 @@ PoolConfidence aliveConfidence(const Classification& c, const std::vector<Alloca
         weighted[p] += b * c.confidence[id.value];
         bytes[p] += b;
     }
+    // Memory a profiler trace shows only as its opening total is alive at every moment.
+    if (c.untrackedBytes > 0 && c.untrackedPool != Pool::Unknown) {
+        weighted[size_t(c.untrackedPool)] += double(c.untrackedBytes) * c.untrackedConfidence;
+        bytes[size_t(c.untrackedPool)] += double(c.untrackedBytes);
+    }
     PoolConfidence out;
     out.fill(-1);
     for (size_t p = 0; p < kAllocationPoolCount; ++p)

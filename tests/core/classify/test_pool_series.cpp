@@ -341,6 +341,7 @@ private slots:
         QCOMPARE(c.untrackedBytes, int64_t(64 << 20));
         QCOMPARE(c.untrackedPool, Pool::Parameter);
         QCOMPARE(c.rules[c.untrackedRule].name, std::string("preexisting-alive"));
+        QVERIFY(c.untrackedConfidence > 0 && c.untrackedConfidence < 50); // only a total: a guess
         const PoolSeries s = computePoolSeries(d, c);
         QCOMPARE(s.bytes(Pool::Parameter, kNoEvent), int64_t(64 << 20));
         QCOMPARE(allocatedBytes(s.at(0)), d.allocated[0]);

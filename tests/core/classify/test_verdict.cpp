@@ -137,6 +137,32 @@ private slots:
         QCOMPARE(conf[size_t(Pool::CachedFree)], -1);
     }
 
+    // A profiler trace shows memory from before it only as its opening total: those bytes count in
+    // their pool's confidence at every moment, at the classifier's figure for them (below 50 %). A
+    // 10 GiB total read as weights beside 1 GiB of weights at 90 % is a guess, not 90 % (before,
+    // only the blocks counted, and the verdict advised sharding the 11 GiB).
+    void untrackedBytesCountInTheirPool()
+    {
+        std::vector<Allocation> allocs(1);
+        allocs[0].size = gib(1);
+        Classification c;
+        c.pool = {Pool::Parameter};
+        c.confidence = {90};
+        c.untrackedBytes = gib(10);
+        c.untrackedPool = Pool::Parameter;
+        c.untrackedConfidence = 40;
+        const std::vector<AllocId> alive = {AllocId(0)};
+        const PoolConfidence conf = aliveConfidence(c, allocs, alive);
+        QCOMPARE(conf[size_t(Pool::Parameter)], 45); // (10*40 + 1*90) / 11
+        PoolBytes b{};
+        b[size_t(Pool::Parameter)] = gib(11);
+        MomentEvidence ev;
+        ev.confidence = conf;
+        ev.bytesByEvidence[size_t(Pool::Parameter)][kEvidenceLifetime] = gib(1);
+        const Verdict v = makeVerdict("At the peak", b, ev);
+        QVERIFY2(v.advice.find("cannot name") != std::string::npos && v.advice.find("shard") == std::string::npos, v.advice.c_str());
+    }
+
     void nothingAllocated()
     {
         const Verdict v = makeVerdict("At event #0", PoolBytes{});
