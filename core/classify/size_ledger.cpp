@@ -185,11 +185,13 @@ private:
 // new ones lower, the corpus's `niu_*` and `zl_decomfl` higher), so only the dump's own segments say it.
 int newSegmentsGo(const DeviceTrace& dev)
 {
-    const size_t n = dev.events.action.size();
-    std::vector<uint64_t> order; // the recording's new segments, in order
-    for (size_t e = 0; e < n; ++e)
+    std::vector<uint64_t> order, freed; // the recording's new segments in order, and those it let go of
+    for (size_t e = 0; e < dev.events.action.size(); ++e) {
         if (dev.events.action[e] == Action::SegmentAlloc)
             order.push_back(dev.events.addr[e]);
+        else if (dev.events.action[e] == Action::SegmentFree)
+            freed.push_back(dev.events.addr[e]);
+    }
     if (order.empty())
         return 0;
     std::vector<uint64_t> made = order;
@@ -200,9 +202,9 @@ int newSegmentsGo(const DeviceTrace& dev)
     for (const Segment& seg : dev.segments)
         if (!madeHere(seg.address))
             know(seg.address);
-    for (size_t e = 0; e < n; ++e)
-        if (dev.events.action[e] == Action::SegmentFree && !madeHere(dev.events.addr[e]))
-            know(dev.events.addr[e]);
+    for (uint64_t a : freed)
+        if (!madeHere(a))
+            know(a);
     int below = 0, above = 0;
     for (uint64_t a : order) {
         if (hi != 0 && a < lo)
@@ -249,16 +251,7 @@ bool outlivesItsBackwardRun(const DeviceTrace& dev, const Classification& c, siz
 // same-size block is which is, as for the state, a guess by segments and creation order.
 void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, Classification& c)
 {
-    // The window opens in a backward or a step (its first pass is not a forward, which would make
-    // every gradient of the backward after it under recording) and holds an optimizer step.
-    bool stepSeen = false, opensAfterAForward = false, framesSeen = false;
-    Phase first = Phase::Unknown;
-    for (Phase p : c.phases.phase) {
-        if (first == Phase::Unknown && (p == Phase::Forward || p == Phase::Backward || p == Phase::OptimizerStep))
-            first = p;
-        stepSeen = stepSeen || p == Phase::OptimizerStep;
-    }
-    opensAfterAForward = first == Phase::Backward || first == Phase::OptimizerStep;
+    bool framesSeen = false;
     std::unordered_map<int64_t, int64_t> recorded;
     std::unordered_map<int64_t, std::vector<uint32_t>> stackless;
     for (size_t i = 0; i < c.size(); ++i) {
@@ -269,7 +262,19 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
             stackless[blocks[i].mirrorSize].push_back(uint32_t(i));
     }
     // Without any frame an empty stack says nothing of the engine's thread.
-    if (!stepSeen || !opensAfterAForward || !framesSeen || stackless.empty())
+    if (!framesSeen || stackless.empty())
+        return;
+    // The window opens in a backward or a step (its first pass is not a forward, which would make
+    // every gradient of the backward after it under recording) and holds an optimizer step.
+    Phase first = Phase::Unknown;
+    bool stepSeen = false;
+    for (size_t e = 0; e < c.phases.phase.size() && !stepSeen; ++e) {
+        const Phase p = c.phases.phase[e];
+        if (first == Phase::Unknown && (p == Phase::Forward || p == Phase::Backward || p == Phase::OptimizerStep))
+            first = p;
+        stepSeen = p == Phase::OptimizerStep;
+    }
+    if (!stepSeen || (first != Phase::Backward && first != Phase::OptimizerStep))
         return;
     // The state per size: alive at once, or at the window's end where a step rewrote it out of place
     // (old and new buffers overlap for a moment) and has finished.
@@ -438,13 +443,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     const std::unordered_map<int64_t, uint32_t>& perStep = useAtOnce ? atOnce : perRun;
     const GradientSets& sets = useAtOnce ? byAtOnce : byRun;
     const int64_t bestK = sets.k;
-    // The state per size: alive at once, or at the window's end where a step rewrote it out of place
-    // (old and new buffers overlap for a moment) and has finished.
-    const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState);
-    std::unordered_map<int64_t, int64_t> stateAtEnd;
-    for (size_t i = 0; i < c.size(); ++i)
-        if (c.pool[i] == Pool::OptimizerState && classify_detail::freeEventOf(dev.allocations[i]) == kNoEvent)
-            ++stateAtEnd[blocks[i].mirrorSize]; // (before the split below)
+    const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState); // (before the split below)
     const bool split = !stateSeen && (sets.filled() || weightsByK);
     // Which way new segments go is read only where blocks are split: a pass over every event.
     if (split) {
