@@ -34,5 +34,12 @@ std::vector<Range> repeatingSteps(const DeviceTrace& dev, int64_t* period);
 // at least three quarters of the complete repetitions keep half or more of their rise and a
 // complete one (the second: the first can hold warm-up) does not repeat within itself.
 bool repetitionsAreLayers(const DeviceTrace& dev, const std::vector<Range>& ranges);
+// Whether the repetitions lie inside the passes the classifier read (RunFacts::passes): more than
+// half of the complete ones fall wholly inside a pass that holds two or more of them. A step or a
+// call holds its passes, never the other way round, so repetitions a pass holds are its layers (or
+// steps the stream cannot tell apart, where its reading found one pass for several): a frameless
+// no_grad forward's layers, which let go of what they make as steps do, read as 23 to 43 "steps"
+// otherwise, and a grad-mode forward's as steps whose growth is a leak.
+bool repetitionsInsidePasses(const DeviceTrace& dev, const Classification& c, const std::vector<Range>& ranges);
 
 } // namespace poolscope::steps_detail

@@ -101,6 +101,7 @@ StepTable findSteps(const DeviceDocument& doc)
     }
     std::vector<Range> ranges;
     bool layers = false; // a repeating pattern of one pass's layers (steps_detail::repetitionsAreLayers)
+    bool inPasses = false; // ... repetitions inside the passes the stream shows (steps_detail::repetitionsInsidePasses)
     if (auto r = steps_detail::profilerSteps(doc.trace(), dev); !r.empty()) {
         table.source = StepSource::ProfilerSteps;
         table.how = "from the profiler's ProfilerStep#N annotations";
@@ -120,18 +121,28 @@ StepTable findSteps(const DeviceDocument& doc)
                     : bwd ? "from the phases: each backward ends a step (no optimizer step was recorded)"
                           : "from the phases: each forward pass is a step (no backward was recorded)";
         ranges = std::move(r);
-    } else if (auto r = steps_detail::repeatingSteps(dev, &table.period); r.size() >= 2 && !(layers = steps_detail::repetitionsAreLayers(dev, r))) {
+    } else if (auto r = steps_detail::repeatingSteps(dev, &table.period); r.size() >= 2 && !(layers = steps_detail::repetitionsAreLayers(dev, r)) &&
+                                                                             !(inPasses = c && steps_detail::repetitionsInsidePasses(dev, *c, r))) {
         table.source = StepSource::RepeatingPattern;
         table.how = "from the repeating allocation pattern (" + std::to_string(table.period) +
                     " allocations per step), boundaries at the lowest memory between repetitions";
         ranges = std::move(r);
+    } else if (inPasses && (r = steps_detail::phaseSteps(dev, *c)).size() >= 2) {
+        // No frame names a pass, but the stream's own reading found several, each holding repetitions.
+        table.source = StepSource::Phases;
+        table.period = 0;
+        table.how = "from the passes the allocation stream shows (no frame names them); the allocation pattern repeats "
+                    "inside each pass: its layers, not steps";
+        ranges = std::move(r);
     } else {
         table.source = StepSource::Whole;
-        if (layers)
+        if (layers || inPasses)
             table.period = 0;
-        table.how = layers ? "one step: the allocation pattern repeats, but each repetition keeps most of what it made and holds "
-                             "no repeats of its own: the layers of one pass, not steps or calls"
-                           : "one step: neither annotations, phases nor a repeating allocation pattern mark steps";
+        table.how = layers     ? "one step: the allocation pattern repeats, but each repetition keeps most of what it made and holds "
+                                 "no repeats of its own: the layers of one pass, not steps or calls"
+                    : inPasses ? "one step: the allocation pattern repeats inside what the allocation stream reads as one pass (no "
+                                 "frame names it): the layers of one pass, or steps the stream cannot tell apart"
+                               : "one step: neither annotations, phases nor a repeating allocation pattern mark steps";
         ranges.push_back(Range{0, last, {}, true});
     }
     ranges = tidy(std::move(ranges), last);
