@@ -18,6 +18,15 @@ using namespace poolscope;
 
 namespace {
 
+// Classified by the shipped rules; timelines are left to be built on demand (steps need none).
+std::shared_ptr<const Document> documentOf(const std::shared_ptr<const Trace>& trace)
+{
+    DocumentOptions d;
+    d.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
+    d.eagerTimelines = false;
+    return Document::fromTrace(trace, d);
+}
+
 // The dump with every frame dropped, history and annotations kept (`poolscope redact --frames none`).
 std::shared_ptr<const Document> frameless(const std::shared_ptr<const Trace>& original)
 {
@@ -25,10 +34,7 @@ std::shared_ptr<const Document> frameless(const std::shared_ptr<const Trace>& or
     RedactOptions o;
     o.frames = FrameKeep::None;
     o.markers = &rules;
-    DocumentOptions d;
-    d.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
-    d.eagerTimelines = false;
-    return Document::fromTrace(redact(*original, o), d);
+    return documentOf(redact(*original, o));
 }
 
 std::shared_ptr<const Trace> gpuRun(const QString& run)
@@ -62,11 +68,7 @@ private slots:
         QCOMPARE(s.table.period, int64_t(0));
         QVERIFY(s.leaks.suspects.empty());
         // What the frames said: one step there too (dd: the set-up's step, then the OOM's forward).
-        DocumentOptions d;
-        d.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
-        d.eagerTimelines = false;
-        const auto withFrames = Document::fromTrace(original, d);
-        QVERIFY(findSteps(withFrames->device(0)).completeSteps() <= 1);
+        QVERIFY(findSteps(documentOf(original)->device(0)).completeSteps() <= 1);
     }
 
     // Calls that run the model's layers repeat within themselves: they stay steps (a generate()'s
@@ -93,10 +95,7 @@ private slots:
     void passesCarryTheCallsTheirLayersRepeatIn()
     {
         const auto original = gpuRun("hand_decoder_cat");
-        DocumentOptions d;
-        d.rules = std::make_shared<const RuleSet>(RuleSet::builtin());
-        d.eagerTimelines = false;
-        const size_t calls = findSteps(Document::fromTrace(original, d)->device(0)).steps.size();
+        const size_t calls = findSteps(documentOf(original)->device(0)).steps.size();
         QCOMPARE(calls, size_t(41));
         const StepTable t = findSteps(frameless(original)->device(0));
         QCOMPARE(t.source, StepSource::Phases);
