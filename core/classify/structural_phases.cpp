@@ -7,6 +7,7 @@
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structural_forward_again.h"
 #include "core/classify/structural_graph_release.h"
+#include "core/classify/structural_held_rise.h"
 #include "core/classify/structural_named_backward.h"
 #include "core/classify/structural_named_optimizer.h"
 #include "core/classify/structural_repetition.h"
@@ -229,6 +230,11 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         const int64_t rise = all[size_t(highAt)] - all[size_t(lowAt)];
         if (highAt > lowAt && rise >= threshold && (all[n - 1] - all[size_t(lowAt)]) * 4 >= rise * 3 && passStart(open) != kNoEvent)
             sw.push_back(open);
+        else if (const EventIndex low = heldRiseStart(all, tail, (hi - lo) / 20); low != kNoEvent && stepOrZeroGradBefore(tl, low)) {
+            const Swing held{low, EventIndex(n) - 1, EventIndex(n) - 1, true}; // structural_held_rise.h
+            if (passStart(held) != kNoEvent)
+                sw.push_back(held);
+        }
     }
     const RepeatedForwards& calls = repetition.get();
     if (sw.empty())
