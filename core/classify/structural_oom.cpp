@@ -92,7 +92,11 @@ void heldAtOomInBackward(const DeviceTrace& dev, Classification& c)
     if (dev.ooms.empty() || !c.history)
         return;
     const auto& tl = c.phases;
-    auto cut = [&](const Allocation& a) { return tl.phase[size_t(a.allocEvent)] == Phase::Backward && aliveAtAnOomInItsPass(dev, a, tl); };
+    // A block from before recording was made in no recorded backward (its allocEvent is kNoEvent:
+    // reading its phase read the byte before the timeline, as ASan found in stop 58).
+    auto cut = [&](const Allocation& a) {
+        return !a.preexisting() && tl.phase[size_t(a.allocEvent)] == Phase::Backward && aliveAtAnOomInItsPass(dev, a, tl);
+    };
     std::vector<uint32_t> unknown, byLifetime;
     std::unordered_set<int64_t> classes;
     for (size_t i = 0; i < c.size(); ++i) {
