@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace poolscope {
@@ -233,12 +234,62 @@ uint16_t oneOfSeveralRule(Classification& c)
 }
 
 // A parameter's gradient outlives the backward run that made it (to the step, zero_grad or the end);
-// one the engine hands on to the next layer and lets go of there is no weight's.
+// one the engine hands on to the next layer and lets go of there is no weight's. Where an optimizer
+// step follows, the step reads every trained weight's gradient, so a weight's gradient is still alive
+// when that step begins: a block the backward made and let go of just past the run's end, before the
+// step (a reduction's buffer, a loss-scale check), is no weight's either (hf_trainer_eval cut to its
+// last 80 %, frameless: two such 4 MiB blocks counted 10 gradients of a size that has 8 and set the
+// state per weight to 2 copies where Adam keeps 3).
 bool outlivesItsBackwardRun(const DeviceTrace& dev, const Classification& c, size_t i)
 {
     const Allocation& a = dev.allocations[i];
     const EventIndex r = classify_detail::freeEventOf(a);
-    return a.preexisting() || r == kNoEvent || c.phases.run[size_t(r)] != c.phases.run[size_t(a.allocEvent)];
+    if (a.preexisting() || r == kNoEvent)
+        return true;
+    const uint32_t born = c.phases.run[size_t(a.allocEvent)];
+    if (c.phases.run[size_t(r)] == born)
+        return false;
+    for (size_t k = born + 1; k < c.phases.runs.size() && c.phases.runs[k].first <= r; ++k)
+        if (c.phases.runs[k].phase == Phase::OptimizerStep)
+            return true; // alive when the step began
+    for (size_t k = born + 1; k < c.phases.runs.size(); ++k)
+        if (c.phases.runs[k].phase == Phase::OptimizerStep)
+            return false; // let go of before the step that follows
+    return true;
+}
+
+// Gradients per weight size that one step makes. Where the recording holds optimizer steps: those
+// alive when a step begins, the most at any step (the step reads every trained weight's gradient,
+// however the phases split the backward before it: reentrant checkpointing recomputes a segment's
+// forward inside it, cutting it into runs that each make a few gradients). Without a step: those one
+// backward run made.
+std::unordered_map<int64_t, uint32_t> gradientsPerStep(const DeviceTrace& dev, const Classification& c,
+                                                       const std::vector<LedgerBlock>& blocks,
+                                                       const std::function<bool(size_t)>& weightsGradient)
+{
+    std::vector<EventIndex> steps;
+    for (const PhaseTimeline::Run& r : c.phases.runs)
+        if (r.phase == Phase::OptimizerStep)
+            steps.push_back(r.first);
+    std::map<std::pair<size_t, int64_t>, uint32_t> perKey; // (step or run, size) -> gradients
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Gradient || !weightsGradient(i))
+            continue;
+        if (steps.empty()) {
+            if (!a.preexisting())
+                ++perKey[{c.phases.run[size_t(a.allocEvent)], blocks[i].mirrorSize}];
+            continue;
+        }
+        const EventIndex r = classify_detail::freeEventOf(a);
+        auto it = a.preexisting() ? steps.begin() : std::upper_bound(steps.begin(), steps.end(), a.allocEvent);
+        for (; it != steps.end() && (r == kNoEvent || *it <= r); ++it)
+            ++perKey[{size_t(it - steps.begin()), blocks[i].mirrorSize}];
+    }
+    std::unordered_map<int64_t, uint32_t> most;
+    for (const auto& [key, n] : perKey)
+        most[key.second] = std::max(most[key.second], n);
+    return most;
 }
 
 // A window that opens in the backward (or after it) of a capture that records no frame on the
@@ -410,10 +461,27 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
         return; // both readings below count these blocks
     // The state was born in the trace, or predates it with the frames that made it (a ring
     // buffer dropped its birth, not the stack its block keeps): no state hides among the
-    // stackless blocks, which were made before recording began, as the parameters are.
-    bool stateSeen = false;
-    for (size_t i = 0; i < c.size() && !stateSeen; ++i)
-        stateSeen = c.pool[i] == Pool::OptimizerState && (!dev.allocations[i].preexisting() || !blocks[i].emptyStack);
+    // stackless blocks, which were made before recording began, as the parameters are. Only state
+    // of the weights' sizes and of their bytes' order says so: an optimizer keeps one buffer or more
+    // per weight, while a step's scalars (a gradient norm, a loss scale, a list of norms: 4 to 96 B,
+    // keyed with the weights' step counts in 512-byte size keys) come at every step, whenever the
+    // moments were made (hf_trainer_eval cut to its last 80 %, frameless: 704 MiB of Adam's moments
+    // stayed weights beside 22 such scalars). The bytes are weighed against the candidates of the
+    // gradients' sizes, the weights an optimizer trains (not inputs kept from before recording or
+    // frozen weights of other shapes: gcn_adam_cpp keeps 12 GiB of graph beside 1 MiB of weights).
+    std::unordered_set<int64_t> gradientSizes;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::Gradient)
+            gradientSizes.insert(blocks[i].mirrorSize);
+    int64_t candidateBytes = 0, stateBytes = 0;
+    for (const auto& [size, ids] : candidates)
+        if (gradientSizes.count(size))
+            candidateBytes += int64_t(ids.size()) * size;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (c.pool[i] == Pool::OptimizerState && (!dev.allocations[i].preexisting() || !blocks[i].emptyStack) &&
+            candidates.count(blocks[i].mirrorSize))
+            stateBytes += dev.allocations[i].size;
+    const bool stateSeen = stateBytes * 64 >= candidateBytes && stateBytes > 0;
     // Gradients per parameter size, counted two ways: those one backward pass made (every step makes
     // new ones), and those alive at once (a step's gradients all are once its backward ends, until
     // zero_grad, however the phases split that backward: a reading that ends the backward early puts
@@ -423,14 +491,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     bool useAtOnce = false;
     const auto weightsGradient = [&](size_t i) { return outlivesItsBackwardRun(dev, c, i); };
     if (!stateSeen) {
-        std::map<std::pair<uint32_t, int64_t>, uint32_t> perRunAndSize;
-        for (size_t i = 0; i < c.size(); ++i) {
-            const Allocation& a = dev.allocations[i];
-            if (c.pool[i] == Pool::Gradient && !a.preexisting() && weightsGradient(i))
-                ++perRunAndSize[{c.phases.run[size_t(a.allocEvent)], blocks[i].mirrorSize}];
-        }
-        for (const auto& [key, n] : perRunAndSize)
-            perRun[key.second] = std::max(perRun[key.second], n);
+        perRun = gradientsPerStep(dev, c, blocks, weightsGradient);
         byRun = gradientSets(candidates, perRun);
         if (!byRun.filled()) {
             for (const auto& [size, n] : mostAliveAtOnce(dev, blocks, c, Pool::Gradient, weightsGradient).blocks)
