@@ -3,6 +3,7 @@
 #include "core/model/trace_builder.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace poolscope {
 
@@ -43,6 +44,36 @@ void SnapshotAssembler::unknownKey(std::string_view where, std::string_view key)
     ++m_trace.unknownKeys[std::string(where) + "." + std::string(key.substr(0, 64))];
 }
 
+// A capture with context="state" records the stack of each block alive at the snapshot, not of its
+// alloc entry (the entries' frames are empty): the final segments give an allocation made under
+// recording and alive to the end the stack it was made at, as PyTorch's viewer shows it, so the
+// tensor tables, explain and the sites name the line that holds the bytes.
+void SnapshotAssembler::stacksFromBlocks(DeviceTrace& d) const
+{
+    const auto empty = [&](StackId s) { return !s.valid() || m_trace.frames.stack(s).empty(); };
+    bool wanted = false;
+    for (const Allocation& a : d.allocations)
+        if (!a.preexisting() && a.aliveAtEnd() && empty(a.stack)) {
+            wanted = true;
+            break;
+        }
+    if (!wanted)
+        return;
+    std::unordered_map<uint64_t, StackId> byAddress;
+    for (const Segment& seg : d.segments)
+        for (const Block& b : seg.blocks)
+            if (b.state == BlockState::ActiveAllocated && !empty(b.stack))
+                byAddress.emplace(b.address, b.stack);
+    for (size_t i = 0; i < d.allocations.size(); ++i) {
+        Allocation& a = d.allocations[i];
+        if (!a.preexisting() && a.aliveAtEnd() && empty(a.stack))
+            if (const auto it = byAddress.find(a.address); it != byAddress.end()) {
+                d.stacksFromFinalBlocks.push_back({uint32_t(i), a.stack});
+                a.stack = it->second;
+            }
+    }
+}
+
 void SnapshotAssembler::finish()
 {
     for (auto& d : m_trace.devices) {
@@ -51,6 +82,7 @@ void SnapshotAssembler::finish()
             finalizeDevice(d, std::move(it->second), m_trace.warnings);
         else
             finalizeDevice(d, m_trace.warnings);
+        stacksFromBlocks(d);
     }
     auto& hints = m_trace.versionHints;
     if (!m_trace.annotations.empty())

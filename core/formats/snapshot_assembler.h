@@ -31,6 +31,8 @@ public:
     void finish();
 
 private:
+    void stacksFromBlocks(DeviceTrace& device) const;
+
     Trace& m_trace;
     std::map<int, EventPairing> m_pairings;
 };

@@ -125,6 +125,11 @@ struct DeviceTrace {
     // file). kNoEvent: they agree. Reserved bytes are then no measurement (reservedKnown() is false).
     EventIndex segmentsContradicted = kNoEvent;
     std::vector<OomEvent> ooms;
+    // A capture with context="state" keeps a stack for each block alive at the snapshot and none on
+    // the history's entries: the allocations (made under recording, alive at the end) whose stack the
+    // reader took from their final block, with the stack their entry had. Shown wherever a stack is;
+    // the classifier reads the entries as recorded (see classify()).
+    std::vector<std::pair<uint32_t, StackId>> stacksFromFinalBlocks;
     bool hasTime = false;
     // Kineto traces report the allocator totals themselves; kept to cross-check our running sums.
     std::vector<int64_t> reportedAllocated; // empty when the source has no such field
