@@ -300,6 +300,8 @@ MomentEvidence momentEvidence(const Classification& c, const std::vector<Allocat
         const int64_t b = std::max<int64_t>(allocations[i].size, 0);
         const Pool p = c.pool[i];
         m.bytesByEvidence[size_t(p)][c.evidenceOf(i) & ((1u << kEvidenceKinds) - 1)] += b;
+        if (c.confidence[i] < kGuessConfidence)
+            m.guessedBytes[size_t(p)] += b;
         if (const uint16_t pp = c.privatePoolOf(i); pp != 0 && pp < perPool.size())
             perPool[pp] += b;
         const Phase birth = i < c.birthPhase.size() ? c.birthPhase[i] : Phase::Unknown;
@@ -431,6 +433,12 @@ Verdict buildVerdict(std::string_view moment, const PoolBytes& pools, const Pool
         v.advice = std::string(wall ? "The dump cannot name the wall" : "The dump cannot name the largest pool") + ": it is " +
                    (v.evidence == kEvidenceSize ? "by sizes alone " : "") + "perhaps " + phrase + ", at " +
                    std::to_string(v.confidence) + "% confidence (a guess; poolscope explain shows the evidence), so no advice is given";
+        guess = true;
+    } else if (ev && v.confidence >= 0 && ev->guessedBytes[size_t(v.dominant)] * 2 > pools[size_t(v.dominant)]) {
+        v.advice = std::string(wall ? "The dump cannot name the wall" : "The dump cannot name the largest pool") + ": it is perhaps " +
+                   phrase + ", but " + gib(ev->guessedBytes[size_t(v.dominant)]) + " of its " + gib(pools[size_t(v.dominant)]) +
+                   " are a guess below " + std::to_string(kGuessConfidence) +
+                   "% confidence (poolscope explain shows the evidence), so no advice is given";
         guess = true;
     } else if (ev && v.evidence == kEvidenceSize) {
         v.advice = "Sizes alone suggest " + wallIs + phrase + " (a suggestion, not evidence" +

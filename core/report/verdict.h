@@ -43,6 +43,10 @@ struct MomentEvidence {
     PoolConfidence confidence; // as aliveConfidence
     // Per pool, bytes by the EvidenceKind bits of the rule that decided them (index 0: no evidence).
     std::array<std::array<int64_t, 1u << kEvidenceKinds>, kPoolCount> bytesByEvidence{};
+    // Per pool, bytes alive that the classifier placed below kGuessConfidence. A pool whose mean
+    // confidence passes 50 % while most of its bytes are guesses (a few sure weights beside gigabytes
+    // of "a weight or an earlier call's graph") is no wall to act on either.
+    std::array<int64_t, kPoolCount> guessedBytes{};
     // Allocated bytes alive in each private pool, largest first (the default pool not listed).
     std::vector<std::pair<PrivatePoolId, int64_t>> privatePools;
     // The share of the temporary pool's bytes that scale with the micro-batch: temporaries born in a

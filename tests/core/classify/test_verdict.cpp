@@ -220,6 +220,27 @@ private slots:
         QVERIFY(makeVerdict("At the OOM", f, away).advice.find("expandable_segments") != std::string::npos);
     }
 
+    // A mean confidence over 50 % with most of the pool's bytes guesses (a few sure weights beside
+    // gigabytes the dump cannot tell from an earlier call's graph: eval_with_grad's frameless window)
+    // names no wall either; with the guesses under half the bytes the verdict hedges as before.
+    void mostlyGuessedGivesNoAdvice()
+    {
+        PoolBytes b{};
+        b[size_t(Pool::Parameter)] = gib(3.0);
+        MomentEvidence ev;
+        ev.atOom = true;
+        ev.confidence[size_t(Pool::Parameter)] = 52;
+        ev.bytesByEvidence[size_t(Pool::Parameter)][kEvidenceLifetime] = gib(3.0);
+        ev.guessedBytes[size_t(Pool::Parameter)] = gib(2.0);
+        const Verdict v = makeVerdict("At the OOM", b, ev);
+        QVERIFY2(v.advice.rfind("The dump cannot name the wall: it is perhaps parameters, but 2.00 GiB of its 3.00 GiB are a guess", 0) == 0,
+                 v.advice.c_str());
+        QVERIFY2(v.advice.find("precision") == std::string::npos && v.advice.find("shard") == std::string::npos, v.advice.c_str());
+        ev.guessedBytes[size_t(Pool::Parameter)] = gib(1.0);
+        const Verdict hedged = makeVerdict("At the OOM", b, ev);
+        QVERIFY2(hedged.advice.rfind("The wall is probably parameters (classified with 52% confidence", 0) == 0, hedged.advice.c_str());
+    }
+
     // Copies from before recording that nothing tells apart (kRoleIndistinctCopies): said first,
     // and the guess below 50 % gives no knob. Without such bytes, nothing of it is said.
     void indistinctCopiesAreSaid()
