@@ -1,6 +1,7 @@
 #include "core/classify/classifier.h"
 #include "core/classify/pool_display.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -123,6 +124,11 @@ Explanation explain(const Trace& trace, const DeviceTrace& dev, const Classifica
     const EventIndex freeEv = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
     if (freeEv == kNoEvent) {
         ev.push_back("still allocated at the end of the trace");
+        if (std::any_of(dev.stacksFromFinalBlocks.begin(), dev.stacksFromFinalBlocks.end(),
+                        [&](const auto& s) { return s.first == uint32_t(i); }))
+            ev.push_back("its stack is the one the snapshot keeps for blocks alive at the end (a capture with context=\"state\"); "
+                         "the history recorded no frame, and the classifier reads the history as recorded, so this stack is "
+                         "shown, not used as evidence");
     } else {
         std::string s = "freed at event #" + std::to_string(freeEv) + "; phase " + phaseEvidence(trace, dev, c, freeEv);
         if (!a.preexisting())

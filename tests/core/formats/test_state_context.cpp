@@ -75,6 +75,12 @@ private slots:
         }
         QCOMPARE(framedFreed, size_t(0)); // nothing invents a stack for a block the snapshot no longer holds
         QCOMPARE(framedSurvivors, d.stacksFromFinalBlocks.size());
+        // explain says where the stack came from, and that the reading did not use it.
+        const RuleSet rules = RuleSet::builtin();
+        const Classification c = classify(*t, d, rules);
+        const Explanation x = explain(*t, d, c, AllocId{d.stacksFromFinalBlocks.front().first});
+        QVERIFY(std::any_of(x.evidence.begin(), x.evidence.end(),
+                            [](const std::string& e) { return e.find("context=\"state\"") != std::string::npos; }));
     }
 
     // Pools and rules as if no block had a stack: the survivors' stacks are for showing.
