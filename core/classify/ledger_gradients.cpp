@@ -65,23 +65,24 @@ std::unordered_map<int64_t, uint32_t> gradientsPerStep(const DeviceTrace& dev, c
         return most;
     }
     // A sweep over the gradients' lives: alive at a step's start s where made before s (or before
-    // recording) and let go of at s or later. Only the sizes that changed since the last step start
-    // are read again, so a long run costs its gradients plus its steps, not their product.
-    std::vector<std::pair<EventIndex, std::pair<int, int64_t>>> changes; // (event, (+1 | -1, size))
+    // recording) and let go of at s or later, so each change counts from the event after it. Only the
+    // sizes that changed since the last step start are read again, so a long run costs its gradients
+    // plus its steps, not their product.
+    std::vector<std::pair<EventIndex, std::pair<int, int64_t>>> changes; // (from event, (+1 | -1, size))
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         if (c.pool[i] != Pool::Gradient || !weightsGradient(i))
             continue;
-        changes.push_back({a.preexisting() ? EventIndex(-1) : a.allocEvent, {+1, blocks[i].mirrorSize}});
+        changes.push_back({a.preexisting() ? 0 : a.allocEvent + 1, {+1, blocks[i].mirrorSize}});
         if (const EventIndex r = classify_detail::freeEventOf(a); r != kNoEvent)
-            changes.push_back({r + 1, {-1, blocks[i].mirrorSize}}); // still alive at a step starting at r
+            changes.push_back({r + 1, {-1, blocks[i].mirrorSize}});
     }
     std::sort(changes.begin(), changes.end());
     std::unordered_map<int64_t, int64_t> alive;
     std::vector<int64_t> changed;
     size_t k = 0;
     for (const EventIndex s : steps) {
-        for (; k < changes.size() && changes[k].first < s + (changes[k].second.first < 0 ? 1 : 0); ++k) {
+        for (; k < changes.size() && changes[k].first <= s; ++k) {
             alive[changes[k].second.second] += changes[k].second.first;
             changed.push_back(changes[k].second.second);
         }

@@ -246,12 +246,12 @@ uint16_t oneOfSeveralRule(Classification& c)
 // window made, so W = (N + G) / 2. The step's state checks it: K buffers per weight for one K in
 // 1..3 over most bytes (frozen weights, with no gradient and no state, break the sums). Which
 // same-size block is which is, as for the state, a guess by segments and creation order.
-void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, Classification& c)
+void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, const std::vector<uint32_t>& nextStep,
+                                  Classification& c)
 {
     bool framesSeen = false;
     std::unordered_map<int64_t, int64_t> recorded;
     std::unordered_map<int64_t, std::vector<uint32_t>> stackless;
-    const std::vector<uint32_t> nextStep = nextStepRun(c);
     for (size_t i = 0; i < c.size(); ++i) {
         framesSeen = framesSeen || !blocks[i].emptyStack;
         if (c.pool[i] == Pool::Gradient && !dev.allocations[i].preexisting() && outlivesItsBackwardRun(dev, c, nextStep, i))
@@ -417,17 +417,17 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     // gradients' sizes, the weights an optimizer trains (not inputs kept from before recording or
     // frozen weights of other shapes: gcn_adam_cpp keeps 12 GiB of graph beside 1 MiB of weights).
     std::unordered_set<int64_t> gradientSizes;
-    for (size_t i = 0; i < c.size(); ++i)
+    int64_t candidateBytes = 0, stateBytes = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
         if (c.pool[i] == Pool::Gradient)
             gradientSizes.insert(blocks[i].mirrorSize);
-    int64_t candidateBytes = 0, stateBytes = 0;
+        else if (c.pool[i] == Pool::OptimizerState && (!dev.allocations[i].preexisting() || !blocks[i].emptyStack) &&
+                 candidates.count(blocks[i].mirrorSize))
+            stateBytes += dev.allocations[i].size;
+    }
     for (const auto& [size, ids] : candidates)
         if (gradientSizes.count(size))
             candidateBytes += int64_t(ids.size()) * size;
-    for (size_t i = 0; i < c.size(); ++i)
-        if (c.pool[i] == Pool::OptimizerState && (!dev.allocations[i].preexisting() || !blocks[i].emptyStack) &&
-            candidates.count(blocks[i].mirrorSize))
-            stateBytes += dev.allocations[i].size;
     const bool stateSeen = stateBytes * 64 >= candidateBytes && stateBytes > 0;
     // Gradients per parameter size, counted two ways: those one backward pass made (every step makes
     // new ones), and those alive at once (a step's gradients all are once its backward ends, until
@@ -518,7 +518,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
         }
     }
     gradientsBeyondTheCountedWeights(dev, blocks, stateAtOnce, c);
-    gradientsFromBeforeTheWindow(dev, blocks, c);
+    gradientsFromBeforeTheWindow(dev, blocks, nextStep, c);
 }
 
 } // namespace poolscope
