@@ -85,20 +85,30 @@ void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
     const EventIndex bound = noForward ? f.firstBackward : f.firstForward;
     if (bound == kNoEvent)
         return;
+    EventIndex firstOom = kNoEvent;
+    for (size_t e = 0; e < dev.events.count() && firstOom == kNoEvent; ++e)
+        if (dev.events.action[e] == Action::Oom)
+            firstOom = EventIndex(e);
     uint16_t rule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         if (c.pool[i] != Pool::Unknown || a.preexisting() || a.allocEvent >= bound)
             continue;
+        // Let go of by an optimizer step (replaced by its update) or by the unwinding after an OOM
+        // (which drops the weights a handler moves off with everything else) is kept by the run. Not
+        // a teardown the stream shows without an OOM: a graph dropped, whose forward's first output
+        // can sit before the start the stream gives that forward.
         const EventIndex fe = freeEventOf(a);
-        if (fe != kNoEvent && c.phases.phase[size_t(fe)] != Phase::OptimizerStep)
+        const bool unwound = fe != kNoEvent && firstOom != kNoEvent && fe > firstOom && c.phases.phase[size_t(fe)] == Phase::Teardown;
+        if (fe != kNoEvent && c.phases.phase[size_t(fe)] != Phase::OptimizerStep && !unwound)
             continue;
         if (noForward && !c.gradientSizes.count(mirrorKey(a.size)))
             continue;
         if (!rule)
             rule = addRule(c, "made-before-first-forward-kept",
-                           "made before the first forward pass and kept to the end (or until an optimizer step replaced it), "
-                           "where no frame said more: the model's state (its weights, or buffers made for them)",
+                           "made before the first forward pass and kept to the end (or until an optimizer step replaced it, or "
+                           "the unwinding after an OOM let go of it), where no frame said more: the model's state (its weights, "
+                           "or buffers made for them)",
                            Pool::Parameter, kEvidenceLifetime);
         decide(c, i, Pool::Parameter, rule, 60);
     }

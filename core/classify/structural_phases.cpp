@@ -182,7 +182,9 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     std::vector<Swing> sw = swings(passing, threshold);
     // Where a swing's forward starts: the first block of the rise that is let go of before its peak
     // (a forward's scratch; weights being built are kept, and weights a later step replaces are let
-    // go of only after the peak). kNoEvent where the
+    // go of only after the peak), or, for a rise the dump ends in, let go of at all but by the
+    // unwinding after an OOM (which drops the model a handler moves off as it drops the graph, so
+    // it says nothing of what the forward itself let go of). kNoEvent where the
     // swing is no pass: a pass accumulates, so that much of what is alive at its peak was made in
     // each half of its rise (saved tensors of the early layers); one operator's scratch
     // (attention scores made and freed at once in a no-grad forward) rises and falls in a few events.
@@ -191,7 +193,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         for (EventIndex e = s.trough + 1; e <= s.peak && start == kNoEvent; ++e)
             if (const Allocation* a = bornAt(size_t(e))) {
                 const EventIndex r = releaseOf(*a);
-                if (r != kNoEvent && (s.open || r <= s.peak))
+                if (r != kNoEvent && (s.open || r <= s.peak) && tl.phase[size_t(r)] != Phase::Teardown)
                     start = e;
             }
         if (start == kNoEvent || s.peak - start < 32)
