@@ -82,7 +82,9 @@ void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
     // A script that builds no nn.Module names no forward: then what exists before the first backward
     // and is kept, with a gradient of its size, is a weight (a tensor made with requires_grad).
     const bool noForward = f.firstForward == kNoEvent;
-    const EventIndex bound = noForward ? f.firstBackward : f.firstForward;
+    // Set-up comes before the first pass: what a recording that opens inside a backward makes after
+    // it (the next forward's blocks before the start the stream gives that forward) is no set-up.
+    const EventIndex bound = noForward || (f.firstBackward != kNoEvent && f.firstBackward < f.firstForward) ? f.firstBackward : f.firstForward;
     if (bound == kNoEvent)
         return;
     EventIndex firstOom = kNoEvent;

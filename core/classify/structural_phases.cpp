@@ -12,6 +12,7 @@
 #include "core/classify/structural_named_optimizer.h"
 #include "core/classify/structural_repetition.h"
 #include "core/classify/structural_setup.h"
+#include "core/classify/structural_window_backward.h"
 
 #include <algorithm>
 #include <unordered_set>
@@ -544,6 +545,12 @@ size_t forwardTailsBeforeBackwards(PhaseTimeline& tl)
 
 size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walks, RepeatedForwardsOnce& repetition)
 {
+    // A recording that opens inside a backward: placed first, so that the layers' repetition there
+    // reads as no forward (structural_window_backward.h).
+    const WindowBackward opened = backwardTheRecordingOpensIn(dev, tl);
+    size_t openedPlaced = 0;
+    if (opened.last != kNoEvent)
+        classify_detail::placeStructural(tl, 0, opened.last, Phase::Backward, openedPlaced);
     const std::vector<Phase> phaseBefore = tl.phase;
     const std::vector<PhaseSource> sourceBefore = tl.source;
     const size_t swung = phasesFromSwings(dev, tl, walks, repetition), given = setUpReadAsForwards(dev, tl, phaseBefore, sourceBefore);
@@ -553,7 +560,18 @@ size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnc
     const size_t walked = phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed, walks);
     const size_t between = forwardsBetweenTrainingPasses(tl, repetition);
     const size_t repeating = classify_detail::forwardsRepeatingAForward(dev, tl, walks.bursts());
-    return walked + between + repeating + forwardTailsBeforeBackwards(tl) + stepsCoverTheirBursts(tl, walks.bursts());
+    if (opened.last != kNoEvent && !std::any_of(tl.phase.begin() + opened.last + 1, tl.phase.end(), [&](Phase p) { return p == Phase::OptimizerStep; })) {
+        // Its optimizer step, where none is named or read: before the next forward, zero_grad or
+        // teardown a reading found, the stretch that makes or lets go of blocks of its gradients' sizes.
+        EventIndex to = opened.last + 1;
+        while (size_t(to) < tl.phase.size() && (tl.phase[size_t(to)] == Phase::Unknown || tl.phase[size_t(to)] == Phase::Backward))
+            ++to;
+        const auto [first, last] = classify_detail::gradientSizedStep(dev, opened.last + 1, to, opened.gradientSizes,
+                                                                      [&](EventIndex e) { return tl.phase[size_t(e)] != Phase::Unknown; });
+        if (first != kNoEvent)
+            classify_detail::placeStructural(tl, first, last, Phase::OptimizerStep, openedPlaced);
+    }
+    return openedPlaced + walked + between + repeating + forwardTailsBeforeBackwards(tl) + stepsCoverTheirBursts(tl, walks.bursts());
 }
 
 } // namespace

@@ -129,6 +129,31 @@ private slots:
         QVERIFY2(still * 100 >= gradients * 98, qPrintable(QString("%1 of %2 bytes of gradients stay gradients").arg(still).arg(gradients)));
     }
 
+    // Windows that open inside a backward, without frames (structural_window_backward.h): the
+    // forward ran before the window, so what it saved are blocks from before recording that the
+    // engine lets go of while it makes each weight's gradient. No rise, so no swing; the layers'
+    // repetition read as forwards (wed_training_128's last 80 %: 1,251 MiB of the gradients the
+    // window made were unknown, and Lightning's last 20 %: 212 MiB).
+    void aWindowOpeningInABackward_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<double>("kept");
+        QTest::newRow("wed_training_128 last 80 %") << "wed_training_128.pickle" << 0.8;
+        QTest::newRow("lightning_fit last 20 %") << "gpu_runs/lightning_fit.pickle.gz" << 0.2; // a truth run, in the repository
+    }
+    void aWindowOpeningInABackward()
+    {
+        QFETCH(QString, file);
+        QFETCH(double, kept);
+        const auto t = file.startsWith("gpu_runs/") ? load(POOLSCOPE_TEST_DATA "/" + file.toStdString()) : testing::loadCorpus(file);
+        if (!t)
+            QSKIP("../shared/corpus not available");
+        const Pair p = windowOf(*t, kept, FrameKeep::None);
+        const auto [gradients, still] = bytesOf(p, Pool::Gradient, Pool::Gradient, true);
+        QVERIFY(gradients > int64_t(200) << 20);
+        QVERIFY2(still * 100 >= gradients * 98, qPrintable(QString("%1 of %2 bytes of gradients stay gradients").arg(still).arg(gradients)));
+    }
+
     // wed_inference_256 without frames, every window: a no_grad forward the window opens inside keeps
     // one block past its end, its output, of 4 MiB, the size of every 1024 x 1024 fp32 weight. That
     // one block made the 96 weights of that size "earlier layers' activations" (464 MiB, 28.6 % of
