@@ -566,8 +566,14 @@ size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnc
         EventIndex to = opened.last + 1;
         while (size_t(to) < tl.phase.size() && (tl.phase[size_t(to)] == Phase::Unknown || tl.phase[size_t(to)] == Phase::Backward))
             ++to;
-        const auto [first, last] = classify_detail::gradientSizedStep(dev, opened.last + 1, to, opened.gradientSizes,
-                                                                      [&](EventIndex e) { return tl.phase[size_t(e)] != Phase::Unknown; });
+        auto [first, last] = classify_detail::gradientSizedStep(dev, opened.last + 1, to, opened.gradientSizes,
+                                                                [&](EventIndex e) { return tl.phase[size_t(e)] != Phase::Unknown; });
+        // The step lets go of its temporaries at its end (a foreach update's, released together):
+        // its own births' releases before the next pass are the step's.
+        for (EventIndex e = first; first != kNoEvent && e <= last; ++e)
+            if (const Allocation* a = classify_detail::bornAt(dev, e))
+                if (const EventIndex r = classify_detail::freeEventOf(*a); r != kNoEvent && r < to)
+                    last = std::max(last, r);
         if (first != kNoEvent)
             classify_detail::placeStructural(tl, first, last, Phase::OptimizerStep, openedPlaced);
     }
