@@ -5,6 +5,7 @@
 #include "core/formats/kineto.h"
 #include "core/formats/memory_timeline.h"
 #include "core/formats/snapshot_readers.h"
+#include "core/formats/torch_save.h"
 
 #include <algorithm>
 #include <string_view>
@@ -13,11 +14,11 @@
 namespace poolscope {
 namespace {
 
-enum class Kind { Pickle, Html, Kineto, SnapshotJson, TimelineRaw };
+enum class Kind { Pickle, Html, TorchSave, Kineto, SnapshotJson, TimelineRaw };
 
 constexpr std::string_view kSupported =
-    "supported: PyTorch allocator snapshots (pickle from torch.cuda.memory._dump_snapshot, the same dict as JSON, "
-    "or the HTML page of `python -m torch.cuda._memory_viz trace_plot`), Kineto/Chrome traces with [memory] "
+    "supported: PyTorch allocator snapshots (pickle from torch.cuda.memory._dump_snapshot, the same dict as JSON "
+    "or written with torch.save, or the HTML page of `python -m torch.cuda._memory_viz trace_plot`), Kineto/Chrome traces with [memory] "
     "events (torch.profiler with profile_memory=True), and export_memory_timeline's .raw.json; each may be "
     "zstd- or gzip-compressed";
 
@@ -251,10 +252,10 @@ Kind sniff(std::span<const uint8_t> bytes, const std::string& path, size_t& text
     default:
         break;
     }
-    std::string seen = describeHead(bytes);
     if (text.starts_with("PK\x03\x04"))
-        seen += ", a zip archive (torch.save output is not an allocator dump)";
-    else if (bytes.size() >= 6 && bytes[0] == 0xFD && text.substr(1, 4) == "7zXZ")
+        return Kind::TorchSave;
+    std::string seen = describeHead(bytes);
+    if (bytes.size() >= 6 && bytes[0] == 0xFD && text.substr(1, 4) == "7zXZ")
         seen += ", xz-compressed data (decompress it first, or recompress with zstd or gzip)";
     else if (text.starts_with("BZh"))
         seen += ", bzip2-compressed data (decompress it first, or recompress with zstd or gzip)";
@@ -312,6 +313,23 @@ std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& op
             }
             trace->format = SourceFormat::SnapshotHtml;
             trace->formatDetail = "memory_viz HTML, embedded " + (trace->formatDetail.empty() ? std::string("pickle") : trace->formatDetail);
+            break;
+        }
+        case Kind::TorchSave: {
+            std::vector<uint8_t> inflated;
+            int64_t at = -1;
+            const auto pickle = torchSaveDataPickle(bytes, path, inflated, at);
+            try {
+                readSnapshotPickle(pickle, path, *trace, options, progress);
+            } catch (const LoadError& e) {
+                if (e.offset() < 0 || e.code() == LoadErrorCode::Cancelled)
+                    throw;
+                if (at >= 0) // stored: an offset in data.pkl is one in the archive, shifted
+                    throw LoadError(e.code(), e.file(), at + e.offset(), e.message());
+                throw LoadError(e.code(), e.file(), e.offset(), "(offset in the inflated data.pkl of the torch.save archive) " + e.message());
+            }
+            trace->format = SourceFormat::SnapshotPickle;
+            trace->formatDetail = "torch.save zip archive, " + (trace->formatDetail.empty() ? std::string("pickle") : trace->formatDetail);
             break;
         }
         case Kind::SnapshotJson:

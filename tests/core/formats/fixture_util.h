@@ -104,4 +104,102 @@ inline std::string memoryVizHtml(const Bytes& pickle)
            b64 + "\"}]\nadd_local_files(local_files, 'Active Memory Timeline')\n</script>\n</body>\n";
 }
 
+// A zip archive laid out as torch.save writes one (PyTorchStreamWriter: "<name>/data.pkl" and its
+// companions, stored), built here with a minimal writer: `deflated` repacks each entry with deflate
+// (as a zip tool might), `zip64` writes the zip64 end records and extra fields (as miniz does past
+// 4 GiB), so that each path of the reader is exercised on a small file.
+struct ZipEntry {
+    std::string name;
+    Bytes data;
+};
+inline Bytes zipArchive(const std::vector<ZipEntry>& entries, bool deflated = false, bool zip64 = false)
+{
+    Bytes out, central;
+    auto put16 = [](Bytes& b, uint32_t v) { b.push_back(uint8_t(v)); b.push_back(uint8_t(v >> 8)); };
+    auto put32 = [&](Bytes& b, uint32_t v) { put16(b, v & 0xFFFF); put16(b, v >> 16); };
+    auto put64 = [&](Bytes& b, uint64_t v) { put32(b, uint32_t(v)); put32(b, uint32_t(v >> 32)); };
+    for (const ZipEntry& e : entries) {
+        Bytes data = e.data;
+        if (deflated) {
+            z_stream zs{};
+            deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
+            Bytes d(deflateBound(&zs, uLong(e.data.size())) + 64);
+            zs.next_in = const_cast<Bytef*>(e.data.data());
+            zs.avail_in = uInt(e.data.size());
+            zs.next_out = d.data();
+            zs.avail_out = uInt(d.size());
+            deflate(&zs, Z_FINISH);
+            d.resize(zs.total_out);
+            deflateEnd(&zs);
+            data = std::move(d);
+        }
+        const uint32_t crc = uint32_t(crc32(0, e.data.data(), uInt(e.data.size())));
+        const uint32_t local = uint32_t(out.size());
+        put32(out, 0x04034b50);
+        put16(out, 20);
+        put16(out, 0);
+        put16(out, deflated ? 8 : 0);
+        put32(out, 0);
+        put32(out, crc);
+        put32(out, uint32_t(data.size()));
+        put32(out, uint32_t(e.data.size()));
+        put16(out, uint16_t(e.name.size()));
+        put16(out, 0);
+        out.insert(out.end(), e.name.begin(), e.name.end());
+        out.insert(out.end(), data.begin(), data.end());
+        put32(central, 0x02014b50);
+        put16(central, 45);
+        put16(central, 20);
+        put16(central, 0);
+        put16(central, deflated ? 8 : 0);
+        put32(central, 0);
+        put32(central, crc);
+        put32(central, zip64 ? 0xFFFFFFFF : uint32_t(data.size()));
+        put32(central, zip64 ? 0xFFFFFFFF : uint32_t(e.data.size()));
+        put16(central, uint16_t(e.name.size()));
+        put16(central, zip64 ? 28 : 0);
+        put16(central, 0);
+        put16(central, 0);
+        put16(central, 0);
+        put32(central, 0);
+        put32(central, zip64 ? 0xFFFFFFFF : local);
+        central.insert(central.end(), e.name.begin(), e.name.end());
+        if (zip64) { // uncompressed, compressed, local header offset: the order the fields come in
+            put16(central, 0x0001);
+            put16(central, 24);
+            put64(central, e.data.size());
+            put64(central, data.size());
+            put64(central, local);
+        }
+    }
+    const uint64_t cdOffset = out.size();
+    out.insert(out.end(), central.begin(), central.end());
+    if (zip64) {
+        const uint64_t end64 = out.size();
+        put32(out, 0x06064b50);
+        put64(out, 44);
+        put16(out, 45);
+        put16(out, 45);
+        put32(out, 0);
+        put32(out, 0);
+        put64(out, entries.size());
+        put64(out, entries.size());
+        put64(out, central.size());
+        put64(out, cdOffset);
+        put32(out, 0x07064b50);
+        put32(out, 0);
+        put64(out, end64);
+        put32(out, 1);
+    }
+    put32(out, 0x06054b50);
+    put16(out, 0);
+    put16(out, 0);
+    put16(out, zip64 ? 0xFFFF : uint16_t(entries.size()));
+    put16(out, zip64 ? 0xFFFF : uint16_t(entries.size()));
+    put32(out, uint32_t(central.size()));
+    put32(out, zip64 ? 0xFFFFFFFF : uint32_t(cdOffset));
+    put16(out, 0);
+    return out;
+}
+
 } // namespace poolscope::testutil
