@@ -176,7 +176,7 @@ void MainWindow::buildActions()
     connect(m_openAct, &QAction::triggered, this, [this] {
         QSettings s;
         const QString file = QFileDialog::getOpenFileName(this, tr("Open a memory dump"), s.value(QStringLiteral("lastDir")).toString(),
-                                                          tr("Memory dumps (*.pickle *.pkl *.json *.gz *.zst *.html);;All files (*)"));
+                                                          tr("Memory dumps (*.pickle *.pkl *.pt *.json *.gz *.zst *.html);;All files (*)"));
         if (!file.isEmpty())
             openFile(file);
     });
@@ -186,7 +186,7 @@ void MainWindow::buildActions()
         QSettings s;
         const QStringList files = QFileDialog::getOpenFileNames(
             this, tr("Open the dumps or reports of every rank"), s.value(QStringLiteral("lastDir")).toString(),
-            tr("Dumps and reports (*.pickle *.pkl *.json *.gz *.zst *.html);;All files (*)"));
+            tr("Dumps and reports (*.pickle *.pkl *.pt *.json *.gz *.zst *.html);;All files (*)"));
         if (!files.isEmpty())
             openRanks(files);
     });
@@ -196,7 +196,7 @@ void MainWindow::buildActions()
     connect(m_compareAct, &QAction::triggered, this, [this] {
         QSettings s;
         const QString file = QFileDialog::getOpenFileName(this, tr("Compare with another run"), s.value(QStringLiteral("lastDir")).toString(),
-                                                          tr("Memory dumps (*.pickle *.pkl *.json *.gz *.zst *.html);;All files (*)"));
+                                                          tr("Memory dumps (*.pickle *.pkl *.pt *.json *.gz *.zst *.html);;All files (*)"));
         if (!file.isEmpty())
             compareWith(file);
     });
