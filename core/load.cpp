@@ -14,7 +14,7 @@
 namespace poolscope {
 namespace {
 
-enum class Kind { Pickle, Html, TorchSave, Kineto, SnapshotJson, TimelineRaw };
+enum class Kind { Pickle, LegacyTorchSave, Html, TorchSave, Kineto, SnapshotJson, TimelineRaw };
 
 constexpr std::string_view kSupported =
     "supported: PyTorch allocator snapshots (pickle from torch.cuda.memory._dump_snapshot, the same dict as JSON "
@@ -233,6 +233,8 @@ Kind sniff(std::span<const uint8_t> bytes, const std::string& path, size_t& text
 {
     if (bytes.empty())
         throw LoadError(LoadErrorCode::UnknownFormat, path, 0, "the file is empty (" + std::string(kSupported) + ")");
+    if (isLegacyTorchSave(bytes))
+        return Kind::LegacyTorchSave;
     if (bytes[0] == 0x80)
         return Kind::Pickle;
     const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -313,6 +315,19 @@ std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& op
             }
             trace->format = SourceFormat::SnapshotHtml;
             trace->formatDetail = "memory_viz HTML, embedded " + (trace->formatDetail.empty() ? std::string("pickle") : trace->formatDetail);
+            break;
+        }
+        case Kind::LegacyTorchSave: {
+            const size_t at = legacyTorchSaveObjectOffset(bytes, path, options);
+            try {
+                readSnapshotPickle(bytes.subspan(at), path, *trace, options, progress);
+            } catch (const LoadError& e) {
+                if (e.offset() < 0 || e.code() == LoadErrorCode::Cancelled)
+                    throw;
+                throw LoadError(e.code(), e.file(), int64_t(at) + e.offset(), e.message());
+            }
+            trace->format = SourceFormat::SnapshotPickle;
+            trace->formatDetail = "legacy torch.save, " + (trace->formatDetail.empty() ? std::string("pickle") : trace->formatDetail);
             break;
         }
         case Kind::TorchSave: {

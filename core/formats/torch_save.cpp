@@ -1,5 +1,6 @@
 #include "core/formats/torch_save.h"
 
+#include "core/formats/pickle_vm.h"
 #include "core/util/load_error.h"
 
 #include <zlib.h>
@@ -168,6 +169,31 @@ std::span<const uint8_t> torchSaveDataPickle(std::span<const uint8_t> zip, const
     default:
         r.fail(LoadErrorCode::UnsupportedVersion, e.at, "data.pkl is compressed with zip method " + std::to_string(e.method) + " (only stored and deflate are read)");
     }
+}
+
+namespace {
+// PROTO 2, LONG1 of 10 bytes (0x1950a86a20f9469cfc6c, little-endian), STOP.
+constexpr uint8_t kLegacyMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+} // namespace
+
+bool isLegacyTorchSave(std::span<const uint8_t> bytes)
+{
+    return bytes.size() >= sizeof(kLegacyMagic) && std::equal(std::begin(kLegacyMagic), std::end(kLegacyMagic), bytes.begin());
+}
+
+size_t legacyTorchSaveObjectOffset(std::span<const uint8_t> bytes, const std::string& nameForErrors, const LoadOptions& options)
+{
+    size_t at = sizeof(kLegacyMagic);
+    for (const char* what : {"the protocol version", "the writer's type sizes"}) {
+        ValueArena arena(options.memoryBudgetBytes);
+        try {
+            at += size_t(runPickle(bytes.subspan(at), nameForErrors, arena, nullptr, options, nullptr).stopOffset);
+        } catch (const LoadError& e) {
+            throw LoadError(e.code(), nameForErrors, e.offset() < 0 ? int64_t(at) : int64_t(at) + e.offset(),
+                            std::string("legacy torch.save file, ") + what + ": " + e.message());
+        }
+    }
+    return at;
 }
 
 } // namespace poolscope

@@ -1,4 +1,6 @@
 #pragma once
+#include "core/load.h"
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -17,5 +19,13 @@ namespace poolscope {
 // inconsistent, UnsupportedVersion for a compression other than stored or deflate.
 std::span<const uint8_t> torchSaveDataPickle(std::span<const uint8_t> zip, const std::string& nameForErrors, std::vector<uint8_t>& inflated,
                                              int64_t& dataOffset);
+
+// torch.save's format before PyTorch 1.6 (`_use_new_zipfile_serialization=False`): pickles one after
+// the other, the magic number 0x1950a86a20f9469cfc6c, the protocol version 1001, a dict of the
+// writer's type sizes, the object, then the storage keys. Whether `bytes` starts with that magic.
+bool isLegacyTorchSave(std::span<const uint8_t> bytes);
+// The offset of the object's pickle: past the magic and the next two pickles, read with the same
+// reader (executing nothing). Throws LoadError naming the byte where one of them is damaged.
+size_t legacyTorchSaveObjectOffset(std::span<const uint8_t> bytes, const std::string& nameForErrors, const LoadOptions& options);
 
 } // namespace poolscope

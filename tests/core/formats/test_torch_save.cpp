@@ -1,6 +1,7 @@
 // A snapshot written with torch.save (a zip archive whose <name>/data.pkl is the dict pickled) reads
 // as the same snapshot pickled directly: stored as PyTorch writes it, deflated by a repacking tool,
-// and with zip64 records; a damaged archive gets an error naming the byte and what was expected.
+// and with zip64 records, and so does torch.save's format before PyTorch 1.6 (pickles one after the
+// other); a damaged file gets an error naming the byte and what was expected.
 #include "core/load.h"
 
 #include "fixture_util.h"
@@ -88,6 +89,30 @@ private slots:
                 QCOMPARE(b.allocations[i].allocEvent, a.allocations[i].allocEvent);
             }
         }
+    }
+
+    // torch.save before PyTorch 1.6: the magic number, the protocol version, the writer's type sizes,
+    // the object, the storage keys, pickled one after the other.
+    void legacyFormat()
+    {
+        const Bytes pickle = readFile(POOLSCOPE_TEST_DATA "/snapshots/train_p2.pickle");
+        Bytes legacy = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+        const Bytes version = toBytes(std::string_view("\x80\x02M\xe9\x03.", 6));
+        const Bytes sysInfo = toBytes(std::string_view("\x80\x02}q\x00X\x10\x00\x00\x00protocol_versionq\x01M\xe9\x03s.", 33));
+        const Bytes keys = toBytes(std::string_view("\x80\x02]q\x00.", 6));
+        for (const Bytes* b : {&version, &sysInfo, &pickle, &keys})
+            legacy.insert(legacy.end(), b->begin(), b->end());
+        const auto direct = load(POOLSCOPE_TEST_DATA "/snapshots/train_p2.pickle");
+        const auto saved = load(file("legacy.pt", legacy));
+        QVERIFY2(saved->formatDetail.find("legacy torch.save") != std::string::npos, saved->formatDetail.c_str());
+        QCOMPARE(saved->devices.at(0).allocations.size(), direct->devices.at(0).allocations.size());
+        QCOMPARE(saved->devices.at(0).events.count(), direct->devices.at(0).events.count());
+        // Cut inside the type sizes: the error names that pickle and a byte inside it.
+        const Bytes cut(legacy.begin(), legacy.begin() + 15 + 6 + 20);
+        const LoadError e = loadError(file("legacy_cut.pt", cut));
+        QCOMPARE(e.code(), LoadErrorCode::Truncated);
+        QVERIFY2(std::string(e.what()).find("type sizes") != std::string::npos, e.what());
+        QVERIFY2(e.offset() >= 21 && e.offset() <= 41, e.what());
     }
 
     // A stored data.pkl's bytes are the archive's: an error inside the pickle names its byte in the file.
