@@ -235,7 +235,9 @@ Kind sniff(std::span<const uint8_t> bytes, const std::string& path, size_t& text
         throw LoadError(LoadErrorCode::UnknownFormat, path, 0, "the file is empty (" + std::string(kSupported) + ")");
     if (isLegacyTorchSave(bytes))
         return Kind::LegacyTorchSave;
-    if (bytes[0] == 0x80)
+    // Protocol 2 and later begin with PROTO; protocols 0 and 1 (pickle.dump(..., protocol=0), Python 2)
+    // with MARK, EMPTY_DICT or EMPTY_LIST, which no JSON, HTML or text dump begins with.
+    if (bytes[0] == 0x80 || bytes[0] == '(' || bytes[0] == '}' || bytes[0] == ']')
         return Kind::Pickle;
     const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     size_t p = text.starts_with("\xEF\xBB\xBF") ? 3 : 0; // UTF-8 byte order mark
@@ -261,8 +263,6 @@ Kind sniff(std::span<const uint8_t> bytes, const std::string& path, size_t& text
         seen += ", xz-compressed data (decompress it first, or recompress with zstd or gzip)";
     else if (text.starts_with("BZh"))
         seen += ", bzip2-compressed data (decompress it first, or recompress with zstd or gzip)";
-    else if (text[p] == '(' || text[p] == '}' || text[p] == ']')
-        seen += ", perhaps a pickle of protocol 0 or 1 (only protocols 2-5 are read)";
     unknown(path, seen);
 }
 

@@ -21,7 +21,9 @@ void readSnapshotPickle(std::span<const uint8_t> bytes, const std::string& name,
     progress.stage = int(LoadStage::Building);
     decoder.decodeRoot(result.root);
     assembler.finish();
-    out.formatDetail = "pickle protocol " + std::to_string(result.protocol) + (out.formatDetail.empty() ? "" : ", " + out.formatDetail);
+    // Protocols 0 and 1 write no PROTO opcode: which of the two is not told.
+    const std::string protocol = result.protocol >= 2 ? std::to_string(result.protocol) : std::string("0 or 1");
+    out.formatDetail = "pickle protocol " + protocol + (out.formatDetail.empty() ? "" : ", " + out.formatDetail);
     if (result.protocol == 5)
         out.versionHints.push_back("written by Python 3.14+ (pickle protocol 5)");
     else if (result.protocol == 2)

@@ -150,7 +150,7 @@ def main():
             f.write(data)
         all_facts[name] = facts(snap)
     s = build()
-    for proto in (2, 3, 4, 5):
+    for proto in (0, 1, 2, 3, 4, 5):
         write(f"train_p{proto}.pickle", pickle.dumps(s, protocol=proto), s)
     write("train.json", json.dumps(s).encode(), s)
     write("train.pickle.gz", gzip.compress(pickle.dumps(s, protocol=4), mtime=0), s)

@@ -75,7 +75,7 @@ private slots:
     void allEncodingsAgree()
     {
         const auto ref = load(kDir + "train_p4.pickle");
-        for (const char* name : {"train_p2.pickle", "train_p3.pickle", "train_p5.pickle", "train.json", "train.pickle.gz",
+        for (const char* name : {"train_p0.pickle", "train_p1.pickle", "train_p2.pickle", "train_p3.pickle", "train_p5.pickle", "train.json", "train.pickle.gz",
                                  "train.pickle.zst", "train.json.zst"}) {
             const auto t = load(kDir + name);
             const DeviceTrace& a = ref->devices[0];
