@@ -570,7 +570,8 @@ size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnc
                                                                 [&](EventIndex e) { return tl.phase[size_t(e)] != Phase::Unknown; });
         // The step lets go of its temporaries at its end (a foreach update's, released together):
         // its own births' releases before the next pass are the step's.
-        for (EventIndex e = first; first != kNoEvent && e <= last; ++e)
+        const EventIndex lastBirth = last;
+        for (EventIndex e = first; first != kNoEvent && e <= lastBirth; ++e)
             if (const Allocation* a = classify_detail::bornAt(dev, e))
                 if (const EventIndex r = classify_detail::freeEventOf(*a); r != kNoEvent && r < to)
                     last = std::max(last, r);
