@@ -299,7 +299,15 @@ std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& op
     try {
         switch (kind) {
         case Kind::Pickle:
-            readSnapshotPickle(bytes, path, *trace, options, progress, input.get());
+            try {
+                readSnapshotPickle(bytes, path, *trace, options, progress, input.get());
+            } catch (const LoadError& e) {
+                // Without PROTO the first byte was only a guess: say what it was read as.
+                if (bytes[0] == 0x80 || e.code() == LoadErrorCode::Cancelled)
+                    throw;
+                throw LoadError(e.code(), e.file(), e.offset(),
+                                std::string("read as a pickle of protocol 0 or 1 (its first byte is '") + char(bytes[0]) + "'): " + e.message());
+            }
             trace->format = SourceFormat::SnapshotPickle;
             if (trace->formatDetail.empty())
                 trace->formatDetail = "pickle";

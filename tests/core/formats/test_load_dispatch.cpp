@@ -129,6 +129,16 @@ private slots:
         QVERIFY2(what.find("supported:") != std::string::npos, e.what());
     }
 
+    // Protocols 0 and 1 have no PROTO header: a file that starts with '(', '}' or ']' is read as such
+    // a pickle, and where it is none the error says what it was read as.
+    void textThatLooksLikeAnOldPickle()
+    {
+        const LoadError e = loadError(file("notes.txt", toBytes("(hello world)\n")));
+        QVERIFY(e.code() != LoadErrorCode(-1));
+        QVERIFY2(std::string(e.what()).find("read as a pickle of protocol 0 or 1 (its first byte is '(')") != std::string::npos, e.what());
+        QVERIFY2(e.offset() >= 0, e.what());
+    }
+
     void emptyFile()
     {
         const LoadError e = loadError(file("empty.pickle", {}));
