@@ -3,11 +3,11 @@
 #include "core/load.h"
 
 #include "fixture_util.h"
+#include "temp_files.h"
 
 #include <nlohmann/json.hpp>
 
 #include <QDir>
-#include <QTemporaryDir>
 #include <QtTest>
 
 #include <fstream>
@@ -37,24 +37,8 @@ const char* kTimeline = "[[-1, 1, 100, 0], [1000, 2, 50, 4]]";
 class TestLoadDispatch : public QObject {
     Q_OBJECT
 
-    QTemporaryDir m_dir;
-
-    std::string file(const std::string& name, const Bytes& data)
-    {
-        const std::string path = m_dir.filePath(QString::fromStdString(name)).toStdString();
-        writeFile(path, data);
-        return path;
-    }
-
-    LoadError loadError(const std::string& path)
-    {
-        try {
-            load(path);
-        } catch (const LoadError& e) {
-            return e;
-        }
-        return LoadError(LoadErrorCode(-1), "", -1, "no error");
-    }
+    TempFiles m_files;
+    std::string file(const std::string& name, const Bytes& data) { return m_files.file(name, data); }
 
 private slots:
     void eachKind_data()
@@ -173,7 +157,7 @@ private slots:
 
     void missingFile()
     {
-        const LoadError e = loadError(m_dir.filePath("absent.pickle").toStdString());
+        const LoadError e = loadError(m_files.path("absent.pickle"));
         QCOMPARE(e.code(), LoadErrorCode::FileNotFound);
     }
 

@@ -5,8 +5,8 @@
 #include "core/load.h"
 
 #include "fixture_util.h"
+#include "temp_files.h"
 
-#include <QTemporaryDir>
 #include <QtTest>
 
 #include <algorithm>
@@ -38,24 +38,8 @@ std::vector<ZipEntry> torchSaveEntries(const Bytes& pickle)
 class TestTorchSave : public QObject {
     Q_OBJECT
 
-    QTemporaryDir m_dir;
-
-    std::string file(const std::string& name, const Bytes& data)
-    {
-        const std::string path = m_dir.filePath(QString::fromStdString(name)).toStdString();
-        writeFile(path, data);
-        return path;
-    }
-
-    LoadError loadError(const std::string& path)
-    {
-        try {
-            load(path);
-        } catch (const LoadError& e) {
-            return e;
-        }
-        return LoadError(LoadErrorCode(-1), "", -1, "no error");
-    }
+    TempFiles m_files;
+    std::string file(const std::string& name, const Bytes& data) { return m_files.file(name, data); }
 
 private slots:
     void readsAsThePickle_data()
