@@ -341,10 +341,17 @@ std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& op
         case Kind::TorchSave: {
             std::vector<uint8_t> inflated;
             int64_t at = -1;
-            const auto pickle = torchSaveDataPickle(bytes, path, inflated, at);
+            size_t storages = 0;
+            const auto pickle = torchSaveDataPickle(bytes, path, inflated, at, &storages);
             try {
                 readSnapshotPickle(pickle, path, *trace, options, progress);
             } catch (const LoadError& e) {
+                // A model or a checkpoint saved the same way: its pickle rebuilds objects, its archive
+                // holds their tensors. Say what it is before what the reader refused.
+                if (e.code() == LoadErrorCode::CodeExecution)
+                    throw LoadError(LoadErrorCode::UnknownFormat, e.file(), at >= 0 && e.offset() >= 0 ? at + e.offset() : -1,
+                                    "a torch.save archive of objects (" + std::to_string(storages) +
+                                        " tensor storages: a model or a checkpoint?), not an allocator snapshot: " + e.message());
                 if (e.offset() < 0 || e.code() == LoadErrorCode::Cancelled)
                     throw;
                 if (at >= 0) // stored: an offset in data.pkl is one in the archive, shifted

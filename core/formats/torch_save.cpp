@@ -131,10 +131,15 @@ std::vector<uint8_t> inflateRaw(const Reader& r, uint64_t at, uint64_t compresse
 } // namespace
 
 std::span<const uint8_t> torchSaveDataPickle(std::span<const uint8_t> zip, const std::string& nameForErrors, std::vector<uint8_t>& inflated,
-                                             int64_t& dataOffset)
+                                             int64_t& dataOffset, size_t* storages)
 {
     const Reader r{zip, nameForErrors};
     const std::vector<Entry> entries = centralDirectory(r);
+    if (storages)
+        *storages = size_t(std::count_if(entries.begin(), entries.end(), [](const Entry& e) {
+            const size_t at = e.name.find("/data/");
+            return e.name.starts_with("data/") || (at != std::string::npos && e.name.find('/') == at);
+        }));
     // The archive's one pickle: "<name>/data.pkl" (torch.save) or "data.pkl" (a tool that flattened it).
     const auto it = std::find_if(entries.begin(), entries.end(), [](const Entry& e) {
         const std::string_view n(e.name);

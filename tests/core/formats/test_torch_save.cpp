@@ -112,6 +112,23 @@ private slots:
         QVERIFY2(e.offset() >= at && e.offset() <= at + int64_t(pickle.size()), e.what());
     }
 
+    // A model or a checkpoint saved with torch.save is the same kind of archive: its pickle rebuilds
+    // objects (refused: nothing is executed) and its archive holds their tensors. The error says so.
+    void aCheckpointIsNoSnapshot()
+    {
+        static const char kRebuild[] = "\x80\x02" "ccollections\nOrderedDict\n" "q\x00)Rq\x01.";
+        const Bytes rebuild = toBytes(std::string_view(kRebuild, sizeof kRebuild - 1));
+        const Bytes zip = zipArchive({{"model/data.pkl", rebuild},
+                                      {"model/data/0", Bytes(16, 0)},
+                                      {"model/data/1", Bytes(16, 0)},
+                                      {"model/version", toBytes("3\n")}});
+        const LoadError e = loadError(file("model.pt", zip));
+        QCOMPARE(e.code(), LoadErrorCode::UnknownFormat);
+        QVERIFY2(std::string(e.what()).find("a torch.save archive of objects (2 tensor storages: a model or a checkpoint?)") != std::string::npos, e.what());
+        QVERIFY2(std::string(e.what()).find("GLOBAL") != std::string::npos, e.what());
+        QVERIFY2(e.offset() > 0, e.what());
+    }
+
     void damagedArchives_data()
     {
         const Bytes pickle = readFile(POOLSCOPE_TEST_DATA "/snapshots/train_p2.pickle");
