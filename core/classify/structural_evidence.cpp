@@ -88,9 +88,9 @@ void keptFromBeforeFirstForward(const DeviceTrace& dev, Classification& c)
     if (bound == kNoEvent)
         return;
     EventIndex firstOom = kNoEvent;
-    for (size_t e = 0; e < dev.events.count() && firstOom == kNoEvent; ++e)
-        if (dev.events.action[e] == Action::Oom)
-            firstOom = EventIndex(e);
+    for (const OomEvent& o : dev.ooms)
+        if (firstOom == kNoEvent || o.index < firstOom)
+            firstOom = o.index;
     uint16_t rule = 0;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];

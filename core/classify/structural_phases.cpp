@@ -560,24 +560,7 @@ size_t inferFromStream(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnc
     const size_t walked = phasesFromEngineWalks(dev, tl, phaseBefore, sourceBefore, placed, walks);
     const size_t between = forwardsBetweenTrainingPasses(tl, repetition);
     const size_t repeating = classify_detail::forwardsRepeatingAForward(dev, tl, walks.bursts());
-    if (opened.last != kNoEvent && !std::any_of(tl.phase.begin() + opened.last + 1, tl.phase.end(), [&](Phase p) { return p == Phase::OptimizerStep; })) {
-        // Its optimizer step, where none is named or read: before the next forward, zero_grad or
-        // teardown a reading found, the stretch that makes or lets go of blocks of its gradients' sizes.
-        EventIndex to = opened.last + 1;
-        while (size_t(to) < tl.phase.size() && (tl.phase[size_t(to)] == Phase::Unknown || tl.phase[size_t(to)] == Phase::Backward))
-            ++to;
-        auto [first, last] = classify_detail::gradientSizedStep(dev, opened.last + 1, to, opened.gradientSizes,
-                                                                [&](EventIndex e) { return tl.phase[size_t(e)] != Phase::Unknown; });
-        // The step lets go of its temporaries at its end (a foreach update's, released together):
-        // its own births' releases before the next pass are the step's.
-        const EventIndex lastBirth = last;
-        for (EventIndex e = first; first != kNoEvent && e <= lastBirth; ++e)
-            if (const Allocation* a = classify_detail::bornAt(dev, e))
-                if (const EventIndex r = classify_detail::freeEventOf(*a); r != kNoEvent && r < to)
-                    last = std::max(last, r);
-        if (first != kNoEvent)
-            classify_detail::placeStructural(tl, first, last, Phase::OptimizerStep, openedPlaced);
-    }
+    openedPlaced += placeStepAfterWindowBackward(dev, tl, opened);
     return openedPlaced + walked + between + repeating + forwardTailsBeforeBackwards(tl) + stepsCoverTheirBursts(tl, walks.bursts());
 }
 

@@ -2,6 +2,8 @@
 
 #include "core/classify/structural_common.h"
 
+#include <algorithm>
+
 namespace poolscope {
 
 using classify_detail::bornAt;
@@ -66,6 +68,29 @@ WindowBackward backwardTheRecordingOpensIn(const DeviceTrace& dev, const PhaseTi
     }
     out.last = last;
     return out;
+}
+
+size_t placeStepAfterWindowBackward(const DeviceTrace& dev, PhaseTimeline& tl, const WindowBackward& opened)
+{
+    size_t placed = 0;
+    if (opened.last == kNoEvent || std::any_of(tl.phase.begin() + opened.last + 1, tl.phase.end(), [](Phase p) { return p == Phase::OptimizerStep; }))
+        return placed;
+    EventIndex to = opened.last + 1;
+    while (size_t(to) < tl.phase.size() && (tl.phase[size_t(to)] == Phase::Unknown || tl.phase[size_t(to)] == Phase::Backward))
+        ++to;
+    auto [first, last] = classify_detail::gradientSizedStep(dev, opened.last + 1, to, opened.gradientSizes,
+                                                            [&](EventIndex e) { return tl.phase[size_t(e)] != Phase::Unknown; });
+    if (first == kNoEvent)
+        return placed;
+    // The step lets go of its temporaries at its end (a foreach update's, released together): its
+    // own births' releases before the next pass are the step's.
+    const EventIndex lastBirth = last;
+    for (EventIndex e = first; e <= lastBirth; ++e)
+        if (const Allocation* a = bornAt(dev, e))
+            if (const EventIndex r = freeEventOf(*a); r != kNoEvent && r < to)
+                last = std::max(last, r);
+    classify_detail::placeStructural(tl, first, last, Phase::OptimizerStep, placed);
+    return placed;
 }
 
 } // namespace poolscope

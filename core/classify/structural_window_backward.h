@@ -11,6 +11,7 @@
 #include "core/classify/phases.h"
 #include "core/model/trace.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <unordered_set>
 
@@ -33,5 +34,10 @@ struct WindowBackward {
 // 100 and 92 % gradients). Only where no frame or
 // annotation named a pass (a named optimizer step is no pass).
 WindowBackward backwardTheRecordingOpensIn(const DeviceTrace& dev, const PhaseTimeline& tl);
+
+// Its optimizer step, where none is named or read after it: before the next forward, zero_grad or
+// teardown a reading found, the stretch that makes or lets go of blocks of its gradients' sizes, to
+// the release of the temporaries it made. Placed on the events no reading placed; returns how many.
+size_t placeStepAfterWindowBackward(const DeviceTrace& dev, PhaseTimeline& tl, const WindowBackward& opened);
 
 } // namespace poolscope
