@@ -279,6 +279,24 @@ std::string compressionSuffix(Compression c)
     return {};
 }
 
+// Reads a snapshot pickle that sits inside a container (an HTML page, a torch.save file or archive).
+// Its reader counts offsets from the pickle's first byte: where those bytes lie in the file at `at`,
+// an error's offset is shifted to be the file's; where they do not (inflated, decoded), `where` says
+// what the offset counts in.
+template <class Read>
+void readInside(Read&& read, int64_t at, const char* where)
+{
+    try {
+        read();
+    } catch (const LoadError& e) {
+        if (e.offset() < 0 || e.code() == LoadErrorCode::Cancelled)
+            throw;
+        if (at >= 0)
+            throw LoadError(e.code(), e.file(), at + e.offset(), e.message());
+        throw LoadError(e.code(), e.file(), e.offset(), std::string(where) + e.message());
+    }
+}
+
 } // namespace
 
 std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& options, Progress& progress)
@@ -314,26 +332,15 @@ std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& op
             break;
         case Kind::Html: {
             const auto pickle = extractHtmlPickle(bytes, path);
-            try {
-                readSnapshotPickle(pickle, path, *trace, options, progress);
-            } catch (const LoadError& e) {
-                if (e.offset() < 0)
-                    throw;
-                throw LoadError(e.code(), e.file(), e.offset(), "(offset in the pickle embedded in the HTML) " + e.message());
-            }
+            readInside([&] { readSnapshotPickle(pickle, path, *trace, options, progress); }, -1,
+                       "(offset in the pickle embedded in the HTML) ");
             trace->format = SourceFormat::SnapshotHtml;
             trace->formatDetail = "memory_viz HTML, embedded " + (trace->formatDetail.empty() ? std::string("pickle") : trace->formatDetail);
             break;
         }
         case Kind::LegacyTorchSave: {
             const size_t at = legacyTorchSaveObjectOffset(bytes, path, options);
-            try {
-                readSnapshotPickle(bytes.subspan(at), path, *trace, options, progress);
-            } catch (const LoadError& e) {
-                if (e.offset() < 0 || e.code() == LoadErrorCode::Cancelled)
-                    throw;
-                throw LoadError(e.code(), e.file(), int64_t(at) + e.offset(), e.message());
-            }
+            readInside([&] { readSnapshotPickle(bytes.subspan(at), path, *trace, options, progress); }, int64_t(at), "");
             trace->format = SourceFormat::SnapshotPickle;
             trace->formatDetail = "legacy torch.save, " + (trace->formatDetail.empty() ? std::string("pickle") : trace->formatDetail);
             break;
@@ -343,21 +350,22 @@ std::shared_ptr<const Trace> load(const std::string& path, const LoadOptions& op
             int64_t at = -1;
             size_t storages = 0;
             const auto pickle = torchSaveDataPickle(bytes, path, inflated, at, &storages);
-            try {
-                readSnapshotPickle(pickle, path, *trace, options, progress);
-            } catch (const LoadError& e) {
-                // A model or a checkpoint saved the same way: its pickle rebuilds objects, its archive
-                // holds their tensors. Say what it is before what the reader refused.
-                if (e.code() == LoadErrorCode::CodeExecution)
-                    throw LoadError(LoadErrorCode::UnknownFormat, e.file(), at >= 0 && e.offset() >= 0 ? at + e.offset() : -1,
-                                    "a torch.save archive of objects (" + std::to_string(storages) +
-                                        " tensor storages: a model or a checkpoint?), not an allocator snapshot: " + e.message());
-                if (e.offset() < 0 || e.code() == LoadErrorCode::Cancelled)
-                    throw;
-                if (at >= 0) // stored: an offset in data.pkl is one in the archive, shifted
-                    throw LoadError(e.code(), e.file(), at + e.offset(), e.message());
-                throw LoadError(e.code(), e.file(), e.offset(), "(offset in the inflated data.pkl of the torch.save archive) " + e.message());
-            }
+            // Stored (at >= 0): an offset in data.pkl is one in the archive, shifted.
+            readInside(
+                [&] {
+                    try {
+                        readSnapshotPickle(pickle, path, *trace, options, progress);
+                    } catch (const LoadError& e) {
+                        // A model or a checkpoint saved the same way: its pickle rebuilds objects, its
+                        // archive holds their tensors. Say what it is before what the reader refused.
+                        if (e.code() != LoadErrorCode::CodeExecution)
+                            throw;
+                        throw LoadError(LoadErrorCode::UnknownFormat, e.file(), e.offset(),
+                                        "a torch.save archive of objects (" + std::to_string(storages) +
+                                            " tensor storages: a model or a checkpoint?), not an allocator snapshot: " + e.message());
+                    }
+                },
+                at, "(offset in the inflated data.pkl of the torch.save archive) ");
             trace->format = SourceFormat::SnapshotPickle;
             trace->formatDetail = "torch.save zip archive, " + (trace->formatDetail.empty() ? std::string("pickle") : trace->formatDetail);
             break;
