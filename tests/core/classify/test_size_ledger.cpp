@@ -5,6 +5,7 @@
 // K, and frozen weights were read as state (23.1 % of the bytes at the peak of `poolscope synth
 // --layers 4 --trainable 0.25 --optimizer sgd`, in every copy). An optimizer makes state for every
 // parameter it trains, embeddings included: K is the fewest copies any gradient size shows.
+#include "frame_ablation.h"
 #include "gpu_truth.h"
 #include "ring_buffer.h"
 #include "shipped_rules.h"
@@ -194,18 +195,27 @@ private slots:
     // the stackless blocks are W weights and W - G gradients (G made in the window), and Adam's two
     // buffers per weight confirm W. Before, 213 and 314 MiB of gradients read as weights (11.8 and
     // 17.4 % of the named bytes); which same-size block is which follows the window's new segments
-    // (placed below all before them: the lowest are the latest made, the gradients).
+    // (placed below all before them: the lowest are the latest made, the gradients). Frameless too
+    // since stop 61: the count needs no frame, and without one the same 314 MiB read as weights.
     void gradientsFromBeforeTheWindow_data()
     {
         QTest::addColumn<double>("kept");
-        QTest::newRow("last 50 %") << 0.5;
-        QTest::newRow("last 20 %") << 0.2;
+        QTest::addColumn<int>("keep"); // -1: every frame; else a KeepFrames
+        for (const auto& [name, keep] : {std::pair<const char*, int>{"", -1},
+                                         {", Python-only", int(testing::KeepFrames::Python)},
+                                         {", frameless", int(testing::KeepFrames::None)}}) {
+            QTest::newRow((std::string("last 50 %") + name).c_str()) << 0.5 << keep;
+            QTest::newRow((std::string("last 20 %") + name).c_str()) << 0.2 << keep;
+        }
     }
     void gradientsFromBeforeTheWindow()
     {
         QFETCH(double, kept);
+        QFETCH(int, keep);
         const std::string dir = POOLSCOPE_TEST_DATA "/gpu_runs/";
-        const auto t = testing::keepLastEntries(*load(dir + "adam_step_oom.pickle.gz"), kept);
+        auto t = testing::keepLastEntries(*load(dir + "adam_step_oom.pickle.gz"), kept);
+        if (keep >= 0)
+            t = testing::ablateFrames(*t, testing::KeepFrames(keep));
         const DeviceTrace& dev = t->devices.at(0);
         const Classification c = classify(*t, dev, testing::shippedRules());
         const gpu_truth::Score s = gpu_truth::score(dev, c, gpu_truth::readTruth(dir + "adam_step_oom.truth.json.gz"));
