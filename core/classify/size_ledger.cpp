@@ -306,6 +306,26 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
     if (k == 0)
         return;
     const int goes = newSegmentsGo(dev);
+    // Where the window's first new segment lies: the driver placed the segments made just before it
+    // next to it, on the side opposite its direction, so the gradients the backward made just before
+    // the window lie there (k_ctx128/256_fullstep's windows: right above it, while the weights, made
+    // at the process's start, lie below it in one and above the gradients in the other).
+    uint64_t anchor = 0;
+    for (size_t e = 0; e < dev.events.action.size() && anchor == 0; ++e)
+        if (dev.events.action[e] == Action::SegmentAlloc)
+            anchor = dev.events.addr[e];
+    // The latest made first: beyond the anchor against the direction, nearest first; then the rest,
+    // by address in the driver's direction (no anchor: by address alone).
+    const auto newer = [&](uint64_t x, uint64_t y) {
+        if (anchor != 0 && goes != 0) {
+            const bool bx = goes < 0 ? x >= anchor : x <= anchor, by = goes < 0 ? y >= anchor : y <= anchor;
+            if (bx != by)
+                return bx;
+            if (bx)
+                return goes < 0 ? x < y : x > y;
+        }
+        return goes < 0 ? x < y : x > y;
+    };
     uint16_t rule = 0;
     for (auto& [size, ids] : stackless) {
         const auto w = weightsOf.find(size);
@@ -313,17 +333,15 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
             continue;
         if (!rule)
             rule = ledgerRule(c, "gradient-from-before-the-window",
-                              "allocated before recording, alive throughout, no stack, in a capture whose other blocks carry "
-                              "frames: at the recorded optimizer step every trained weight has its gradient, and this size's "
-                              "stackless blocks count the weights twice less the gradients the window made (" + std::to_string(k) +
-                                  " state buffers per weight confirm it): a gradient the backward made before the window opened, "
-                                  "on the autograd engine's thread that records no frame; which same-size block is the weight "
-                                  "the dump cannot tell",
+                              "allocated before recording, alive throughout, no stack: at the recorded optimizer step every "
+                              "trained weight has its gradient, and this size's stackless blocks count the weights twice less "
+                              "the gradients the window made (" + std::to_string(k) +
+                                  " state buffers per weight confirm it): a gradient the backward made before the window opened "
+                                  "(on the autograd engine's thread, which records no frame, or in a capture without frames); "
+                                  "which same-size block is the weight the dump cannot tell",
                               Pool::Gradient, uint8_t(kEvidenceSize | kEvidenceLifetime));
-        std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
-            return goes < 0 ? dev.allocations[a].address > dev.allocations[b].address
-                            : dev.allocations[a].address < dev.allocations[b].address;
-        });
+        // The gradients last: the latest made.
+        std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return newer(dev.allocations[b].address, dev.allocations[a].address); });
         const size_t gradients = ids.size() - size_t(w->second.first);
         for (size_t j = ids.size() - gradients; j < ids.size(); ++j)
             classify_detail::decide(c, ids[j], Pool::Gradient, rule, 55);
