@@ -415,17 +415,60 @@ bool handlesEquippedBeforeRecording(const Classification& c)
     return opening == Phase::Backward || opening == Phase::OptimizerStep || opening == Phase::ZeroGrad;
 }
 
+// The same for a run without steps (inference, a service): an earlier pass of the same phase that
+// made blocks on the block's stream ran matmuls there, so its handle had its workspace already
+// (bert_embed_service: the first call's 32 MiB workspace beside four later calls' 32 MiB outputs,
+// five blocks of one size on one stream, so none read as the workspace).
+bool handleUsedInAnEarlierPass(const DeviceTrace& dev, const Classification& c, const Allocation& a, Phase birth)
+{
+    // Only where the run has no optimizer step: a training run's steps say it (above), and a
+    // frameless reading can cut a reentrant checkpoint's backward into "forwards" (adafactor_reentrant:
+    // the engine thread's workspace, made in such a stretch, read as an activation on the first try).
+    for (const Phase p : c.phases.phase)
+        if (p == Phase::OptimizerStep)
+            return false;
+    for (const Pass& p : c.facts.passes) {
+        if (p.last >= a.allocEvent)
+            break;
+        if (p.phase != birth)
+            continue;
+        for (EventIndex e = p.first; e <= p.last; ++e) {
+            const AllocId id = dev.eventAlloc[size_t(e)];
+            if (id.valid() && dev.allocations[id.value].allocEvent == e && dev.allocations[id.value].stream == a.stream)
+                return true;
+        }
+    }
+    return false;
+}
+
 } // namespace
 
 void workspaceBySize(const DeviceTrace& dev, Classification& c)
 {
     const bool equippedBefore = handlesEquippedBeforeRecording(c);
+    // Streams whose forward handle shows a workspace from before recording: a block of a workspace
+    // size made in a forward before recording and kept, that no frame named
+    // (forwardProductsFromBeforeRecording reads it). The recording then holds no first matmul of the
+    // main thread there, whatever pass it opens with (a service's window opening between calls: its
+    // first call's output read as a second workspace). The autograd engine's thread has a handle of
+    // its own.
+    std::set<int64_t> equippedStreams;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (a.preexisting() && freeEventOf(a) == kNoEvent && isCublasWorkspaceSize(a.size) && c.pool[i] == Pool::Activation &&
+            i < c.birthPhase.size() && c.birthPhase[i] == Phase::Forward && !(c.rules[c.rule[i]].evidence & kEvidenceFrames))
+            equippedStreams.insert(a.stream);
+    }
     std::map<std::pair<int, int64_t>, std::vector<uint32_t>> byStream;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         if (!isCublasWorkspaceSize(a.size))
             continue;
         if (freeEventOf(a) != kNoEvent)
+            continue;
+        // With history, a block from before recording was made in no pass the recording shows:
+        // forwardProductsFromBeforeRecording reads it (below 70 %).
+        if (c.history && a.preexisting())
             continue;
         const Phase birth = i < c.birthPhase.size() ? c.birthPhase[i] : Phase::Unknown;
         if (birth != Phase::Forward && birth != Phase::Backward)
@@ -437,7 +480,9 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
                                       !c.parameterSizes.count(mirrorKey(a.size));
         if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Unknown && p != Pool::Other && !lifetimeGradient)
             continue;
-        if (equippedBefore || handleUsedInAnEarlierStep(dev, c, a, birth))
+        if (equippedBefore || (birth == Phase::Forward && !a.preexisting() && equippedStreams.count(a.stream)) ||
+            handleUsedInAnEarlierStep(dev, c, a, birth) ||
+            handleUsedInAnEarlierPass(dev, c, a, birth))
             continue;
         byStream[{int(a.stream), a.size}].push_back(uint32_t(i));
     }
