@@ -62,14 +62,46 @@ void parametersRebuiltInTurns(const DeviceTrace& dev, Classification& c, EventIn
         ++nextStepEnd;
     while (nextStepEnd + 1 < n && c.phases.phase[size_t(nextStepEnd) + 1] == Phase::OptimizerStep)
         ++nextStepEnd;
+    // Gradients alive when the step begins, the window's own (the step reads every one).
+    std::unordered_map<int64_t, size_t> gradientsAtStep;
+    std::unordered_map<int64_t, std::vector<uint32_t>> untouchedFromBefore;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
         const auto t = turns.find(mirrorKey(requestedBytesOf(a, requested)));
-        if (t == turns.end() || isReplacement[i] || c.pool[i] == Pool::Gradient)
+        if (t == turns.end() || isReplacement[i])
             continue;
         const EventIndex r = freeEventOf(a);
-        if ((a.preexisting() || a.allocEvent < first) && (r == kNoEvent || r > nextStepEnd))
+        if (c.pool[i] == Pool::Gradient) {
+            if (!a.preexisting() && a.allocEvent < first && (r == kNoEvent || r > first))
+                ++gradientsAtStep[t->first];
+            continue;
+        }
+        if ((a.preexisting() || a.allocEvent < first) && (r == kNoEvent || r > nextStepEnd)) {
             ++untouched[t->first];
+            if (a.preexisting() && !(c.rules[c.rule[i]].evidence & kEvidenceFrames))
+                untouchedFromBefore[t->first].push_back(uint32_t(i));
+        }
+    }
+    // A window that opens in the backward holds the gradients made before it as blocks from before
+    // recording that live through the step (a Python-only capture records no frame on the autograd
+    // engine's thread): where they and the window's own gradients make exactly one per turn, every
+    // turn's parameter has its gradient and no weight of the size is left over, so these are those
+    // gradients and the parameters were rebuilt (niu_fb_*'s last fifth: 86.6 MiB of rebuilt weights
+    // read as state, 51.2 MiB of gradients as weights). Frozen weights of the size would break the count.
+    uint16_t gradientRule = 0;
+    for (auto& [key, ids] : untouchedFromBefore) {
+        if (ids.size() != untouched[key] || ids.size() + gradientsAtStep[key] != turns[key])
+            continue;
+        if (!gradientRule)
+            gradientRule = addRule(c, "gradient-from-before-the-window-beside-rebuilt-parameters",
+                                   "made before recording without a frame that names it, alive through an optimizer step that "
+                                   "rebuilt every parameter of its size out of place: with the window's own gradients of the "
+                                   "size it makes one per parameter the step rebuilt, so it is the gradient the step read, "
+                                   "made by the backward before the window opened",
+                                   Pool::Gradient, kEvidenceLifetime | kEvidenceSize);
+        for (uint32_t i : ids)
+            decide(c, i, Pool::Gradient, gradientRule, 50);
+        untouched[key] = 0;
     }
     uint16_t rule = 0, stateRule = 0;
     for (const auto& [b, e] : runs) {
