@@ -274,6 +274,27 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
     }
     if (!stepSeen || (first != Phase::Backward && first != Phase::OptimizerStep))
         return;
+    // G also counts what the window made before its first step and still holds when the step begins,
+    // of a weight's size, state aside: the step reads every gradient, whatever pool a frameless
+    // reading gave the stretch that made it (wed_training_128's last half, frameless: the backward's
+    // first 131 events read as no pass, G = 0 for its 16 MiB weights, and 1,104 MiB of gradients from
+    // before the window stayed weights).
+    {
+        EventIndex stepAt = kNoEvent;
+        for (size_t e = 0; e < c.phases.phase.size() && stepAt == kNoEvent; ++e)
+            if (c.phases.phase[e] == Phase::OptimizerStep)
+                stepAt = EventIndex(e);
+        std::unordered_map<int64_t, int64_t> atStep;
+        for (size_t i = 0; i < c.size(); ++i) {
+            const Allocation& a = dev.allocations[i];
+            const EventIndex r = classify_detail::freeEventOf(a);
+            if (!a.preexisting() && a.allocEvent < stepAt && (r == kNoEvent || r > stepAt) && c.pool[i] != Pool::OptimizerState &&
+                stackless.count(blocks[i].mirrorSize))
+                ++atStep[blocks[i].mirrorSize];
+        }
+        for (const auto& [size, n] : atStep)
+            recorded[size] = std::max(recorded[size], n);
+    }
     // The state per size: alive at once, or at the window's end where a step rewrote it out of place
     // (old and new buffers overlap for a moment) and has finished.
     const AtOnce stateAtOnce = mostAliveAtOnce(dev, blocks, c, Pool::OptimizerState);
