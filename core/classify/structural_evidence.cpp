@@ -421,12 +421,6 @@ bool handlesEquippedBeforeRecording(const Classification& c)
 // five blocks of one size on one stream, so none read as the workspace).
 bool handleUsedInAnEarlierPass(const DeviceTrace& dev, const Classification& c, const Allocation& a, Phase birth)
 {
-    // Only where the run has no optimizer step: a training run's steps say it (above), and a
-    // frameless reading can cut a reentrant checkpoint's backward into "forwards" (adafactor_reentrant:
-    // the engine thread's workspace, made in such a stretch, read as an activation on the first try).
-    for (const Phase p : c.phases.phase)
-        if (p == Phase::OptimizerStep)
-            return false;
     for (const Pass& p : c.facts.passes) {
         if (p.last >= a.allocEvent)
             break;
@@ -459,6 +453,11 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
             i < c.birthPhase.size() && c.birthPhase[i] == Phase::Forward && !(c.rules[c.rule[i]].evidence & kEvidenceFrames))
             equippedStreams.insert(a.stream);
     }
+    // Earlier passes say it only where the run has no optimizer step: a training run's steps say it
+    // (handleUsedInAnEarlierStep), and a frameless reading can cut a reentrant checkpoint's backward
+    // into "forwards" (adafactor_reentrant: the engine thread's workspace, made in such a stretch,
+    // read as an activation on the first try).
+    const bool stepless = std::none_of(c.phases.phase.begin(), c.phases.phase.end(), [](Phase p) { return p == Phase::OptimizerStep; });
     std::map<std::pair<int, int64_t>, std::vector<uint32_t>> byStream;
     for (size_t i = 0; i < c.size(); ++i) {
         const Allocation& a = dev.allocations[i];
@@ -481,8 +480,7 @@ void workspaceBySize(const DeviceTrace& dev, Classification& c)
         if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Unknown && p != Pool::Other && !lifetimeGradient)
             continue;
         if (equippedBefore || (birth == Phase::Forward && !a.preexisting() && equippedStreams.count(a.stream)) ||
-            handleUsedInAnEarlierStep(dev, c, a, birth) ||
-            handleUsedInAnEarlierPass(dev, c, a, birth))
+            handleUsedInAnEarlierStep(dev, c, a, birth) || (stepless && handleUsedInAnEarlierPass(dev, c, a, birth)))
             continue;
         byStream[{int(a.stream), a.size}].push_back(uint32_t(i));
     }
