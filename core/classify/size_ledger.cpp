@@ -265,14 +265,15 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
     // The window opens in a backward or a step (its first pass is not a forward, which would make
     // every gradient of the backward after it under recording) and holds an optimizer step.
     Phase first = Phase::Unknown;
-    bool stepSeen = false;
-    for (size_t e = 0; e < c.phases.phase.size() && !stepSeen; ++e) {
+    EventIndex stepAt = kNoEvent; // where the window's first optimizer step begins
+    for (size_t e = 0; e < c.phases.phase.size() && stepAt == kNoEvent; ++e) {
         const Phase p = c.phases.phase[e];
         if (first == Phase::Unknown && (p == Phase::Forward || p == Phase::Backward || p == Phase::OptimizerStep))
             first = p;
-        stepSeen = p == Phase::OptimizerStep;
+        if (p == Phase::OptimizerStep)
+            stepAt = EventIndex(e);
     }
-    if (!stepSeen || (first != Phase::Backward && first != Phase::OptimizerStep))
+    if (stepAt == kNoEvent || (first != Phase::Backward && first != Phase::OptimizerStep))
         return;
     // G also counts what the window made before its first step and still holds when the step begins,
     // of a weight's size, state aside: the step reads every gradient, whatever pool a frameless
@@ -280,10 +281,6 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
     // first 131 events read as no pass, G = 0 for its 16 MiB weights, and 1,104 MiB of gradients from
     // before the window stayed weights).
     {
-        EventIndex stepAt = kNoEvent;
-        for (size_t e = 0; e < c.phases.phase.size() && stepAt == kNoEvent; ++e)
-            if (c.phases.phase[e] == Phase::OptimizerStep)
-                stepAt = EventIndex(e);
         std::unordered_map<int64_t, int64_t> atStep;
         for (size_t i = 0; i < c.size(); ++i) {
             const Allocation& a = dev.allocations[i];
