@@ -4,6 +4,7 @@
 // optimizer; autocast casts each weight once per forward into its cast cache (kept while backward
 // needs it, or until the autocast region ends) and casts each fp32 input of a matmul. Turning it off
 // drops the casts and widens what ran in 16 bits.
+#include "core/whatif/autocast_eligible.h"
 #include "core/whatif/plan.h"
 
 #include "core/util/units.h"
@@ -16,24 +17,16 @@
 namespace poolscope {
 
 size_t softmaxFromStructure(const DeviceTrace& dev, const TraceModel& m, std::vector<OpPrecision>& precision, int64_t& bytes);
+size_t castsFromStructure(const DeviceTrace& dev, const TraceModel& m, std::vector<OpPrecision>& precision);
 
 namespace {
 
+using autocast_detail::eligible;
+using autocast_detail::kInputWindow;
+
 constexpr int kInheritWindow = 16; // allocations back where an elementwise op's input may be
-constexpr int kInputWindow = 32;   // allocations back where a matmul's fp32 input may be
 
 EventIndex before(EventIndex e) { return e > 0 ? e - 1 : kNoEvent; }
-
-constexpr int kMaxCastsPerCall = 2; // a matmul's tensor inputs: activation and weight, or two activations
-
-// Activations and the temporaries around them: what changes element size with autocast.
-bool eligible(const TraceModel& m, size_t a)
-{
-    const Pool p = m.pool[a];
-    if (p != Pool::Activation && p != Pool::Temporary && p != Pool::Other && p != Pool::Unknown)
-        return false;
-    return !m.weightCast[a] && m.lawEvidence[a] != LawEvidence::Phase && !m.stepWorkspace[a];
-}
 
 // Element-size ratio of every allocation, in allocation order: operators by autocast's lists, the
 // rest by the latest live tensor of the same bytes (their input, as an elementwise op's output).
@@ -160,73 +153,6 @@ std::vector<Ratio> elementRatios(const DeviceTrace& dev, const TraceModel& m, co
     return ratio;
 }
 
-// Autocast's casts where no frame names one (Python-only stacks: the _to_copy runs below the Python
-// frame of the matmul that asked for it, so it carries that operator's frames, and a user's module
-// may name no operator at all). Two facts of structure stand in for the missing frames:
-// - A call site that casts a weight (TraceModel::weightCast: the weights' 16-bit twins) is a
-//   matmul's: what it makes besides the casts is the matmul's 16-bit output.
-// - One call leaves its allocations one after the other under one stack, and autocast casts before
-//   the kernel runs: the call's leading allocations that have half the bytes of a live tensor made
-//   before the call (its fp32 input; a 16-bit input is not cast) are the inputs' casts, one per
-//   source, at most one per tensor input, never the call's last allocation (its output).
-// `precision` gets both: matmul outputs Lower, inputs' casts Cast. Returns the casts found.
-size_t castsFromStructure(const DeviceTrace& dev, const TraceModel& m, std::vector<OpPrecision>& precision)
-{
-    const size_t n = dev.allocations.size();
-    std::unordered_set<uint32_t> matmulSites;
-    for (size_t a = 0; a < n; ++a)
-        if (m.weightCast[a] && dev.allocations[a].stack.valid())
-            matmulSites.insert(dev.allocations[a].stack.value);
-    for (size_t a = 0; a < n; ++a)
-        if (!m.weightCast[a] && (precision[a] == OpPrecision::Unknown || precision[a] == OpPrecision::Promote) &&
-            dev.allocations[a].stack.valid() && matmulSites.count(dev.allocations[a].stack.value) && eligible(m, a))
-            precision[a] = OpPrecision::Lower;
-    std::vector<uint8_t> claimed(n, 0);
-    size_t found = 0;
-    for (size_t first = 0; first < n;) {
-        const StackId stack = dev.allocations[first].stack;
-        size_t end = first + 1;
-        while (end < n && stack.valid() && dev.allocations[end].stack == stack)
-            ++end;
-        if (end - first < 2 || (precision[first] != OpPrecision::Lower && !m.weightCast[first])) {
-            first = end;
-            continue;
-        }
-        int inputs = 0;
-        for (size_t c = first; c + 1 < end && inputs < kMaxCastsPerCall; ++c) {
-            const Allocation& al = dev.allocations[c];
-            if (m.weightCast[c]) {
-                ++inputs;
-                continue;
-            }
-            if (al.preexisting() || !eligible(m, c))
-                break;
-            size_t source = SIZE_MAX;
-            int seen = 0;
-            for (size_t b = first; b-- > 0 && seen < kInputWindow;) {
-                const Allocation& src = dev.allocations[b];
-                if (src.preexisting())
-                    break;
-                if (!eligible(m, b))
-                    continue;
-                ++seen;
-                if (claimed[b] || src.size != 2 * al.size || precision[b] == OpPrecision::Lower ||
-                    (src.freeCompletedEvent != kNoEvent && src.freeCompletedEvent < al.allocEvent))
-                    continue;
-                source = b;
-                break;
-            }
-            if (source == SIZE_MAX)
-                break; // the kernel's own allocations begin: no cast comes after them
-            claimed[source] = 1;
-            precision[c] = OpPrecision::Cast;
-            ++inputs;
-            ++found;
-        }
-        first = end;
-    }
-    return found;
-}
 
 
 // Input sizes (bytes) of a linear layer x @ W that makes `out` bytes, for each weight matrix W of the
