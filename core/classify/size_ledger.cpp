@@ -436,10 +436,27 @@ GradientSets gradientSets(const std::unordered_map<int64_t, std::vector<uint32_t
 // order is creation order (without that, the higher addresses, a guess).
 void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, Classification& c)
 {
+    // The second run counts again what the first split: the structural passes between the two find
+    // gradients the rules did not (a frameless window's backward: the embedding's gradient, made in
+    // the window's first backward, read as a gradient only by structure, while the head's, made
+    // before the window, already was), so the first run's count per size can be short by one.
+    // Its state buffers are candidates again, to be split afresh with the fuller count
+    // (llama_autocast_adamw_midbackward's last half, frameless: a 125 MiB moment stayed a weight).
+    uint16_t splitBefore = 0;
+    for (size_t k = 0; k < c.rules.size() && !splitBefore; ++k)
+        if (c.rules[k].name == "size-ledger-optimizer-state" && c.rules[k].origin == "built-in")
+            splitBefore = uint16_t(k);
+    const auto splitEarlier = [&](size_t i) { return splitBefore != 0 && c.pool[i] == Pool::OptimizerState && c.rule[i] == splitBefore; };
     std::unordered_map<int64_t, std::vector<uint32_t>> candidates;
-    for (size_t i = 0; i < c.size(); ++i)
-        if (c.pool[i] == Pool::Parameter && blocks[i].aliveWholeTrace && blocks[i].emptyStack)
+    std::unordered_set<uint32_t> stateBefore; // the first run's state, as it entered this one
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (!blocks[i].aliveWholeTrace || !blocks[i].emptyStack)
+            continue;
+        if (splitEarlier(i))
+            stateBefore.insert(uint32_t(i));
+        if (c.pool[i] == Pool::Parameter || splitEarlier(i))
             candidates[blocks[i].mirrorSize].push_back(uint32_t(i));
+    }
     if (candidates.empty())
         return; // both readings below count these blocks
     // The state was born in the trace, or predates it with the frames that made it (a ring
@@ -519,6 +536,13 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
                 c.rule[ids[k]] = stateRule;
                 c.confidence[ids[k]] = 55;
             }
+            // A block the first run made state that this count keeps a weight: one of several.
+            for (size_t k = 0; k < ids.size() - states; ++k)
+                if (stateBefore.count(ids[k])) {
+                    c.pool[ids[k]] = Pool::Parameter;
+                    c.rule[ids[k]] = oneOfSeveralRule(c);
+                    c.confidence[ids[k]] = 55;
+                }
         }
     }
     // Two blocks or more of a size per gradient of it, none with a stack: one is the weight, the
@@ -531,18 +555,23 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     // state at once (one per weight at least, made where the recording shows it), and gradients
     // alive at once holding half their bytes or more (every weight's gradient shows, in flat
     // buckets of no weight's size where DDP keeps them): then they are the weights.
+    // (Counted as the first run left them: its state is no weight here, as before this run.)
+    const auto weightsAtEntry = [&](const std::vector<uint32_t>& ids) {
+        return int64_t(std::count_if(ids.begin(), ids.end(), [&](uint32_t i) { return !stateBefore.count(i); }));
+    };
     const AtOnce grads = mostAliveAtOnce(dev, blocks, c, Pool::Gradient);
     int64_t mirroredBytes = 0;
     for (const auto& [size, ids] : candidates)
         if (const auto g = grads.blocks.find(size); g != grads.blocks.end() && g->second > 0)
-            mirroredBytes += int64_t(ids.size()) * size;
+            mirroredBytes += weightsAtEntry(ids) * size;
     const bool gradientsShow = grads.bytes * 2 >= mirroredBytes;
     uint16_t guessRule = 0;
     for (const auto& [size, ids] : candidates) {
         const auto g = grads.blocks.find(size);
-        if (g == grads.blocks.end() || g->second <= 0 || int64_t(ids.size()) < 2 * g->second)
+        const int64_t n = weightsAtEntry(ids);
+        if (g == grads.blocks.end() || g->second <= 0 || n < 2 * g->second)
             continue;
-        if (const auto st = stateAtOnce.blocks.find(size); gradientsShow && st != stateAtOnce.blocks.end() && st->second >= int64_t(ids.size()))
+        if (const auto st = stateAtOnce.blocks.find(size); gradientsShow && st != stateAtOnce.blocks.end() && st->second >= n)
             continue;
         for (uint32_t i : ids) {
             if (c.pool[i] != Pool::Parameter)
