@@ -58,6 +58,75 @@ bool castGradientsInBackward(const DeviceTrace& dev, const Classification& c, co
     return gradients < 4 || cast > 0;
 }
 
+// A recording that opens partway through a forward under autocast without showing that it does (a
+// forward under grad lets go of nothing, so nothing from before recording is released; or the first
+// few events read as no pass) holds the casts of the layers before the window as blocks from before
+// recording, read as weights, beside the casts the forward still makes. Where, for two weight shapes
+// or more, those blocks and the forward's own kept blocks of half a weight's size come to exactly one
+// per weight of that shape (a shape the forward itself makes none of), they are that shape's casts:
+// the blocks from before the window join the pass's candidates. Returns their bytes (counted as
+// weights so far). k_ctx128_forward_mixed's last half, frameless: 64 + 64 casts of 128 weights of
+// 25 MiB and 48 + 48 of 96 of 100 MiB, 3.2 GiB read as weights and 3.2 GiB as activations.
+// In a window that opens in a forward (shown or not), the blocks from before it read as weights hold
+// the earlier layers' activations too, so a "weight" shape the forward itself makes and keeps gives
+// no cast size: its candidates leave the count (a forward-only synth run at T = 96, h = 256, cut to
+// its second half: 2.5 MiB of its activations were read as casts of their own earlier copies).
+int64_t castsFromBeforeTheWindow(const DeviceTrace& dev, Classification& c, const std::unordered_map<int64_t, int64_t>& params,
+                                 bool openForward, std::map<int, std::map<int64_t, std::vector<uint32_t>>>& byPass)
+{
+    const RunFacts& facts = c.facts;
+    if (facts.passes.empty() || facts.passes.front().phase != Phase::Forward || !byPass.count(0))
+        return 0;
+    for (EventIndex e = 0; e < facts.passes.front().first; ++e)
+        if (c.phases.phase[size_t(e)] != Phase::Unknown)
+            return 0; // another phase came first: the window does not open in this forward
+    // The pass's own candidates by key, and the sizes it makes and keeps at all (a weight shape the
+    // forward makes is no pure weight shape).
+    std::unordered_map<int64_t, int64_t> recordedKey; // mirror key -> the pass's key for it
+    for (const auto& [size, ids] : byPass.at(0))
+        recordedKey[mirrorKey(size)] = size;
+    std::unordered_set<int64_t> keptByPass;
+    const Pass& first = facts.passes.front();
+    for (const Allocation& a : dev.allocations) {
+        const EventIndex r = freeEventOf(a);
+        if (!a.preexisting() && a.allocEvent >= first.first && a.allocEvent <= first.last && (r == kNoEvent || r > first.last))
+            keptByPass.insert(mirrorKey(a.size));
+    }
+    const auto requested = requestedBytesByAddress(dev);
+    std::unordered_map<int64_t, std::vector<uint32_t>> before; // mirror key -> blocks from before recording
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (!a.preexisting() || freeEventOf(a) != kNoEvent || c.pool[i] != Pool::Parameter ||
+            (c.rules[c.rule[i]].evidence & kEvidenceFrames) || c.rules[c.rule[i]].has(kRoleIndistinctCopies))
+            continue;
+        before[mirrorKey(requestedBytesOf(a, requested))].push_back(uint32_t(i));
+    }
+    std::vector<int64_t> exact;
+    int64_t bytes = 0;
+    for (const auto& [key, ids] : before) {
+        const auto rec = recordedKey.find(key);
+        const auto w = params.find(mirrorKey(2 * key));
+        if (rec == recordedKey.end() || w == params.end() || keptByPass.count(mirrorKey(2 * key)))
+            continue;
+        if (int64_t(ids.size() + byPass.at(0).at(rec->second).size()) != w->second)
+            continue;
+        exact.push_back(key);
+        bytes += int64_t(ids.size()) * key;
+    }
+    if (exact.size() < 2 && !openForward)
+        return 0;
+    if (exact.size() < 2)
+        exact.clear(); // the forward is open all the same: its own candidates are still filtered below
+    for (int64_t key : exact) {
+        auto& into = byPass[0][recordedKey.at(key)];
+        into.insert(into.end(), before.at(key).begin(), before.at(key).end());
+    }
+    // (k_ctx128_forward_mixed's last half: 2.5 MiB outputs beside the 5 MiB ones from before it.)
+    for (auto it = byPass[0].begin(); it != byPass[0].end();)
+        it = keptByPass.count(mirrorKey(2 * it->first)) ? byPass[0].erase(it) : std::next(it);
+    return bytes;
+}
+
 } // namespace
 
 void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classification& c)
@@ -156,6 +225,7 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
             continue; // let go of within its pass: not a cast kept for the weights' next use
         byPass[pass][a.size].push_back(uint32_t(i));
     }
+    paramBytes -= castsFromBeforeTheWindow(dev, c, params, openForward == 0, byPass);
     std::unordered_set<int64_t> castWeights; // the weights' sizes the candidates would be casts of
     for (const auto& [pass, sizes] : byPass)
         for (const auto& [size, ids] : sizes)

@@ -15,6 +15,8 @@
 
 #include <QtTest>
 
+#include <map>
+
 using namespace poolscope;
 
 namespace {
@@ -132,6 +134,52 @@ private slots:
         // the cast stays a guess): within 1 %.
         const int64_t got = castCacheBytes(*window);
         QVERIFY2(std::abs(got - original) * 100 <= original, qPrintable(QString("%1 B of casts, %2 B in the whole dump").arg(got).arg(original)));
+    }
+    // The same window without any frame (a forward-only profile under autocast, cut by a ring buffer
+    // to its second half): nothing shows that the forward was open, the earlier layers' casts read as
+    // weights and the forward's own covered too few weights for the count, so no cast was found.
+    // Together they come to exactly one per weight of each cast shape (castsFromBeforeTheWindow).
+    void castsFromBeforeAFramelessWindow()
+    {
+        // T = 96 tokens beside h = 256: no activation has an h x h weight's cast size (at T = h the
+        // count cannot tell them apart, whole or cut). Positions = T: the position table's cast has a
+        // T x h bf16 output's size, and that one cast the window reads as an earlier layer's output.
+        SynthModel m = small(SynthDtype::Autocast);
+        m.layers = 8;
+        m.hidden = 256;
+        m.seq = 96;
+        m.microBatch = 1;
+        m.forwardOnly = true;
+        m.steps = 1;
+        const SynthResult r = synthesize(m);
+        RedactOptions o;
+        o.frames = FrameKeep::None;
+        const auto window = redact(*testing::keepLastEntries(r.trace, 0.5), o);
+        const DeviceTrace& dev = window->devices.at(0);
+        const Classification c = classify(*window, dev, testing::shippedRules());
+        // The window's blocks by address, against the run's truth for the block alive there at the end.
+        const DeviceTrace& full = r.trace.devices.at(0);
+        std::map<uint64_t, Pool> truthAtEnd;
+        for (size_t i = 0; i < full.allocations.size(); ++i)
+            if (full.allocations[i].aliveAfter(EventIndex(full.events.count()) - 1))
+                truthAtEnd[full.allocations[i].address] = r.truth[i];
+        int64_t casts = 0, found = 0, before = 0, wrong = 0;
+        for (size_t i = 0; i < c.size(); ++i) {
+            const Allocation& a = dev.allocations[i];
+            const auto it = truthAtEnd.find(a.address);
+            if (!a.aliveAfter(EventIndex(dev.events.count()) - 1) || it == truthAtEnd.end())
+                continue;
+            if (it->second == Pool::CastCache) {
+                casts += a.size;
+                found += c.pool[i] == Pool::CastCache ? a.size : 0;
+                before += a.preexisting() ? a.size : 0;
+            } else if (c.pool[i] == Pool::CastCache) {
+                wrong += a.size;
+            }
+        }
+        QVERIFY(before > 0 && before < casts); // the window opens among the casts
+        QVERIFY2(found * 100 >= casts * 95, qPrintable(QString("%1 of %2 B of casts found").arg(found).arg(casts)));
+        QCOMPARE(wrong, int64_t(0));
     }
     void noCastsInAnEarlierProgramsForward()
     {

@@ -322,6 +322,37 @@ private slots:
                  qPrintable(QString("window %1 B of state, whole dump %2 B").arg(window).arg(reference)));
     }
 
+    // A window that opens partway through a forward under autocast, frameless: the earlier layers'
+    // casts are blocks from before recording, read as weights, and the forward's own casts then
+    // covered too few weights for the count (k_ctx128_forward_mixed's last half: 3.2 GiB of casts
+    // read as weights and 3.2 GiB as activations, 35.2 % of the bytes; its last fifth 28.2 %). The
+    // two together come to exactly one per weight of each cast shape (structural_casts_by_count.cpp).
+    void castsFromBeforeTheWindow_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<double>("kept");
+        for (const char* f : {"k_ctx128_forward_mixed.pickle", "k_ctx256_forward_mixed.pickle"})
+            for (double kept : {0.5, 0.2})
+                QTest::newRow(qPrintable(QString("%1 last %2 %").arg(f).arg(int(kept * 100)))) << QString(f) << kept;
+    }
+    void castsFromBeforeTheWindow()
+    {
+        QFETCH(QString, file);
+        QFETCH(double, kept);
+        const auto t = testing::loadCorpus(file.toUtf8().constData());
+        if (!t)
+            QSKIP("../shared/corpus not available");
+        const Pair p = windowOf(*t, kept, FrameKeep::None);
+        const auto [casts, stay] = bytesOf(p, Pool::CastCache, Pool::CastCache);
+        const auto [activations, becameCasts] = bytesOf(p, Pool::Activation, Pool::CastCache);
+        const auto [weights, weightsStay] = bytesOf(p, Pool::Parameter, Pool::Parameter);
+        QVERIFY(casts > int64_t(4) << 30 && activations > int64_t(1) << 30);
+        QVERIFY2(stay * 100 >= casts * 98, qPrintable(QString("%1 of %2 bytes of casts stay casts").arg(stay).arg(casts)));
+        // (a few KiB: a norm's output of a norm weight's cast size, as in the whole dump frameless)
+        QVERIFY2(becameCasts < int64_t(1) << 20, qPrintable(QString("%1 bytes of activations read as casts").arg(becameCasts)));
+        QCOMPARE(weightsStay, weights);
+    }
+
     void gradientsBesideRebuiltParameters_data()
     {
         QTest::addColumn<QString>("file");
