@@ -4,6 +4,7 @@
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -71,7 +72,7 @@ bool castGradientsInBackward(const DeviceTrace& dev, const Classification& c, co
 // the earlier layers' activations too, so a "weight" shape the forward itself makes and keeps gives
 // no cast size: its candidates leave the count (a forward-only synth run at T = 96, h = 256, cut to
 // its second half: 2.5 MiB of its activations were read as casts of their own earlier copies).
-int64_t castsFromBeforeTheWindow(const DeviceTrace& dev, Classification& c, const std::unordered_map<int64_t, int64_t>& params,
+int64_t castsFromBeforeTheWindow(const DeviceTrace& dev, Classification& c, std::unordered_map<int64_t, int64_t>& params,
                                  bool openForward, std::map<int, std::map<int64_t, std::vector<uint32_t>>>& byPass)
 {
     const RunFacts& facts = c.facts;
@@ -101,22 +102,36 @@ int64_t castsFromBeforeTheWindow(const DeviceTrace& dev, Classification& c, cons
             continue;
         before[mirrorKey(requestedBytesOf(a, requested))].push_back(uint32_t(i));
     }
+    // One per weight: per shape, the blocks the counts read as weights of twice a candidate's size
+    // (W) hold each weight k times where its gradient and moments predate recording too (nh_forward:
+    // k = 4, made before recording and indistinct); the smallest k at which two shapes or more match,
+    // exactly, or within one block in 64 where a shape has that many (an output of a cast's size).
     std::vector<int64_t> exact;
-    int64_t bytes = 0;
-    for (const auto& [key, ids] : before) {
-        const auto rec = recordedKey.find(key);
-        const auto w = params.find(mirrorKey(2 * key));
-        if (rec == recordedKey.end() || w == params.end() || keptByPass.count(mirrorKey(2 * key)))
-            continue;
-        if (int64_t(ids.size() + byPass.at(0).at(rec->second).size()) != w->second)
-            continue;
-        exact.push_back(key);
-        bytes += int64_t(ids.size()) * key;
+    int64_t bytes = 0, copies = 0;
+    for (int64_t k = 1; k <= 4 && exact.size() < 2; ++k) {
+        copies = k;
+        exact.clear();
+        bytes = 0;
+        for (const auto& [key, ids] : before) {
+            const auto rec = recordedKey.find(key);
+            const auto w = params.find(mirrorKey(2 * key));
+            if (rec == recordedKey.end() || w == params.end() || keptByPass.count(mirrorKey(2 * key)) || w->second % k != 0)
+                continue;
+            const int64_t weights = w->second / k, casts = int64_t(ids.size() + byPass.at(0).at(rec->second).size());
+            if (std::abs(casts - weights) * 64 > weights)
+                continue;
+            exact.push_back(key);
+            bytes += int64_t(ids.size()) * key;
+        }
     }
     if (exact.size() < 2 && !openForward)
         return 0;
     if (exact.size() < 2)
         exact.clear(); // the forward is open all the same: its own candidates are still filtered below
+    // Each weight held k times: one weight per k blocks of every size held a multiple of k times.
+    if (copies > 1 && !exact.empty())
+        for (auto& [key, n] : params)
+            n = n % copies == 0 ? n / copies : n;
     for (int64_t key : exact) {
         auto& into = byPass[0][recordedKey.at(key)];
         into.insert(into.end(), before.at(key).begin(), before.at(key).end());
@@ -225,7 +240,11 @@ void autocastCastsByCount(const Trace& trace, const DeviceTrace& dev, Classifica
             continue; // let go of within its pass: not a cast kept for the weights' next use
         byPass[pass][a.size].push_back(uint32_t(i));
     }
-    paramBytes -= castsFromBeforeTheWindow(dev, c, params, openForward == 0, byPass);
+    if (const int64_t castBytes = castsFromBeforeTheWindow(dev, c, params, openForward == 0, byPass); castBytes > 0) {
+        paramBytes = -castBytes; // the weights again, counted once each, less what now reads as their casts
+        for (const auto& [key, n] : params)
+            paramBytes += key * n;
+    }
     std::unordered_set<int64_t> castWeights; // the weights' sizes the candidates would be casts of
     for (const auto& [pass, sizes] : byPass)
         for (const auto& [size, ids] : sizes)
