@@ -219,7 +219,18 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     // still holds (taken at its end, or at an OOM inside it). Not where what is kept has the sizes
     // of the run's state blocks (an optimizer's first step making its state, weights being loaded).
     {
-        const EventIndex tail = sw.empty() ? 0 : sw.back().peak;
+        // With no swing (a window that opens in a backward lets go of blocks from before recording,
+        // which neither curve counts, so its fall shows no swing), the rise is looked for after the
+        // last optimizer step or zero_grad read so far: no forward holds one (llama_autocast_adamw_oom's
+        // last 80 %, frameless: the forward the OOM ends in read as no pass, its weight casts as the
+        // step's, 241 MiB).
+        EventIndex tail = sw.empty() ? 0 : sw.back().peak;
+        if (sw.empty())
+            for (size_t e = n; e-- > 0;)
+                if (tl.phase[e] == Phase::OptimizerStep || tl.phase[e] == Phase::ZeroGrad) {
+                    tail = EventIndex(e);
+                    break;
+                }
         EventIndex lowAt = tail, highAt = tail;
         for (EventIndex e = tail; e < EventIndex(n); ++e)
             if (all[size_t(e)] <= all[size_t(lowAt)])

@@ -361,6 +361,21 @@ private slots:
         QCOMPARE(weightsStay, weights);
     }
 
+    // A window that opens in a backward lets go of blocks from before recording, which the curves the
+    // swings are read on do not count: no swing at all, so the rise the dump ends in was looked for
+    // from the window's first event, and the forward the OOM ends in read as no pass (its weight
+    // casts as the step's: llama_autocast_adamw_oom's last 80 %, frameless, 241 MiB). It starts
+    // after the last optimizer step or zero_grad read so far.
+    void theForwardAfterAWindowsBackward()
+    {
+        const auto t = load(POOLSCOPE_TEST_DATA "/gpu_runs/llama_autocast_adamw_oom.pickle.gz");
+        const Pair p = windowOf(*t, 0.8, FrameKeep::None);
+        const auto [casts, stay] = bytesOf(p, Pool::CastCache, Pool::CastCache);
+        QVERIFY(casts > int64_t(200) << 20);
+        QVERIFY2(stay * 100 >= casts * 99, qPrintable(QString("%1 of %2 bytes of casts stay casts").arg(stay).arg(casts)));
+        QCOMPARE(int(p.cut.phases.phase.back()), int(Phase::Forward));
+    }
+
     void gradientsBesideRebuiltParameters_data()
     {
         QTest::addColumn<QString>("file");
