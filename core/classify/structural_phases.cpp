@@ -119,6 +119,57 @@ EventIndex engineStartBeforePeak(EventIndex fStart, EventIndex peak, EventIndex 
     return run >= 2 ? earliest - 1 : peak;
 }
 
+// After a training run's last optimizer step or zero_grad the next pass is one forward, and a dump
+// that ends before its backward ends inside it. Where the swings read that stretch as several forwards
+// (each layer's scratch rising and falling, against a threshold set by this forward alone: a window
+// that holds no earlier pass), and every block a piece keeps past its own end is still held when the
+// dump ends (saved for a backward, none let go of by a later piece), the pieces are that forward's
+// layers: the gaps between them are the forward too (llama_autocast_adamw_oom's last fifth,
+// frameless: six "forwards", 938 MiB of the layers' outputs between them read as no pass).
+size_t oneForwardAfterTheLastStep(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    const EventIndex n = EventIndex(tl.phase.size());
+    EventIndex from = kNoEvent;
+    for (EventIndex e = n; e-- > 0 && from == kNoEvent;)
+        if (tl.phase[size_t(e)] == Phase::OptimizerStep || tl.phase[size_t(e)] == Phase::ZeroGrad)
+            from = e + 1;
+    if (from == kNoEvent)
+        return 0;
+    // The forward runs after it, with nothing but unread events between them.
+    std::vector<std::pair<EventIndex, EventIndex>> runs;
+    for (EventIndex e = from; e < n; ++e) {
+        const Phase p = tl.phase[size_t(e)];
+        if (p == Phase::Unknown)
+            continue;
+        if (p != Phase::Forward)
+            return 0;
+        if (!runs.empty() && runs.back().second == e - 1)
+            runs.back().second = e;
+        else
+            runs.push_back({e, e});
+    }
+    if (runs.size() < 2)
+        return 0;
+    // What each piece but the last keeps past its end is held to the dump's end (all but a twentieth:
+    // a mask or an index the next layer's first op consumes).
+    for (size_t k = 0; k + 1 < runs.size(); ++k) {
+        int64_t kept = 0, letGo = 0;
+        for (EventIndex e = runs[k].first; e <= runs[k].second; ++e)
+            if (const Allocation* a = classify_detail::bornAt(dev, e)) {
+                const EventIndex r = releaseOf(*a);
+                if (r == kNoEvent)
+                    kept += a->size;
+                else if (r > runs[k].second)
+                    letGo += a->size;
+            }
+        if (kept == 0 || letGo * 20 > kept + letGo)
+            return 0;
+    }
+    size_t placed = 0;
+    place(tl, runs.front().first, runs.back().second, Phase::Forward, placed);
+    return placed;
+}
+
 // The swings' reading (see the header): one forward then one backward per step.
 size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walksOnce, RepeatedForwardsOnce& repetition)
 {
@@ -489,6 +540,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     // bytes never rise much): the calls where the layers' sizes repeat.
     if (placed == 0)
         return placeRepeatedForwards(dev, calls, tl);
+    placed += oneForwardAfterTheLastStep(dev, tl);
     if (!anyBackward)
         for (const EventSpan& run : calls.layerRuns) {
             size_t inside = 0;

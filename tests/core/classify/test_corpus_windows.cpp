@@ -376,6 +376,27 @@ private slots:
         QCOMPARE(int(p.cut.phases.phase.back()), int(Phase::Forward));
     }
 
+    // The same run's last fifth holds only the end of a step and the forward the OOM ends in; its
+    // layers' scratch, against a threshold that forward alone sets, read as six forwards, and what
+    // the layers made between them as no pass (688 MiB unknown). After the last zero_grad a training
+    // run's next pass is one forward, and each piece keeps its outputs to the dump's end.
+    void oneForwardAfterTheLastZeroGrad()
+    {
+        const auto t = load(POOLSCOPE_TEST_DATA "/gpu_runs/llama_autocast_adamw_oom.pickle.gz");
+        const Pair p = windowOf(*t, 0.2, FrameKeep::None);
+        int forwards = 0;
+        bool afterZeroGrad = false;
+        for (const PhaseTimeline::Run& r : p.cut.phases.runs) {
+            afterZeroGrad = afterZeroGrad || r.phase == Phase::ZeroGrad;
+            forwards += afterZeroGrad && r.phase == Phase::Forward;
+        }
+        QVERIFY(afterZeroGrad);
+        QCOMPARE(forwards, 1);
+        const auto [activations, unknown] = bytesOf(p, Pool::Activation, Pool::Unknown, true);
+        QVERIFY(activations > int64_t(500) << 20);
+        QVERIFY2(unknown * 2 < activations, qPrintable(QString("%1 of %2 bytes of activations unknown").arg(unknown).arg(activations)));
+    }
+
     void gradientsBesideRebuiltParameters_data()
     {
         QTest::addColumn<QString>("file");
