@@ -3,6 +3,7 @@
 
 #include "core/classify/builtin_evidence.h"
 #include "core/classify/frame_matcher.h"
+#include "core/classify/structural_common.h"
 #include "core/classify/structural_evidence.h"
 #include "core/classify/structural_oom.h"
 #include "core/classify/structural_phases.h"
@@ -227,8 +228,11 @@ private:
                 if (f.birth == Phase::Backward && !classify_detail::heldOnlyByTheOom(m_dev, a, tl, stateSizes))
                     lt |= bit(Lifetime::SurvivesBackward);
             }
+            // (Only a block held to the end: the final segments know nothing of one let go of, and a
+            // later block may hold its address: llama_autocast_adamw_oom's last fifth read gradients
+            // zero_grad let go of at the size of the activations made there since.)
             int64_t size = a.size;
-            if (a.preexisting())
+            if (a.preexisting() && classify_detail::freeEventOf(a) == kNoEvent)
                 if (auto it = requested.find(a.address); it != requested.end())
                     size = it->second;
             f.mirrorSize = mirrorKey(size);

@@ -165,7 +165,9 @@ inline std::unordered_map<uint64_t, int64_t> requestedBytesByAddress(const Devic
 // equal only by the requested bytes the segment lists (`requested`: requestedBytesByAddress).
 inline int64_t requestedBytesOf(const Allocation& a, const std::unordered_map<uint64_t, int64_t>& requested)
 {
-    if (!a.preexisting())
+    // Only a block still held at the end is in the final segments: one from before recording that the
+    // recording saw let go of left its address to whatever was made there since.
+    if (!a.preexisting() || freeEventOf(a) != kNoEvent)
         return a.size;
     const auto it = requested.find(a.address);
     return it != requested.end() ? it->second : a.size;

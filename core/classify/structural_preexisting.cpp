@@ -47,10 +47,7 @@ void forwardProductsFromBeforeRecording(const DeviceTrace& dev, Classification& 
     }
     if (kept.empty())
         return;
-    auto requestedOf = [&](const Allocation& a) {
-        auto it = requested.find(a.address);
-        return it != requested.end() ? it->second : a.size;
-    };
+    auto requestedOf = [&](const Allocation& a) { return requestedBytesOf(a, requested); };
     std::map<std::pair<int64_t, int64_t>, int> perStream; // (stream, requested) -> blocks
     for (uint32_t i : kept)
         ++perStream[{dev.allocations[i].stream, requestedOf(dev.allocations[i])}];
