@@ -519,6 +519,11 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
             place(tl, backwardEnd[k] + 1, last, Phase::Backward, placed);
             continue;
         }
+        if (first != kNoEvent && gapEnd == EventIndex(tl.phase.size()) &&
+            classify_detail::backwardRunsToTheEnd(dev, backwardEnd[k] + 1, walks[k].first, grads)) {
+            place(tl, backwardEnd[k] + 1, gapEnd - 1, Phase::Backward, placed);
+            continue;
+        }
         if (first != kNoEvent && (kept > 0 || made * 2 >= grads.size())) {
             place(tl, first, last, Phase::OptimizerStep, placed);
             if (first > backwardEnd[k] + 1)

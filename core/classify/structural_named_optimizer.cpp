@@ -64,6 +64,17 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
                     gradientSizes.insert(sizeKey(a->size));
             }
         const auto [first, end] = classify_detail::gradientSizedStep(dev, last + 1, next, gradientSizes, [&](EventIndex k) { return tl.named(k); });
+        // (Where the dump ends in it and it goes on letting go of what the forward made, from before
+        // recording too: the backward runs on to the end.)
+        if (first != kNoEvent && next == n && classify_detail::backwardRunsToTheEnd(dev, last + 1, start, gradientSizes)) {
+            for (EventIndex k = last + 1; k < n; ++k)
+                if (!tl.named(k)) {
+                    tl.phase[size_t(k)] = Phase::Backward;
+                    tl.source[size_t(k)] = PhaseSource::Structure;
+                    ++placed;
+                }
+            break;
+        }
         if (first != kNoEvent)
             for (EventIndex k = first; k <= end; ++k)
                 if (!tl.named(k)) {

@@ -528,8 +528,14 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         // makes blocks of a gradient's size (state at the first step, out-of-place updates, the
         // update's temporaries) or lets go of them.
         const auto [first, last] = classify_detail::gradientSizedStep(dev, releaseEnd + 1, nextStart, keptGradientSizes, [](EventIndex) { return false; });
-        if (first != kNoEvent)
-            place(tl, first, last, Phase::OptimizerStep, placed);
+        if (first == kNoEvent)
+            continue;
+        // (Not where the dump ends in it and it lets go of what the forward made: the backward runs on.)
+        if (nextStart == EventIndex(n) && classify_detail::backwardRunsToTheEnd(dev, releaseEnd + 1, releaseStart, keptGradientSizes)) {
+            place(tl, releaseEnd + 1, EventIndex(n) - 1, Phase::Backward, placed);
+            continue;
+        }
+        place(tl, first, last, Phase::OptimizerStep, placed);
     }
     // A no-grad forward whose layers each rise and fall (weights brought in per layer, a large
     // attention score let go of at the layer's end) shows a swing per layer, none of whose falls is

@@ -399,6 +399,31 @@ private slots:
                  qPrintable(QString("window %1 B of state, whole dump %2 B").arg(window).arg(reference)));
     }
 
+    // A dump taken inside a backward, cut to its last fifth: the window opens in the forward before
+    // it, whose saved tensors predate recording, so nothing showed the engine still letting go of what
+    // the forward saved after the walk the stream read, and the backward's last 376 events (the
+    // remaining layers' gradients among them) read as an optimizer step: 57 MiB of gradients as its
+    // state with the file's own Python frames (4.7 % of the bytes against the whole dump), 274 MiB
+    // frameless. A step lets go of its scratch and of the state it rewrites, and keeps no gradient.
+    void aBackwardTheDumpEndsIn_data()
+    {
+        QTest::addColumn<int>("keep");
+        QTest::newRow("the file's frames (Python only)") << int(FrameKeep::All);
+        QTest::newRow("frameless") << int(FrameKeep::None);
+    }
+    void aBackwardTheDumpEndsIn()
+    {
+        QFETCH(int, keep);
+        const auto t = load(POOLSCOPE_TEST_DATA "/gpu_runs/llama_autocast_adamw_midbackward.pickle.gz");
+        const Pair p = windowOf(*t, 0.2, FrameKeep(keep));
+        QCOMPARE(int(p.cut.phases.phase.back()), int(Phase::Backward));
+        for (const PhaseTimeline::Run& r : p.cut.phases.runs)
+            QVERIFY2(r.phase != Phase::OptimizerStep, qPrintable(QString("a step at %1-%2").arg(r.first).arg(r.last)));
+        const auto [gradients, stay] = bytesOf(p, Pool::Gradient, Pool::Gradient, true);
+        QVERIFY(gradients > int64_t(100) << 20);
+        QCOMPARE(stay, gradients);
+    }
+
     // The same run's last fifth holds only the end of a step and the forward the OOM ends in; its
     // layers' scratch, against a threshold that forward alone sets, read as six forwards, and what
     // the layers made between them as no pass (688 MiB unknown). After the last zero_grad a training
