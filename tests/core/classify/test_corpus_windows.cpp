@@ -70,6 +70,21 @@ std::pair<int64_t, int64_t> bytesOf(const Pair& p, Pool was, Pool now, bool made
     return {total, moved};
 }
 
+// Bytes alive at the window's end that the whole dump files as `pool`, and that the window files so.
+std::pair<int64_t, int64_t> poolTotals(const Pair& p, Pool pool)
+{
+    int64_t whole = 0, window = 0;
+    for (size_t i = 0; i < p.cut.size(); ++i) {
+        const Allocation& a = p.dev().allocations[i];
+        const auto it = p.poolAtEnd.find(a.address);
+        if (!aliveAtEnd(p.dev(), a) || it == p.poolAtEnd.end())
+            continue;
+        whole += it->second == pool ? a.size : 0;
+        window += p.cut.pool[i] == pool ? a.size : 0;
+    }
+    return {whole, window};
+}
+
 } // namespace
 
 class TestCorpusWindows : public QObject {
@@ -306,16 +321,11 @@ private slots:
     {
         const auto t = load(POOLSCOPE_TEST_DATA "/gpu_runs/llama_autocast_adamw_midbackward.pickle.gz");
         const Pair p = windowOf(*t, 0.5, FrameKeep::None);
-        int64_t reference = 0, window = 0, big = 0;
-        for (size_t i = 0; i < p.cut.size(); ++i) {
-            const Allocation& a = p.dev().allocations[i];
-            const auto it = p.poolAtEnd.find(a.address);
-            if (!aliveAtEnd(p.dev(), a) || it == p.poolAtEnd.end())
-                continue;
-            reference += it->second == Pool::OptimizerState ? a.size : 0;
-            window += p.cut.pool[i] == Pool::OptimizerState ? a.size : 0;
-            big += a.size == 131072000 && p.cut.pool[i] == Pool::OptimizerState;
-        }
+        const auto [reference, window] = poolTotals(p, Pool::OptimizerState);
+        int64_t big = 0;
+        for (size_t i = 0; i < p.cut.size(); ++i)
+            big += aliveAtEnd(p.dev(), p.dev().allocations[i]) && p.dev().allocations[i].size == 131072000 &&
+                   p.cut.pool[i] == Pool::OptimizerState;
         QVERIFY(reference > int64_t(1) << 30);
         QCOMPARE(big, int64_t(4)); // the head's and the embedding's two moments each
         QVERIFY2(std::llabs(window - reference) * 100 <= reference * 3,
@@ -385,15 +395,7 @@ private slots:
     {
         const auto t = load(POOLSCOPE_TEST_DATA "/gpu_runs/llama_autocast_adamw_oom.pickle.gz");
         const Pair p = windowOf(*t, 0.2, FrameKeep::None);
-        int64_t reference = 0, window = 0;
-        for (size_t i = 0; i < p.cut.size(); ++i) {
-            const Allocation& a = p.dev().allocations[i];
-            const auto it = p.poolAtEnd.find(a.address);
-            if (!aliveAtEnd(p.dev(), a) || it == p.poolAtEnd.end())
-                continue;
-            reference += it->second == Pool::OptimizerState ? a.size : 0;
-            window += p.cut.pool[i] == Pool::OptimizerState ? a.size : 0;
-        }
+        const auto [reference, window] = poolTotals(p, Pool::OptimizerState);
         QVERIFY(reference > int64_t(1) << 30);
         QVERIFY2(std::llabs(window - reference) * 100 <= reference * 5,
                  qPrintable(QString("window %1 B of state, whole dump %2 B").arg(window).arg(reference)));
