@@ -511,6 +511,7 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     if (split) {
         const int goes = newSegmentsGo(dev);
         const SegmentsWithRecordedBlocks recordedIn(dev);
+        uint16_t weightAgainRule = 0;
         const uint16_t stateRule = ledgerRule(c, "size-ledger-optimizer-state",
                                               "allocated before recording and alive throughout, one of " + std::to_string(bestK) +
                                                   " same-size blocks per gradient of that size: 1 parameter + " + std::to_string(bestK - 1) +
@@ -539,8 +540,10 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
             // A block the first run made state that this count keeps a weight: one of several.
             for (size_t k = 0; k < ids.size() - states; ++k)
                 if (stateBefore.count(ids[k])) {
+                    if (!weightAgainRule)
+                        weightAgainRule = oneOfSeveralRule(c);
                     c.pool[ids[k]] = Pool::Parameter;
-                    c.rule[ids[k]] = oneOfSeveralRule(c);
+                    c.rule[ids[k]] = weightAgainRule;
                     c.confidence[ids[k]] = 55;
                 }
         }

@@ -90,4 +90,18 @@ EventIndex backwardTailEnd(const DeviceTrace& dev, const RunState& state, EventI
     return end;
 }
 
+bool backwardRunsToTheEnd(const DeviceTrace& dev, EventIndex from, EventIndex backwardStart, const std::unordered_set<int64_t>& gradientSizes)
+{
+    size_t forwards = 0;
+    int64_t keptGradients = 0, keptOther = 0;
+    for (EventIndex e = std::max<EventIndex>(from, 0); e < EventIndex(dev.events.count()); ++e) {
+        if (const Allocation* r = releasedAt(dev, e);
+            r && (r->preexisting() || r->allocEvent < backwardStart) && !gradientSizes.count(sizeKey(r->size)))
+            ++forwards;
+        else if (const Allocation* a = bornAt(dev, e); a && releaseOf(*a) == kNoEvent)
+            (gradientSizes.count(sizeKey(a->size)) ? keptGradients : keptOther) += a->size;
+    }
+    return forwards >= 8 && keptGradients > keptOther;
+}
+
 } // namespace poolscope

@@ -37,4 +37,14 @@ RunState runStateAt(const DeviceTrace& dev, EventIndex firstForward);
 EventIndex backwardTailEnd(const DeviceTrace& dev, const RunState& state, EventIndex releaseStart, EventIndex lastSaved,
                            EventIndex nextStart);
 
+// A stretch after a backward that the dump ends in, read as its optimizer step, which goes on letting
+// go of what the forward made (eight or more blocks from before `backwardStart` or before recording,
+// of no gradient's size: saved activations) and keeps more bytes of the gradients' sizes than of
+// others to the end, is the backward still running: a step lets go of its own scratch and of the
+// state it rewrites, of the weights' sizes, and the next forward lets go of the last batch as it
+// starts and keeps activations (llama_autocast_adamw_midbackward's last fifth: the backward's last
+// 376 events, the remaining layers' gradients among them, read as a step and 57 MiB of gradients as
+// its state).
+bool backwardRunsToTheEnd(const DeviceTrace& dev, EventIndex from, EventIndex backwardStart, const std::unordered_set<int64_t>& gradientSizes);
+
 } // namespace poolscope

@@ -93,29 +93,6 @@ std::pair<EventIndex, EventIndex> gradientSizedStep(const DeviceTrace& dev, Even
     return {first, last};
 }
 
-// A stretch after a backward that the dump ends in, read as its optimizer step, which goes on letting
-// go of what the forward made (blocks from before `backwardStart` or before recording, of no
-// gradient's size: saved activations), is the backward still running: a step lets go of its own
-// scratch and of the state it rewrites, of the weights' sizes (llama_autocast_adamw_midbackward's last
-// fifth: the backward's last 376 events, the remaining layers' gradients among them, read as a step
-// and 57 MiB of gradients as its state).
-inline bool backwardRunsToTheEnd(const DeviceTrace& dev, EventIndex from, EventIndex backwardStart,
-                                 const std::unordered_set<int64_t>& gradientSizes)
-{
-    // What the stretch keeps to the end has the weights' sizes (gradients), not a forward's own: the
-    // next forward lets go of the last batch and its outputs as it starts, and keeps activations.
-    size_t forwards = 0;
-    int64_t keptGradients = 0, keptOther = 0;
-    for (EventIndex e = std::max<EventIndex>(from, 0); e < EventIndex(dev.events.count()); ++e) {
-        if (const Allocation* r = releasedAt(dev, e);
-            r && (r->preexisting() || r->allocEvent < backwardStart) && !gradientSizes.count(sizeKey(r->size)))
-            ++forwards;
-        else if (const Allocation* a = bornAt(dev, e); a && freeEventOf(*a) == kNoEvent)
-            (gradientSizes.count(sizeKey(a->size)) ? keptGradients : keptOther) += a->size;
-    }
-    return forwards >= 8 && keptGradients > keptOther;
-}
-
 // Whether this device's history recorded any C++ frame (a dump's frame table may hold others): then
 // what a C++ frame would name (autocast's cast, cuBLASLt's workspace) and no frame names is not that.
 inline bool recordedCppFrames(const Trace& trace, const DeviceTrace& dev)

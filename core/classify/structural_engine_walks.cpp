@@ -1,5 +1,6 @@
 #include "core/classify/structural_engine_walks.h"
 
+#include "core/classify/structural_backward_tail.h"
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
@@ -520,7 +521,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
             continue;
         }
         if (first != kNoEvent && gapEnd == EventIndex(tl.phase.size()) &&
-            classify_detail::backwardRunsToTheEnd(dev, backwardEnd[k] + 1, walks[k].first, grads)) {
+            backwardRunsToTheEnd(dev, backwardEnd[k] + 1, walks[k].first, grads)) {
             place(tl, backwardEnd[k] + 1, gapEnd - 1, Phase::Backward, placed);
             continue;
         }

@@ -1,8 +1,12 @@
 // See structural_held_rise.h.
 #include "core/classify/structural_held_rise.h"
 
+#include "core/classify/structural_common.h"
+
 #include <algorithm>
 #include <deque>
+#include <utility>
+#include <vector>
 
 namespace poolscope {
 
@@ -45,6 +49,52 @@ bool stepOrZeroGradBefore(const PhaseTimeline& tl, EventIndex e)
         if (tl.phase[size_t(k)] == Phase::OptimizerStep || tl.phase[size_t(k)] == Phase::ZeroGrad)
             return true;
     return false;
+}
+
+EventIndex lastStepOrZeroGrad(const PhaseTimeline& tl)
+{
+    for (size_t e = tl.phase.size(); e-- > 0;)
+        if (tl.phase[e] == Phase::OptimizerStep || tl.phase[e] == Phase::ZeroGrad)
+            return EventIndex(e);
+    return kNoEvent;
+}
+
+size_t oneForwardAfterTheLastStep(const DeviceTrace& dev, PhaseTimeline& tl)
+{
+    const EventIndex n = EventIndex(tl.phase.size()), step = lastStepOrZeroGrad(tl);
+    if (step == kNoEvent)
+        return 0;
+    // The forward runs after it, with nothing but unread events between them.
+    std::vector<std::pair<EventIndex, EventIndex>> runs;
+    for (EventIndex e = step + 1; e < n; ++e) {
+        const Phase p = tl.phase[size_t(e)];
+        if (p == Phase::Unknown)
+            continue;
+        if (p != Phase::Forward)
+            return 0;
+        if (!runs.empty() && runs.back().second == e - 1)
+            runs.back().second = e;
+        else
+            runs.push_back({e, e});
+    }
+    if (runs.size() < 2)
+        return 0;
+    for (size_t k = 0; k + 1 < runs.size(); ++k) {
+        int64_t kept = 0, letGo = 0;
+        for (EventIndex e = runs[k].first; e <= runs[k].second; ++e)
+            if (const Allocation* a = classify_detail::bornAt(dev, e)) {
+                const EventIndex r = classify_detail::freeEventOf(*a);
+                if (r == kNoEvent)
+                    kept += a->size;
+                else if (r > runs[k].second)
+                    letGo += a->size;
+            }
+        if (kept == 0 || letGo * 20 > kept + letGo)
+            return 0;
+    }
+    size_t placed = 0;
+    classify_detail::placeStructural(tl, runs.front().first, runs.back().second, Phase::Forward, placed);
+    return placed;
 }
 
 } // namespace poolscope

@@ -4,6 +4,7 @@
 #include "core/classify/phases.h"
 #include "core/model/trace.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -24,5 +25,18 @@ EventIndex heldRiseStart(const std::vector<int64_t>& all, EventIndex from, int64
 // Whether an optimizer step or zero_grad (named, or read) comes before `e`: in a training loop, what
 // rises and is kept after them is the next forward, not weights built or an optimizer's state made.
 bool stepOrZeroGradBefore(const PhaseTimeline& tl, EventIndex e);
+
+// The last event an optimizer step or zero_grad (named, or read) holds; kNoEvent where none does.
+EventIndex lastStepOrZeroGrad(const PhaseTimeline& tl);
+
+// After a training run's last optimizer step or zero_grad the next pass is one forward, and a dump
+// that ends before its backward ends inside it. Where the swings read that stretch as several forwards
+// with unread events between them (each layer's scratch rising and falling, against a threshold set
+// by this forward alone: a window that holds no earlier pass), and each piece but the last keeps what
+// it keeps past its own end to the dump's end (all but a twentieth of the bytes: a mask or an index
+// the next layer's first op consumes), the pieces are that forward's layers and the gaps between them
+// the forward too (llama_autocast_adamw_oom's last fifth, frameless: six "forwards", 938 MiB of the
+// layers' outputs between them read as no pass). Returns the events it placed.
+size_t oneForwardAfterTheLastStep(const DeviceTrace& dev, PhaseTimeline& tl);
 
 } // namespace poolscope

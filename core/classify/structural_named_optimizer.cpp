@@ -66,7 +66,7 @@ size_t optimizerAfterNamedBackward(const DeviceTrace& dev, PhaseTimeline& tl)
         const auto [first, end] = classify_detail::gradientSizedStep(dev, last + 1, next, gradientSizes, [&](EventIndex k) { return tl.named(k); });
         // (Where the dump ends in it and it goes on letting go of what the forward made, from before
         // recording too: the backward runs on to the end.)
-        if (first != kNoEvent && next == n && classify_detail::backwardRunsToTheEnd(dev, last + 1, start, gradientSizes)) {
+        if (first != kNoEvent && next == n && backwardRunsToTheEnd(dev, last + 1, start, gradientSizes)) {
             for (EventIndex k = last + 1; k < n; ++k)
                 if (!tl.named(k)) {
                     tl.phase[size_t(k)] = Phase::Backward;

@@ -6,6 +6,7 @@
 #include "core/classify/structural_common.h"
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structural_forward_again.h"
+#include "core/classify/structural_forward_gaps.h"
 #include "core/classify/structural_graph_release.h"
 #include "core/classify/structural_held_rise.h"
 #include "core/classify/structural_named_backward.h"
@@ -119,57 +120,6 @@ EventIndex engineStartBeforePeak(EventIndex fStart, EventIndex peak, EventIndex 
     return run >= 2 ? earliest - 1 : peak;
 }
 
-// After a training run's last optimizer step or zero_grad the next pass is one forward, and a dump
-// that ends before its backward ends inside it. Where the swings read that stretch as several forwards
-// (each layer's scratch rising and falling, against a threshold set by this forward alone: a window
-// that holds no earlier pass), and every block a piece keeps past its own end is still held when the
-// dump ends (saved for a backward, none let go of by a later piece), the pieces are that forward's
-// layers: the gaps between them are the forward too (llama_autocast_adamw_oom's last fifth,
-// frameless: six "forwards", 938 MiB of the layers' outputs between them read as no pass).
-size_t oneForwardAfterTheLastStep(const DeviceTrace& dev, PhaseTimeline& tl)
-{
-    const EventIndex n = EventIndex(tl.phase.size());
-    EventIndex from = kNoEvent;
-    for (EventIndex e = n; e-- > 0 && from == kNoEvent;)
-        if (tl.phase[size_t(e)] == Phase::OptimizerStep || tl.phase[size_t(e)] == Phase::ZeroGrad)
-            from = e + 1;
-    if (from == kNoEvent)
-        return 0;
-    // The forward runs after it, with nothing but unread events between them.
-    std::vector<std::pair<EventIndex, EventIndex>> runs;
-    for (EventIndex e = from; e < n; ++e) {
-        const Phase p = tl.phase[size_t(e)];
-        if (p == Phase::Unknown)
-            continue;
-        if (p != Phase::Forward)
-            return 0;
-        if (!runs.empty() && runs.back().second == e - 1)
-            runs.back().second = e;
-        else
-            runs.push_back({e, e});
-    }
-    if (runs.size() < 2)
-        return 0;
-    // What each piece but the last keeps past its end is held to the dump's end (all but a twentieth:
-    // a mask or an index the next layer's first op consumes).
-    for (size_t k = 0; k + 1 < runs.size(); ++k) {
-        int64_t kept = 0, letGo = 0;
-        for (EventIndex e = runs[k].first; e <= runs[k].second; ++e)
-            if (const Allocation* a = classify_detail::bornAt(dev, e)) {
-                const EventIndex r = releaseOf(*a);
-                if (r == kNoEvent)
-                    kept += a->size;
-                else if (r > runs[k].second)
-                    letGo += a->size;
-            }
-        if (kept == 0 || letGo * 20 > kept + letGo)
-            return 0;
-    }
-    size_t placed = 0;
-    place(tl, runs.front().first, runs.back().second, Phase::Forward, placed);
-    return placed;
-}
-
 // The swings' reading (see the header): one forward then one backward per step.
 size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOnce& walksOnce, RepeatedForwardsOnce& repetition)
 {
@@ -276,12 +226,8 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         // last 80 %, frameless: the forward the OOM ends in read as no pass, its weight casts as the
         // step's, 241 MiB).
         EventIndex tail = sw.empty() ? 0 : sw.back().peak;
-        if (sw.empty())
-            for (size_t e = n; e-- > 0;)
-                if (tl.phase[e] == Phase::OptimizerStep || tl.phase[e] == Phase::ZeroGrad) {
-                    tail = EventIndex(e);
-                    break;
-                }
+        if (const EventIndex step = lastStepOrZeroGrad(tl); sw.empty() && step != kNoEvent)
+            tail = step;
         EventIndex lowAt = tail, highAt = tail;
         for (EventIndex e = tail; e < EventIndex(n); ++e)
             if (all[size_t(e)] <= all[size_t(lowAt)])
@@ -531,7 +477,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         if (first == kNoEvent)
             continue;
         // (Not where the dump ends in it and it lets go of what the forward made: the backward runs on.)
-        if (nextStart == EventIndex(n) && classify_detail::backwardRunsToTheEnd(dev, releaseEnd + 1, releaseStart, keptGradientSizes)) {
+        if (nextStart == EventIndex(n) && backwardRunsToTheEnd(dev, releaseEnd + 1, releaseStart, keptGradientSizes)) {
             place(tl, releaseEnd + 1, EventIndex(n) - 1, Phase::Backward, placed);
             continue;
         }
@@ -558,57 +504,6 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
                 return placeRepeatedForwards(dev, calls, tl);
             }
         }
-    return placed;
-}
-
-// In a training run, the calls of the model where the stream's reading placed nothing at all
-// (between a step's backward and the next forward): forwards that neither rise nor fall as a training
-// pass does, a generate loop inside a training step (TRL's rollouts) or an evaluation under no_grad.
-// Where a call is not told from the next (a prefill whose shapes the decode steps do not repeat), the
-// runs of its layers.
-size_t forwardsBetweenTrainingPasses(PhaseTimeline& tl, RepeatedForwardsOnce& repetition)
-{
-    if (std::find(tl.phase.begin(), tl.phase.end(), Phase::Backward) == tl.phase.end())
-        return 0;
-    const RepeatedForwards& calls = repetition.get();
-    auto untouched = [&](const EventSpan& f) {
-        for (EventIndex e = f.first; e <= f.last; ++e)
-            if (tl.phase[size_t(e)] != Phase::Unknown)
-                return false;
-        return true;
-    };
-    size_t placed = 0;
-    for (const EventSpan& f : calls.calls)
-        if (untouched(f))
-            place(tl, f.first, f.last, Phase::Forward, placed);
-    for (const EventSpan& run : calls.layerRuns)
-        if (untouched(run))
-            place(tl, run.first, run.last, Phase::Forward, placed);
-    return placed;
-}
-
-// A forward runs until its backward begins: the loss, and the head's outputs made after the last
-// repeated layer, are the forward's too. Between a forward and the backward that follows it nothing
-// else of a step runs (an optimizer step never sits between a forward and its backward), so events
-// no reading placed there are the forward's tail, whatever named the two passes.
-size_t forwardTailsBeforeBackwards(PhaseTimeline& tl)
-{
-    size_t placed = 0;
-    const size_t n = tl.phase.size();
-    for (size_t i = 1; i < n; ++i) {
-        if (tl.phase[i] != Phase::Backward || tl.phase[i - 1] != Phase::Unknown)
-            continue;
-        size_t j = i;
-        while (j > 0 && tl.phase[j - 1] == Phase::Unknown && tl.source[j - 1] == PhaseSource::None)
-            --j;
-        if (j == 0 || tl.phase[j - 1] != Phase::Forward)
-            continue;
-        for (size_t e = j; e < i; ++e) {
-            tl.phase[e] = Phase::Forward;
-            tl.source[e] = PhaseSource::Structure;
-            ++placed;
-        }
-    }
     return placed;
 }
 
