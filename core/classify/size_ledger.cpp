@@ -184,6 +184,27 @@ private:
     std::vector<Span> m_spans;
 };
 
+// Final segments of the large pool that hold one block and no more: the segment was cut to that
+// block's size when it was made (no cached block could take it), so the block came first to it.
+class SegmentsOfOneBlock {
+public:
+    explicit SegmentsOfOneBlock(const DeviceTrace& dev)
+    {
+        for (const Segment& s : dev.segments)
+            if (s.isLarge && !s.isExpandable && s.blocks.size() == 1)
+                m_starts.push_back({s.address, s.totalSize});
+        std::sort(m_starts.begin(), m_starts.end());
+    }
+    bool operator()(const Allocation& a) const
+    {
+        const auto it = std::lower_bound(m_starts.begin(), m_starts.end(), std::pair<uint64_t, int64_t>{a.address, 0});
+        return it != m_starts.end() && it->first == a.address && it->second == a.blockSize;
+    }
+
+private:
+    std::vector<std::pair<uint64_t, int64_t>> m_starts; // (address, size)
+};
+
 // Which way the driver places new segments in this process: -1 below every segment before them,
 // +1 above, 0 where the recording shows no clear way (fewer than three in four of its new extremes one
 // way). A segment the recording makes between segments it knew reuses address space freed before
@@ -344,6 +365,8 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
         }
         return goes < 0 ? x < y : x > y;
     };
+    const SegmentsOfOneBlock aloneIn(dev);
+    const auto aloneInItsSegment = [&](uint32_t i) { return aloneIn(dev.allocations[i]); };
     uint16_t rule = 0;
     for (auto& [size, ids] : stackless) {
         const auto w = weightsOf.find(size);
@@ -358,8 +381,20 @@ void gradientsFromBeforeTheWindow(const DeviceTrace& dev, const std::vector<Ledg
                                   "(on the autograd engine's thread, which records no frame, or in a capture without frames); "
                                   "which same-size block is the weight the dump cannot tell",
                               Pool::Gradient, uint8_t(kEvidenceSize | kEvidenceLifetime));
-        // The gradients last: the latest made.
-        std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return newer(dev.allocations[b].address, dev.allocations[a].address); });
+        // The gradients last: the latest made. A block alone in a segment cut to its size made that
+        // segment (nothing cached fit it): weights loaded into an empty cache do, one segment each,
+        // while a backward's gradients reuse what its forward let go of. Where such blocks are exactly
+        // as many as the size's weights, they are the weights (k_ctx256_fullstep's last fifth: its 128
+        // weights of 25 MiB fill 26 MiB segments of their own, its gradients share 32 and 40 MiB ones,
+        // at addresses among the weights' that no order separates); where they are not, some
+        // gradients made segments too, or some weights found a cached block, and the cue says nothing.
+        const size_t alone = size_t(std::count_if(ids.begin(), ids.end(), aloneInItsSegment));
+        const bool aloneAreWeights = alone == size_t(w->second.first);
+        std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+            if (const bool oa = aloneInItsSegment(a), ob = aloneInItsSegment(b); aloneAreWeights && oa != ob)
+                return oa;
+            return newer(dev.allocations[b].address, dev.allocations[a].address);
+        });
         const size_t gradients = ids.size() - size_t(w->second.first);
         for (size_t j = ids.size() - gradients; j < ids.size(); ++j)
             classify_detail::decide(c, ids[j], Pool::Gradient, rule, 55);
@@ -511,6 +546,8 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
     if (split) {
         const int goes = newSegmentsGo(dev);
         const SegmentsWithRecordedBlocks recordedIn(dev);
+        const SegmentsOfOneBlock aloneIn(dev);
+        const auto aloneInItsSegment = [&](uint32_t i) { return aloneIn(dev.allocations[i]); };
         uint16_t weightAgainRule = 0;
         const uint16_t stateRule = ledgerRule(c, "size-ledger-optimizer-state",
                                               "allocated before recording and alive throughout, one of " + std::to_string(bestK) +
@@ -525,7 +562,12 @@ void sizeLedger(const DeviceTrace& dev, const std::vector<LedgerBlock>& blocks, 
             if (ids.size() < 2 * grads)
                 continue;
             const size_t states = std::min(ids.size() - grads, size_t(bestK - 1) * grads);
+            // Blocks alone in segments cut to their size, exactly as many as the weights: the weights
+            // (each made its segment in an empty cache; the state came amid a step's scratch).
+            const bool aloneAreWeights = size_t(std::count_if(ids.begin(), ids.end(), aloneInItsSegment)) == ids.size() - states;
             std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+                if (const bool oa = aloneInItsSegment(a), ob = aloneInItsSegment(b); aloneAreWeights && oa != ob)
+                    return oa;
                 const bool sa = recordedIn(dev.allocations[a].address), sb = recordedIn(dev.allocations[b].address);
                 if (sa != sb)
                     return sb;

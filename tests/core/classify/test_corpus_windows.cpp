@@ -162,7 +162,10 @@ private slots:
     // lie next to the window's first new segment, against the driver's direction (here: right above
     // it, the window's segments going down), while the weights, made at the process's start, lie
     // 60 GiB of address space lower; the lowest addresses (the latest by the direction alone) were
-    // the weights: 18.6 and 40.0 % of the bytes swapped, now 2.6 and 5.8 %.
+    // the weights: 18.6 and 40.0 % of the bytes swapped, then 2.6 and 5.8 %. The 25 MiB weights
+    // interleave with their gradients' addresses; each fills a 26 MiB segment cut to it, alone, 128
+    // such blocks for 128 weights, while the gradients share 32 and 40 MiB segments: 0.0 % since
+    // stop 63.
     void gradientsFromBeforeTheWindowBesideItsFirstSegment_data()
     {
         QTest::addColumn<double>("kept");
@@ -183,8 +186,8 @@ private slots:
         const auto [gradients, still] = bytesOf(p, Pool::Gradient, Pool::Gradient);
         const auto [weights, stay] = bytesOf(p, Pool::Parameter, Pool::Parameter);
         QVERIFY(gradients > int64_t(8) << 30 && weights > int64_t(8) << 30);
-        QVERIFY2(still * 100 >= gradients * 85, qPrintable(QString("%1 of %2 bytes of gradients stay gradients").arg(still).arg(gradients)));
-        QVERIFY2(stay * 100 >= weights * 85, qPrintable(QString("%1 of %2 bytes of weights stay weights").arg(stay).arg(weights)));
+        QVERIFY2(still * 100 >= gradients * 99, qPrintable(QString("%1 of %2 bytes of gradients stay gradients").arg(still).arg(gradients)));
+        QVERIFY2(stay * 100 >= weights * 99, qPrintable(QString("%1 of %2 bytes of weights stay weights").arg(stay).arg(weights)));
     }
 
     // Windows that open inside a backward, without frames (structural_window_backward.h): the
