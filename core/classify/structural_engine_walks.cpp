@@ -2,11 +2,13 @@
 
 #include "core/classify/structural_backward_tail.h"
 #include "core/classify/structural_common.h"
+#include "core/classify/structural_first_step_burst.h"
 
 #include <algorithm>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace poolscope {
@@ -21,6 +23,8 @@ constexpr EventIndex kHeld = 16;
 
 struct Stream {
     const DeviceTrace& dev;
+    // Requested bytes of the final segments' live blocks: a block from before recording by them.
+    std::unordered_map<uint64_t, int64_t> requested = classify_detail::requestedBytesByAddress(dev);
     const Allocation* bornAt(EventIndex e) const
     {
         const AllocId id = dev.eventAlloc[size_t(e)];
@@ -90,10 +94,33 @@ bool readsAsBackward(const Stream& s, const Candidate& c)
     for (EventIndex e = w.first; e <= w.last; ++e)
         if (const Allocation* r = s.releasedAt(e); r && r->allocEvent >= w.bornFirst && r->allocEvent <= w.bornLast)
             releasedSizes.insert(sizeKey(r->size));
+    // (A block from before recording by the bytes its tensor asked for, as the walk's are known.)
+    int64_t stateBytes = 0;
     for (const Allocation& a : s.dev.allocations) {
         const EventIndex r = releaseOf(a);
-        if ((a.preexisting() || a.allocEvent < w.bornFirst) && (r == kNoEvent || r > w.last))
-            stateSizes.insert(sizeKey(a.size));
+        if ((a.preexisting() || a.allocEvent < w.bornFirst) && (r == kNoEvent || r > w.last)) {
+            stateSizes.insert(sizeKey(classify_detail::requestedBytesOf(a, s.requested)));
+            stateBytes += a.size;
+        }
+    }
+    // Gradients a sharding wrapper reduces into buffers of its own (FSDP2's reduce-scatter outputs,
+    // one per group of layers, of no weight's size) are still made in the walk and kept past it, and
+    // together weigh as the weights do (half where they are kept in half the weights' precision): four
+    // blocks of 1 MiB or more at least, a quarter of the bytes alive since before the forward. A no-grad
+    // forward letting go of its skip features keeps its output, one block (fsdp2_adamw without frames
+    // or annotations: its first step's backward read as no walk, the step's moments as weights made
+    // before the first forward, 892 MiB).
+    {
+        size_t flat = 0;
+        int64_t flatBytes = 0;
+        for (EventIndex e = w.first; e <= w.last; ++e)
+            if (const Allocation* a = s.bornAt(e); a && a->size >= (int64_t(1) << 20)) {
+                const EventIndex r = releaseOf(*a);
+                if (r == kNoEvent || r > w.last)
+                    ++flat, flatBytes += a->size;
+            }
+        if (flat >= 4 && stateBytes > 0 && flatBytes * 4 >= stateBytes)
+            return true;
     }
     // Where every weight's size is also an activation's (a batch of as many tokens as the model is
     // wide), a gradient is still told by its lifetime: made in the walk and kept past it, where the
@@ -415,12 +442,18 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     EventIndex firstForward = n;
     for (const EngineWalk& w : walks)
         firstForward = std::min(firstForward, w.bornFirst);
+    // (By their blocks' sizes; `weightSizes` by the bytes their tensors asked for, for the first
+    // step's burst. The step's search keeps the blocks' sizes: by the requested bytes a weight from
+    // before recording matches the gradient the backward made last, after its walk, and the step
+    // would begin there: hf_trainer_eval's windows, frameless, 704 MiB of moments read as weights
+    // once the embedding's gradient no longer counted.)
     std::unordered_set<int64_t> stateSizes;
     for (const Allocation& a : dev.allocations) {
         const EventIndex r = releaseOf(a);
         if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
             stateSizes.insert(sizeKey(a.size));
     }
+    const std::unordered_set<int64_t> weightSizes = weightSizesAt(dev, firstForward);
     // Backwards: each walk, and after its last saved release what the engine still does (the first
     // layers' gradients, kept; its own scratch let go of: a few nodes, 16 events at most), up to a
     // block let go of at once (the next stretch's scratch), a release of something it did not make,
@@ -489,18 +522,25 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     // backwards.
     std::vector<std::pair<EventIndex, EventIndex>> beforeStep; // between a backward's end and its step
     for (size_t k = 0; k < walks.size(); ++k) {
-        const std::unordered_set<int64_t>& grads = gradientsUpTo[k];
-        if (grads.empty())
-            continue;
         EventIndex gapEnd = firstSavedAfter[k];
         for (EventIndex e = backwardEnd[k] + 1; e < gapEnd; ++e)
             if (tl.phase[size_t(e)] != Phase::Unknown) {
                 gapEnd = e; // the next pass
                 break;
             }
+        // No gradient of a weight's size: the first step's state burst opens it (structural_first_step_burst.h;
+        // fsdp2_adamw's first step, frameless: its moments read as gradients, 892 MiB).
+        std::unordered_set<int64_t> grads = gradientsUpTo[k];
+        EventIndex searchFrom = backwardEnd[k] + 1;
+        if (const StepBurst b = firstStepBurst(dev, bursts, backwardEnd[k], gapEnd, weightSizes, grads); b.first != kNoEvent) {
+            grads.insert(b.sizes.begin(), b.sizes.end());
+            searchFrom = b.first;
+        }
+        if (grads.empty())
+            continue;
         EventIndex first = kNoEvent, last = kNoEvent;
         size_t made = 0, kept = 0;
-        for (EventIndex e = backwardEnd[k] + 1; e < gapEnd; ++e) {
+        for (EventIndex e = searchFrom; e < gapEnd; ++e) {
             const Allocation* a = s.bornAt(e);
             if (!a || !grads.count(sizeKey(a->size)))
                 continue;

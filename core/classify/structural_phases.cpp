@@ -5,6 +5,7 @@
 #include "core/classify/structural_closure.h"
 #include "core/classify/structural_common.h"
 #include "core/classify/structural_engine_walks.h"
+#include "core/classify/structural_first_step_burst.h"
 #include "core/classify/structural_forward_again.h"
 #include "core/classify/structural_forward_gaps.h"
 #include "core/classify/structural_graph_release.h"
@@ -16,6 +17,7 @@
 #include "core/classify/structural_window_backward.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 #include <vector>
 
@@ -319,6 +321,12 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     bool anyBackward = false;
     size_t placed = 0;
     std::unordered_set<int64_t> keptGradientSizes; // of every backward so far (see optimizerAfterNamedBackward)
+    std::optional<std::unordered_set<int64_t>> weightSizesOnce;
+    const auto weightSizes = [&]() -> const std::unordered_set<int64_t>& {
+        if (!weightSizesOnce)
+            weightSizesOnce = weightSizesAt(dev, firstForward);
+        return *weightSizesOnce;
+    };
     for (size_t k = 0; k < sw.size(); ++k) {
         const Swing& s = sw[k];
         if (forwardStart[k] == kNoEvent)
@@ -468,16 +476,24 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         if (fall != Phase::Backward || stepNamed)
             continue;
         keptGradientSizes.insert(gradientSizes.begin(), gradientSizes.end());
-        if (keptGradientSizes.empty())
+        // No gradient of a weight's size (a sharding wrapper's own buffers): the first step's state
+        // burst opens the step (structural_first_step_burst.h).
+        std::unordered_set<int64_t> stepSizes = keptGradientSizes;
+        EventIndex stepFrom = releaseEnd + 1;
+        if (const StepBurst b = firstStepBurst(dev, walksOnce.bursts(), releaseEnd, nextStart, weightSizes(), stepSizes); b.first != kNoEvent) {
+            stepSizes.insert(b.sizes.begin(), b.sizes.end());
+            stepFrom = b.first;
+        }
+        if (stepSizes.empty())
             continue;
         // The optimizer step: after the backward and before the next forward, the stretch that
         // makes blocks of a gradient's size (state at the first step, out-of-place updates, the
         // update's temporaries) or lets go of them.
-        const auto [first, last] = classify_detail::gradientSizedStep(dev, releaseEnd + 1, nextStart, keptGradientSizes, [](EventIndex) { return false; });
+        const auto [first, last] = classify_detail::gradientSizedStep(dev, stepFrom, nextStart, stepSizes, [](EventIndex) { return false; });
         if (first == kNoEvent)
             continue;
         // (Not where the dump ends in it and it lets go of what the forward made: the backward runs on.)
-        if (nextStart == EventIndex(n) && backwardRunsToTheEnd(dev, releaseEnd + 1, releaseStart, keptGradientSizes)) {
+        if (nextStart == EventIndex(n) && !keptGradientSizes.empty() && backwardRunsToTheEnd(dev, releaseEnd + 1, releaseStart, keptGradientSizes)) {
             place(tl, releaseEnd + 1, EventIndex(n) - 1, Phase::Backward, placed);
             continue;
         }

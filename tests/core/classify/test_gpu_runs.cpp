@@ -278,6 +278,28 @@ private slots:
         QVERIFY2(unknown < (int64_t(1) << 20), qPrintable(QString::number(unknown)));
     }
 
+    // FSDP2 without frames or annotations (PyTorch before 2.5 writes none): nothing names a pass. Its
+    // backward reduces the gradients into buffers of its own (no weight's size), so its first walk
+    // read as no backward; the second step's walk decided the reading, the first step stayed unknown
+    // and Adam's moments, made in it, read as weights made before the first forward (892 MiB, 54.7 %
+    // of the named bytes). The buffers weigh as gradients do, and the moments' burst opens the step.
+    void frameslessFsdp2WithoutAnnotationsFindsItsFirstStep()
+    {
+        Loaded l = loadRun("fsdp2_adamw");
+        auto bare = std::make_shared<Trace>(*l.trace);
+        bare->annotations.clear();
+        l.trace = bare;
+        const Classified k = classifyCopy(l, "none");
+        QVERIFY(k.c.facts.backwardPasses >= 2);
+        const Score s = score(k.dev(), k.c, l.truth);
+        QVERIFY2(s.wrongShare() < 0.08, qPrintable(QString::number(s.wrongShare())));
+        int64_t state = 0;
+        for (size_t i = 0; i < k.c.size(); ++i)
+            if (k.c.pool[i] == Pool::OptimizerState && k.dev().allocations[i].aliveAfter(EventIndex(k.dev().events.count()) - 1))
+                state += k.dev().allocations[i].size;
+        QVERIFY2(state >= (int64_t(890) << 20), qPrintable(QString::number(state)));
+    }
+
     // The leak run without frames: the forward read from its repeated layers ended at the last layer,
     // and the head's 125 MiB logits (kept to the end by the leak) and the loss before the backward were
     // in no pass, so the logits stayed unknown all run. Nothing but the forward's tail runs between a

@@ -27,6 +27,10 @@ struct Run {
     int steps = 3;
     bool stateAtFirstStep = true; // the optimizer makes two moments per parameter at its first step
     bool stepAtEnd = false;       // the recording ends right after the first step (no backward after it)
+    // The state made in one burst before the update (torch.optim's _init_group), or per parameter
+    // inside the update's loop (a hand-written optimizer: `if "m" not in state: ...`), each
+    // parameter's moments among its update's temporaries.
+    bool stateInBurst = false;
 };
 
 // A forward saving one block per layer (three scratch blocks each), then the engine walking it back:
@@ -82,14 +86,20 @@ Fixture flatBufferTraining(const Run& run)
         // The gradients' norm clipped (Megatron's clip_grad_norm, the Trainer's max_grad_norm).
         for (int k = 0; k < 4; ++k)
             r.free(r.alloc(4096, {}, Pool::Temporary));
-        if (step == 0 && run.stateAtFirstStep)
+        const bool makeState = step == 0 && run.stateAtFirstStep;
+        if (makeState && run.stateInBurst)
             for (int64_t s : kParams) {
                 r.alloc(s, {}, Pool::OptimizerState);
                 r.alloc(s, {}, Pool::OptimizerState);
             }
-        for (int64_t s : kParams) // a foreach update's temporaries
+        for (int64_t s : kParams) { // the update's temporaries
+            if (makeState && !run.stateInBurst) {
+                r.alloc(s, {}, Pool::OptimizerState);
+                r.alloc(s, {}, Pool::OptimizerState);
+            }
             for (int k = 0; k < 4; ++k)
                 r.free(r.alloc(s, {}, Pool::Temporary));
+        }
         if (run.stepAtEnd)
             break;
     }
@@ -168,6 +178,31 @@ private slots:
             QVERIFY(c.confidence[i] < 60);
         }
         // The batches made between a backward and the next forward are let go of a step later.
+        for (size_t i = 0; i < c.size(); ++i)
+            if (f.truth[i] == Pool::Input)
+                QVERIFY(c.pool[i] != Pool::OptimizerState);
+    }
+
+    // The state made in one burst of the weights' sizes (torch.optim's _init_group, zeros_like one
+    // weight after the other) opens the first step where no gradient of a weight's size does
+    // (structural_first_step_burst.h): the step is placed and its state read from it, sure of the
+    // phase. The later steps make no state and no block of a gradient's size: no step is placed.
+    void firstStepOpenedByItsStateBurst()
+    {
+        Run run;
+        run.stateInBurst = true;
+        const Fixture f = flatBufferTraining(run);
+        const Classification c = classify(*f.trace, f.trace->devices[0], testing::shippedRules());
+        QCOMPARE(c.facts.backwardPasses, size_t(run.steps));
+        QCOMPARE(c.facts.optimizerSteps, size_t(1));
+        size_t state = 0;
+        for (size_t i = 0; i < c.size(); ++i)
+            if (f.truth[i] == Pool::OptimizerState) {
+                QCOMPARE(poolName(c.pool[i]), poolName(Pool::OptimizerState));
+                QCOMPARE(c.phases.phase[size_t(f.trace->devices[0].allocations[i].allocEvent)], Phase::OptimizerStep);
+                ++state;
+            }
+        QCOMPARE(state, kParams.size() * 2);
         for (size_t i = 0; i < c.size(); ++i)
             if (f.truth[i] == Pool::Input)
                 QVERIFY(c.pool[i] != Pool::OptimizerState);

@@ -429,6 +429,50 @@ private slots:
         QCOMPARE(engineWalks(f.trace->devices[0]).size(), size_t(3));
     }
 
+    // A sharding wrapper's backward (FSDP2) reduces the gradients into buffers of its own, one per
+    // group of layers and of no weight's size, kept past the walk; each weight gets its gradient only
+    // after the walk. The walk made no block of a weight's size, so it read as no backward, and the
+    // first step's moments as weights made before the first forward (fsdp2_adamw without frames or
+    // annotations: 892 MiB). Four buffers of 1 MiB or more weighing a quarter of the weights or more
+    // are its gradients; the moments, made in a burst of the weights' sizes, open the step.
+    void gradientsReducedIntoBuffersOfTheirOwn()
+    {
+        FixtureRecorder r;
+        Model m = build(r, kWeights);
+        const int64_t savedBytes = 2 << 20, bufferBytes = (3 << 19) + (4 << 10); // 1.5 MiB + 4 KiB
+        std::vector<uint64_t> saved = forward(r, savedBytes), buffers;
+        const uint64_t output = saved.back();
+        saved.pop_back();
+        uint64_t flowing = r.alloc(savedBytes, {}, Pool::Temporary);
+        for (size_t k = saved.size(); k-- > 0;) {
+            const uint64_t g = r.alloc(savedBytes, {}, Pool::Temporary);
+            if (k % 2 == 0)
+                buffers.push_back(r.alloc(bufferBytes, {}, Pool::Gradient));
+            r.free(saved[k]);
+            r.free(flowing);
+            flowing = g;
+        }
+        r.free(flowing);
+        r.free(output);
+        for (size_t w = 0; w < m.weights.size(); ++w) // handed out after the walk
+            m.grads[w] = r.alloc(m.weights[w], {}, Pool::Gradient);
+        for (uint64_t b : buffers)
+            r.free(b);
+        step(r, m, true);
+        const Fixture f = r.finish();
+        QCOMPARE(engineWalks(f.trace->devices[0]).size(), size_t(1));
+        const Classification c = classified(f);
+        const DeviceTrace& dev = f.trace->devices[0];
+        int64_t state = 0, stateRead = 0;
+        for (size_t i = 0; i < c.size(); ++i)
+            if (f.truth[i] == Pool::OptimizerState) {
+                state += dev.allocations[i].size;
+                stateRead += c.pool[i] == Pool::OptimizerState ? dev.allocations[i].size : 0;
+            }
+        QVERIFY(state > 0);
+        QCOMPARE(stateRead, state);
+    }
+
     void noGradDecoderIsNoBackward()
     {
         const Fixture f = noGradUNet();
