@@ -2,7 +2,6 @@
 
 #include "core/classify/structural_backward_tail.h"
 #include "core/classify/structural_common.h"
-#include "core/classify/structural_first_step_burst.h"
 
 #include <algorithm>
 #include <iterator>
@@ -143,36 +142,6 @@ constexpr auto place = classify_detail::placeStructural; // a walk's backward pl
 
 } // namespace
 
-StateBursts stateBursts(const DeviceTrace& dev)
-{
-    constexpr size_t kStateBurst = 8;
-    const Stream s{dev};
-    const EventIndex n = EventIndex(dev.events.count());
-    StateBursts out;
-    size_t count = 0;
-    EventIndex runStart = kNoEvent, lastBirth = kNoEvent;
-    auto flush = [&] {
-        if (count >= kStateBurst)
-            out.runs.emplace_back(runStart, lastBirth);
-        count = 0;
-    };
-    for (EventIndex e = 0; e < n; ++e) {
-        if (const Allocation* a = s.bornAt(e)) {
-            if (releaseOf(*a) != kNoEvent) {
-                flush();
-                continue;
-            }
-            if (count++ == 0)
-                runStart = e;
-            lastBirth = e;
-        } else if (s.releasedAt(e)) {
-            flush();
-        }
-    }
-    flush();
-    return out;
-}
-
 EventIndex heldEarlierLayers(const DeviceTrace& dev, const PhaseTimeline& tl, const StateBursts& bursts,
                              EventIndex forwardFrom, EventIndex releaseFrom, EventIndex releaseTo)
 {
@@ -189,38 +158,6 @@ EventIndex heldEarlierLayers(const DeviceTrace& dev, const PhaseTimeline& tl, co
                 from = e;
         }
     return from;
-}
-
-bool StateBursts::at(EventIndex e) const
-{
-    auto it = std::upper_bound(runs.begin(), runs.end(), e, [](EventIndex v, const auto& r) { return v < r.first; });
-    return it != runs.begin() && std::prev(it)->second >= e;
-}
-
-bool StateBursts::between(EventIndex after, EventIndex before) const
-{
-    auto it = std::upper_bound(runs.begin(), runs.end(), after, [](EventIndex v, const auto& r) { return v < r.second; });
-    return it != runs.end() && std::max(it->first, after + 1) < before;
-}
-
-size_t stepsCoverTheirBursts(PhaseTimeline& tl, const StateBursts& bursts)
-{
-    size_t placed = 0;
-    for (const auto& [b0, b1] : bursts.runs) {
-        bool step = false;
-        for (EventIndex e = b0; e <= b1 && !step; ++e)
-            step = tl.phase[size_t(e)] == Phase::OptimizerStep && tl.source[size_t(e)] == PhaseSource::Structure;
-        if (!step)
-            continue;
-        for (EventIndex e = b0; e <= b1; ++e)
-            if (tl.phase[size_t(e)] != Phase::OptimizerStep &&
-                (tl.source[size_t(e)] == PhaseSource::None || tl.source[size_t(e)] == PhaseSource::Structure)) {
-                tl.phase[size_t(e)] = Phase::OptimizerStep;
-                tl.source[size_t(e)] = PhaseSource::Structure;
-                ++placed;
-            }
-    }
-    return placed;
 }
 
 std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& bursts)
@@ -528,7 +465,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
                 gapEnd = e; // the next pass
                 break;
             }
-        // No gradient of a weight's size: the first step's state burst opens it (structural_first_step_burst.h;
+        // No gradient of a weight's size: the first step's state burst opens it (structural_state_bursts.h;
         // fsdp2_adamw's first step, frameless: its moments read as gradients, 892 MiB).
         std::unordered_set<int64_t> grads = gradientsUpTo[k];
         EventIndex searchFrom = backwardEnd[k] + 1;

@@ -15,6 +15,7 @@
 // Interleaved graphs do not merge: a walk's releases run back through one forward's births; a
 // release of a block younger than the walk's youngest starts another walk (another graph).
 #include "core/classify/phases.h"
+#include "core/classify/structural_state_bursts.h"
 #include "core/model/trace.h"
 
 #include <cstddef>
@@ -29,18 +30,6 @@ struct EngineWalk {
     size_t releases = 0;                                  // saved blocks released, last made first
 };
 
-// An optimizer making its state at its first step (Adam's two moments per weight, zeros_like one
-// after the other): runs of eight blocks or more made one after the other, none ever let go of, with
-// no release between. The engine lets go of saved blocks between the gradients it makes, and a
-// recomputed segment's blocks are let go of in the same backward. Each run from its first birth to
-// its last, in event order.
-struct StateBursts {
-    std::vector<std::pair<EventIndex, EventIndex>> runs;
-    bool at(EventIndex e) const;                       // e lies inside a run
-    bool between(EventIndex after, EventIndex before) const; // a run has an event in (after, before)
-};
-StateBursts stateBursts(const DeviceTrace& dev);
-
 // Where the forward of a backward the dump cuts began (an OOM inside it, a dump from a backward
 // hook). The engine has let go of the later layers' saved blocks only, so the oldest block it let go
 // of (born at forwardFrom; released in [releaseFrom, releaseTo]) is a middle layer's. The earlier
@@ -50,13 +39,6 @@ StateBursts stateBursts(const DeviceTrace& dev);
 // where none.
 EventIndex heldEarlierLayers(const DeviceTrace& dev, const PhaseTimeline& tl, const StateBursts& bursts,
                              EventIndex forwardFrom, EventIndex releaseFrom, EventIndex releaseTo);
-
-// An optimizer step read from the stream begins where blocks of a gradient's size are made, and the
-// readings bound it by the gradient sizes they found (an embedding's gradient made at the
-// backward's very end can be missing among them). Where such a step (source Structure) holds part
-// of a burst, the whole burst becomes the step's: no other pass makes such a run. Events a frame or
-// an annotation named stay as named. Returns the number of events placed.
-size_t stepsCoverTheirBursts(PhaseTimeline& tl, const StateBursts& bursts);
 
 // The walks that read as a backward, in the order they ran. See the definition for the tests.
 std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& bursts);

@@ -5,7 +5,7 @@
 #include "core/classify/structural_closure.h"
 #include "core/classify/structural_common.h"
 #include "core/classify/structural_engine_walks.h"
-#include "core/classify/structural_first_step_burst.h"
+#include "core/classify/structural_state_bursts.h"
 #include "core/classify/structural_forward_again.h"
 #include "core/classify/structural_forward_gaps.h"
 #include "core/classify/structural_graph_release.h"
@@ -477,7 +477,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
             continue;
         keptGradientSizes.insert(gradientSizes.begin(), gradientSizes.end());
         // No gradient of a weight's size (a sharding wrapper's own buffers): the first step's state
-        // burst opens the step (structural_first_step_burst.h).
+        // burst opens the step (structural_state_bursts.h).
         std::unordered_set<int64_t> stepSizes = keptGradientSizes;
         EventIndex stepFrom = releaseEnd + 1;
         if (const StepBurst b = firstStepBurst(dev, walksOnce.bursts(), releaseEnd, nextStart, weightSizes(), stepSizes); b.first != kNoEvent) {

@@ -185,7 +185,7 @@ private slots:
 
     // The state made in one burst of the weights' sizes (torch.optim's _init_group, zeros_like one
     // weight after the other) opens the first step where no gradient of a weight's size does
-    // (structural_first_step_burst.h): the step is placed and its state read from it, sure of the
+    // (structural_state_bursts.h): the step is placed and its state read from it, sure of the
     // phase. The later steps make no state and no block of a gradient's size: no step is placed.
     void firstStepOpenedByItsStateBurst()
     {
