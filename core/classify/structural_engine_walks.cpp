@@ -22,8 +22,6 @@ constexpr EventIndex kHeld = 16;
 
 struct Stream {
     const DeviceTrace& dev;
-    // Requested bytes of the final segments' live blocks: a block from before recording by them.
-    std::unordered_map<uint64_t, int64_t> requested = classify_detail::requestedBytesByAddress(dev);
     const Allocation* bornAt(EventIndex e) const
     {
         const AllocId id = dev.eventAlloc[size_t(e)];
@@ -52,7 +50,7 @@ struct Candidate {
 // 3 allocations per 10 releases; a graph dropped without backward frees with hardly any); most of
 // the bytes its forward made and still held when the walk began (a few old blocks a caller drops are
 // no walk); and a weight's gradient made (below).
-bool readsAsBackward(const Stream& s, const Candidate& c)
+bool readsAsBackward(const Stream& s, const Candidate& c, const std::unordered_map<uint64_t, int64_t>& requested)
 {
     const EngineWalk& w = c.walk;
     if (w.releases < 8)
@@ -98,7 +96,7 @@ bool readsAsBackward(const Stream& s, const Candidate& c)
     for (const Allocation& a : s.dev.allocations) {
         const EventIndex r = releaseOf(a);
         if ((a.preexisting() || a.allocEvent < w.bornFirst) && (r == kNoEvent || r > w.last)) {
-            stateSizes.insert(sizeKey(classify_detail::requestedBytesOf(a, s.requested)));
+            stateSizes.insert(sizeKey(classify_detail::requestedBytesOf(a, requested)));
             stateBytes += a.size;
         }
     }
@@ -252,8 +250,10 @@ std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& b
         all.push_back(c);
     }
     std::vector<EngineWalk> out;
+    // A block from before recording by the bytes its tensor asked for (the final segments list them).
+    const auto requested = classify_detail::requestedBytesByAddress(dev);
     for (const Candidate& c : all) {
-        if (readsAsBackward(s, c))
+        if (readsAsBackward(s, c, requested))
             out.push_back(c.walk);
     }
     // What a backward made (its gradients, let go of by zero_grad or a step after it) is released by
