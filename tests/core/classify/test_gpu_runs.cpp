@@ -83,6 +83,14 @@ int aliveAt(const DeviceTrace& dev, uint64_t addr)
     return -1;
 }
 
+// The run as PyTorch before 2.5 writes it: no record_function annotation.
+void dropAnnotations(Loaded& l)
+{
+    auto bare = std::make_shared<Trace>(*l.trace);
+    bare->annotations.clear();
+    l.trace = bare;
+}
+
 } // namespace
 
 class TestGpuRuns : public QObject {
@@ -242,11 +250,8 @@ private slots:
     {
         QFETCH(bool, annotations);
         Loaded l = loadRun("ddp_fused_adamw");
-        if (!annotations) {
-            auto bare = std::make_shared<Trace>(*l.trace);
-            bare->annotations.clear();
-            l.trace = bare;
-        }
+        if (!annotations)
+            dropAnnotations(l);
         const Classified k = classifyCopy(l, "none");
         QVERIFY(k.c.facts.backwardPasses >= 2);
         const Score s = score(k.dev(), k.c, l.truth);
@@ -286,9 +291,7 @@ private slots:
     void frameslessFsdp2WithoutAnnotationsFindsItsFirstStep()
     {
         Loaded l = loadRun("fsdp2_adamw");
-        auto bare = std::make_shared<Trace>(*l.trace);
-        bare->annotations.clear();
-        l.trace = bare;
+        dropAnnotations(l);
         const Classified k = classifyCopy(l, "none");
         QVERIFY(k.c.facts.backwardPasses >= 2);
         const Score s = score(k.dev(), k.c, l.truth);
