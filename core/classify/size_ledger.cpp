@@ -1,6 +1,7 @@
 #include "core/classify/size_ledger.h"
 
 #include "core/classify/ledger_gradients.h"
+#include "core/classify/ledger_segments.h"
 #include "core/classify/structural_common.h"
 
 #include <algorithm>
@@ -17,6 +18,9 @@ namespace poolscope {
 namespace {
 
 using ledger_detail::gradientsPerStep;
+using ledger_detail::newSegmentsGo;
+using ledger_detail::SegmentsOfOneBlock;
+using ledger_detail::SegmentsWithRecordedBlocks;
 using ledger_detail::nextStepRun;
 using ledger_detail::outlivesItsBackwardRun;
 
@@ -143,108 +147,6 @@ void gradientsBeyondTheCountedWeights(const DeviceTrace& dev, const std::vector<
         for (uint32_t i : ids)
             classify_detail::decide(c, i, Pool::Gradient, rule, 55);
     }
-}
-
-// The final segments that hold a block made under recording. Weights loaded in a row fill their
-// segments; an optimizer makes its state at its first step amid the step's scratch, whose release
-// leaves holes in the state's segments that later allocations fill. Which same-size block is a weight
-// and which a state buffer nothing names; a large segment later allocations share leans to the state (in
-// the frameless windows of the truth runs, address order alone put compiled_llama's weights in the
-// state: 63.5 % of its bytes misfiled, 22.0 % by segments).
-class SegmentsWithRecordedBlocks {
-public:
-    explicit SegmentsWithRecordedBlocks(const DeviceTrace& dev)
-    {
-        for (const Segment& s : dev.segments)
-            if (s.isLarge) // a small pool's 2 MiB segments mix whatever is small: no order shows
-                m_spans.push_back({s.address, s.address + uint64_t(std::max<int64_t>(s.totalSize, 0)), false});
-        std::sort(m_spans.begin(), m_spans.end(), [](const Span& a, const Span& b) { return a.first < b.first; });
-        for (const Allocation& a : dev.allocations)
-            if (const ptrdiff_t k = indexOf(a.address); k >= 0 && !a.preexisting())
-                m_spans[size_t(k)].recorded = true;
-    }
-    bool operator()(uint64_t address) const
-    {
-        const ptrdiff_t k = indexOf(address);
-        return k >= 0 && m_spans[size_t(k)].recorded;
-    }
-
-private:
-    struct Span {
-        uint64_t first, end;
-        bool recorded;
-    };
-    ptrdiff_t indexOf(uint64_t address) const // -1: in no final segment
-    {
-        auto it = std::upper_bound(m_spans.begin(), m_spans.end(), address, [](uint64_t v, const Span& s) { return v < s.first; });
-        if (it == m_spans.begin() || address >= std::prev(it)->end)
-            return -1;
-        return std::prev(it) - m_spans.begin();
-    }
-    std::vector<Span> m_spans;
-};
-
-// Final segments of the large pool that hold one block and no more: the segment was cut to that
-// block's size when it was made (no cached block could take it), so the block came first to it.
-class SegmentsOfOneBlock {
-public:
-    explicit SegmentsOfOneBlock(const DeviceTrace& dev)
-    {
-        for (const Segment& s : dev.segments)
-            if (s.isLarge && !s.isExpandable && s.blocks.size() == 1)
-                m_starts.push_back({s.address, s.totalSize});
-        std::sort(m_starts.begin(), m_starts.end());
-    }
-    bool operator()(const Allocation& a) const
-    {
-        const auto it = std::lower_bound(m_starts.begin(), m_starts.end(), std::pair<uint64_t, int64_t>{a.address, 0});
-        return it != m_starts.end() && it->first == a.address && it->second == a.blockSize;
-    }
-
-private:
-    std::vector<std::pair<uint64_t, int64_t>> m_starts; // (address, size)
-};
-
-// Which way the driver places new segments in this process: -1 below every segment before them,
-// +1 above, 0 where the recording shows no clear way (fewer than three in four of its new extremes one
-// way). A segment the recording makes between segments it knew reuses address space freed before
-// (empty_cache, an OOM's retry) and says nothing. Machines differ (this project's H100/H200 runs place
-// new ones lower, the corpus's `niu_*` and `zl_decomfl` higher), so only the dump's own segments say it.
-int newSegmentsGo(const DeviceTrace& dev)
-{
-    std::vector<uint64_t> order, freed; // the recording's new segments in order, and those it let go of
-    for (size_t e = 0; e < dev.events.action.size(); ++e) {
-        if (dev.events.action[e] == Action::SegmentAlloc)
-            order.push_back(dev.events.addr[e]);
-        else if (dev.events.action[e] == Action::SegmentFree)
-            freed.push_back(dev.events.addr[e]);
-    }
-    if (order.empty())
-        return 0;
-    std::vector<uint64_t> made = order;
-    std::sort(made.begin(), made.end());
-    const auto madeHere = [&](uint64_t a) { return std::binary_search(made.begin(), made.end(), a); };
-    uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
-    const auto know = [&](uint64_t a) { lo = std::min(lo, a), hi = std::max(hi, a); };
-    for (const Segment& seg : dev.segments)
-        if (!madeHere(seg.address))
-            know(seg.address);
-    for (uint64_t a : freed)
-        if (!madeHere(a))
-            know(a);
-    int below = 0, above = 0;
-    for (uint64_t a : order) {
-        if (hi != 0 && a < lo)
-            ++below;
-        else if (hi != 0 && a > hi)
-            ++above;
-        know(a);
-    }
-    if (below * 4 >= (below + above) * 3 && below > 0)
-        return -1;
-    if (above * 4 >= (below + above) * 3 && above > 0)
-        return 1;
-    return 0;
 }
 
 // A weight among same-size blocks from before recording that the counts read as its state or its
