@@ -379,11 +379,8 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     EventIndex firstForward = n;
     for (const EngineWalk& w : walks)
         firstForward = std::min(firstForward, w.bornFirst);
-    // (By their blocks' sizes; `weightSizes` by the bytes their tensors asked for, for the first
-    // step's burst. The step's search keeps the blocks' sizes: by the requested bytes a weight from
-    // before recording matches the gradient the backward made last, after its walk, and the step
-    // would begin there: hf_trainer_eval's windows, frameless, 704 MiB of moments read as weights
-    // once the embedding's gradient no longer counted.)
+    // (By their blocks' sizes; `weightSizes` by the bytes their tensors asked for, as the recording
+    // knows the blocks it saw made: a gradient has a weight's requested size.)
     std::unordered_set<int64_t> stateSizes;
     for (const Allocation& a : dev.allocations) {
         const EventIndex r = releaseOf(a);
@@ -398,6 +395,8 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
     std::vector<EventIndex> backwardEnd(walks.size());
     std::unordered_set<int64_t> gradientSizes; // kept products of a state block's size, of every backward so far
     std::vector<std::unordered_set<int64_t>> gradientsUpTo(walks.size());
+    // Where the gradients each backward made are let go of (zero_grad, after the step): first, last.
+    std::vector<std::pair<EventIndex, EventIndex>> lettingGo(walks.size(), {n, kNoEvent});
     for (size_t k = 0; k < walks.size(); ++k) {
         const EngineWalk& w = walks[k];
         EventIndex end = w.last;
@@ -439,8 +438,11 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
         for (EventIndex e = w.first; e <= end; ++e)
             if (const Allocation* a = s.bornAt(e)) {
                 const EventIndex r = releaseOf(*a);
-                if ((r == kNoEvent || r > end) && stateSizes.count(sizeKey(a->size)))
+                if ((r == kNoEvent || r > end) && weightSizes.count(sizeKey(a->size))) {
                     gradientSizes.insert(sizeKey(a->size));
+                    if (r != kNoEvent)
+                        lettingGo[k] = {std::min(lettingGo[k].first, r), std::max(lettingGo[k].second, r)};
+                }
             }
         gradientsUpTo[k] = gradientSizes;
     }
@@ -475,7 +477,7 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
         }
         if (grads.empty())
             continue;
-        EventIndex first = kNoEvent, last = kNoEvent;
+        EventIndex first = kNoEvent, last = kNoEvent, stepFirst = kNoEvent, lastOfBackward = kNoEvent;
         size_t made = 0, kept = 0;
         for (EventIndex e = searchFrom; e < gapEnd; ++e) {
             const Allocation* a = s.bornAt(e);
@@ -488,6 +490,15 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
             if (first == kNoEvent)
                 first = e;
             last = std::max(last, keeps ? e : r);
+            // Before the step's first block, one let go of among the backward's gradients (by the same
+            // zero_grad) is the backward's last gradient, made after its walk's last release (an
+            // embedding's, after its own scratch): not where the step begins.
+            if (stepFirst == kNoEvent) {
+                if (r != kNoEvent && r >= lettingGo[k].first && r <= lettingGo[k].second)
+                    lastOfBackward = e;
+                else
+                    stepFirst = e;
+            }
         }
         // A step a frame or an annotation names ends the gap: that is the step, and blocks of a
         // gradient's size made and kept before it are the backward's last gradients (the embedding's,
@@ -502,10 +513,14 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
             place(tl, backwardEnd[k] + 1, gapEnd - 1, Phase::Backward, placed);
             continue;
         }
-        if (first != kNoEvent && (kept > 0 || made * 2 >= grads.size())) {
-            place(tl, first, last, Phase::OptimizerStep, placed);
-            if (first > backwardEnd[k] + 1)
-                beforeStep.push_back({backwardEnd[k] + 1, first - 1});
+        if (lastOfBackward != kNoEvent) {
+            place(tl, backwardEnd[k] + 1, lastOfBackward, Phase::Backward, placed);
+            backwardEnd[k] = lastOfBackward;
+        }
+        if (stepFirst != kNoEvent && (kept > 0 || made * 2 >= grads.size())) {
+            place(tl, stepFirst, last, Phase::OptimizerStep, placed);
+            if (stepFirst > backwardEnd[k] + 1)
+                beforeStep.push_back({backwardEnd[k] + 1, stepFirst - 1});
         }
     }
     // Forwards: where the blocks each walk released were made (other backwards and the steps
