@@ -29,9 +29,11 @@ int64_t RunState::aliveAfter(EventIndex e) const
 RunState runStateAt(const DeviceTrace& dev, EventIndex firstForward)
 {
     RunState s;
+    const auto requested = classify_detail::requestedBytesByAddress(dev);
     for (const Allocation& a : dev.allocations)
         if (const EventIndex r = releaseOf(a); (a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward)) {
             s.sizes.insert(sizeKey(a.size));
+            s.weightSizes.insert(sizeKey(classify_detail::requestedBytesOf(a, requested)));
             s.releases.emplace_back(r == kNoEvent ? EventIndex(dev.events.count()) : r, a.size);
         }
     std::sort(s.releases.begin(), s.releases.end());

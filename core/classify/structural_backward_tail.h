@@ -18,6 +18,10 @@ namespace poolscope {
 // not.
 struct RunState {
     std::unordered_set<int64_t> sizes;                    // as classify_detail::sizeKey rounds them
+    // The same blocks by the bytes their tensors asked for: a block from before recording carries its
+    // rounded size, while the recording knows a block it saw made by its requested bytes (a weight of
+    // 131,072,000 B sits in a 126 MiB block; its gradient is made at 131,072,000 B).
+    std::unordered_set<int64_t> weightSizes;
     std::vector<std::pair<EventIndex, int64_t>> releases; // (release, or the end; bytes), sorted
     std::vector<int64_t> after;                           // suffix sums of `releases`' bytes
     // The bytes of the state still alive after event e.

@@ -381,13 +381,9 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
         firstForward = std::min(firstForward, w.bornFirst);
     // (By their blocks' sizes; `weightSizes` by the bytes their tensors asked for, as the recording
     // knows the blocks it saw made: a gradient has a weight's requested size.)
-    std::unordered_set<int64_t> stateSizes;
-    for (const Allocation& a : dev.allocations) {
-        const EventIndex r = releaseOf(a);
-        if ((a.preexisting() || a.allocEvent < firstForward) && (r == kNoEvent || r > firstForward))
-            stateSizes.insert(sizeKey(a.size));
-    }
-    const std::unordered_set<int64_t> weightSizes = weightSizesAt(dev, firstForward);
+    const RunState runState = runStateAt(dev, firstForward);
+    const std::unordered_set<int64_t>& stateSizes = runState.sizes;
+    const std::unordered_set<int64_t>& weightSizes = runState.weightSizes;
     // Backwards: each walk, and after its last saved release what the engine still does (the first
     // layers' gradients, kept; its own scratch let go of: a few nodes, 16 events at most), up to a
     // block let go of at once (the next stretch's scratch), a release of something it did not make,

@@ -17,7 +17,6 @@
 #include "core/classify/structural_window_backward.h"
 
 #include <algorithm>
-#include <optional>
 #include <unordered_set>
 #include <vector>
 
@@ -321,12 +320,6 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
     bool anyBackward = false;
     size_t placed = 0;
     std::unordered_set<int64_t> keptGradientSizes; // of every backward so far (see optimizerAfterNamedBackward)
-    std::optional<std::unordered_set<int64_t>> weightSizesOnce;
-    const auto weightSizes = [&]() -> const std::unordered_set<int64_t>& {
-        if (!weightSizesOnce)
-            weightSizesOnce = weightSizesAt(dev, firstForward);
-        return *weightSizesOnce;
-    };
     for (size_t k = 0; k < sw.size(); ++k) {
         const Swing& s = sw[k];
         if (forwardStart[k] == kNoEvent)
@@ -480,7 +473,7 @@ size_t phasesFromSwings(const DeviceTrace& dev, PhaseTimeline& tl, EngineWalksOn
         // burst opens the step (structural_state_bursts.h).
         std::unordered_set<int64_t> stepSizes = keptGradientSizes;
         EventIndex stepFrom = releaseEnd + 1;
-        if (const StepBurst b = firstStepBurst(dev, walksOnce.bursts(), releaseEnd, nextStart, weightSizes(), stepSizes); b.first != kNoEvent) {
+        if (const StepBurst b = firstStepBurst(dev, walksOnce.bursts(), releaseEnd, nextStart, runState.weightSizes, stepSizes); b.first != kNoEvent) {
             stepSizes.insert(b.sizes.begin(), b.sizes.end());
             stepFrom = b.first;
         }

@@ -35,14 +35,8 @@ StateBursts stateBursts(const DeviceTrace& dev);
 // an annotation named stay as named. Returns the number of events placed.
 size_t stepsCoverTheirBursts(PhaseTimeline& tl, const StateBursts& bursts);
 
-// The weights' sizes (as classify_detail::sizeKey rounds them) by the bytes their tensors asked for:
-// the blocks alive where the first forward starts, from before recording or made before it and kept.
-// A block from before recording carries its rounded size; the recording knows a block it saw made by
-// its requested bytes (a weight of 131,072,000 B sits in a 126 MiB block).
-std::unordered_set<int64_t> weightSizesAt(const DeviceTrace& dev, EventIndex firstForward);
-
 // The first state burst that begins after `after` and ends before `before`, each of its blocks of a
-// weight's size, one at least of a size `known` lacks (where the known gradients' sizes already find
+// weight's size (`weightSizes`: RunState::weightSizes, by the bytes asked), one at least of a size `known` lacks (where the known gradients' sizes already find
 // the step, nothing changes): its first event and its blocks' sizes, the step's search keys (not
 // every size alive at the first forward: the batch is, and the next one would read as the step's).
 // `first` is kNoEvent where there is none.
