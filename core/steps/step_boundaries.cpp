@@ -421,4 +421,37 @@ bool repetitionsInsidePasses(const DeviceTrace& dev, const Classification& c, co
     return calls * 2 <= sampled;
 }
 
+bool structuralPassesAreSteps(const DeviceTrace& dev, const Classification& c, const std::vector<Range>& ranges)
+{
+    std::vector<const Range*> complete;
+    for (const Range& r : ranges)
+        if (r.complete && r.end > r.start)
+            complete.push_back(&r);
+    if (complete.size() < 2)
+        return false;
+    // A run's steps are alike: what one step allocates, the next does again (the first step's optimizer
+    // state included, it stays within a factor of two). Steps that differ more were cut by a misread
+    // phase: a checkpointed backward's recomputing forward read as the next step's, an optimizer step
+    // read again between each parameter's update.
+    // Past two, the first is left out: it can hold the warm-up, or start where the recording did.
+    int64_t fewest = std::numeric_limits<int64_t>::max(), most = 0;
+    for (size_t k = complete.size() > 2 ? 1 : 0; k < complete.size(); ++k) {
+        const int64_t n = allocsIn(dev, complete[k]->start, complete[k]->end);
+        fewest = std::min(fewest, n);
+        most = std::max(most, n);
+    }
+    if (most > 2 * fewest)
+        return false;
+    for (const auto& run : c.phases.runs)
+        if (run.phase == Phase::Backward && c.phases.source[size_t(run.first)] == PhaseSource::Structure)
+            return true;
+    // As repetitionsInsidePasses samples: nine spread over the run at most, the test being quadratic
+    // in a step's allocations.
+    const size_t sampled = std::min<size_t>(complete.size(), 9);
+    size_t calls = 0;
+    for (size_t k = 0; k < sampled; ++k)
+        calls += repeatsWithin(dev, *complete[k * complete.size() / sampled], 0.75) ? 1 : 0;
+    return calls * 2 > sampled;
+}
+
 } // namespace poolscope::steps_detail

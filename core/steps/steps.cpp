@@ -85,6 +85,21 @@ bool tailOutgrows(const std::vector<Range>& annotated, const DeviceTrace& dev, c
     return phaseComplete > complete;
 }
 
+// Where the passes the stream alone placed make steps, whether the repeating pattern makes more
+// complete ones (a frameless decoder whose first call the stream read as one pass with the rest):
+// the one that tells more steps apart is read.
+bool repeatingFindsMore(const DeviceTrace& dev, const Classification& c, const std::vector<steps_detail::Range>& fromPasses)
+{
+    int64_t period = 0;
+    const auto r = steps_detail::repeatingSteps(dev, &period);
+    if (r.size() < 2 || steps_detail::repetitionsAreLayers(dev, r) || steps_detail::repetitionsInsidePasses(dev, c, r))
+        return false;
+    auto completeOf = [](const std::vector<steps_detail::Range>& v) {
+        return std::count_if(v.begin(), v.end(), [](const steps_detail::Range& x) { return x.complete; });
+    };
+    return completeOf(r) > completeOf(fromPasses);
+}
+
 } // namespace
 
 StepTable findSteps(const DeviceDocument& doc)
@@ -120,6 +135,17 @@ StepTable findSteps(const DeviceDocument& doc)
         table.how = opt   ? "from the phases: each optimizer step ends a step"
                     : bwd ? "from the phases: each backward ends a step (no optimizer step was recorded)"
                           : "from the phases: each forward pass is a step (no backward was recorded)";
+        ranges = std::move(r);
+    } else if (c && !c->phases.anyFrameEvidence && (r = steps_detail::phaseSteps(dev, *c)).size() >= 2 &&
+               steps_detail::structuralPassesAreSteps(dev, *c, r) && !repeatingFindsMore(dev, *c, r)) {
+        table.source = StepSource::Phases;
+        bool bwd = false;
+        for (const auto& run : c->phases.runs)
+            bwd = bwd || run.phase == Phase::Backward;
+        table.how = bwd ? "from the passes the allocation stream shows (no frame or annotation names them): each backward "
+                          "and what follows it up to the next forward is a step"
+                        : "from the passes the allocation stream shows (no frame or annotation names them): each forward "
+                          "pass is a step";
         ranges = std::move(r);
     } else if (auto r = steps_detail::repeatingSteps(dev, &table.period); r.size() >= 2 && !(layers = steps_detail::repetitionsAreLayers(dev, r)) &&
                                                                              !(inPasses = c && steps_detail::repetitionsInsidePasses(dev, *c, r))) {

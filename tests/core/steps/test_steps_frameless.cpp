@@ -42,6 +42,21 @@ std::shared_ptr<const Trace> gpuRun(const QString& run)
     return load(std::string(POOLSCOPE_TEST_DATA "/gpu_runs/") + run.toStdString() + ".pickle.gz");
 }
 
+// A run written by PyTorch before 2.5 (no optimizer-step annotations): the same trace without any.
+std::shared_ptr<const Trace> withoutAnnotations(const std::shared_ptr<const Trace>& t)
+{
+    auto bare = std::make_shared<Trace>(*t);
+    bare->annotations.clear();
+    return bare;
+}
+
+// A corpus file ("*.pickle") or a GPU run (tests/data/gpu_runs), annotations dropped on request.
+std::shared_ptr<const Trace> dumpOf(const QString& name, bool dropAnnotations)
+{
+    auto t = name.endsWith(".pickle") ? testing::loadCorpus(name) : gpuRun(name);
+    return t && dropAnnotations ? withoutAnnotations(t) : t;
+}
+
 } // namespace
 
 class TestStepsFrameless : public QObject {
@@ -88,6 +103,59 @@ private slots:
         const StepTable t = findSteps(frameless(gpuRun(run))->device(0));
         QCOMPARE(t.source, StepSource::RepeatingPattern);
         QVERIFY2(t.completeSteps() >= size_t(atLeast), t.how.c_str());
+    }
+
+    // Where no frame or annotation names a phase, the passes the stream alone reads are the steps
+    // when they are alike and either hold a backward (the engine's walk) or each repeat a model's
+    // layers (a call): the same steps as the frames gave, ends within 2 % of the run's events. The
+    // repeating pattern alone missed the first call (niu_fwd 1 of 3, gpt2 38 of 47) and read
+    // mp_10streams' two Llama forwards, on ten streams, as one step.
+    void passesTheStreamReadsAreSteps_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<bool>("noAnnotations");
+        QTest::newRow("niu_fwd_100: three forwards") << "niu_fwd_100.pickle" << false;
+        QTest::newRow("mp_10streams: two forwards") << "mp_10streams.pickle" << false;
+        QTest::newRow("gpt2_generate_fp16: 47 tokens") << "gpt2_generate_fp16" << false;
+        QTest::newRow("llama AdamW, no annotations: three steps") << "llama_autocast_adamw_afterforward" << true;
+        QTest::newRow("fsdp2 AdamW, no annotations: three steps") << "fsdp2_adamw" << true;
+    }
+    void passesTheStreamReadsAreSteps()
+    {
+        QFETCH(QString, name);
+        QFETCH(bool, noAnnotations);
+        const auto original = dumpOf(name, noAnnotations);
+        if (!original)
+            QSKIP("corpus absent");
+        const StepTable framed = findSteps(documentOf(original)->device(0));
+        const StepTable t = findSteps(frameless(original)->device(0));
+        QCOMPARE(t.source, StepSource::Phases);
+        QVERIFY2(t.how.find("allocation stream") != std::string::npos, t.how.c_str());
+        QCOMPARE(t.completeSteps(), framed.completeSteps());
+        QCOMPARE(t.steps.size(), framed.steps.size());
+        const EventIndex slack = EventIndex(original->devices[0].eventCount() / 50);
+        for (size_t k = 0; k + 1 < t.steps.size(); ++k)
+            QVERIFY2(std::abs(t.steps[k].end - framed.steps[k].end) <= slack,
+                     qPrintable(QString("step %1 ends at %2, the frames' at %3").arg(k).arg(t.steps[k].end).arg(framed.steps[k].end)));
+    }
+
+    // Passes misread where the frames are gone: a checkpointed backward's recomputing forwards, an
+    // optimizer step read between parameters' updates. Steps cut there are unlike one another; the
+    // stream's passes are then not the steps, and no more steps are claimed than the frames show.
+    void unlikePassesAreNoSteps_data()
+    {
+        QTest::addColumn<QString>("run");
+        QTest::newRow("lora_llama_bf16_ckpt") << "lora_llama_bf16_ckpt";
+        QTest::newRow("adafactor_reentrant") << "adafactor_reentrant";
+    }
+    void unlikePassesAreNoSteps()
+    {
+        QFETCH(QString, run);
+        const auto original = dumpOf(run, true);
+        const StepTable framed = findSteps(documentOf(original)->device(0));
+        const StepTable t = findSteps(frameless(original)->device(0));
+        QVERIFY2(t.source != StepSource::Phases, t.how.c_str());
+        QVERIFY2(t.completeSteps() <= framed.completeSteps(), t.how.c_str());
     }
 
     // A decoder whose cache grows by torch.cat: each call's layers are one repetition (18
