@@ -182,15 +182,22 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
     if (anyOpt || anyBackward) {
         // A step closes at the end of its optimizer step (or, without one, of its backward) once a
         // new pass begins; an optimizer step with no pass before it (state made in a constructor) is
-        // set-up.
+        // set-up. An optimizer step that allocates nothing leaves no event to name it: SGD's momentum
+        // or a fused AdamW after the first step, whose state then exists. A zero_grad that lets go
+        // of the gradients after a backward, with no optimizer step seen since, closes that step
+        // (graph_leak without annotations: four steps, not the first and one more of three; micro-
+        // batches of an accumulation have no zero_grad between them).
         EventIndex start = kNoEvent, closeAt = kNoEvent;
-        bool pass = false;
+        bool pass = false, backwardSinceClose = false;
         for (const auto& r : runs) {
-            const bool closes = anyOpt ? r.phase == Phase::OptimizerStep : r.phase == Phase::Backward;
+            const bool closes = anyOpt ? r.phase == Phase::OptimizerStep || (r.phase == Phase::ZeroGrad && backwardSinceClose)
+                                       : r.phase == Phase::Backward;
             if (closes && pass) {
                 closeAt = r.last;
+                backwardSinceClose = false;
                 continue;
             }
+            backwardSinceClose = backwardSinceClose || r.phase == Phase::Backward;
             if (!isPass(r.phase))
                 continue;
             if (closeAt != kNoEvent && r.phase != Phase::Backward) {

@@ -127,12 +127,16 @@ StepTable findSteps(const DeviceDocument& doc)
         ranges = std::move(r);
     } else if (c && c->phases.anyFrameEvidence && !(r = steps_detail::phaseSteps(dev, *c)).empty()) {
         table.source = StepSource::Phases;
-        bool opt = false, bwd = false;
+        bool opt = false, bwd = false, silentStep = false, backwardSince = false;
         for (const auto& run : c->phases.runs) {
             opt = opt || run.phase == Phase::OptimizerStep;
             bwd = bwd || run.phase == Phase::Backward;
+            silentStep = silentStep || (run.phase == Phase::ZeroGrad && backwardSince);
+            backwardSince = run.phase == Phase::Backward || (backwardSince && run.phase != Phase::OptimizerStep && run.phase != Phase::ZeroGrad);
         }
-        table.how = opt   ? "from the phases: each optimizer step ends a step"
+        table.how = opt && silentStep ? "from the phases: each optimizer step ends a step (where one allocated nothing, the zero_grad after "
+                                        "its backward)"
+                    : opt ? "from the phases: each optimizer step ends a step"
                     : bwd ? "from the phases: each backward ends a step (no optimizer step was recorded)"
                           : "from the phases: each forward pass is a step (no backward was recorded)";
         ranges = std::move(r);

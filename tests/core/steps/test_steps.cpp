@@ -377,6 +377,41 @@ private slots:
         QVERIFY(evaluation.table.steps.size() >= 3);
     }
 
+    // An optimizer step that allocates nothing (SGD's momentum, a fused AdamW, once their state
+    // exists) leaves no event for the frames to name. Without the step annotations (PyTorch before
+    // 2.5) graph_leak read as its first step and one more, unfinished, holding the other three, and
+    // the leak it was written to show went unjudged. The zero_grad after each backward closes the
+    // step: four steps, as its annotations mark them (each end within the zero_grad's 42 events), and
+    // the kept logits' 125 MiB per step named at their line. An accumulation's micro-batches, with
+    // no zero_grad between them, stay one step.
+    void stepThatAllocatesNothingClosedByItsZeroGrad()
+    {
+        const auto run = load(POOLSCOPE_TEST_DATA "/gpu_runs/graph_leak.pickle.gz");
+        const DeviceSteps annotated = deviceSteps(Document::fromTrace(run, documentOptions())->device(0));
+        QCOMPARE(annotated.table.source, StepSource::OptimizerSteps);
+        auto bare = std::make_shared<Trace>(*run);
+        bare->annotations.clear();
+        const DeviceSteps s = deviceSteps(Document::fromTrace(bare, documentOptions())->device(0));
+        QCOMPARE(s.table.source, StepSource::Phases);
+        QVERIFY2(s.table.how.find("zero_grad") != std::string::npos, s.table.how.c_str());
+        QCOMPARE(s.table.completeSteps(), annotated.table.completeSteps());
+        QCOMPARE(s.table.steps.size(), size_t(4));
+        for (size_t k = 0; k < s.table.steps.size(); ++k)
+            QVERIFY(std::abs(s.table.steps[k].end - annotated.table.steps[k].end) <= 42);
+        QCOMPARE(s.leaks.suspects.size(), size_t(1));
+        QCOMPARE(s.leaks.suspects[0].bytesPerStep, int64_t(125) << 20);
+        QVERIFY2(s.leaks.suspects[0].site.find("modeling_llama.py:") != std::string::npos, s.leaks.suspects[0].site.c_str());
+
+        // Two micro-batches per optimizer step, annotations dropped: the steps stay the optimizer's.
+        SynthModel m = small(3);
+        m.accumulate = 2;
+        Trace accumulated = synthesize(m).trace;
+        accumulated.annotations.clear();
+        const StepTable micro = findSteps(open(std::move(accumulated))->device(0));
+        QCOMPARE(micro.source, StepSource::Phases);
+        QCOMPARE(int(micro.completeSteps()), 3);
+    }
+
     void corpusSteps_data()
     {
         QTest::addColumn<QString>("file");
