@@ -168,6 +168,55 @@ std::vector<Range> optimizerSteps(const Trace& trace, const DeviceTrace& dev, co
     return out;
 }
 
+namespace {
+
+// Per phase run: for a backward followed by a forward (or by the recording's end) with no optimizer
+// step or zero_grad read between them, the last release in that gap of the gradients the backward made, where it let go of
+// most of them (two or more) there; kNoEvent otherwise.
+std::vector<EventIndex> gradientsLetGoBeforeTheNextForward(const DeviceTrace& dev, const Classification& c)
+{
+    const auto& runs = c.phases.runs;
+    // Per backward run: the next forward's first event (past the last event where none follows).
+    std::vector<EventIndex> gapEnd(runs.size(), kNoEvent);
+    for (size_t k = 0; k < runs.size(); ++k) {
+        if (runs[k].phase != Phase::Backward)
+            continue;
+        size_t j = k + 1;
+        for (; j < runs.size(); ++j) {
+            const Phase p = runs[j].phase;
+            if (p == Phase::OptimizerStep || p == Phase::ZeroGrad || p == Phase::Backward || p == Phase::Forward)
+                break;
+        }
+        if (j == runs.size())
+            gapEnd[k] = EventIndex(dev.eventCount());
+        else if (runs[j].phase == Phase::Forward)
+            gapEnd[k] = runs[j].first;
+    }
+    std::vector<int> made(runs.size(), 0), letGo(runs.size(), 0);
+    std::vector<EventIndex> last(runs.size(), kNoEvent);
+    for (size_t i = 0; i < c.size(); ++i) {
+        const Allocation& a = dev.allocations[i];
+        if (c.pool[i] != Pool::Gradient || a.preexisting() || size_t(a.allocEvent) >= c.phases.run.size())
+            continue;
+        const uint32_t k = c.phases.run[size_t(a.allocEvent)];
+        if (gapEnd[k] == kNoEvent)
+            continue;
+        ++made[k];
+        const EventIndex f = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+        if (f != kNoEvent && f > runs[k].last && f < gapEnd[k]) {
+            ++letGo[k];
+            last[k] = std::max(last[k] == kNoEvent ? f : last[k], f);
+        }
+    }
+    std::vector<EventIndex> out(runs.size(), kNoEvent);
+    for (size_t k = 0; k < runs.size(); ++k)
+        if (letGo[k] >= 2 && letGo[k] * 2 > made[k])
+            out[k] = last[k];
+    return out;
+}
+
+} // namespace
+
 std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
 {
     const auto& runs = c.phases.runs;
@@ -187,9 +236,15 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
         // of the gradients after a backward, with no optimizer step seen since, closes that step
         // (graph_leak without annotations: four steps, not the first and one more of three; micro-
         // batches of an accumulation have no zero_grad between them).
+        // Where no frame names the zero_grad either (a frameless dump), its frees do: most gradients a
+        // backward made let go of before the next forward, with no optimizer step or zero_grad read
+        // between, close the step at the last of them (an accumulation keeps them into the next
+        // micro-batch's forward).
+        const std::vector<EventIndex> gradientsLetGo = anyOpt ? gradientsLetGoBeforeTheNextForward(dev, c) : std::vector<EventIndex>{};
         EventIndex start = kNoEvent, closeAt = kNoEvent;
         bool pass = false, backwardSinceClose = false;
-        for (const auto& r : runs) {
+        for (size_t k = 0; k < runs.size(); ++k) {
+            const auto& r = runs[k];
             const bool closes = anyOpt ? r.phase == Phase::OptimizerStep || (r.phase == Phase::ZeroGrad && backwardSinceClose)
                                        : r.phase == Phase::Backward;
             if (closes && pass) {
@@ -208,6 +263,10 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
             if (start == kNoEvent)
                 start = r.first;
             pass = true;
+            if (!gradientsLetGo.empty() && gradientsLetGo[k] != kNoEvent) {
+                closeAt = gradientsLetGo[k];
+                backwardSinceClose = false;
+            }
         }
         if (closeAt != kNoEvent) {
             out.push_back(Range{start, closeAt, {}, true});
