@@ -202,10 +202,12 @@ std::vector<EventIndex> gradientsLetGoBeforeTheNextForward(const DeviceTrace& de
         if (gapEnd[k] == kNoEvent)
             continue;
         ++made[k];
+        // The step ends once the release completes (the block is no longer counted alive).
         const EventIndex f = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+        const EventIndex done = a.freeCompletedEvent != kNoEvent ? a.freeCompletedEvent : f;
         if (f != kNoEvent && f > runs[k].last && f < gapEnd[k]) {
             ++letGo[k];
-            last[k] = std::max(last[k] == kNoEvent ? f : last[k], f);
+            last[k] = std::max(last[k] == kNoEvent ? done : last[k], done);
         }
     }
     std::vector<EventIndex> out(runs.size(), kNoEvent);
