@@ -171,8 +171,8 @@ std::vector<Range> optimizerSteps(const Trace& trace, const DeviceTrace& dev, co
 namespace {
 
 // Per phase run: for a backward followed by a forward (or by the recording's end) with no optimizer
-// step or zero_grad read between them, the last release in that gap of the gradients the backward made, where it let go of
-// most of them (two or more) there; kNoEvent otherwise.
+// step or zero_grad read between them, the last release in that gap of the gradients the backward
+// made, where it let go of most of them (two or more) there; kNoEvent otherwise.
 std::vector<EventIndex> gradientsLetGoBeforeTheNextForward(const DeviceTrace& dev, const Classification& c)
 {
     const auto& runs = c.phases.runs;
@@ -497,11 +497,11 @@ bool structuralPassesAreSteps(const DeviceTrace& dev, const Classification& c, c
             complete.push_back(&r);
     if (complete.size() < 2)
         return false;
-    // A run's steps are alike: what one step allocates, the next does again (the first step's optimizer
-    // state included, it stays within a factor of two). Steps that differ more were cut by a misread
-    // phase: a checkpointed backward's recomputing forward read as the next step's, an optimizer step
-    // read again between each parameter's update.
-    // Past two, the first is left out: it can hold the warm-up, or start where the recording did.
+    // A run's steps are alike: what one step allocates, the next does again (the first step's
+    // optimizer state included, it stays within a factor of two). Steps that differ more were cut by
+    // a misread phase: a checkpointed backward's recomputing forward read as the next step's, an
+    // optimizer step read again between each parameter's update. Past two, the first is left out: it
+    // can hold the warm-up, or start where the recording did.
     int64_t fewest = std::numeric_limits<int64_t>::max(), most = 0;
     for (size_t k = complete.size() > 2 ? 1 : 0; k < complete.size(); ++k) {
         const int64_t n = allocsIn(dev, complete[k]->start, complete[k]->end);

@@ -43,10 +43,10 @@ bool repetitionsAreLayers(const DeviceTrace& dev, const std::vector<Range>& rang
 bool repetitionsInsidePasses(const DeviceTrace& dev, const Classification& c, const std::vector<Range>& ranges);
 // Whether steps phaseSteps cut from passes the allocation stream alone placed (no frame or annotation
 // named a phase) are steps: two or more complete ones, alike (none allocates more than twice what
-// another does), and either a backward the stream read among
-// the passes (the autograd engine's walk, which no layer makes), or, forward only, most of them
-// repeat within themselves as a call running its model's layers does (a layer does not: a frameless
-// no_grad forward's layers, each letting go of what it made, read as passes too).
+// another does), and either a backward the stream read among the passes (the autograd engine's walk,
+// which no layer makes), or, forward only, most of them repeat within themselves as a call running
+// its model's layers does (a layer does not: a frameless no_grad forward's layers, each letting go of
+// what it made, read as passes too).
 bool structuralPassesAreSteps(const DeviceTrace& dev, const Classification& c, const std::vector<Range>& ranges);
 
 } // namespace poolscope::steps_detail
