@@ -146,6 +146,7 @@ StepTable findSteps(const DeviceDocument& doc)
         bool bwd = false;
         for (const auto& run : c->phases.runs)
             bwd = bwd || run.phase == Phase::Backward;
+        table.passesFromStream = true;
         table.how = bwd ? "from the passes the allocation stream shows (no frame or annotation names them): each backward "
                           "and what follows it up to the next forward is a step"
                         : "from the passes the allocation stream shows (no frame or annotation names them): each forward "

@@ -38,6 +38,10 @@ struct StepTable {
     std::vector<Step> steps;
     EventIndex setupEnd = kNoEvent; // last event before the first step (set-up, model build); kNoEvent: none
     int64_t period = 0;             // RepeatingPattern: allocations per step
+    // Phases read from the allocation stream alone (no frame or annotation named a pass): the step
+    // ends are the stream's pass starts, which can fall before the caller let go of the previous
+    // call's output, so a leak must show at every step end (see findLeaks).
+    bool passesFromStream = false;
 
     size_t completeSteps() const;
     // Growth of the memory alive at step ends, per step: (alive at the last complete step's end -
