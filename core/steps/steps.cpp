@@ -3,6 +3,7 @@
 #include "core/steps/step_boundaries.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace poolscope {
 
@@ -85,19 +86,35 @@ bool tailOutgrows(const std::vector<Range>& annotated, const DeviceTrace& dev, c
     return phaseComplete > complete;
 }
 
-// Where the passes the stream alone placed make steps, whether the repeating pattern makes more
-// complete ones (a frameless decoder whose first call the stream read as one pass with the rest):
-// the one that tells more steps apart is read.
-bool repeatingFindsMore(const DeviceTrace& dev, const Classification& c, const std::vector<steps_detail::Range>& fromPasses)
-{
+// The repeating allocation pattern and what it turned out to be, computed once: the stream's passes
+// are weighed against it (repeatingFindsMore) and, where they lose, it is the reading.
+struct Repeating {
+    std::vector<Range> ranges;
     int64_t period = 0;
-    const auto r = steps_detail::repeatingSteps(dev, &period);
-    if (r.size() < 2 || steps_detail::repetitionsAreLayers(dev, r) || steps_detail::repetitionsInsidePasses(dev, c, r))
-        return false;
-    auto completeOf = [](const std::vector<steps_detail::Range>& v) {
-        return std::count_if(v.begin(), v.end(), [](const steps_detail::Range& x) { return x.complete; });
-    };
-    return completeOf(r) > completeOf(fromPasses);
+    bool layers = false; // the layers of one pass (steps_detail::repetitionsAreLayers)
+    bool inPasses = false; // repetitions inside the passes the stream shows (steps_detail::repetitionsInsidePasses)
+    bool steps() const { return ranges.size() >= 2 && !layers && !inPasses; }
+};
+
+Repeating readRepeating(const DeviceTrace& dev, const Classification* c)
+{
+    Repeating rep;
+    rep.ranges = steps_detail::repeatingSteps(dev, &rep.period);
+    if (rep.ranges.size() >= 2) {
+        rep.layers = steps_detail::repetitionsAreLayers(dev, rep.ranges);
+        rep.inPasses = !rep.layers && c && steps_detail::repetitionsInsidePasses(dev, *c, rep.ranges);
+    }
+    return rep;
+}
+
+size_t completeOf(const std::vector<Range>& v)
+{
+    return size_t(std::count_if(v.begin(), v.end(), [](const Range& x) { return x.complete; }));
+}
+
+bool anyRunOf(const Classification& c, Phase p)
+{
+    return std::any_of(c.phases.runs.begin(), c.phases.runs.end(), [p](const auto& run) { return run.phase == p; });
 }
 
 } // namespace
@@ -115,8 +132,12 @@ StepTable findSteps(const DeviceDocument& doc)
         return table;
     }
     std::vector<Range> ranges;
-    bool layers = false; // a repeating pattern of one pass's layers (steps_detail::repetitionsAreLayers)
-    bool inPasses = false; // ... repetitions inside the passes the stream shows (steps_detail::repetitionsInsidePasses)
+    std::optional<Repeating> rep;
+    auto repeating = [&]() -> Repeating& {
+        if (!rep)
+            rep = readRepeating(dev, c);
+        return *rep;
+    };
     if (auto r = steps_detail::profilerSteps(doc.trace(), dev); !r.empty()) {
         table.source = StepSource::ProfilerSteps;
         table.how = "from the profiler's ProfilerStep#N annotations";
@@ -127,48 +148,44 @@ StepTable findSteps(const DeviceDocument& doc)
         ranges = std::move(r);
     } else if (c && c->phases.anyFrameEvidence && !(r = steps_detail::phaseSteps(dev, *c)).empty()) {
         table.source = StepSource::Phases;
-        bool opt = false, bwd = false, silentStep = false, backwardSince = false;
+        bool silentStep = false, backwardSince = false;
         for (const auto& run : c->phases.runs) {
-            opt = opt || run.phase == Phase::OptimizerStep;
-            bwd = bwd || run.phase == Phase::Backward;
             silentStep = silentStep || (run.phase == Phase::ZeroGrad && backwardSince);
             backwardSince = run.phase == Phase::Backward || (backwardSince && run.phase != Phase::OptimizerStep && run.phase != Phase::ZeroGrad);
         }
+        const bool opt = anyRunOf(*c, Phase::OptimizerStep);
         table.how = opt && silentStep ? "from the phases: each optimizer step ends a step (where one allocated nothing, the zero_grad after "
                                         "its backward)"
                     : opt ? "from the phases: each optimizer step ends a step"
-                    : bwd ? "from the phases: each backward ends a step (no optimizer step was recorded)"
-                          : "from the phases: each forward pass is a step (no backward was recorded)";
+                    : anyRunOf(*c, Phase::Backward) ? "from the phases: each backward ends a step (no optimizer step was recorded)"
+                                                    : "from the phases: each forward pass is a step (no backward was recorded)";
         ranges = std::move(r);
     } else if (c && !c->phases.anyFrameEvidence && (r = steps_detail::phaseSteps(dev, *c)).size() >= 2 &&
-               steps_detail::structuralPassesAreSteps(dev, *c, r) && !repeatingFindsMore(dev, *c, r)) {
+               steps_detail::structuralPassesAreSteps(dev, *c, r) && !(repeating().steps() && completeOf(repeating().ranges) > completeOf(r))) {
+        // Where the pattern tells more complete steps apart (a frameless decoder whose first call the
+        // stream read as one pass with the rest), the pattern is read, in the next branch.
         table.source = StepSource::Phases;
-        bool bwd = false;
-        for (const auto& run : c->phases.runs)
-            bwd = bwd || run.phase == Phase::Backward;
         table.passesFromStream = true;
-        table.how = bwd ? "from the passes the allocation stream shows (no frame or annotation names them): each backward "
-                          "and what follows it up to the next forward is a step"
-                        : "from the passes the allocation stream shows (no frame or annotation names them): each forward "
-                          "pass is a step";
+        table.how = anyRunOf(*c, Phase::Backward) ? "from the passes the allocation stream shows (no frame or annotation names them): each "
+                                                    "backward and what follows it up to the next forward is a step"
+                                                  : "from the passes the allocation stream shows (no frame or annotation names them): each "
+                                                    "forward pass is a step";
         ranges = std::move(r);
-    } else if (auto r = steps_detail::repeatingSteps(dev, &table.period); r.size() >= 2 && !(layers = steps_detail::repetitionsAreLayers(dev, r)) &&
-                                                                             !(inPasses = c && steps_detail::repetitionsInsidePasses(dev, *c, r))) {
+    } else if (repeating().steps()) {
         table.source = StepSource::RepeatingPattern;
+        table.period = repeating().period;
         table.how = "from the repeating allocation pattern (" + std::to_string(table.period) +
                     " allocations per step), boundaries at the lowest memory between repetitions";
-        ranges = std::move(r);
-    } else if (inPasses && (r = steps_detail::phaseSteps(dev, *c)).size() >= 2) {
+        ranges = std::move(repeating().ranges);
+    } else if (repeating().inPasses && (r = steps_detail::phaseSteps(dev, *c)).size() >= 2) {
         // No frame names a pass, but the stream's own reading found several, each holding repetitions.
         table.source = StepSource::Phases;
-        table.period = 0;
         table.how = "from the passes the allocation stream shows (no frame names them); the allocation pattern repeats "
                     "inside each pass: its layers, not steps";
         ranges = std::move(r);
     } else {
         table.source = StepSource::Whole;
-        if (layers || inPasses)
-            table.period = 0;
+        const bool layers = repeating().layers, inPasses = repeating().inPasses;
         table.how = layers     ? "one step: the allocation pattern repeats, but each repetition keeps most of what it made and holds "
                                  "no repeats of its own: the layers of one pass, not steps or calls"
                     : inPasses ? "one step: the allocation pattern repeats inside what the allocation stream reads as one pass (no "
