@@ -11,6 +11,7 @@
 // (each failed before its fix).
 #include "core/classify/gpu_truth.h"
 #include "core/classify/shipped_rules.h"
+#include "support/without_annotations.h"
 
 #include <QtTest>
 
@@ -81,14 +82,6 @@ int aliveAt(const DeviceTrace& dev, uint64_t addr)
         if (dev.allocations[i].address == addr && dev.allocations[i].aliveAtEnd())
             return int(i);
     return -1;
-}
-
-// The run as PyTorch before 2.5 writes it: no record_function annotation.
-void dropAnnotations(Loaded& l)
-{
-    auto bare = std::make_shared<Trace>(*l.trace);
-    bare->annotations.clear();
-    l.trace = bare;
 }
 
 } // namespace
@@ -251,7 +244,7 @@ private slots:
         QFETCH(bool, annotations);
         Loaded l = loadRun("ddp_fused_adamw");
         if (!annotations)
-            dropAnnotations(l);
+            l.trace = testing::withoutAnnotations(l.trace);
         const Classified k = classifyCopy(l, "none");
         QVERIFY(k.c.facts.backwardPasses >= 2);
         const Score s = score(k.dev(), k.c, l.truth);
@@ -291,7 +284,7 @@ private slots:
     void frameslessFsdp2WithoutAnnotationsFindsItsFirstStep()
     {
         Loaded l = loadRun("fsdp2_adamw");
-        dropAnnotations(l);
+        l.trace = testing::withoutAnnotations(l.trace);
         const Classified k = classifyCopy(l, "none");
         QVERIFY(k.c.facts.backwardPasses >= 2);
         const Score s = score(k.dev(), k.c, l.truth);

@@ -10,6 +10,7 @@
 // ones on an H200 (tests/data/gpu_runs).
 #include "core/classify/gpu_truth.h"
 #include "core/classify/shipped_rules.h"
+#include "support/without_annotations.h"
 
 #include <QtTest>
 
@@ -24,9 +25,7 @@ const std::string kDir = POOLSCOPE_TEST_DATA "/gpu_runs/";
 Score scoreWithoutAnnotations(const std::string& run, std::string_view copy)
 {
     const auto original = load(kDir + run + ".pickle.gz");
-    auto bare = std::make_shared<Trace>(*original);
-    bare->annotations.clear();
-    const auto t = copyOf(bare, copy, shippedRules());
+    const auto t = copyOf(testing::withoutAnnotations(original), copy, shippedRules());
     const DeviceTrace& dev = t->devices.at(0);
     const Classification c = classify(*t, dev, shippedRules());
     return score(dev, c, readTruth(kDir + run + ".truth.json.gz"));

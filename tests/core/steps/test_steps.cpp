@@ -12,6 +12,7 @@
 #include "core/steps/steps_report.h"
 #include "core/synth/synth.h"
 #include "core/classify/ring_buffer.h"
+#include "support/without_annotations.h"
 
 #include <QtTest>
 
@@ -389,9 +390,7 @@ private slots:
         const auto run = load(POOLSCOPE_TEST_DATA "/gpu_runs/graph_leak.pickle.gz");
         const DeviceSteps annotated = deviceSteps(Document::fromTrace(run, documentOptions())->device(0));
         QCOMPARE(annotated.table.source, StepSource::OptimizerSteps);
-        auto bare = std::make_shared<Trace>(*run);
-        bare->annotations.clear();
-        const DeviceSteps s = deviceSteps(Document::fromTrace(bare, documentOptions())->device(0));
+        const DeviceSteps s = deviceSteps(Document::fromTrace(testing::withoutAnnotations(run), documentOptions())->device(0));
         QCOMPARE(s.table.source, StepSource::Phases);
         QVERIFY2(s.table.how.find("zero_grad") != std::string::npos, s.table.how.c_str());
         QCOMPARE(s.table.completeSteps(), annotated.table.completeSteps());

@@ -12,6 +12,7 @@
 #include "core/steps/steps_report.h"
 #include "core/classify/ring_buffer.h"
 #include "support/corpus.h"
+#include "support/without_annotations.h"
 
 #include <QtTest>
 
@@ -43,19 +44,11 @@ std::shared_ptr<const Trace> gpuRun(const QString& run)
     return load(std::string(POOLSCOPE_TEST_DATA "/gpu_runs/") + run.toStdString() + ".pickle.gz");
 }
 
-// A run written by PyTorch before 2.5 (no optimizer-step annotations): the same trace without any.
-std::shared_ptr<const Trace> withoutAnnotations(const std::shared_ptr<const Trace>& t)
-{
-    auto bare = std::make_shared<Trace>(*t);
-    bare->annotations.clear();
-    return bare;
-}
-
 // A corpus file ("*.pickle") or a GPU run (tests/data/gpu_runs), annotations dropped on request.
 std::shared_ptr<const Trace> dumpOf(const QString& name, bool dropAnnotations)
 {
     auto t = name.endsWith(".pickle") ? testing::loadCorpus(name) : gpuRun(name);
-    return t && dropAnnotations ? withoutAnnotations(t) : t;
+    return t && dropAnnotations ? testing::withoutAnnotations(t) : t;
 }
 
 } // namespace
