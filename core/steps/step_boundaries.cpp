@@ -217,9 +217,102 @@ std::vector<EventIndex> gradientsLetGoBeforeTheNextForward(const DeviceTrace& de
     return out;
 }
 
+// An optimizer step that allocates nothing once its state exists (a fused AdamW, SGD's momentum)
+// while zero_grad keeps the gradients (set_to_none=False, DDP's bucket views) leaves no event at
+// all: after the last optimizer step the stream shows, backwards run into forwards as the micro-
+// batches of an accumulation would. The step the last visible optimizer step closed tells which: it
+// held k backward passes, and so does every later step, which ends where the forward after its k-th
+// backward begins (ddp_fused_adamw without annotations: its second step, not one step to the end).
+// Only where that reference step's last pass was a backward: an evaluation forward between it and
+// the optimizer step would run into the next step's forward. `starts`, per phase run: a forward
+// that begins such a step. Where the reference step is the recording's first and a backward in it
+// let go of blocks made before the recording began, the recording opened inside it (a ring buffer
+// that wrapped), k is not known and nothing is cut: `undecided`. Where a zero_grad or the gradients'
+// release (`gradientsLetGo`, per run) shows after the last optimizer step, those close the steps
+// instead and neither is set.
+struct SilentSteps {
+    std::vector<bool> starts;
+    bool undecided = false;
+};
+
+SilentSteps silentStepStarts(const DeviceTrace& dev, const Classification& c, const std::vector<EventIndex>& gradientsLetGo)
+{
+    const auto& runs = c.phases.runs;
+    SilentSteps out;
+    out.starts.assign(runs.size(), false);
+    size_t lastOpt = runs.size();
+    for (size_t k = 0; k < runs.size(); ++k)
+        if (runs[k].phase == Phase::OptimizerStep)
+            lastOpt = k;
+    if (lastOpt == runs.size())
+        return out;
+    bool afterBackward = false, backwardIntoForward = false;
+    for (size_t k = lastOpt + 1; k < runs.size(); ++k) {
+        const Phase p = runs[k].phase;
+        if (p == Phase::ZeroGrad || (!gradientsLetGo.empty() && gradientsLetGo[k] != kNoEvent))
+            return out;
+        backwardIntoForward = backwardIntoForward || (p == Phase::Forward && afterBackward);
+        if (p == Phase::Backward || p == Phase::Forward)
+            afterBackward = p == Phase::Backward;
+    }
+    if (!backwardIntoForward)
+        return out;
+    // Backward passes per step up to the last visible optimizer step; the step it closed is the reference.
+    int passes = 0, k = 0;
+    bool firstStep = true, refIsFirst = true, refEndsInBackward = false;
+    size_t refFirst = 0, stepFirst = 0;
+    afterBackward = false;
+    for (size_t j = 0; j <= lastOpt; ++j) {
+        const Phase p = runs[j].phase;
+        const bool closes = p == Phase::OptimizerStep || (p == Phase::ZeroGrad && afterBackward);
+        if (closes && passes > 0) {
+            k = passes;
+            refEndsInBackward = afterBackward;
+            refFirst = stepFirst;
+            refIsFirst = firstStep;
+            firstStep = false;
+            passes = 0;
+            afterBackward = false;
+            stepFirst = j + 1;
+            continue;
+        }
+        if (p == Phase::Backward && !afterBackward)
+            ++passes;
+        if (p == Phase::Backward || p == Phase::Forward)
+            afterBackward = p == Phase::Backward;
+    }
+    if (k == 0 || !refEndsInBackward)
+        return out;
+    if (refIsFirst) {
+        const EventIndex from = runs[refFirst].first, to = runs[lastOpt].first;
+        for (const Allocation& a : dev.allocations) {
+            const EventIndex f = a.freeRequestedEvent != kNoEvent ? a.freeRequestedEvent : a.freeCompletedEvent;
+            if (a.preexisting() && f != kNoEvent && f >= from && f < to && size_t(f) < c.phases.phase.size() &&
+                c.phases.phase[size_t(f)] == Phase::Backward) {
+                out.undecided = true;
+                return out;
+            }
+        }
+    }
+    passes = 0;
+    afterBackward = false;
+    for (size_t j = lastOpt + 1; j < runs.size(); ++j) {
+        const Phase p = runs[j].phase;
+        if (p == Phase::Forward && afterBackward && passes == k) {
+            out.starts[j] = true;
+            passes = 0;
+        }
+        if (p == Phase::Backward && !afterBackward)
+            ++passes;
+        if (p == Phase::Backward || p == Phase::Forward)
+            afterBackward = p == Phase::Backward;
+    }
+    return out;
+}
+
 } // namespace
 
-std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
+std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c, bool* silentUndecided)
 {
     const auto& runs = c.phases.runs;
     const EventIndex lastEv = EventIndex(dev.eventCount()) - 1;
@@ -243,10 +336,18 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
         // between, close the step at the last of them (an accumulation keeps them into the next
         // micro-batch's forward).
         const std::vector<EventIndex> gradientsLetGo = anyOpt ? gradientsLetGoBeforeTheNextForward(dev, c) : std::vector<EventIndex>{};
+        SilentSteps silentSteps = anyOpt ? silentStepStarts(dev, c, gradientsLetGo) : SilentSteps{};
+        if (silentUndecided)
+            *silentUndecided = silentSteps.undecided;
+        const std::vector<bool>& silentStarts = silentSteps.starts;
         EventIndex start = kNoEvent, closeAt = kNoEvent;
-        bool pass = false, backwardSinceClose = false;
+        bool pass = false, backwardSinceClose = false, silent = false;
         for (size_t k = 0; k < runs.size(); ++k) {
             const auto& r = runs[k];
+            if (!silentStarts.empty() && silentStarts[k] && closeAt == kNoEvent && pass) {
+                closeAt = r.first - 1;
+                silent = true;
+            }
             const bool closes = anyOpt ? r.phase == Phase::OptimizerStep || (r.phase == Phase::ZeroGrad && backwardSinceClose)
                                        : r.phase == Phase::Backward;
             if (closes && pass) {
@@ -258,9 +359,10 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
             if (!isPass(r.phase))
                 continue;
             if (closeAt != kNoEvent && r.phase != Phase::Backward) {
-                out.push_back(Range{start, closeAt, {}, true});
+                out.push_back(Range{start, closeAt, {}, true, silent});
                 start = closeAt + 1;
                 closeAt = kNoEvent;
+                silent = false;
             }
             if (start == kNoEvent)
                 start = r.first;
@@ -271,7 +373,7 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c)
             }
         }
         if (closeAt != kNoEvent) {
-            out.push_back(Range{start, closeAt, {}, true});
+            out.push_back(Range{start, closeAt, {}, true, silent});
             if (closeAt < lastEv && substantialTail(dev, closeAt + 1, lastEv, out)) {
                 // Only a pass after the last step's end makes a step of the tail.
                 for (const auto& r : runs)

@@ -11,6 +11,7 @@ struct Range {
     EventIndex start = 0, end = 0; // inclusive
     std::string name;
     bool complete = true;
+    bool unnamedEnd = false; // phaseSteps: no event names its end (an optimizer step that allocated nothing)
 };
 
 // ProfilerStep#N windows (torch.profiler's schedule marks every step with one).
@@ -19,8 +20,11 @@ std::vector<Range> profilerSteps(const Trace& trace, const DeviceTrace& dev);
 // optimizer step); the first step begins where the run's first phase does.
 std::vector<Range> optimizerSteps(const Trace& trace, const DeviceTrace& dev, const Classification* c);
 // From the classifier's phase runs: an optimizer step ends a step; without one, a backward followed
-// by a forward; without backward, each forward pass is a step.
-std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c);
+// by a forward; without backward, each forward pass is a step. `silentUndecided`, where given, is set
+// where backwards run into forwards after the last optimizer step the stream shows and the recording
+// cannot tell whether they are micro-batches or steps whose optimizer step allocated nothing (it
+// opened inside the step that would tell).
+std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c, bool* silentUndecided = nullptr);
 // The allocation stream's own period: the smallest lag at which the sequence of (call stack, size)
 // repeats itself; boundaries at the lowest allocated bytes in each period (between two steps the
 // step's transient memory is gone). `period` receives the allocations per step.

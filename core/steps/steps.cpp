@@ -132,6 +132,7 @@ StepTable findSteps(const DeviceDocument& doc)
         return table;
     }
     std::vector<Range> ranges;
+    bool silentUndecided = false; // steps_detail::phaseSteps
     std::optional<Repeating> rep;
     auto repeating = [&]() -> Repeating& {
         if (!rep)
@@ -146,7 +147,7 @@ StepTable findSteps(const DeviceDocument& doc)
         table.source = StepSource::OptimizerSteps;
         table.how = "each optimizer step's annotation ends a step";
         ranges = std::move(r);
-    } else if (c && c->phases.anyFrameEvidence && !(r = steps_detail::phaseSteps(dev, *c)).empty()) {
+    } else if (c && c->phases.anyFrameEvidence && !(r = steps_detail::phaseSteps(dev, *c, &silentUndecided)).empty()) {
         table.source = StepSource::Phases;
         bool silentStep = false, backwardSince = false;
         for (const auto& run : c->phases.runs) {
@@ -154,8 +155,12 @@ StepTable findSteps(const DeviceDocument& doc)
             backwardSince = run.phase == Phase::Backward || (backwardSince && run.phase != Phase::OptimizerStep && run.phase != Phase::ZeroGrad);
         }
         const bool opt = anyRunOf(*c, Phase::OptimizerStep);
+        const bool unnamedEnds = std::any_of(r.begin(), r.end(), [](const Range& x) { return x.unnamedEnd; });
         table.how = opt && silentStep ? "from the phases: each optimizer step ends a step (where one allocated nothing, the zero_grad after "
                                         "its backward)"
+                    : opt && unnamedEnds ? "from the phases: each optimizer step ends a step (where later ones allocated nothing and "
+                                           "nothing names them, each step ends as the last named one did: after as many backward "
+                                           "passes, where the next forward begins)"
                     : opt ? "from the phases: each optimizer step ends a step"
                     : anyRunOf(*c, Phase::Backward) ? "from the phases: each backward ends a step (no optimizer step was recorded)"
                                                     : "from the phases: each forward pass is a step (no backward was recorded)";
@@ -223,6 +228,11 @@ StepTable findSteps(const DeviceDocument& doc)
                                             : "no complete step: growth from step to step and leaks cannot be judged");
     else if (complete == 2)
         table.notes.push_back("two steps: too few to tell a leak from state made once (leaks need three)");
+    if (table.source == StepSource::Phases && silentUndecided)
+        table.notes.push_back("after the last optimizer step the dump shows, backward passes run into forwards with nothing between: "
+                              "micro-batches of a gradient accumulation, or optimizer steps that allocate nothing (a fused AdamW, "
+                              "SGD's momentum); the recording opens inside the step that would tell how many backwards make a "
+                              "step, so all of them are read as one step");
     if (!table.steps.empty() && !table.steps.back().complete)
         table.notes.push_back("the recording stops inside the last step (" +
                               std::string(dev.ooms.empty() ? "the dump was taken mid-step" : "an OOM") + "): it is not compared");

@@ -340,11 +340,13 @@ void Generator::step(int index)
 {
     const std::string cls(synthOptimizerClass(m_model.optimizer));
     annotate("Optimizer.zero_grad#" + cls + ".zero_grad", true);
-    for (auto& p : m_params) {
-        Tensor g{p.grad};
-        release(g, m_stacks.free(SynthSite::ZeroGrad));
-        p.grad = 0;
-    }
+    // set_to_none=False zeroes them in place (foreach zero_): nothing is allocated or freed.
+    if (!m_model.zeroGradKeeps)
+        for (auto& p : m_params) {
+            Tensor g{p.grad};
+            release(g, m_stacks.free(SynthSite::ZeroGrad));
+            p.grad = 0;
+        }
     annotate("Optimizer.zero_grad#" + cls + ".zero_grad", false);
 
     // Gradient accumulation: K micro-steps, each adding into the gradients of the ones before.

@@ -57,6 +57,9 @@ struct SynthModel {
     SynthMlp mlp = SynthMlp::Gelu;
     int64_t ffn = 0;            // the MLP's width; 0: 4 x hidden
     int accumulate = 1;         // micro-steps per optimizer step (gradient accumulation)
+    // zero_grad(set_to_none=False): the gradients are zeroed in place and kept from step to step, so
+    // zero_grad neither allocates nor frees (with SGD's momentum, no event names a step after the first).
+    bool zeroGradKeeps = false;
     bool normsOnly = false;     // only the norms' weights train (the matrices are frozen)
     SynthDtype dtype = SynthDtype::Mixed;
     SynthOptimizer optimizer = SynthOptimizer::AdamW;

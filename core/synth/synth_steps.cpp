@@ -135,7 +135,8 @@ void Generator::gradient(Param& p, SynthOp op)
     const StackId freeEngine = m_stacks.free(SynthSite::BackwardEngine);
     const int64_t bytes = p.numel * m_ep;
     if (p.grad != 0) {
-        // Already has a gradient this step (tied embedding): the node's output is added in place.
+        // Already has a gradient (tied embedding, an earlier micro-batch, or kept by zero_grad(set_to_none=
+        // False)): the node's output is added in place.
         Tensor t = alloc(bytes, m_stacks.backwardAlloc(op), Pool::Temporary);
         release(t, freeEngine);
         return;

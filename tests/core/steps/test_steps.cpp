@@ -411,6 +411,78 @@ private slots:
         QCOMPARE(int(micro.completeSteps()), 3);
     }
 
+    // An optimizer step that allocates nothing and a zero_grad that frees nothing (SGD's momentum, or
+    // a fused AdamW, with zero_grad(set_to_none=False) or DDP's bucket views): after the first step no
+    // event names a step's end, and backwards run into forwards as an accumulation's micro-batches
+    // do. The first step tells how many backwards a step holds; every later one holds as many.
+    void stepsNoEventNamesAfterTheFirst_data()
+    {
+        QTest::addColumn<int>("accumulate");
+        QTest::newRow("one backward per step") << 1;
+        QTest::newRow("two micro-batches per step") << 2;
+    }
+    void stepsNoEventNamesAfterTheFirst()
+    {
+        QFETCH(int, accumulate);
+        SynthModel m = small(4);
+        m.optimizer = SynthOptimizer::SgdMomentum;
+        m.zeroGradKeeps = true;
+        m.accumulate = accumulate;
+        Trace t = synthesize(m).trace;
+        const StepTable annotated = findSteps(open(t)->device(0));
+        QCOMPARE(annotated.source, StepSource::OptimizerSteps);
+        QCOMPARE(int(annotated.completeSteps()), 4);
+        t.annotations.clear();
+        const StepTable s = findSteps(open(std::move(t))->device(0));
+        QCOMPARE(s.source, StepSource::Phases);
+        QVERIFY2(s.how.find("as many backward passes") != std::string::npos, s.how.c_str());
+        QCOMPARE(s.steps.size(), annotated.steps.size());
+        // Each end where the next forward begins: after the annotation's end, before the next batch.
+        for (size_t k = 0; k + 1 < s.steps.size(); ++k)
+            QVERIFY2(s.steps[k].end >= annotated.steps[k].end - 8 && s.steps[k].end <= annotated.steps[k].end + 8,
+                     qPrintable(QString("step %1 ends at %2, annotated %3").arg(k).arg(s.steps[k].end).arg(annotated.steps[k].end)));
+    }
+
+    // The real case: DDP with its gradients as bucket views, a fused AdamW and zero_grad(set_to_none=
+    // False), written without annotations (PyTorch before 2.5): its second step, not one step running
+    // to the end, exactly where the annotations end it. Its last 80 %, as a ring buffer keeps it,
+    // opens inside the first step: nothing to tell k by, the note says so.
+    void ddpFusedAdamwStepsWithoutAnnotations()
+    {
+        const auto run = load(POOLSCOPE_TEST_DATA "/gpu_runs/ddp_fused_adamw.pickle.gz");
+        const StepTable annotated = findSteps(Document::fromTrace(run, documentOptions())->device(0));
+        QCOMPARE(annotated.source, StepSource::OptimizerSteps);
+        const StepTable s = findSteps(Document::fromTrace(testing::withoutAnnotations(run), documentOptions())->device(0));
+        QCOMPARE(s.source, StepSource::Phases);
+        QCOMPARE(s.steps.size(), annotated.steps.size());
+        QCOMPARE(s.completeSteps(), size_t(2));
+        for (size_t k = 0; k < s.steps.size(); ++k)
+            QCOMPARE(s.steps[k].end, annotated.steps[k].end);
+        const StepTable cut = findSteps(Document::fromTrace(testing::withoutAnnotations(testing::keepLastEntries(*run, 0.8)),
+                                                            documentOptions())->device(0));
+        QCOMPARE(cut.completeSteps(), size_t(1));
+        QVERIFY(std::any_of(cut.notes.begin(), cut.notes.end(), [](const std::string& n) { return n.find("micro-batches") != std::string::npos; }));
+    }
+
+    // The same run's last half, as a ring buffer keeps it: the step that would tell how many
+    // backwards a step holds is cut, so nothing is cut after it and a note says why.
+    void stepsNoEventNamesUndecidedInARingBuffer()
+    {
+        SynthModel m = small(6);
+        m.optimizer = SynthOptimizer::SgdMomentum;
+        m.zeroGradKeeps = true;
+        Trace t = synthesize(m).trace;
+        t.annotations.clear();
+        const auto cut = testing::keepLastEntries(t, 0.9);
+        const StepTable s = findSteps(open(*cut)->device(0));
+        QCOMPARE(s.source, StepSource::Phases);
+        QVERIFY2(s.how.find("as many backward passes") == std::string::npos, s.how.c_str());
+        bool noted = false;
+        for (const std::string& n : s.notes)
+            noted = noted || n.find("micro-batches of a gradient accumulation") != std::string::npos;
+        QVERIFY(noted);
+    }
+
     void corpusSteps_data()
     {
         QTest::addColumn<QString>("file");
