@@ -348,7 +348,10 @@ std::vector<Range> phaseSteps(const DeviceTrace& dev, const Classification& c, b
                 closeAt = r.first - 1;
                 silent = true;
             }
-            const bool closes = anyOpt ? r.phase == Phase::OptimizerStep || (r.phase == Phase::ZeroGrad && backwardSinceClose)
+            // In a run with backwards, an optimizer step closes a step that held one (or continues the
+            // close before it): one read after a forward alone is the forward's own misread tail.
+            const bool closes = anyOpt ? (r.phase == Phase::OptimizerStep && (!anyBackward || backwardSinceClose || closeAt != kNoEvent)) ||
+                                             (r.phase == Phase::ZeroGrad && backwardSinceClose)
                                        : r.phase == Phase::Backward;
             if (closes && pass) {
                 closeAt = r.last;

@@ -464,6 +464,34 @@ private slots:
         QVERIFY(std::any_of(cut.notes.begin(), cut.notes.end(), [](const std::string& n) { return n.find("micro-batches") != std::string::npos; }));
     }
 
+    // In a run with backwards an optimizer step closes only a step that held a backward: one read
+    // after a forward alone (Lightning's validation pass, the HF Trainer's evaluation) closed a
+    // "step" of that forward, and two such false steps made hf_trainer_eval's ring copies without
+    // annotations judge two leak suspects. Now their steps are the annotations' and no suspect.
+    void optimizerStepAfterAForwardAloneClosesNothing_data()
+    {
+        QTest::addColumn<QString>("run");
+        QTest::addColumn<double>("kept");
+        QTest::newRow("lightning_fit") << "lightning_fit" << 1.0;
+        QTest::newRow("lightning_fit, last 80 %") << "lightning_fit" << 0.8;
+        QTest::newRow("hf_trainer_eval, last 80 %") << "hf_trainer_eval" << 0.8;
+        QTest::newRow("hf_trainer_eval, last 50 %") << "hf_trainer_eval" << 0.5;
+    }
+    void optimizerStepAfterAForwardAloneClosesNothing()
+    {
+        QFETCH(QString, run);
+        QFETCH(double, kept);
+        const auto original = load(std::string(POOLSCOPE_TEST_DATA "/gpu_runs/") + run.toStdString() + ".pickle.gz");
+        const std::shared_ptr<const Trace> t = kept < 1.0 ? testing::keepLastEntries(*original, kept) : original;
+        const DeviceSteps annotated = deviceSteps(Document::fromTrace(t, documentOptions())->device(0));
+        QCOMPARE(annotated.table.source, StepSource::OptimizerSteps);
+        const DeviceSteps s = deviceSteps(Document::fromTrace(testing::withoutAnnotations(t), documentOptions())->device(0));
+        QCOMPARE(s.table.source, StepSource::Phases);
+        QCOMPARE(s.table.steps.size(), annotated.table.steps.size());
+        QCOMPARE(s.table.completeSteps(), annotated.table.completeSteps());
+        QCOMPARE(s.leaks.suspects.size(), annotated.leaks.suspects.size());
+    }
+
     // The same run's last half, as a ring buffer keeps it: the step that would tell how many
     // backwards a step holds is cut, so nothing is cut after it and a note says why.
     void stepsNoEventNamesUndecidedInARingBuffer()
