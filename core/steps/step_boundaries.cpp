@@ -504,6 +504,28 @@ std::vector<Range> repeatingSteps(const DeviceTrace& dev, int64_t* period)
             break;
         bounds.push_back(lowest(t - lag - slack, t - lag + slack));
     }
+    // The first repetition: the search above needs a period and its slack before a boundary, so a
+    // recording that opens at a call's or a step's start left its first one as set-up (without
+    // frames, bert_embed_service's first batch of five). Where the tokens before the earliest boundary
+    // repeat the period after it as closely as the period was chosen for, they are a repetition too,
+    // from the lowest memory before them (the recording's start included).
+    if (const size_t t = tokenAt(bounds.back()); t >= kGram && t + slack >= lag && t < lag + slack) {
+        const size_t m = std::min(t, lag);
+        size_t same = 0;
+        for (size_t i = t - m; i < t; ++i)
+            same += i + lag < n && tok[i] == tok[i + lag];
+        if (double(same) >= 0.8 * double(m)) {
+            EventIndex first = -1;
+            int64_t low = dev.allocatedAt(-1);
+            for (EventIndex i = 0; i <= tokEvent[t + slack - lag]; ++i)
+                if (dev.allocated[size_t(i)] <= low) {
+                    low = dev.allocated[size_t(i)];
+                    first = i;
+                }
+            if (first < bounds.back())
+                bounds.push_back(first);
+        }
+    }
     std::reverse(bounds.begin(), bounds.end());
     std::vector<Range> out;
     for (size_t k = 0; k + 1 < bounds.size(); ++k)

@@ -175,6 +175,21 @@ private slots:
         // graph_leak's kept logits grow at every step end: still named (framelessLeakSiteSplitByBirthPhase).
     }
 
+    // The repeating pattern's first repetition: its boundary search needs a period and a slack before
+    // a boundary, so bert_embed_service without frames read its first batch of five as set-up. The
+    // tokens before the earliest boundary repeat the period after it: a repetition, from the start.
+    void firstRepetitionIsAStep()
+    {
+        const auto original = gpuRun("bert_embed_service");
+        const StepTable framed = findSteps(documentOf(original)->device(0));
+        const StepTable t = findSteps(frameless(original)->device(0));
+        QCOMPARE(t.source, StepSource::RepeatingPattern);
+        QCOMPARE(t.steps.size(), framed.steps.size());
+        QVERIFY(t.steps.front().start <= framed.steps.front().start);
+        for (size_t k = 0; k + 1 < t.steps.size(); ++k)
+            QCOMPARE(t.steps[k].end, framed.steps[k].end);
+    }
+
     // Passes misread where the frames are gone: a reentrant checkpointed backward's recomputing
     // forwards. Steps cut there are unlike one another; the stream's passes are then not the steps,
     // and no more steps are claimed than the frames show.
