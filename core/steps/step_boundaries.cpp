@@ -502,7 +502,11 @@ std::vector<Range> repeatingSteps(const DeviceTrace& dev, int64_t* period)
         const size_t t = tokenAt(bounds.back());
         if (t < lag + slack)
             break;
-        bounds.push_back(lowest(t - lag - slack, t - lag + slack));
+        // Where memory only climbs (each call keeps its graph), the lowest point of the window is a
+        // temporary's dip at its early edge, a slack early at every boundary: there the period places
+        // the boundary (eval_with_grad without frames drifted by a quarter period per step).
+        const EventIndex low = lowest(t - lag - slack, t - lag + slack);
+        bounds.push_back(tokenAt(low) < t - lag - slack + std::max<size_t>(1, slack / 4) ? tokEvent[t - lag] - 1 : low);
     }
     // The first repetition: the search above needs a period and its slack before a boundary, so a
     // recording that opens at a call's or a step's start left its first one as set-up (without

@@ -190,6 +190,30 @@ private slots:
             QCOMPARE(t.steps[k].end, framed.steps[k].end);
     }
 
+    // An evaluation loop that forgot no_grad keeps every call's graph: memory only climbs, and the
+    // lowest point of each boundary's search window was a temporary's dip at its early edge, a
+    // quarter period early at every boundary (two complete calls, too few to judge). The period
+    // places those boundaries: the frames' calls, and the kept graph judged as with frames.
+    void climbingCallsKeepThePeriodsBoundaries()
+    {
+        const auto original = gpuRun("eval_with_grad");
+        const DeviceSteps framed = deviceSteps(documentOf(original)->device(0));
+        const DeviceSteps t = deviceSteps(frameless(original)->device(0));
+        QCOMPARE(t.table.source, StepSource::RepeatingPattern);
+        QCOMPARE(t.table.steps.size(), framed.table.steps.size());
+        for (size_t k = 0; k + 1 < t.table.steps.size(); ++k)
+            QVERIFY(std::abs(t.table.steps[k].end - framed.table.steps[k].end) <= 1);
+        QVERIFY(t.leaks.judged);
+        int64_t kept = 0, framedKept = 0;
+        for (const LeakSuspect& s : t.leaks.suspects) {
+            QCOMPARE(s.birthPhase, Phase::Forward);
+            kept += s.bytesPerStep;
+        }
+        for (const LeakSuspect& s : framed.leaks.suspects)
+            framedKept += s.bytesPerStep;
+        QVERIFY2(std::abs(kept - framedKept) * 100 <= framedKept, qPrintable(QString("%1 vs %2 B per step").arg(kept).arg(framedKept)));
+    }
+
     // Passes misread where the frames are gone: a reentrant checkpointed backward's recomputing
     // forwards. Steps cut there are unlike one another; the stream's passes are then not the steps,
     // and no more steps are claimed than the frames show.
