@@ -87,7 +87,8 @@ bool tailOutgrows(const std::vector<Range>& annotated, const DeviceTrace& dev, c
 }
 
 // The repeating allocation pattern and what it turned out to be, computed once: the stream's passes
-// are weighed against it (repeatingFindsMore) and, where they lose, it is the reading.
+// are weighed against it (whichever tells more complete steps apart) and, where they lose, it is the
+// reading.
 struct Repeating {
     std::vector<Range> ranges;
     int64_t period = 0;
