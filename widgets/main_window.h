@@ -21,6 +21,7 @@ namespace poolscope {
 class AbPanel;
 class AllocatorView;
 class SiteTreePanel;
+class LeaksPanel;
 class StepsStrip;
 class BreakdownModel;
 class BreakdownPanel;
@@ -96,6 +97,7 @@ public:
     StepsStrip* stepsStrip() const { return m_stepsStrip; }
     AbPanel* abPanel() const { return m_ab; }
     SiteTreePanel* siteTreePanel() const { return m_sites; }
+    LeaksPanel* leaksPanel() const { return m_leaks; }
     QString reasonText() const;
     QString lastError() const { return m_lastError; }
     // What the loader and preparation noted about the open document (also behind the status-bar button).
@@ -154,6 +156,7 @@ private:
     StepsStrip* m_stepsStrip = nullptr;
     AbPanel* m_ab = nullptr;
     SiteTreePanel* m_sites = nullptr;
+    LeaksPanel* m_leaks = nullptr;
     std::optional<int> m_pendingDevice; // openFileAt: the device to show once the file is open
     QLabel* m_status = nullptr;
     QProgressBar* m_progress = nullptr;

@@ -1,7 +1,9 @@
 // The window's parts for issue 24: the steps strip above the chart, the A/B markers with their
-// diff panel, and the "By call site" tab. Kept out of main_window.cpp so that file stays small.
+// diff panel, the "By call site" and "Leaks" tabs. Kept out of main_window.cpp so that file stays
+// small.
 #include "widgets/ab_panel.h"
 #include "widgets/devices_strip.h"
+#include "widgets/leaks_panel.h"
 #include "widgets/main_window.h"
 #include "widgets/site_tree_panel.h"
 #include "widgets/steps_strip.h"
@@ -39,12 +41,16 @@ void MainWindow::buildStepsAndSites()
     };
     m_sites = new SiteTreePanel(m_workspace, m_plot, this);
     dock(tr("By call site"), QStringLiteral("siteTreeDock"), m_sites);
+    m_leaks = new LeaksPanel(m_workspace, this);
+    dock(tr("Leaks"), QStringLiteral("leaksDock"), m_leaks);
     m_ab = new AbPanel(m_workspace, m_plot, this);
     dock(tr("A/B"), QStringLiteral("abDock"), m_ab);
     if (auto* tensors = findChild<QDockWidget*>(QStringLiteral("tensorDock")))
         tensors->raise();
     // A node picked in the site tree filters the tensor table to its allocations.
     connect(m_sites, &SiteTreePanel::selectionChanged, this, [this] { m_tensors->proxy()->setAllocationFilter(m_sites->selectionFilter()); });
+    // A leak suspect picked filters it to the suspect's allocations (the last pick of either wins).
+    connect(m_leaks, &LeaksPanel::selectionChanged, this, [this] { m_tensors->proxy()->setAllocationFilter(m_leaks->selectionFilter()); });
 }
 
 } // namespace poolscope

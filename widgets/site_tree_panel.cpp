@@ -237,8 +237,12 @@ void SiteTreePanel::rebuild()
             return;
         }
     }
+    // Only a selection that is gone is news: the tensor table's filter may be another panel's (a
+    // leak suspect's), which a rebuild with nothing selected here must leave alone.
+    const bool had = !m_selectedPath.empty() || m_overlay;
     m_selectedPath.clear();
-    nodeSelected(0);
+    if (had)
+        nodeSelected(0);
 }
 
 std::function<bool(const Allocation&)> SiteTreePanel::selectionFilter() const

@@ -157,8 +157,11 @@ LeakReport findLeaks(const DeviceDocument& doc, const StepTable& table)
         LeakSuspect s;
         s.key = key;
         s.site = names.label(key);
-        if (site.second != kNotSplit && Phase(site.second) != Phase::Unknown)
-            s.site += " made in the " + std::string(phaseWords(Phase(site.second)));
+        if (site.second != kNotSplit) {
+            s.splitPhase = Phase(site.second);
+            if (*s.splitPhase != Phase::Unknown)
+                s.site += " made in the " + std::string(phaseWords(*s.splitPhase));
+        }
         if (SiteNames::hasCode(key))
             s.calledFrom = programLine(doc.trace().frames, t.stack);
         s.bytesPerStep = (held[m - 1] - held[0]) / int64_t(m - 1);
@@ -193,6 +196,16 @@ LeakReport findLeaks(const DeviceDocument& doc, const StepTable& table)
                   (top.pool ? ", " + std::string(poolName(*top.pool)) : "") + "): " + top.cause;
     out.notes.push_back("a suspect still growing at the end of the recording may be a cache that has not reached its budget yet");
     return out;
+}
+
+bool madeAtSuspectSite(const LeakSuspect& s, const SiteNames& names, const Classification* c, const Allocation& a)
+{
+    if (names.key(a) != s.key)
+        return false;
+    if (!s.splitPhase)
+        return true;
+    const Phase born = c && !a.preexisting() && size_t(a.allocEvent) < c->phases.phase.size() ? c->phases.phase[size_t(a.allocEvent)] : Phase::Unknown;
+    return born == *s.splitPhase;
 }
 
 } // namespace poolscope

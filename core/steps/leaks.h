@@ -29,6 +29,8 @@ struct LeakSuspect {
     bool bornInCallerCode = false; // made outside the model's passes (the training loop's own code)
     std::vector<int64_t> heldAtStepEnds; // bytes from this site alive at each complete step's end
     std::string cause;         // what usually makes this shape, and the usual fix
+    // Without frames a site is a size, split by the phase its blocks were born in: that phase.
+    std::optional<Phase> splitPhase;
 };
 
 struct LeakReport {
@@ -39,5 +41,9 @@ struct LeakReport {
 };
 
 LeakReport findLeaks(const DeviceDocument& doc, const StepTable& steps);
+
+// Whether `a` was made at the suspect's site (and, frameless, born in its phase): the allocations a
+// viewer lists for it. `c` is the device's classification (null: phases unknown, no frameless split).
+bool madeAtSuspectSite(const LeakSuspect& s, const SiteNames& names, const Classification* c, const Allocation& a);
 
 } // namespace poolscope

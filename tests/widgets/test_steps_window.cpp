@@ -6,7 +6,9 @@
 #include "core/sites/site_tree.h"
 #include "core/steps/steps.h"
 #include "core/synth/synth.h"
+#include "core/steps/steps_report.h"
 #include "widgets/ab_panel.h"
+#include "widgets/leaks_panel.h"
 #include "widgets/main_window.h"
 #include "widgets/site_tree_panel.h"
 #include "widgets/steps_strip.h"
@@ -14,6 +16,8 @@
 #include "widgets/timeline_plot.h"
 
 #include <QDockWidget>
+#include <QLabel>
+#include <QTreeWidget>
 #include <QProcess>
 #include <QSettings>
 #include <QSignalSpy>
@@ -158,6 +162,57 @@ private slots:
         QVERIFY(cache);
         w.flushPanels();
         shoot(w, QStringLiteral("ab_diff.png"));
+    }
+    // The "Leaks" tab on a real run that keeps each step's logits (graph_leak, four SGD steps): the
+    // steps and the suspects `poolscope steps` finds, the kept logits' line first at 125 MiB per
+    // step; picking it moves the cursor to the last step's end and lists exactly its allocations
+    // alive there.
+    void leaksTabNamesTheLineThatHoldsTheBytes()
+    {
+        MainWindow w;
+        w.resize(1600, 1000);
+        w.show();
+        QSignalSpy changed(&w, &MainWindow::documentChanged);
+        w.openFile(QStringLiteral(POOLSCOPE_TEST_DATA "/gpu_runs/graph_leak.pickle.gz"));
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, 60000);
+        const DeviceDocument& dev = w.document()->device(0);
+        const DeviceSteps expected = deviceSteps(dev);
+        QVERIFY(expected.leaks.judged && !expected.leaks.suspects.empty());
+
+        raiseDock(w, "leaksDock");
+        LeaksPanel* leaks = w.leaksPanel();
+        QTRY_VERIFY(leaks->isVisible());
+        QCOMPARE(leaks->steps().table.steps.size(), expected.table.steps.size());
+        QTreeWidget* rows = leaks->suspects();
+        QCOMPARE(rows->topLevelItemCount(), int(expected.leaks.suspects.size()));
+        for (int k = 0; k < rows->topLevelItemCount(); ++k)
+            QCOMPARE(rows->topLevelItem(k)->text(0), QString::fromStdString(expected.leaks.suspects[size_t(k)].site));
+        QVERIFY(rows->topLevelItem(0)->text(0).contains(QLatin1String("modeling_llama.py:")));
+        QCOMPARE(rows->topLevelItem(0)->text(1), QStringLiteral("+125.00 MiB"));
+        QVERIFY(leaks->summary()->text().contains(QString::fromStdString(expected.table.how).toHtmlEscaped()));
+        QVERIFY(leaks->summary()->text().contains(QLatin1String("memory held at step ends grows by")));
+        shoot(w, QStringLiteral("leaks_tab.png"));
+
+        leaks->selectSuspect(0);
+        w.flushPanels();
+        QCoreApplication::processEvents();
+        EventIndex lastEnd = kNoEvent;
+        for (const Step& s : expected.table.steps)
+            if (s.complete)
+                lastEnd = s.end;
+        QCOMPARE(w.cursorEvent(), lastEnd);
+        QVERIFY(w.tensorProxy()->hasAllocationFilter());
+        const SiteNames names(dev.trace());
+        int held = 0;
+        for (const Allocation& a : dev.device().allocations)
+            held += a.aliveAfter(lastEnd) && madeAtSuspectSite(expected.leaks.suspects[0], names, dev.classification(), a);
+        QVERIFY(held >= 3); // the logits of the steps before, kept
+        QCOMPARE(w.tensorProxy()->rowCount(), held);
+        shoot(w, QStringLiteral("leaks_tab_selected.png"));
+        leaks->selectSuspect(-1);
+        QVERIFY(!w.tensorProxy()->hasAllocationFilter());
+        QCOMPARE(w.tensorProxy()->rowCount(), w.tensorProxy()->sourceModel()->rowCount());
+        QVERIFY(w.tensorProxy()->rowCount() > held);
     }
 };
 
