@@ -6,7 +6,10 @@
 #include "structure_fixtures.h"
 
 #include "core/classify/classifier.h"
+#include "core/load.h"
 #include "core/redact/redact.h"
+#include "core/steps/steps_report.h"
+#include "ring_buffer.h"
 
 #include <QtTest>
 
@@ -174,6 +177,25 @@ private slots:
         const Classification c = classify(*f.trace, f.trace->devices.at(0), shippedRules());
         QCOMPARE(forwardPasses(c), size_t(1));
         QVERIFY(!c.facts.graphsKeptAcrossCalls);
+    }
+
+    // Negative, on a real run: the last fifth of a ResNet-50 forward that ends in an OOM, grad on
+    // (torchvision's bottlenecks, frames kept). The window opens inside a stage whose blocks are
+    // identical and keep what they make, so the opening block's site came back at every block: it
+    // read three "calls" and two leak suspects. A call runs its model's layers, whose allocations
+    // repeat within it; one block does not repeat within itself: one forward, no suspect.
+    void aWindowInsideOneForwardIsOnePass()
+    {
+        const auto run = load(POOLSCOPE_TEST_DATA "/gpu_runs/resnet50_adam_oom.pickle.gz");
+        const auto cut = keepLastEntries(*run, 0.2);
+        const Classification c = classify(*cut, cut->devices.at(0), shippedRules());
+        QCOMPARE(forwardPasses(c), size_t(1));
+        QVERIFY(!c.facts.graphsKeptAcrossCalls);
+        DocumentOptions o;
+        o.rules = std::make_shared<const RuleSet>(shippedRules());
+        o.eagerTimelines = false;
+        const DeviceSteps s = deviceSteps(Document::fromTrace(cut, o)->device(0));
+        QVERIFY(s.leaks.suspects.empty());
     }
 };
 
