@@ -171,10 +171,11 @@ std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& b
     auto stale = [&](const Candidate& c, EventIndex e) {
         // The engine walks densely: a release long after the walk's last one (more than 8 times its
         // mean spacing, and 64 events) is another stretch's; so is one after an optimizer made its
-        // state since the walk's last release (the caller letting go of the batch after the step).
+        // state, or an update made and let go of its scratch, since the walk's last release (the
+        // caller letting go of the batch after the step; Lightning's loop, frameless).
         const EngineWalk& w = c.walk;
         const EventIndex spacing = (w.last - w.first) / EventIndex(std::max<size_t>(w.releases, 1));
-        return e - w.last > std::max<EventIndex>(64, 8 * spacing) || bursts.between(w.last, e);
+        return e - w.last > std::max<EventIndex>(64, 8 * spacing) || bursts.between(w.last, e) || bursts.scratchBetween(w.last, e);
     };
     // Blocks alive now, by birth (a Fenwick tree over events), and births so far: the next node back
     // released what it saved just before the walk's last release (its births come next below); a
@@ -400,8 +401,8 @@ size_t phasesFromEngineWalks(const DeviceTrace& dev, PhaseTimeline& tl, const st
             const EventIndex e = end + 1;
             if (tl.phase[size_t(e)] != Phase::Unknown)
                 break; // an annotation named it (an optimizer step)
-            if (bursts.at(e))
-                break; // the optimizer making its state
+            if (bursts.at(e) || bursts.scratchAt(e))
+                break; // the optimizer making its state, or an update's scratch
             if (const Allocation* b = s.bornAt(e)) {
                 const EventIndex r = releaseOf(*b);
                 if (r != kNoEvent && r - e <= kHeld)

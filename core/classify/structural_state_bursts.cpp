@@ -4,10 +4,70 @@
 
 #include <algorithm>
 #include <iterator>
+#include <unordered_set>
 
 namespace poolscope {
 
 using classify_detail::sizeKey;
+
+namespace {
+
+bool inRuns(const std::vector<std::pair<EventIndex, EventIndex>>& runs, EventIndex e)
+{
+    auto it = std::upper_bound(runs.begin(), runs.end(), e, [](EventIndex v, const auto& r) { return v < r.first; });
+    return it != runs.begin() && std::prev(it)->second >= e;
+}
+
+bool runBetween(const std::vector<std::pair<EventIndex, EventIndex>>& runs, EventIndex after, EventIndex before)
+{
+    auto it = std::upper_bound(runs.begin(), runs.end(), after, [](EventIndex v, const auto& r) { return v < r.second; });
+    return it != runs.end() && std::max(it->first, after + 1) < before;
+}
+
+void updateScratch(const DeviceTrace& dev, std::vector<std::pair<EventIndex, EventIndex>>& out)
+{
+    constexpr size_t kScratchRun = 8;
+    const EventIndex n = EventIndex(dev.events.count());
+    std::unordered_set<int64_t> keptSizes; // of blocks never let go of: the weights, the state
+    for (const Allocation& a : dev.allocations)
+        if (classify_detail::freeEventOf(a) == kNoEvent)
+            keptSizes.insert(sizeKey(a.size));
+    std::vector<const Allocation*> made;
+    auto judge = [&](EventIndex lastBirth) {
+        if (made.size() < kScratchRun)
+            return;
+        // Every block let go of after the last birth, in one run of releases: nothing made between.
+        EventIndex firstRelease = kNoEvent, lastRelease = kNoEvent;
+        int64_t bytes = 0, keptSized = 0;
+        for (const Allocation* a : made) {
+            const EventIndex r = classify_detail::freeEventOf(*a);
+            if (r == kNoEvent)
+                return;
+            firstRelease = firstRelease == kNoEvent ? r : std::min(firstRelease, r);
+            lastRelease = std::max(lastRelease, r);
+            bytes += a->size;
+            keptSized += keptSizes.count(sizeKey(a->size)) ? a->size : 0;
+        }
+        if (keptSized * 2 < bytes || firstRelease <= lastBirth)
+            return;
+        for (EventIndex e = lastBirth + 1; e <= lastRelease; ++e)
+            if (classify_detail::bornAt(dev, e))
+                return;
+        out.emplace_back(made.front()->allocEvent, lastRelease);
+    };
+    EventIndex lastBirth = kNoEvent;
+    for (EventIndex e = 0; e < n; ++e) {
+        if (const Allocation* a = classify_detail::bornAt(dev, e)) {
+            made.push_back(a);
+            lastBirth = e;
+        } else if (classify_detail::releasedAt(dev, e)) {
+            judge(lastBirth);
+            made.clear();
+        }
+    }
+}
+
+} // namespace
 
 StateBursts stateBursts(const DeviceTrace& dev)
 {
@@ -35,20 +95,14 @@ StateBursts stateBursts(const DeviceTrace& dev)
         }
     }
     flush();
+    updateScratch(dev, out.scratch);
     return out;
 }
 
-bool StateBursts::at(EventIndex e) const
-{
-    auto it = std::upper_bound(runs.begin(), runs.end(), e, [](EventIndex v, const auto& r) { return v < r.first; });
-    return it != runs.begin() && std::prev(it)->second >= e;
-}
-
-bool StateBursts::between(EventIndex after, EventIndex before) const
-{
-    auto it = std::upper_bound(runs.begin(), runs.end(), after, [](EventIndex v, const auto& r) { return v < r.second; });
-    return it != runs.end() && std::max(it->first, after + 1) < before;
-}
+bool StateBursts::at(EventIndex e) const { return inRuns(runs, e); }
+bool StateBursts::between(EventIndex after, EventIndex before) const { return runBetween(runs, after, before); }
+bool StateBursts::scratchAt(EventIndex e) const { return inRuns(scratch, e); }
+bool StateBursts::scratchBetween(EventIndex after, EventIndex before) const { return runBetween(scratch, after, before); }
 
 size_t stepsCoverTheirBursts(PhaseTimeline& tl, const StateBursts& bursts)
 {

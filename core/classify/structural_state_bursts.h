@@ -25,6 +25,15 @@ struct StateBursts {
     std::vector<std::pair<EventIndex, EventIndex>> runs;
     bool at(EventIndex e) const;                             // e lies inside a run
     bool between(EventIndex after, EventIndex before) const; // a run has an event in (after, before)
+    // An update's scratch once the state exists (a foreach optimizer's per-weight temporaries:
+    // _foreach_sqrt of the second moments, let go of as a list): eight births or more with no
+    // release between, most of their bytes of the sizes of blocks the run keeps (the weights'),
+    // every one let go of in the run of releases that follows, nothing made between. From the
+    // first birth to the last release, in event order. The engine lets go of saved blocks between
+    // the gradients it makes, so no backward makes such a run.
+    std::vector<std::pair<EventIndex, EventIndex>> scratch;
+    bool scratchAt(EventIndex e) const;
+    bool scratchBetween(EventIndex after, EventIndex before) const;
 };
 StateBursts stateBursts(const DeviceTrace& dev);
 

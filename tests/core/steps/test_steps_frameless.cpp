@@ -121,6 +121,10 @@ private slots:
         // An optimizer step the stream reads after a forward alone (a LoRA run's, between its
         // adapters' updates) closes no step in a run with backwards: its three, not eleven unlike ones.
         QTest::newRow("lora_llama_bf16_ckpt, no annotations: three steps") << "lora_llama_bf16_ckpt" << true;
+        // Lightning's loop: zero_grad after the forward, inside the step's closure; a foreach Adam's
+        // scratch (made as a list, let go of as a list) before the caller lets go of the batch. That
+        // release read as the backward's last, the update inside it: two steps of three.
+        QTest::newRow("lightning_fit, no annotations: three steps") << "lightning_fit" << true;
     }
     void passesTheStreamReadsAreSteps()
     {
