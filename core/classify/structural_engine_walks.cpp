@@ -50,7 +50,8 @@ struct Candidate {
 // 3 allocations per 10 releases; a graph dropped without backward frees with hardly any); most of
 // the bytes its forward made and still held when the walk began (a few old blocks a caller drops are
 // no walk); and a weight's gradient made (below).
-bool readsAsBackward(const Stream& s, const Candidate& c, const std::unordered_map<uint64_t, int64_t>& requested)
+bool readsAsBackward(const Stream& s, const Candidate& c, const std::unordered_map<uint64_t, int64_t>& requested,
+                     std::unordered_set<int64_t>& atOnceSizes)
 {
     const EngineWalk& w = c.walk;
     if (w.releases < 8)
@@ -122,16 +123,46 @@ bool readsAsBackward(const Stream& s, const Candidate& c, const std::unordered_m
     // Where every weight's size is also an activation's (a batch of as many tokens as the model is
     // wide), a gradient is still told by its lifetime: made in the walk and kept past it, where the
     // nodes' outputs flow on and are let go of inside it. Two of them at least.
+    // A gradient outlives the backward that made it (it is for the step, or zero_grad): a block of
+    // a state size made and let go of inside the walk is an operator's output (an evaluation
+    // forward's logits, of the embedding's size where a batch holds as many tokens as the model is
+    // wide: hf_trainer_eval's no-grad forwards, frameless, read as three backwards and their last
+    // logits as optimizer state), unless it is a later micro-batch's gradient added into the one an
+    // earlier backward kept (engineWalks decides those).
     int keptPast = 0;
     for (EventIndex e = w.first; e <= w.last; ++e) {
         const Allocation* a = s.bornAt(e);
         if (!a || a->size < 4096 || !stateSizes.count(sizeKey(a->size)))
             continue; // (a few bytes' blocks, a scalar or a norm's statistics, match any small buffer)
-        if (!releasedSizes.count(sizeKey(a->size)))
-            return true;
         const EventIndex r = releaseOf(*a);
+        if (!releasedSizes.count(sizeKey(a->size))) {
+            if (r == kNoEvent || r > w.last)
+                return true;
+            atOnceSizes.insert(sizeKey(a->size));
+            continue;
+        }
         if ((r == kNoEvent || r > w.last) && ++keptPast >= 2)
             return true;
+    }
+    return false;
+}
+
+// A later micro-batch's backward (gradient accumulation): each gradient it makes is added into the
+// one an earlier backward made and kept, then let go of at once. It reads as a backward where a
+// block of one of those sizes, alive through it, was made inside a walk that read as one (before
+// its first release: a 1F1B schedule runs later micro-batches' forwards before the first
+// backward); a weight (from before recording, or made before) or a batch is not.
+bool addsIntoKeptGradients(const Stream& s, const EngineWalk& w, const std::unordered_set<int64_t>& atOnceSizes,
+                           const std::vector<EngineWalk>& backwards, const std::unordered_map<uint64_t, int64_t>& requested)
+{
+    for (const Allocation& a : s.dev.allocations) {
+        const EventIndex r = releaseOf(a);
+        if (a.preexisting() || a.allocEvent >= w.first || (r != kNoEvent && r <= w.last) ||
+            !atOnceSizes.count(sizeKey(classify_detail::requestedBytesOf(a, requested))))
+            continue;
+        for (const EngineWalk& b : backwards)
+            if (a.allocEvent >= b.first && a.allocEvent <= b.last)
+                return true;
     }
     return false;
 }
@@ -253,10 +284,19 @@ std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& b
     std::vector<EngineWalk> out;
     // A block from before recording by the bytes its tensor asked for (the final segments list them).
     const auto requested = classify_detail::requestedBytesByAddress(dev);
+    std::vector<std::pair<const Candidate*, std::unordered_set<int64_t>>> accumulating;
     for (const Candidate& c : all) {
-        if (readsAsBackward(s, c, requested))
+        std::unordered_set<int64_t> atOnce;
+        if (readsAsBackward(s, c, requested, atOnce))
             out.push_back(c.walk);
+        else if (!atOnce.empty())
+            accumulating.emplace_back(&c, std::move(atOnce));
     }
+    const std::vector<EngineWalk> strict = out;
+    for (const auto& [c, sizes] : accumulating)
+        if (addsIntoKeptGradients(s, c->walk, sizes, strict, requested))
+            out.push_back(c->walk);
+    std::sort(out.begin(), out.end(), [](const EngineWalk& a, const EngineWalk& b) { return a.first < b.first; });
     // What a backward made (its gradients, let go of by zero_grad or a step after it) is released by
     // no later backward: a walk over blocks born inside another walk is no forward's graph.
     std::vector<EngineWalk> kept;

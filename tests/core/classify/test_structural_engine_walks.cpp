@@ -7,8 +7,11 @@
 #include "core/classify/shipped_rules.h"
 #include "core/classify/structural_engine_walks.h"
 #include "core/classify/structure_fixtures.h"
+#include "core/load.h"
+#include "core/redact/redact.h"
 #include "core/synth/synth_stacks.h"
 #include "tests/core/synth/scenario_fixture.h"
+#include "support/without_annotations.h"
 
 #include <QtTest>
 
@@ -471,6 +474,49 @@ private slots:
             }
         QVERIFY(state > 0);
         QCOMPARE(stateRead, state);
+    }
+
+    // Gradient accumulation: the first micro-batch's backward makes each weight's gradient and keeps
+    // it; the later ones make it and add it in place, letting go of it at once. A gradient outlives
+    // the backward that made it, so the later ones read as backwards because what they add into was
+    // made by a walk that read as one (a weight or a batch of that size would not do).
+    void accumulatedMicroBatchesWalk()
+    {
+        FixtureRecorder r;
+        Model m = build(r, kWeights);
+        for (int s = 0; s < 2; ++s) {
+            for (int micro = 0; micro < 3; ++micro) {
+                std::vector<uint64_t> saved = forward(r, 2 << 20);
+                backward(r, saved, m, 2 << 20);
+            }
+            step(r, m, s == 0);
+            zeroGrad(r, m);
+        }
+        const Fixture f = r.finish();
+        QCOMPARE(engineWalks(f.trace->devices[0]).size(), size_t(6));
+    }
+
+    // The HF Trainer evaluating between steps (hf_trainer_eval), without frames or annotations: its
+    // no-grad evaluation forwards make logits of the embedding's size (a batch of as many tokens as
+    // the model is wide) and let go of them inside what looked like a walk, and three such walks
+    // read as backwards (the steps: one complete of four). A gradient outlives the backward that
+    // made it: every walk now lies in a backward the frames name (its middle and its last release;
+    // its first can come a few events before the frames' backward begins, the loss's last scratch).
+    void evaluationLogitsOfAWeightsSizeAreNoGradient()
+    {
+        const auto noAnnotations = testing::withoutAnnotations(load(POOLSCOPE_TEST_DATA "/gpu_runs/hf_trainer_eval.pickle.gz"));
+        const Classification framed = classify(*noAnnotations, noAnnotations->devices[0], poolscope::testing::shippedRules());
+        RedactOptions o;
+        o.frames = FrameKeep::None;
+        o.markers = &poolscope::testing::shippedRules();
+        const auto frameless = redact(*noAnnotations, o);
+        const std::vector<EngineWalk> walks = engineWalks(frameless->devices[0]);
+        QVERIFY(walks.size() >= 4);
+        for (const EngineWalk& w : walks)
+            for (const EventIndex e : {(w.first + w.last) / 2, w.last})
+                QVERIFY2(framed.phases.phase[size_t(e)] == Phase::Backward,
+                         qPrintable(QString("a walk from event %1 to %2, at %3 in the frames' %4").arg(w.first).arg(w.last).arg(e)
+                                        .arg(QString::fromStdString(std::string(phaseName(framed.phases.phase[size_t(e)]))))));
     }
 
     void noGradDecoderIsNoBackward()
