@@ -95,7 +95,7 @@ void LeaksPanel::rebuild()
         m_summary->clear();
         return;
     }
-    m_steps = deviceSteps(*dev);
+    m_steps = deviceSteps(*dev, m_workspace->steps());
     const StepTable& t = m_steps.table;
     // Each sentence whole, one per line: the label wraps, so nothing that matters is cut.
     QStringList lines;

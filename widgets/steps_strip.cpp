@@ -25,8 +25,7 @@ StepsStrip::StepsStrip(Workspace* workspace, TimelinePlot* plot, QWidget* parent
 
 void StepsStrip::rebuild()
 {
-    const DeviceDocument* dev = m_workspace->deviceDocument();
-    m_table = dev ? findSteps(*dev) : StepTable{};
+    m_table = m_workspace->steps();
     setVisible(m_table.steps.size() >= 1 && m_table.source != StepSource::None);
     setToolTip(QString::fromStdString(m_table.how));
     update();

@@ -20,6 +20,7 @@ void Workspace::setDocument(std::shared_ptr<const Document> doc, const QString& 
     m_selected = AllocId{};
     m_momentValid = false;
     m_adviceCache.clear();
+    m_stepsCache.clear();
     emit documentChanged();
     schedule();
 }
@@ -41,6 +42,18 @@ void Workspace::setDevice(size_t deviceIndex)
     m_momentValid = false;
     emit deviceChanged();
     schedule();
+}
+
+const StepTable& Workspace::steps()
+{
+    static const StepTable none;
+    const DeviceDocument* dev = deviceDocument();
+    if (!dev)
+        return none;
+    auto it = m_stepsCache.find(m_device);
+    if (it == m_stepsCache.end())
+        it = m_stepsCache.emplace(m_device, findSteps(*dev)).first;
+    return it->second;
 }
 
 void Workspace::setEvent(EventIndex event)

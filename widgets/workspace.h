@@ -1,6 +1,7 @@
 #pragma once
 #include "core/engine/document.h"
 #include "core/report/report.h"
+#include "core/steps/steps.h"
 #include "core/timeline/segment_layout.h"
 
 #include <QObject>
@@ -60,6 +61,10 @@ public:
     void select(AllocId id);
     AllocId selected() const { return m_selected; }
 
+    // The current device's steps, found once per document and device: the steps strip and the Leaks
+    // tab read the same table, so they cannot disagree (each used to find its own).
+    const StepTable& steps();
+
     // The numbers at the cursor; computes them now if a move is pending.
     const CursorMoment& moment();
     // Applies a pending cursor move now (tests, exports); otherwise it happens on the next event-loop turn.
@@ -90,6 +95,7 @@ private:
     QTimer m_timer;
     // The allocator advice at each OOM (a few replays of the trace): once per document, device and OOM.
     std::map<std::pair<size_t, EventIndex>, AllocatorAdvice> m_adviceCache;
+    std::map<size_t, StepTable> m_stepsCache; // by device, for the current document
 };
 
 } // namespace poolscope

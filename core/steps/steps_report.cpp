@@ -4,17 +4,20 @@
 #include "core/util/units.h"
 
 #include <sstream>
+#include <utility>
 
 namespace poolscope {
 
 using nlohmann::json;
 
-DeviceSteps deviceSteps(const DeviceDocument& dev)
+DeviceSteps deviceSteps(const DeviceDocument& dev) { return deviceSteps(dev, findSteps(dev)); }
+
+DeviceSteps deviceSteps(const DeviceDocument& dev, StepTable table)
 {
     DeviceSteps d;
     d.device = dev.device().device;
     d.label = dev.label();
-    d.table = findSteps(dev);
+    d.table = std::move(table);
     d.leaks = findLeaks(dev, d.table);
     return d;
 }

@@ -21,6 +21,8 @@ struct DeviceSteps {
 // Every device, or the one `device` names (std::invalid_argument when the dump lacks it).
 std::vector<DeviceSteps> buildSteps(const Document& doc, std::optional<int> device);
 DeviceSteps deviceSteps(const DeviceDocument& dev);
+// With the steps already found (the window finds them once for its steps strip and Leaks tab).
+DeviceSteps deviceSteps(const DeviceDocument& dev, StepTable table);
 
 std::string stepsText(const std::vector<DeviceSteps>& devices);
 nlohmann::json stepsJson(const std::vector<DeviceSteps>& devices); // {"devices": [...]}

@@ -12,6 +12,7 @@
 #include "widgets/main_window.h"
 #include "widgets/site_tree_panel.h"
 #include "widgets/steps_strip.h"
+#include "widgets/workspace.h"
 #include "widgets/tensor_model.h"
 #include "widgets/timeline_plot.h"
 
@@ -183,6 +184,10 @@ private slots:
         LeaksPanel* leaks = w.leaksPanel();
         QTRY_VERIFY(leaks->isVisible());
         QCOMPARE(leaks->steps().table.steps.size(), expected.table.steps.size());
+        // The steps strip and the tab read one table, found once for the document and device.
+        const StepTable* shared = &w.workspace()->steps();
+        QCOMPARE(&w.workspace()->steps(), shared);
+        QCOMPARE(shared->steps.size(), expected.table.steps.size());
         QTreeWidget* rows = leaks->suspects();
         QCOMPARE(rows->topLevelItemCount(), int(expected.leaks.suspects.size()));
         for (int k = 0; k < rows->topLevelItemCount(); ++k)
