@@ -152,18 +152,39 @@ bool readsAsBackward(const Stream& s, const Candidate& c, const std::unordered_m
 // block of one of those sizes, alive through it, was made inside a walk that read as one (before
 // its first release: a 1F1B schedule runs later micro-batches' forwards before the first
 // backward); a weight (from before recording, or made before) or a batch is not.
-bool addsIntoKeptGradients(const Stream& s, const EngineWalk& w, const std::unordered_set<int64_t>& atOnceSizes,
-                           const std::vector<EngineWalk>& backwards, const std::unordered_map<uint64_t, int64_t>& requested)
+// Blocks made inside the walks that read as backwards, by size key: (birth, release).
+using MadeInWalks = std::unordered_map<int64_t, std::vector<std::pair<EventIndex, EventIndex>>>;
+
+MadeInWalks madeInWalks(const Stream& s, const std::vector<EngineWalk>& backwards)
 {
+    std::vector<std::pair<EventIndex, EventIndex>> spans; // merged, sorted
+    for (const EngineWalk& b : backwards)
+        spans.emplace_back(b.first, b.last);
+    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<EventIndex, EventIndex>> merged;
+    for (const auto& sp : spans)
+        if (!merged.empty() && sp.first <= merged.back().second)
+            merged.back().second = std::max(merged.back().second, sp.second);
+        else
+            merged.push_back(sp);
+    MadeInWalks out;
     for (const Allocation& a : s.dev.allocations) {
-        const EventIndex r = releaseOf(a);
-        if (a.preexisting() || a.allocEvent >= w.first || (r != kNoEvent && r <= w.last) ||
-            !atOnceSizes.count(sizeKey(classify_detail::requestedBytesOf(a, requested))))
+        if (a.preexisting())
             continue;
-        for (const EngineWalk& b : backwards)
-            if (a.allocEvent >= b.first && a.allocEvent <= b.last)
-                return true;
+        auto it = std::upper_bound(merged.begin(), merged.end(), a.allocEvent, [](EventIndex v, const auto& m) { return v < m.first; });
+        if (it != merged.begin() && std::prev(it)->second >= a.allocEvent)
+            out[sizeKey(a.size)].emplace_back(a.allocEvent, releaseOf(a));
     }
+    return out;
+}
+
+bool addsIntoKeptGradients(const EngineWalk& w, const std::unordered_set<int64_t>& atOnceSizes, const MadeInWalks& made)
+{
+    for (int64_t size : atOnceSizes)
+        if (auto it = made.find(size); it != made.end())
+            for (const auto& [born, released] : it->second)
+                if (born < w.first && (released == kNoEvent || released > w.last))
+                    return true;
     return false;
 }
 
@@ -292,10 +313,12 @@ std::vector<EngineWalk> engineWalks(const DeviceTrace& dev, const StateBursts& b
         else if (!atOnce.empty())
             accumulating.emplace_back(&c, std::move(atOnce));
     }
-    const std::vector<EngineWalk> strict = out;
-    for (const auto& [c, sizes] : accumulating)
-        if (addsIntoKeptGradients(s, c->walk, sizes, strict, requested))
-            out.push_back(c->walk);
+    if (!accumulating.empty()) {
+        const MadeInWalks made = madeInWalks(s, out);
+        for (const auto& [c, sizes] : accumulating)
+            if (addsIntoKeptGradients(c->walk, sizes, made))
+                out.push_back(c->walk);
+    }
     std::sort(out.begin(), out.end(), [](const EngineWalk& a, const EngineWalk& b) { return a.first < b.first; });
     // What a backward made (its gradients, let go of by zero_grad or a step after it) is released by
     // no later backward: a walk over blocks born inside another walk is no forward's graph.
