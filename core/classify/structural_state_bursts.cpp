@@ -36,19 +36,19 @@ void updateScratch(const DeviceTrace& dev, std::vector<std::pair<EventIndex, Eve
     auto judge = [&](EventIndex lastBirth) {
         if (made.size() < kScratchRun)
             return;
-        // Every block let go of after the last birth, in one run of releases: nothing made between.
-        EventIndex firstRelease = kNoEvent, lastRelease = kNoEvent;
+        // Every block let go of after the last birth (nothing was let go of among the births), in
+        // one run of releases: nothing made between.
+        EventIndex lastRelease = kNoEvent;
         int64_t bytes = 0, keptSized = 0;
         for (const Allocation* a : made) {
             const EventIndex r = classify_detail::freeEventOf(*a);
             if (r == kNoEvent)
                 return;
-            firstRelease = firstRelease == kNoEvent ? r : std::min(firstRelease, r);
             lastRelease = std::max(lastRelease, r);
             bytes += a->size;
             keptSized += keptSizes.count(sizeKey(a->size)) ? a->size : 0;
         }
-        if (keptSized * 2 < bytes || firstRelease <= lastBirth)
+        if (keptSized * 2 < bytes)
             return;
         for (EventIndex e = lastBirth + 1; e <= lastRelease; ++e)
             if (classify_detail::bornAt(dev, e))
