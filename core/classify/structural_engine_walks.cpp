@@ -12,10 +12,7 @@
 namespace poolscope {
 namespace {
 
-using classify_detail::sizeKey;
-using walk_detail::kHeld;
-using walk_detail::Stream;
-constexpr auto releaseOf = classify_detail::freeEventOf;
+using namespace walk_detail;
 
 struct Candidate {
     EngineWalk walk;

@@ -15,10 +15,7 @@
 namespace poolscope {
 namespace {
 
-using classify_detail::sizeKey;
-using walk_detail::kHeld;
-using walk_detail::Stream;
-constexpr auto releaseOf = classify_detail::freeEventOf;
+using namespace walk_detail;
 constexpr auto place = classify_detail::placeStructural; // a walk's backward placed first stays
 
 } // namespace

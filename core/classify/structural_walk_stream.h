@@ -6,6 +6,9 @@
 
 namespace poolscope::walk_detail {
 
+using classify_detail::sizeKey;
+constexpr auto releaseOf = classify_detail::freeEventOf;
+
 // A block held "a while": made more than a few events before its release. One operator's scratch
 // (made and let go of inside the operator) is not what a graph saved.
 constexpr EventIndex kHeld = 16;
@@ -28,7 +31,7 @@ struct Stream {
         if (!id.valid() || dev.events.action[size_t(e)] == Action::Alloc)
             return nullptr;
         const Allocation& a = dev.allocations[id.value];
-        return classify_detail::freeEventOf(a) == e && !a.preexisting() ? &a : nullptr;
+        return releaseOf(a) == e && !a.preexisting() ? &a : nullptr;
     }
 };
 
